@@ -1,0 +1,128 @@
+//! Text rendering: aligned tables and the verification report.
+
+use std::io::{self, Write};
+
+use countersign::Receipt;
+use countersign::evidence::{AnchorCheck, VerifyReport};
+
+/// A plain, left-aligned text table.
+pub struct Table {
+    headers: Vec<String>,
+    rows: Vec<Vec<String>>,
+}
+
+impl Table {
+    /// A table with these column headers.
+    pub fn new<const N: usize>(headers: [&str; N]) -> Table {
+        Table {
+            headers: headers.iter().map(|header| (*header).to_owned()).collect(),
+            rows: Vec::new(),
+        }
+    }
+
+    /// Add a row.
+    pub fn row<const N: usize>(&mut self, cells: [String; N]) {
+        self.rows.push(cells.into());
+    }
+
+    /// Write the table.
+    pub fn write(&self, out: &mut dyn Write) -> io::Result<()> {
+        let mut widths: Vec<usize> = self
+            .headers
+            .iter()
+            .map(|header| header.chars().count())
+            .collect();
+        for row in &self.rows {
+            for (width, cell) in widths.iter_mut().zip(row) {
+                *width = (*width).max(cell.chars().count());
+            }
+        }
+        let line = |cells: &[String]| {
+            let padded: Vec<String> = cells
+                .iter()
+                .zip(&widths)
+                .enumerate()
+                .map(|(index, (cell, width))| {
+                    if index + 1 == cells.len() {
+                        cell.clone()
+                    } else {
+                        format!("{cell:<width$}")
+                    }
+                })
+                .collect();
+            padded.join("  ").trim_end().to_owned()
+        };
+        writeln!(out, "{}", line(&self.headers))?;
+        for row in &self.rows {
+            writeln!(out, "{}", line(row))?;
+        }
+        Ok(())
+    }
+}
+
+/// `text` cut to `limit` characters, with an ellipsis when cut.
+pub fn truncate(text: &str, limit: usize) -> String {
+    if text.chars().count() <= limit {
+        return text.to_owned();
+    }
+    let mut cut: String = text.chars().take(limit.saturating_sub(1)).collect();
+    cut.push('…');
+    cut
+}
+
+/// The receipts listing.
+pub fn receipts_table(receipts: &[Receipt]) -> Table {
+    let mut table = Table::new([
+        "SEQ", "RECORDED", "KIND", "OUTCOME", "REASON", "ACTION", "EFFECT", "BY",
+    ]);
+    for receipt in receipts {
+        let kind = serde_json::to_value(receipt.kind)
+            .ok()
+            .and_then(|value| value.as_str().map(str::to_owned))
+            .unwrap_or_default();
+        table.row([
+            receipt.seq.to_string(),
+            receipt.recorded_at.to_string(),
+            kind,
+            receipt.outcome.as_str().to_owned(),
+            receipt.reason.clone().unwrap_or_else(|| "-".to_owned()),
+            receipt.action.clone().unwrap_or_else(|| "-".to_owned()),
+            receipt.effect_key.clone().unwrap_or_else(|| "-".to_owned()),
+            receipt.approver.clone().unwrap_or_else(|| "-".to_owned()),
+        ]);
+    }
+    table
+}
+
+/// The verification report, in words.
+pub fn verify_report(report: &VerifyReport, out: &mut dyn Write) -> io::Result<()> {
+    match &report.first_break {
+        Some(chain_break) => {
+            writeln!(
+                out,
+                "chain BROKEN at receipt {}: {chain_break}",
+                chain_break.seq()
+            )?;
+            writeln!(out, "{} receipt(s) before it verified", report.checked)?;
+        }
+        None => match &report.head {
+            Some(head) => writeln!(
+                out,
+                "chain intact: {} receipt(s), head {}",
+                report.checked, head.hash
+            )?,
+            None => writeln!(out, "chain intact: the log is empty")?,
+        },
+    }
+    match &report.anchor {
+        AnchorCheck::NotGiven => writeln!(
+            out,
+            "note: without an anchor, deleting the newest receipts cannot be detected; export one with `countersign receipts --export-anchor > anchor.json` and keep it elsewhere"
+        ),
+        AnchorCheck::Matched => writeln!(
+            out,
+            "anchor matched: the log still reaches the exported head"
+        ),
+        AnchorCheck::Failed { detail } => writeln!(out, "anchor FAILED: {detail}"),
+    }
+}

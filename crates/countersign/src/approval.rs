@@ -1,0 +1,594 @@
+//! Approvals: a human's countersignature on exactly one action.
+//!
+//! A request is created when policy says `approve` and nothing usable is presented. It is bound
+//! to the [`ActionHash`] and to the governing policy entry's fingerprint, and moves through
+//!
+//! ```text
+//! pending ──► granted ──► consumed      the one attempt it authorized
+//!    │  └───► denied                    a human's no (a recorded decision, not an error)
+//!    ├──────► expired                   TTL passed unanswered (sticky: a clock jump back
+//! granted ──► expired                    does not revive it)
+//! granted ──► void                      the action's policy entry changed since the request
+//! ```
+//!
+//! The first answer wins; a second, different answer is refused with the stored decision, and an
+//! identical repeat is an idempotent success (case B30). A caller that stops waiting changes
+//! nothing (case B31). Expiry compares against one clock with no skew allowance (case B32).
+//!
+//! Every transition is decided by a pure function here ([`plan_answer`], [`plan_take`],
+//! [`plan_open`]); store backends only read and write.
+
+use std::fmt;
+use std::sync::Arc;
+
+use serde::Serialize;
+
+use crate::action::{ActionHash, REDACTED, canonical};
+use crate::clock::Timestamp;
+use crate::error::ControlError;
+use crate::store::Store;
+
+/// An approval request identifier: `apr_` plus 20 lowercase base-32 characters.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct ApprovalId(String);
+
+impl ApprovalId {
+    /// A fresh random identifier.
+    pub fn generate() -> ApprovalId {
+        ApprovalId(crate::store::random_id("apr_"))
+    }
+
+    /// Parse a user-given identifier.
+    ///
+    /// # Errors
+    ///
+    /// A message naming the expected shape when `text` is not `apr_` plus 20 lowercase base-32
+    /// characters.
+    pub fn parse(text: &str) -> Result<ApprovalId, String> {
+        let ok = text.len() == 24
+            && text.starts_with("apr_")
+            && text[4..]
+                .chars()
+                .all(|c| matches!(c, 'a'..='z' | '2'..='7'));
+        if ok {
+            Ok(ApprovalId(text.to_owned()))
+        } else {
+            Err(format!(
+                "`{}` is not an approval request id: ids look like `apr_` followed by 20 \
+                 characters; list them with `countersign pending`",
+                text.escape_debug()
+            ))
+        }
+    }
+
+    /// Wrap a stored identifier.
+    pub(crate) fn from_stored(text: String) -> ApprovalId {
+        ApprovalId(text)
+    }
+
+    /// The identifier text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for ApprovalId {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// The state of an approval request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ApprovalState {
+    /// Waiting for a human.
+    Pending,
+    /// A human said yes; not yet used.
+    Granted,
+    /// A human said no.
+    Denied,
+    /// Used by the one attempt it authorized.
+    Consumed,
+    /// Its TTL passed before it was answered or used.
+    Expired,
+    /// The action's policy entry changed after the request; it authorizes nothing.
+    Void,
+}
+
+impl ApprovalState {
+    /// The stable lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ApprovalState::Pending => "pending",
+            ApprovalState::Granted => "granted",
+            ApprovalState::Denied => "denied",
+            ApprovalState::Consumed => "consumed",
+            ApprovalState::Expired => "expired",
+            ApprovalState::Void => "void",
+        }
+    }
+
+    /// Parse a stored name.
+    pub fn parse(text: &str) -> Option<ApprovalState> {
+        Some(match text {
+            "pending" => ApprovalState::Pending,
+            "granted" => ApprovalState::Granted,
+            "denied" => ApprovalState::Denied,
+            "consumed" => ApprovalState::Consumed,
+            "expired" => ApprovalState::Expired,
+            "void" => ApprovalState::Void,
+            _ => return None,
+        })
+    }
+}
+
+impl fmt::Display for ApprovalState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One approval request, as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ApprovalRecord {
+    /// Its identifier.
+    pub id: ApprovalId,
+    /// The action hash it is bound to.
+    pub action_hash: ActionHash,
+    /// The action name.
+    pub action: String,
+    /// The canonical arguments with secrets redacted: what the approver is shown.
+    pub arguments: canonical::CanonicalJson,
+    /// The principal asking.
+    pub principal: String,
+    /// The resource, if the policy names one.
+    pub resource: Option<String>,
+    /// The environment.
+    pub environment: String,
+    /// The effect key, if any.
+    pub effect_key: Option<String>,
+    /// The policy hash when the request was made.
+    pub policy_hash: String,
+    /// The fingerprint of the governing policy entry when the request was made.
+    pub entry_fingerprint: String,
+    /// Its state.
+    pub state: ApprovalState,
+    /// When it was requested.
+    pub created_at: Timestamp,
+    /// When it expires: fixed at request time.
+    pub expires_at: Timestamp,
+    /// When it was answered, if it was.
+    pub answered_at: Option<Timestamp>,
+    /// Who answered.
+    pub approver: Option<String>,
+    /// The approver's note, quoted as data.
+    pub note: Option<String>,
+    /// When it was consumed, if it was.
+    pub consumed_at: Option<Timestamp>,
+    /// The attempt that consumed it (`att_…`).
+    pub consumed_by: Option<String>,
+}
+
+impl ApprovalRecord {
+    /// Is it expired at `now`? Expiry is `now >= expires_at`, with no skew allowance.
+    pub fn is_expired_at(&self, now: Timestamp) -> bool {
+        self.state == ApprovalState::Expired
+            || (matches!(self.state, ApprovalState::Pending | ApprovalState::Granted)
+                && now >= self.expires_at)
+    }
+
+    /// The request as a framework shows it to a human.
+    pub fn to_pending(&self) -> PendingApproval {
+        PendingApproval {
+            request_id: self.id.clone(),
+            action: self.action.clone(),
+            arguments: self.arguments.to_value(),
+            principal: self.principal.clone(),
+            resource: self.resource.clone(),
+            environment: self.environment.clone(),
+            effect_key: self.effect_key.clone(),
+            action_hash: self.action_hash.clone(),
+            created_at: self.created_at,
+            expires_at: self.expires_at,
+        }
+    }
+}
+
+/// A human's decision.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum AnswerDecision {
+    /// Yes: grant the request.
+    Approve,
+    /// No: deny the request.
+    Reject,
+}
+
+impl AnswerDecision {
+    /// The state an answer moves a pending request to.
+    pub fn state(self) -> ApprovalState {
+        match self {
+            AnswerDecision::Approve => ApprovalState::Granted,
+            AnswerDecision::Reject => ApprovalState::Denied,
+        }
+    }
+}
+
+/// What a human answered, as a framework hands it back.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ApprovalAnswer {
+    /// Approve or reject.
+    pub decision: AnswerDecision,
+    /// Who answered (for example `human:alice`). Required: an anonymous answer authorizes
+    /// nothing.
+    pub approver: String,
+    /// An optional note, kept and quoted as data.
+    pub note: Option<String>,
+    /// The arguments the human answered about, for frameworks whose resume carries them
+    /// ([`FrameworkInterrupt::carries_approved_arguments`]).
+    pub arguments: Option<serde_json::Value>,
+}
+
+/// An approval request as a framework shows it to a human: everything needed to decide.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct PendingApproval {
+    /// The request to answer.
+    pub request_id: ApprovalId,
+    /// The action name.
+    pub action: String,
+    /// The canonical arguments, secrets redacted.
+    pub arguments: serde_json::Value,
+    /// Who is asking.
+    pub principal: String,
+    /// The resource, if any.
+    pub resource: Option<String>,
+    /// The environment.
+    pub environment: String,
+    /// The effect key, if any.
+    pub effect_key: Option<String>,
+    /// The action hash the answer will be bound to.
+    pub action_hash: ActionHash,
+    /// When the request was made.
+    pub created_at: Timestamp,
+    /// When it expires (UTC, RFC 3339 when serialized).
+    pub expires_at: Timestamp,
+}
+
+/// Why a framework's interrupt gave no answer.
+#[derive(Debug, thiserror::Error)]
+pub enum InterruptError {
+    /// The framework paused the run to ask a human (it will resume later, in this or another
+    /// process). The attempt ends with `ApprovalRequired`; the request stays pending.
+    #[error("the run is paused waiting for a human")]
+    Suspended,
+    /// The interrupt itself failed.
+    #[error("the framework's interrupt failed: {0}")]
+    Failed(String),
+}
+
+/// A framework's own human-in-the-loop primitive, seen from the kernel.
+///
+/// Implemented by adapters; wrapped by the operator in an [`InterruptApprovalProvider`], which
+/// is the only place an adapter's answer becomes a grant.
+#[async_trait::async_trait]
+pub trait FrameworkInterrupt: Send + Sync {
+    /// The framework's name (for evidence and reports), such as `langgraph`.
+    fn framework(&self) -> &str;
+    /// Does the framework's resume carry the arguments the human answered about? When it does,
+    /// the provider refuses an answer about other arguments.
+    fn carries_approved_arguments(&self) -> bool;
+    /// Ask a human through the framework.
+    async fn interrupt(&self, pending: PendingApproval) -> Result<ApprovalAnswer, InterruptError>;
+}
+
+/// What an [`ApprovalProvider`] did with a pending request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ProviderOutcome {
+    /// An answer was recorded in the store; the pipeline goes on to take it.
+    Answered,
+    /// Nobody answered now (out of band, or the framework paused the run): the attempt ends
+    /// with `ApprovalRequired` and the request stays pending.
+    Deferred,
+}
+
+/// Asks a human when policy says `approve` and nothing usable was presented.
+#[async_trait::async_trait]
+pub trait ApprovalProvider: Send + Sync {
+    /// Ask about `pending`; record the answer, if one comes, in the store.
+    ///
+    /// # Errors
+    ///
+    /// A [`ControlError`] that ends the attempt (for example `ApprovalMismatch` when the answer
+    /// is about other arguments).
+    async fn request(&self, pending: &PendingApproval) -> Result<ProviderOutcome, ControlError>;
+}
+
+/// The approval provider that routes requests through a framework's interrupt.
+///
+/// Constructed by the operator with the store and the adapter's [`FrameworkInterrupt`]; it
+/// records the answer (and who gave it) in the store, after checking that an answer carrying
+/// arguments is about exactly the pending ones.
+pub struct InterruptApprovalProvider {
+    store: Arc<dyn Store>,
+    interrupt: Arc<dyn FrameworkInterrupt>,
+    clock: Arc<dyn crate::clock::Clock>,
+}
+
+impl InterruptApprovalProvider {
+    /// A provider that asks through `interrupt` and records answers in `store`, judging expiry
+    /// by `clock` (use the same clock as the [`crate::Control`]).
+    pub fn new(
+        store: Arc<dyn Store>,
+        interrupt: Arc<dyn FrameworkInterrupt>,
+        clock: Arc<dyn crate::clock::Clock>,
+    ) -> InterruptApprovalProvider {
+        InterruptApprovalProvider {
+            store,
+            interrupt,
+            clock,
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ApprovalProvider for InterruptApprovalProvider {
+    async fn request(&self, pending: &PendingApproval) -> Result<ProviderOutcome, ControlError> {
+        let answer = match self.interrupt.interrupt(pending.clone()).await {
+            Ok(answer) => answer,
+            Err(InterruptError::Suspended) => return Ok(ProviderOutcome::Deferred),
+            Err(InterruptError::Failed(message)) => {
+                return Err(ControlError::InterruptFailed {
+                    request_id: pending.request_id.clone(),
+                    framework: self.interrupt.framework().to_owned(),
+                    message,
+                });
+            }
+        };
+        if self.interrupt.carries_approved_arguments() {
+            answered_about_pending(pending, answer.arguments.as_ref())?;
+        }
+        record_answer(
+            self.store.as_ref(),
+            &pending.request_id,
+            answer.decision,
+            &answer.approver,
+            answer.note.as_deref(),
+            self.clock.now(),
+        )
+        .await
+        .map_err(ControlError::from_answer_error)?;
+        Ok(ProviderOutcome::Answered)
+    }
+}
+
+/// Check that an answer's arguments are the pending ones (after the same redaction).
+fn answered_about_pending(
+    pending: &PendingApproval,
+    answered: Option<&serde_json::Value>,
+) -> Result<(), ControlError> {
+    let mismatch = |answered_hash: String| ControlError::ApprovalMismatch {
+        request_id: pending.request_id.clone(),
+        approved_hash: answered_hash,
+        action_hash: pending.action_hash.clone(),
+    };
+    let Some(answered) = answered else {
+        return Err(mismatch("(no arguments in the answer)".to_owned()));
+    };
+    let mut answered = answered.clone();
+    // Secret arguments are shown redacted; keep the redaction marker where the pending had it.
+    if let (serde_json::Value::Object(answered_map), serde_json::Value::Object(pending_map)) =
+        (&mut answered, &pending.arguments)
+    {
+        for (key, value) in pending_map {
+            if value.as_str() == Some(REDACTED) && answered_map.contains_key(key) {
+                answered_map.insert(key.clone(), value.clone());
+            }
+        }
+    }
+    let answered = canonical::to_canonical(&answered)
+        .map_err(|_| mismatch("(unrepresentable arguments)".to_owned()))?;
+    let pending_canonical = canonical::to_canonical(&pending.arguments)
+        .map_err(|_| mismatch("(unrepresentable pending arguments)".to_owned()))?;
+    if answered != pending_canonical {
+        return Err(mismatch(answered.sha256()));
+    }
+    Ok(())
+}
+
+/// Record a human's answer: the one path the CLI, the Python helpers and the interrupt provider
+/// share.
+///
+/// # Errors
+///
+/// [`crate::AnswerError`]: unknown request, already decided (with the stored decision), expired,
+/// or a store failure.
+///
+/// # Cancel safety
+///
+/// One store transaction: dropping the future either leaves the answer unrecorded or recorded,
+/// never half.
+pub async fn record_answer(
+    store: &dyn Store,
+    request_id: &ApprovalId,
+    decision: AnswerDecision,
+    approver: &str,
+    note: Option<&str>,
+    now: Timestamp,
+) -> Result<ApprovalRecord, crate::error::AnswerError> {
+    if approver.trim().is_empty() {
+        return Err(crate::error::AnswerError::NoApprover);
+    }
+    let answer = crate::store::RecordAnswer {
+        request_id: request_id.clone(),
+        decision,
+        approver: approver.to_owned(),
+        note: note.map(str::to_owned),
+    };
+    store.answer_approval(answer, now).await
+}
+
+/// What to do with an answer, given the stored request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum AnswerPlan {
+    /// Record it.
+    Apply,
+    /// The same decision is already stored: succeed without writing.
+    Repeat,
+    /// A different decision (or a later state) is stored: refuse with it.
+    AlreadyDecided {
+        /// The stored state.
+        state: ApprovalState,
+    },
+    /// The request is pending but its TTL has passed: record `expired`, then refuse.
+    Expire,
+    /// The request already expired.
+    Expired,
+}
+
+/// Decide what an answer does to `record` at `now` (first answer wins; no skew allowance).
+pub fn plan_answer(
+    record: &ApprovalRecord,
+    decision: AnswerDecision,
+    now: Timestamp,
+) -> AnswerPlan {
+    match record.state {
+        ApprovalState::Pending if now >= record.expires_at => AnswerPlan::Expire,
+        ApprovalState::Pending => AnswerPlan::Apply,
+        ApprovalState::Expired => AnswerPlan::Expired,
+        state if state == decision.state() => AnswerPlan::Repeat,
+        state => AnswerPlan::AlreadyDecided { state },
+    }
+}
+
+/// What to do with a presented approval, given the stored request.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum TakePlan {
+    /// Consume it (in the same transaction as the effect reservation).
+    Consume,
+    /// Refuse; if `mark` is set, first move the request to that state.
+    Refuse {
+        /// Why.
+        refusal: TakeRefusal,
+        /// A state to record before refusing (`expired` or `void`).
+        mark: Option<ApprovalState>,
+    },
+}
+
+/// Why a presented approval authorizes nothing.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TakeRefusal {
+    /// No such request.
+    Unknown,
+    /// Not answered yet.
+    Pending,
+    /// A human said no.
+    Denied,
+    /// Already used.
+    Consumed,
+    /// Past its TTL.
+    Expired,
+    /// Granted for a different action hash.
+    Mismatch,
+    /// The action's policy entry changed since the request.
+    PolicyChanged,
+}
+
+/// Decide whether a presented approval authorizes an attempt with `action_hash` under the
+/// policy entry `fingerprint` at `now`.
+///
+/// Order: a hash mismatch is reported first (the answer was about something else, and the
+/// request is left as it is); then expiry; then a changed policy entry (the request is voided:
+/// case B05); then consumption.
+pub fn plan_take(
+    record: Option<&ApprovalRecord>,
+    action_hash: &ActionHash,
+    fingerprint: &str,
+    now: Timestamp,
+) -> TakePlan {
+    let refuse = |refusal, mark| TakePlan::Refuse { refusal, mark };
+    let Some(record) = record else {
+        return refuse(TakeRefusal::Unknown, None);
+    };
+    if &record.action_hash != action_hash {
+        return refuse(TakeRefusal::Mismatch, None);
+    }
+    match record.state {
+        ApprovalState::Pending | ApprovalState::Granted if now >= record.expires_at => {
+            refuse(TakeRefusal::Expired, Some(ApprovalState::Expired))
+        }
+        ApprovalState::Pending => refuse(TakeRefusal::Pending, None),
+        ApprovalState::Granted if record.entry_fingerprint != fingerprint => {
+            refuse(TakeRefusal::PolicyChanged, Some(ApprovalState::Void))
+        }
+        ApprovalState::Granted => TakePlan::Consume,
+        ApprovalState::Denied => refuse(TakeRefusal::Denied, None),
+        ApprovalState::Consumed => refuse(TakeRefusal::Consumed, None),
+        ApprovalState::Expired => refuse(TakeRefusal::Expired, None),
+        ApprovalState::Void => refuse(TakeRefusal::PolicyChanged, None),
+    }
+}
+
+/// What to do when policy says `approve` and nothing was presented.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum OpenPlan {
+    /// A granted, unexpired request for this hash and policy entry exists: take it.
+    UseGranted(ApprovalId),
+    /// A pending, unexpired request exists: do not ask twice (re-entry is idempotent).
+    Existing(ApprovalId),
+    /// A human denied this exact action and the denial still stands (until that request's
+    /// `expires_at`): refuse without asking again (case B34).
+    Denied(ApprovalId),
+    /// Create a new pending request.
+    Create,
+}
+
+/// Decide how to open an approval for `action_hash`, given its existing requests (any order),
+/// under the policy entry `fingerprint` at `now`. Also returns state marks to record first:
+/// expired requests become `expired`, granted or pending ones under a changed entry `void`.
+pub fn plan_open(
+    existing: &[ApprovalRecord],
+    fingerprint: &str,
+    now: Timestamp,
+) -> (OpenPlan, Vec<(ApprovalId, ApprovalState)>) {
+    let mut marks = Vec::new();
+    let mut granted = None;
+    let mut pending = None;
+    let mut denied = None;
+    let mut newest_first: Vec<&ApprovalRecord> = existing.iter().collect();
+    newest_first.sort_by(|a, b| b.created_at.cmp(&a.created_at).then(b.id.cmp(&a.id)));
+    for record in newest_first {
+        match record.state {
+            ApprovalState::Pending | ApprovalState::Granted if now >= record.expires_at => {
+                marks.push((record.id.clone(), ApprovalState::Expired));
+            }
+            ApprovalState::Pending | ApprovalState::Granted
+                if record.entry_fingerprint != fingerprint =>
+            {
+                marks.push((record.id.clone(), ApprovalState::Void));
+            }
+            ApprovalState::Granted => {
+                granted.get_or_insert_with(|| record.id.clone());
+            }
+            ApprovalState::Pending => {
+                pending.get_or_insert_with(|| record.id.clone());
+            }
+            ApprovalState::Denied if now < record.expires_at => {
+                denied.get_or_insert_with(|| record.id.clone());
+            }
+            _ => {}
+        }
+    }
+    // An explicit "no" beats anything granted earlier for the same hash (case B01).
+    let plan = match (denied, granted, pending) {
+        (Some(id), _, _) => OpenPlan::Denied(id),
+        (None, Some(id), _) => OpenPlan::UseGranted(id),
+        (None, None, Some(id)) => OpenPlan::Existing(id),
+        (None, None, None) => OpenPlan::Create,
+    };
+    (plan, marks)
+}
+
+#[cfg(test)]
+mod tests;

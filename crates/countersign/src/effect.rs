@@ -1,0 +1,282 @@
+//! Effects: the at-most-once half of the kernel.
+//!
+//! An action whose policy entry has an `effect` template gets an [`EffectKey`] such as
+//! `refund:pi_1`. Before the executor runs, the key is reserved in the store; the record then
+//! moves through
+//!
+//! ```text
+//! reserved ──► committed            executor returned Ok
+//!     │  ├───► failed               executor returned ExecutorError::NotExecuted (retry allowed)
+//!     │  └───► ambiguous            any other error, a panic, a timeout, a dropped future
+//!     └──────► ambiguous            the lease expired with no outcome (crash, kill -9)
+//! ambiguous ──► committed | failed  only by `countersign resolve` or a ReconcileHook
+//! failed ─────► reserved            a new attempt
+//! ```
+//!
+//! `reserved` covers DESIGN.md's `reserved → executing`: the executor starts right after the
+//! reservation commits, and the kernel does not spend a second transaction to say so. A lease
+//! that lapses on a reserved record therefore means "may have run", never "did not run".
+//!
+//! Which attempt may proceed is one pure function, [`retry_decision`], shared by every store
+//! backend: backends only read and write.
+
+use std::fmt;
+
+use serde::Serialize;
+
+use crate::clock::Timestamp;
+
+/// An effect key: the identity of one real-world effect, rendered from the policy's `effect`
+/// template (`refund:{payment_id}` → `refund:pi_1`). At most 512 bytes.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(transparent)]
+pub struct EffectKey(String);
+
+impl EffectKey {
+    /// The longest key accepted, in bytes.
+    pub const MAX_LEN: usize = 512;
+
+    /// Wrap a key.
+    ///
+    /// # Errors
+    ///
+    /// [`EffectKeyError`] when the key is empty or longer than [`EffectKey::MAX_LEN`] bytes.
+    pub fn new(key: impl Into<String>) -> Result<EffectKey, EffectKeyError> {
+        let key = key.into();
+        if key.is_empty() {
+            return Err(EffectKeyError::Empty);
+        }
+        if key.len() > Self::MAX_LEN {
+            return Err(EffectKeyError::TooLong { length: key.len() });
+        }
+        Ok(EffectKey(key))
+    }
+
+    /// The key text.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl fmt::Display for EffectKey {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// Why a rendered effect key was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum EffectKeyError {
+    /// The template rendered to an empty string.
+    #[error("effect key is empty: the effect template must render to at least one character")]
+    Empty,
+    /// The key is longer than [`EffectKey::MAX_LEN`].
+    #[error("effect key is {length} bytes long: the limit is 512")]
+    TooLong {
+        /// Its length in bytes.
+        length: usize,
+    },
+}
+
+/// The state of an effect record.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum EffectState {
+    /// Claimed by an attempt whose lease runs until `lease_until`; its executor may be running.
+    Reserved,
+    /// The executor returned `Ok`: the effect happened.
+    Committed,
+    /// The executor said the effect definitely did not happen; a new attempt may reserve it.
+    Failed,
+    /// Nobody knows whether the effect happened; every attempt is refused until it is resolved.
+    Ambiguous,
+}
+
+impl EffectState {
+    /// The stable lowercase name (`reserved`, `committed`, `failed`, `ambiguous`).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            EffectState::Reserved => "reserved",
+            EffectState::Committed => "committed",
+            EffectState::Failed => "failed",
+            EffectState::Ambiguous => "ambiguous",
+        }
+    }
+
+    /// Parse a stored or user-given name.
+    pub fn parse(text: &str) -> Option<EffectState> {
+        match text {
+            "reserved" => Some(EffectState::Reserved),
+            "committed" => Some(EffectState::Committed),
+            "failed" => Some(EffectState::Failed),
+            "ambiguous" => Some(EffectState::Ambiguous),
+            _ => None,
+        }
+    }
+}
+
+impl fmt::Display for EffectState {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One effect record, as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct EffectRecord {
+    /// The effect key.
+    pub key: EffectKey,
+    /// The state.
+    pub state: EffectState,
+    /// The action hash of the attempt that last reserved it.
+    pub action_hash: String,
+    /// The attempt that last reserved it (`att_…`).
+    pub attempt_id: String,
+    /// How many attempts have reserved it (1 for the first).
+    pub attempts: u32,
+    /// When the current lease lapses (meaningful in `reserved`).
+    pub lease_until: Timestamp,
+    /// When the record last changed.
+    pub updated_at: Timestamp,
+    /// Who resolved it, when it was resolved by a human or a reconcile hook.
+    pub resolved_by: Option<String>,
+    /// Free text: the executor's error, the resolver's note.
+    pub detail: Option<String>,
+}
+
+/// What the retry table says about a new attempt on an effect key.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RetryDecision {
+    /// No record, or the last attempt definitely did not run: reserve it.
+    Reserve,
+    /// Another attempt holds a live lease: refuse as in progress.
+    InProgress,
+    /// The effect happened: refuse as a duplicate.
+    Committed,
+    /// The outcome is unknown: refuse until resolved.
+    Ambiguous,
+    /// The holder's lease lapsed with no outcome: record `ambiguous`, then refuse.
+    LeaseExpired,
+}
+
+/// The retry table: may a new attempt reserve this key at `now`?
+///
+/// | current record                | decision       |
+/// |-------------------------------|----------------|
+/// | none                          | `Reserve`      |
+/// | `failed`                      | `Reserve`      |
+/// | `reserved`, `now < lease`     | `InProgress`   |
+/// | `reserved`, `now >= lease`    | `LeaseExpired` |
+/// | `committed`                   | `Committed`    |
+/// | `ambiguous`                   | `Ambiguous`    |
+///
+/// An expired lease is never released: the holder may have run (DESIGN.md, "Effect records").
+pub fn retry_decision(current: Option<&EffectRecord>, now: Timestamp) -> RetryDecision {
+    match current {
+        None => RetryDecision::Reserve,
+        Some(record) => match record.state {
+            EffectState::Failed => RetryDecision::Reserve,
+            EffectState::Reserved if now < record.lease_until => RetryDecision::InProgress,
+            EffectState::Reserved => RetryDecision::LeaseExpired,
+            EffectState::Committed => RetryDecision::Committed,
+            EffectState::Ambiguous => RetryDecision::Ambiguous,
+        },
+    }
+}
+
+/// May an effect in `from` be resolved to `to` by a human or reconcile hook?
+///
+/// Only `ambiguous` (or a `reserved` record whose lease has lapsed, which is ambiguous in all but
+/// name) may be resolved, and only to `committed` or `failed`.
+pub fn resolution_allowed(
+    current: &EffectRecord,
+    to: EffectState,
+    now: Timestamp,
+) -> Result<(), ResolveRefusal> {
+    if !matches!(to, EffectState::Committed | EffectState::Failed) {
+        return Err(ResolveRefusal::BadTarget { to });
+    }
+    match retry_decision(Some(current), now) {
+        RetryDecision::Ambiguous | RetryDecision::LeaseExpired => Ok(()),
+        _ => Err(ResolveRefusal::NotAmbiguous {
+            state: current.state,
+        }),
+    }
+}
+
+/// Why a resolution was refused.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum ResolveRefusal {
+    /// No effect record has that key.
+    #[error("no effect has this key: list effects with `countersign effects`")]
+    Unknown,
+    /// The effect is not ambiguous.
+    #[error("the effect is `{state}`, not ambiguous: only an ambiguous effect can be resolved")]
+    NotAmbiguous {
+        /// Its current state.
+        state: EffectState,
+    },
+    /// The target state is not `committed` or `failed`.
+    #[error("an effect can only be resolved to `committed` or `failed`, not `{to}`")]
+    BadTarget {
+        /// The requested state.
+        to: EffectState,
+    },
+}
+
+/// The error an executor returns.
+///
+/// Only [`ExecutorError::NotExecuted`] tells the kernel that the effect definitely did not
+/// happen (the record becomes `failed`, a retry is legal). Anything else is treated as "may have
+/// happened": the record becomes `ambiguous` and every retry is refused until resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum ExecutorError {
+    /// The effect definitely did not happen (for example: the connection was refused before any
+    /// byte was sent, or the upstream answered a validation error that it documents as
+    /// non-executing). Retry allowed.
+    #[error("not executed: {0}")]
+    NotExecuted(String),
+    /// The executor failed in a way that does not prove the effect did not happen.
+    #[error("{0}")]
+    Failed(Box<dyn std::error::Error + Send + Sync>),
+}
+
+impl ExecutorError {
+    /// The effect definitely did not happen, for the reason given.
+    pub fn not_executed(reason: impl Into<String>) -> ExecutorError {
+        ExecutorError::NotExecuted(reason.into())
+    }
+
+    /// The executor failed; the effect may have happened.
+    pub fn failed(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> ExecutorError {
+        ExecutorError::Failed(error.into())
+    }
+}
+
+/// What a [`ReconcileHook`] found out about an ambiguous effect.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Reconciled {
+    /// The effect happened: record `committed`.
+    Committed,
+    /// The effect definitely did not happen: record `failed` (a retry may then run).
+    Failed,
+    /// Still unknown: leave it `ambiguous`.
+    Unknown,
+}
+
+/// Asks the system of record what happened to an ambiguous effect (for example: look the
+/// payment up by its idempotency key).
+///
+/// Called by [`crate::Control::execute`] when an attempt meets an ambiguous effect; its answer
+/// is recorded with resolver `reconcile-hook`.
+#[async_trait::async_trait]
+pub trait ReconcileHook: Send + Sync {
+    /// Find out what happened to `effect`. An error counts as [`Reconciled::Unknown`].
+    async fn reconcile(
+        &self,
+        effect: &EffectRecord,
+    ) -> Result<Reconciled, Box<dyn std::error::Error + Send + Sync>>;
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,111 @@
+use super::*;
+use proptest::prelude::*;
+
+fn record(state: EffectState, lease_until: i64) -> EffectRecord {
+    EffectRecord {
+        key: EffectKey::new("k").unwrap(),
+        state,
+        action_hash: "sha256:00".into(),
+        attempt_id: "att_1".into(),
+        attempts: 1,
+        lease_until: Timestamp::from_millis(lease_until),
+        updated_at: Timestamp::from_millis(0),
+        resolved_by: None,
+        detail: None,
+    }
+}
+
+fn check(state: Option<(EffectState, i64)>, now: i64, expected: RetryDecision) {
+    let current = state.map(|(state, lease)| record(state, lease));
+    assert_eq!(
+        retry_decision(current.as_ref(), Timestamp::from_millis(now)),
+        expected,
+        "state {state:?} at {now}"
+    );
+}
+
+#[test]
+fn retry_table() {
+    use EffectState::*;
+    check(None, 0, RetryDecision::Reserve);
+    check(Some((Failed, 0)), 10, RetryDecision::Reserve);
+    check(Some((Reserved, 100)), 99, RetryDecision::InProgress);
+    check(Some((Reserved, 100)), 100, RetryDecision::LeaseExpired);
+    check(Some((Reserved, 100)), 5_000, RetryDecision::LeaseExpired);
+    check(Some((Committed, 100)), 50, RetryDecision::Committed);
+    check(Some((Ambiguous, 100)), 50, RetryDecision::Ambiguous);
+}
+
+#[test]
+fn resolves_only_from_ambiguous_or_lapsed_lease() {
+    use EffectState::*;
+    let now = Timestamp::from_millis(50);
+    assert_eq!(
+        resolution_allowed(&record(Ambiguous, 0), Committed, now),
+        Ok(())
+    );
+    assert_eq!(
+        resolution_allowed(&record(Ambiguous, 0), Failed, now),
+        Ok(())
+    );
+    assert_eq!(
+        resolution_allowed(&record(Reserved, 10), Failed, now),
+        Ok(())
+    );
+    assert_eq!(
+        resolution_allowed(&record(Reserved, 100), Failed, now),
+        Err(ResolveRefusal::NotAmbiguous { state: Reserved })
+    );
+    assert_eq!(
+        resolution_allowed(&record(Committed, 0), Failed, now),
+        Err(ResolveRefusal::NotAmbiguous { state: Committed })
+    );
+    assert_eq!(
+        resolution_allowed(&record(Ambiguous, 0), Ambiguous, now),
+        Err(ResolveRefusal::BadTarget { to: Ambiguous })
+    );
+}
+
+#[test]
+fn refuses_empty_and_oversized_keys() {
+    assert_eq!(EffectKey::new(""), Err(EffectKeyError::Empty));
+    assert_eq!(
+        EffectKey::new("x".repeat(513)),
+        Err(EffectKeyError::TooLong { length: 513 })
+    );
+    assert!(EffectKey::new("x".repeat(512)).is_ok());
+}
+
+fn any_state() -> impl Strategy<Value = EffectState> {
+    prop_oneof![
+        Just(EffectState::Reserved),
+        Just(EffectState::Committed),
+        Just(EffectState::Failed),
+        Just(EffectState::Ambiguous),
+    ]
+}
+
+proptest! {
+    /// Only "no record" and "failed" ever let a new attempt reserve: an effect that may have
+    /// happened is never handed to a second executor, whatever the clock says.
+    #[test]
+    fn only_definite_non_execution_permits_a_reservation(
+        state in any_state(), lease in -1_000i64..1_000, now in -1_000i64..1_000,
+    ) {
+        let decision = retry_decision(Some(&record(state, lease)), Timestamp::from_millis(now));
+        prop_assert_eq!(decision == RetryDecision::Reserve, state == EffectState::Failed);
+    }
+
+    /// Time moving forward never turns a refusal into permission.
+    #[test]
+    fn later_time_never_unlocks(
+        state in any_state(), lease in -1_000i64..1_000, now in -1_000i64..1_000, step in 0i64..10_000,
+    ) {
+        let current = record(state, lease);
+        let before = retry_decision(Some(&current), Timestamp::from_millis(now));
+        let after = retry_decision(Some(&current), Timestamp::from_millis(now + step));
+        if before != RetryDecision::Reserve {
+            prop_assert_ne!(after, RetryDecision::Reserve);
+        }
+    }
+}

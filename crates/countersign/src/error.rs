@@ -1,0 +1,492 @@
+//! Errors: refusals, answer errors and store errors.
+//!
+//! [`ControlError`] is one exhaustive enum so that a new refusal forces every adapter to decide
+//! what to do with it. Every variant answers two questions, by [`ControlError::did_run`] and
+//! [`ControlError::may_retry`]: did this attempt run, and may the caller retry? Every variant
+//! also has a stable [`ControlError::reason`] code, the same string in receipts, the CLI, the
+//! gateway and the Python binding.
+//!
+//! Policy load and configuration errors are a separate type, [`crate::policy::LoadError`],
+//! which carries file, line and column.
+
+use std::time::Duration;
+
+use crate::action::ActionHash;
+use crate::action::canonical::CanonicalError;
+use crate::approval::{ApprovalId, ApprovalState};
+use crate::clock::Timestamp;
+use crate::effect::{EffectKey, ResolveRefusal};
+use crate::policy::TemplateError;
+
+/// Did an attempt's executor run?
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum DidRun {
+    /// The executor was not called by this attempt.
+    No,
+    /// The executor was called and its outcome is unknown: it may have had its effect.
+    Maybe,
+}
+
+/// Why [`crate::Control::execute`] did not return the executor's value.
+///
+/// Refusals before the reservation did not run the executor. [`ControlError::NotExecuted`]
+/// ran it and it said "definitely not executed": a retry is allowed.
+/// [`ControlError::OutcomeUnknown`] ran it and nobody knows what happened: the effect is
+/// ambiguous and retries are refused until it is resolved.
+#[derive(Debug, thiserror::Error)]
+pub enum ControlError {
+    /// An argument cannot be represented in canonical form (NaN, infinity, `-0`, an integer
+    /// outside ±(2^53−1), ...). Nothing was written.
+    #[error("not executed: arguments of `{action}` are not representable: {source}")]
+    InvalidArguments {
+        /// The action name.
+        action: String,
+        /// What is wrong, with its JSON Pointer path.
+        source: CanonicalError,
+    },
+    /// The effect or resource template could not be rendered from the arguments. Nothing was
+    /// written.
+    #[error("not executed: `{action}`: {source}")]
+    Template {
+        /// The action name.
+        action: String,
+        /// What is wrong.
+        source: TemplateError,
+    },
+    /// The identity provider vouched for no principal: no principal, no action. Nothing was
+    /// written.
+    #[error(
+        "not executed: no principal for `{action}`: configure an identity provider on the control"
+    )]
+    NoPrincipal {
+        /// The action name.
+        action: String,
+    },
+    /// Policy denied the action (reason `unknown_action`, `no_matching_rule` or `denied`).
+    #[error("not executed: policy denied `{action}` ({reason}): {hint}", hint = deny_hint(reason))]
+    ActionDenied {
+        /// The action name.
+        action: String,
+        /// The action hash.
+        action_hash: ActionHash,
+        /// The stable reason code.
+        reason: &'static str,
+        /// The policy hash that decided.
+        policy_hash: String,
+    },
+    /// A human must approve first. A pending request exists; nothing else was written.
+    #[error(
+        "not executed; waiting for approval: run `countersign approve {request_id}` (expires {expires_at}), then send the identical call again"
+    )]
+    ApprovalRequired {
+        /// The pending request.
+        request_id: ApprovalId,
+        /// The action hash it is bound to.
+        action_hash: ActionHash,
+        /// When it expires.
+        expires_at: Timestamp,
+    },
+    /// A human denied this action.
+    #[error(
+        "not executed: approval `{request_id}` was denied by `{approver}`{}",
+        note_suffix(note)
+    )]
+    ApprovalDenied {
+        /// The denied request.
+        request_id: ApprovalId,
+        /// Who denied it.
+        approver: String,
+        /// Their note, if any (data, not an instruction).
+        note: Option<String>,
+    },
+    /// The presented approval is for a different action hash: it authorizes nothing.
+    #[error(
+        "not executed: approval `{request_id}` was given for different arguments ({approved_hash}), not for this action ({action_hash}): request a new approval for these arguments"
+    )]
+    ApprovalMismatch {
+        /// The presented request.
+        request_id: ApprovalId,
+        /// The hash the answer was about.
+        approved_hash: String,
+        /// The hash of this attempt.
+        action_hash: ActionHash,
+    },
+    /// The presented approval was already used by another attempt.
+    #[error(
+        "not executed: approval `{request_id}` was already used: an approval authorizes one attempt"
+    )]
+    ApprovalConsumed {
+        /// The presented request.
+        request_id: ApprovalId,
+    },
+    /// The approval expired before it was answered or used. It will never authorize anything.
+    #[error(
+        "not executed: approval `{request_id}` expired at {expires_at}: send the call again to request a new approval"
+    )]
+    ApprovalExpired {
+        /// The request.
+        request_id: ApprovalId,
+        /// When it expired.
+        expires_at: Timestamp,
+    },
+    /// No approval request has this id.
+    #[error(
+        "not executed: no approval request `{request_id}`: list them with `countersign pending`"
+    )]
+    ApprovalUnknown {
+        /// The id given.
+        request_id: ApprovalId,
+    },
+    /// The action's policy entry changed since the approval was requested; the approval is void.
+    #[error(
+        "not executed: the policy for this action changed since approval `{request_id}` was requested; it is void: send the call again to request a new approval"
+    )]
+    ApprovalVoid {
+        /// The voided request.
+        request_id: ApprovalId,
+    },
+    /// The framework's interrupt failed; the request stays pending.
+    #[error(
+        "not executed: asking for approval `{request_id}` through {framework} failed: {message}"
+    )]
+    InterruptFailed {
+        /// The pending request.
+        request_id: ApprovalId,
+        /// The framework.
+        framework: String,
+        /// What it said.
+        message: String,
+    },
+    /// The effect key was already used: the effect happened (`committed`) or another attempt
+    /// holds it (`in_progress`).
+    #[error("not executed: effect `{effect_key}` {}", duplicate_text(*in_progress))]
+    DuplicateEffect {
+        /// The effect key.
+        effect_key: EffectKey,
+        /// True when another attempt holds a live lease; false when the effect is committed.
+        in_progress: bool,
+    },
+    /// A previous attempt on this effect key may have run and its outcome is unknown.
+    #[error(
+        "not executed: effect `{effect_key}` has an unknown outcome from an earlier attempt: find out what happened, then run `countersign resolve {effect_key} --committed` or `--failed`"
+    )]
+    AmbiguousEffect {
+        /// The effect key.
+        effect_key: EffectKey,
+    },
+    /// The executor said the effect definitely did not happen. Retry allowed.
+    #[error("not executed: {message}")]
+    NotExecuted {
+        /// The effect key, if any (now `failed`).
+        effect_key: Option<EffectKey>,
+        /// The executor's reason.
+        message: String,
+    },
+    /// The executor ran and its outcome is unknown (an error, a panic, a timeout, a dropped
+    /// future). The effect is `ambiguous`; retries are refused until resolved.
+    #[error("outcome unknown: `{action}` may have run ({cause}){}", resolve_hint(effect_key.as_ref()))]
+    OutcomeUnknown {
+        /// The action name.
+        action: String,
+        /// The effect key, if any (now `ambiguous`).
+        effect_key: Option<EffectKey>,
+        /// What happened.
+        cause: String,
+    },
+    /// The store failed.
+    #[error("{}{source}", store_prefix(*after_run))]
+    Store {
+        /// True when the failure came after the executor ran (its outcome may be unrecorded; the
+        /// lease will turn the effect ambiguous).
+        after_run: bool,
+        /// The store error.
+        source: StoreError,
+    },
+    /// A bug in Countersign: please report it with this message.
+    #[error("internal error (please report it): {0}")]
+    Internal(String),
+}
+
+fn deny_hint(reason: &str) -> &'static str {
+    match reason {
+        "unknown_action" => "the policy has no entry for it; add one to allow or approve it",
+        "no_matching_rule" => "no rule matched these arguments; change the arguments or the policy",
+        _ => "a policy rule denies it; do not retry",
+    }
+}
+
+fn note_suffix(note: &Option<String>) -> String {
+    match note {
+        Some(note) => format!(" with the note \"{}\"", note.escape_debug()),
+        None => String::new(),
+    }
+}
+
+fn duplicate_text(in_progress: bool) -> &'static str {
+    if in_progress {
+        "is in progress in another attempt: wait for it to finish, then check `countersign effects`"
+    } else {
+        "was already committed: it runs at most once"
+    }
+}
+
+fn resolve_hint(effect_key: Option<&EffectKey>) -> String {
+    match effect_key {
+        Some(key) => format!(
+            ": retries are refused until someone runs `countersign resolve {key} --committed` or `--failed`"
+        ),
+        None => ": check before trying again".to_owned(),
+    }
+}
+
+fn store_prefix(after_run: bool) -> &'static str {
+    if after_run {
+        "outcome unrecorded: the executor ran but the store failed: "
+    } else {
+        "not executed: "
+    }
+}
+
+impl ControlError {
+    /// The stable reason code, as written in receipts and shown by every adapter.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            ControlError::InvalidArguments { .. } => "invalid_arguments",
+            ControlError::Template { .. } => "bad_template",
+            ControlError::NoPrincipal { .. } => "no_principal",
+            ControlError::ActionDenied { reason, .. } => reason,
+            ControlError::ApprovalRequired { .. } => "approval_required",
+            ControlError::ApprovalDenied { .. } => "approval_denied",
+            ControlError::ApprovalMismatch { .. } => "mismatch",
+            ControlError::ApprovalConsumed { .. } => "consumed",
+            ControlError::ApprovalExpired { .. } => "expired",
+            ControlError::ApprovalUnknown { .. } => "unknown_request",
+            ControlError::ApprovalVoid { .. } => "policy_changed",
+            ControlError::InterruptFailed { .. } => "interrupt_failed",
+            ControlError::DuplicateEffect {
+                in_progress: true, ..
+            } => "in_progress",
+            ControlError::DuplicateEffect {
+                in_progress: false, ..
+            } => "duplicate",
+            ControlError::AmbiguousEffect { .. } => "ambiguous",
+            ControlError::NotExecuted { .. } => "not_executed",
+            ControlError::OutcomeUnknown { .. } => "outcome_unknown",
+            ControlError::Store { source, .. } => source.reason(),
+            ControlError::Internal(_) => "internal",
+        }
+    }
+
+    /// Did this attempt run the executor?
+    pub fn did_run(&self) -> DidRun {
+        match self {
+            ControlError::OutcomeUnknown { .. } => DidRun::Maybe,
+            ControlError::Store {
+                after_run: true, ..
+            } => DidRun::Maybe,
+            // The executor ran and said it had no effect: as far as the world is concerned,
+            // nothing ran.
+            ControlError::NotExecuted { .. } => DidRun::No,
+            _ => DidRun::No,
+        }
+    }
+
+    /// May the caller send the identical call again?
+    ///
+    /// True for: `NotExecuted` (definitely not executed), `ApprovalRequired` (after a human
+    /// answers), `in_progress` (after the holder finishes, which may then refuse it as a
+    /// duplicate), an expired or voided approval (a new request will be made), a busy store
+    /// before the run. False for everything that would be refused again or may have run.
+    pub fn may_retry(&self) -> bool {
+        match self {
+            ControlError::NotExecuted { .. }
+            | ControlError::ApprovalRequired { .. }
+            | ControlError::ApprovalExpired { .. }
+            | ControlError::ApprovalVoid { .. }
+            | ControlError::InterruptFailed { .. }
+            | ControlError::DuplicateEffect {
+                in_progress: true, ..
+            } => true,
+            ControlError::Store { after_run, source } => !after_run && source.is_transient(),
+            _ => false,
+        }
+    }
+
+    /// Map an answer error met inside the pipeline.
+    pub(crate) fn from_answer_error(error: AnswerError) -> ControlError {
+        match error {
+            AnswerError::Unknown { request_id } => ControlError::ApprovalUnknown { request_id },
+            AnswerError::Expired {
+                request_id,
+                expires_at,
+            } => ControlError::ApprovalExpired {
+                request_id,
+                expires_at,
+            },
+            AnswerError::AlreadyDecided {
+                request_id, state, ..
+            } => match state {
+                ApprovalState::Consumed => ControlError::ApprovalConsumed { request_id },
+                ApprovalState::Void => ControlError::ApprovalVoid { request_id },
+                _ => ControlError::Internal(format!(
+                    "approval `{request_id}` was already decided ({state}) while the pipeline held it"
+                )),
+            },
+            AnswerError::NoApprover => {
+                ControlError::Internal("an interrupt answered without an approver".to_owned())
+            }
+            AnswerError::Store(source) => ControlError::Store {
+                after_run: false,
+                source,
+            },
+        }
+    }
+}
+
+/// Why an answer (`countersign approve` / `deny`, or a framework's answer) was not recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum AnswerError {
+    /// No request has this id.
+    #[error("no approval request `{request_id}`: list them with `countersign pending`")]
+    Unknown {
+        /// The id given.
+        request_id: ApprovalId,
+    },
+    /// The request was already decided differently; the first answer stands.
+    #[error(
+        "approval `{request_id}` was already answered: it is `{state}`{}; the first answer stands",
+        by_suffix(approver)
+    )]
+    AlreadyDecided {
+        /// The request.
+        request_id: ApprovalId,
+        /// Its stored state.
+        state: ApprovalState,
+        /// Who answered first.
+        approver: Option<String>,
+    },
+    /// The request expired before the answer.
+    #[error(
+        "approval `{request_id}` expired at {expires_at}: the agent must send the call again to request a new approval"
+    )]
+    Expired {
+        /// The request.
+        request_id: ApprovalId,
+        /// When it expired.
+        expires_at: Timestamp,
+    },
+    /// The answer named no approver.
+    #[error("an answer needs an approver: say who is answering (for example `--as alice`)")]
+    NoApprover,
+    /// The store failed; the answer may not be recorded: check with `countersign inspect`.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+fn by_suffix(approver: &Option<String>) -> String {
+    match approver {
+        Some(approver) => format!(" by `{approver}`"),
+        None => String::new(),
+    }
+}
+
+impl AnswerError {
+    /// The stable reason code.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            AnswerError::Unknown { .. } => "unknown_request",
+            AnswerError::AlreadyDecided { .. } => "already_decided",
+            AnswerError::Expired { .. } => "expired",
+            AnswerError::NoApprover => "no_approver",
+            AnswerError::Store(source) => source.reason(),
+        }
+    }
+}
+
+/// Why `countersign resolve` (or a reconcile hook's answer) was not recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum ResolveError {
+    /// The resolution is not allowed from the current state.
+    #[error("cannot resolve `{effect_key}`: {refusal}")]
+    Refused {
+        /// The key.
+        effect_key: EffectKey,
+        /// Why.
+        refusal: ResolveRefusal,
+    },
+    /// The store failed.
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// A store failure, mapped to one neutral kind whatever the backend calls it.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The database stayed busy (another process held its write lock) for longer than the
+    /// bounded wait. Nothing was written.
+    #[error(
+        "store busy: the database stayed locked for {waited:?}; nothing was written: try again"
+    )]
+    Busy {
+        /// How long the store waited.
+        waited: Duration,
+    },
+    /// The connection failed while committing: whether the write landed is unknown, and
+    /// re-reading could not settle it.
+    #[error(
+        "store state unknown: the connection failed while committing `{operation}` and re-reading could not tell whether it landed: check with `countersign inspect` before retrying"
+    )]
+    OutcomeUnknown {
+        /// The operation.
+        operation: &'static str,
+    },
+    /// The database was written by a newer Countersign.
+    #[error(
+        "store schema version {found} is newer than this Countersign supports ({supported}): upgrade Countersign"
+    )]
+    Incompatible {
+        /// The version found.
+        found: i64,
+        /// The newest version supported.
+        supported: i64,
+    },
+    /// A stored row could not be read back.
+    #[error("store holds an unreadable record ({detail}): run `countersign receipts --verify`")]
+    Corrupt {
+        /// What was wrong.
+        detail: String,
+    },
+    /// The store URL or path could not be used.
+    #[error("cannot open store `{location}`: {message}")]
+    Open {
+        /// The URL or path.
+        location: String,
+        /// Why.
+        message: String,
+    },
+    /// Any other backend failure.
+    #[error("store error: {message}")]
+    Backend {
+        /// The backend's message.
+        message: String,
+    },
+}
+
+impl StoreError {
+    /// The stable reason code.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            StoreError::Busy { .. } => "store_busy",
+            StoreError::OutcomeUnknown { .. } => "store_outcome_unknown",
+            StoreError::Incompatible { .. } => "store_incompatible",
+            StoreError::Corrupt { .. } => "store_corrupt",
+            StoreError::Open { .. } => "store_open",
+            StoreError::Backend { .. } => "store_error",
+        }
+    }
+
+    /// Might the same operation succeed if tried again later?
+    pub fn is_transient(&self) -> bool {
+        matches!(self, StoreError::Busy { .. })
+    }
+}

@@ -1,0 +1,598 @@
+//! Evidence: receipts in an append-only, hash-chained log.
+//!
+//! Every attempt that ends (refusals included), every human answer, every resolution and every
+//! expiry writes one [`Receipt`], in the same store transaction as the state change it records.
+//! Receipts are chained: receipt `n` carries `prev_hash` = the hash of receipt `n − 1` (the first
+//! carries [`GENESIS_HASH`]), and its own `hash` = `sha256:` + hex SHA-256 over the RFC 8785 form
+//! of every field except `hash`.
+//!
+//! [`verify`] walks the chain and names the first broken receipt. A chain alone cannot reveal
+//! that its newest receipts were deleted (case B33): verification says so plainly unless it is
+//! given an [`Anchor`] (a head hash and count exported earlier, kept elsewhere), and then fails
+//! if the log no longer reaches it.
+
+use serde::{Deserialize, Serialize};
+
+use crate::action::canonical;
+use crate::clock::Timestamp;
+
+/// The receipt format's schema string.
+pub const RECEIPT_SCHEMA: &str = "countersign.receipt/v1";
+
+/// The `prev_hash` of the first receipt: `sha256:` and 64 zeros.
+pub const GENESIS_HASH: &str =
+    "sha256:0000000000000000000000000000000000000000000000000000000000000000";
+
+/// What a receipt records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReceiptKind {
+    /// An attempt to execute an action ended (ran, or was refused).
+    Attempt,
+    /// A human (or a framework on their behalf) answered an approval request.
+    Answer,
+    /// An approval request expired unanswered or unused.
+    ApprovalExpired,
+    /// An approval was voided because the action's policy entry changed.
+    ApprovalVoided,
+    /// An effect's lease lapsed with no outcome: it became ambiguous.
+    LeaseExpired,
+    /// A human or reconcile hook resolved an ambiguous effect.
+    Resolution,
+}
+
+/// The outcome a receipt records.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ReceiptOutcome {
+    /// The executor returned `Ok`.
+    Committed,
+    /// The executor said "definitely not executed".
+    Failed,
+    /// The executor ran and its outcome is unknown.
+    Ambiguous,
+    /// The attempt was refused before the executor ran.
+    Refused,
+    /// Observe mode: the executor ran and nothing was enforced; `reason` says what enforcement
+    /// would have done.
+    Observed,
+    /// An approval was granted.
+    Granted,
+    /// An approval was denied by a human.
+    Denied,
+    /// An approval expired.
+    Expired,
+    /// An approval was voided.
+    Voided,
+}
+
+impl ReceiptOutcome {
+    /// The stable lowercase name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            ReceiptOutcome::Committed => "committed",
+            ReceiptOutcome::Failed => "failed",
+            ReceiptOutcome::Ambiguous => "ambiguous",
+            ReceiptOutcome::Refused => "refused",
+            ReceiptOutcome::Observed => "observed",
+            ReceiptOutcome::Granted => "granted",
+            ReceiptOutcome::Denied => "denied",
+            ReceiptOutcome::Expired => "expired",
+            ReceiptOutcome::Voided => "voided",
+        }
+    }
+}
+
+/// One receipt. Its serialized form (`countersign.receipt/v1`) is a stable, hashed format:
+/// fields are only ever added in a new schema version.
+///
+/// Shapes: hashes are `sha256:` + 64 lowercase hex; times are UTC RFC 3339 with milliseconds;
+/// `arguments` are canonical with secrets replaced by `"[redacted]"`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Receipt {
+    /// Always [`RECEIPT_SCHEMA`].
+    pub schema: String,
+    /// Position in the chain, from 1, without gaps.
+    pub seq: u64,
+    /// The previous receipt's hash ([`GENESIS_HASH`] for the first).
+    pub prev_hash: String,
+    /// When it was written.
+    pub recorded_at: Timestamp,
+    /// What it records.
+    pub kind: ReceiptKind,
+    /// The outcome.
+    pub outcome: ReceiptOutcome,
+    /// A stable reason code for refusals and observations (`approval_required`, `duplicate`,
+    /// `no_matching_rule`, ...).
+    pub reason: Option<String>,
+    /// The attempt (`att_…`), for attempt receipts.
+    pub attempt_id: Option<String>,
+    /// The action name.
+    pub action: Option<String>,
+    /// The action hash.
+    pub action_hash: Option<String>,
+    /// The principal.
+    pub principal: Option<String>,
+    /// The resource.
+    pub resource: Option<String>,
+    /// The environment.
+    pub environment: Option<String>,
+    /// The effect key.
+    pub effect_key: Option<String>,
+    /// The canonical arguments, secrets redacted.
+    pub arguments: Option<serde_json::Value>,
+    /// The policy decision: `allow`, `approve` or `deny`.
+    pub decision: Option<String>,
+    /// `enforce` or `observe`.
+    pub mode: Option<String>,
+    /// The approval request involved, if any.
+    pub approval_id: Option<String>,
+    /// Who answered or resolved.
+    pub approver: Option<String>,
+    /// A human's note, quoted as data.
+    pub note: Option<String>,
+    /// The policy hash that decided this attempt.
+    pub policy_hash: Option<String>,
+    /// The policy hash when the consumed approval was requested (case B05).
+    pub approval_policy_hash: Option<String>,
+    /// Free text: the executor's error, a lease note.
+    pub detail: Option<String>,
+    /// This receipt's hash over every other field.
+    #[serde(default, skip_serializing_if = "String::is_empty")]
+    pub hash: String,
+}
+
+/// A receipt before it is chained: every field but `seq`, `prev_hash`, `recorded_at` and `hash`.
+#[derive(Clone, Debug, PartialEq, Default)]
+pub struct ReceiptDraft {
+    /// See [`Receipt::kind`].
+    pub kind: Option<ReceiptKind>,
+    /// See [`Receipt::outcome`].
+    pub outcome: Option<ReceiptOutcome>,
+    /// See [`Receipt::reason`].
+    pub reason: Option<String>,
+    /// See [`Receipt::attempt_id`].
+    pub attempt_id: Option<String>,
+    /// See [`Receipt::action`].
+    pub action: Option<String>,
+    /// See [`Receipt::action_hash`].
+    pub action_hash: Option<String>,
+    /// See [`Receipt::principal`].
+    pub principal: Option<String>,
+    /// See [`Receipt::resource`].
+    pub resource: Option<String>,
+    /// See [`Receipt::environment`].
+    pub environment: Option<String>,
+    /// See [`Receipt::effect_key`].
+    pub effect_key: Option<String>,
+    /// See [`Receipt::arguments`].
+    pub arguments: Option<serde_json::Value>,
+    /// See [`Receipt::decision`].
+    pub decision: Option<String>,
+    /// See [`Receipt::mode`].
+    pub mode: Option<String>,
+    /// See [`Receipt::approval_id`].
+    pub approval_id: Option<String>,
+    /// See [`Receipt::approver`].
+    pub approver: Option<String>,
+    /// See [`Receipt::note`].
+    pub note: Option<String>,
+    /// See [`Receipt::policy_hash`].
+    pub policy_hash: Option<String>,
+    /// See [`Receipt::approval_policy_hash`].
+    pub approval_policy_hash: Option<String>,
+    /// See [`Receipt::detail`].
+    pub detail: Option<String>,
+}
+
+impl ReceiptDraft {
+    /// This draft with `outcome` and `reason` set.
+    pub fn with_outcome(mut self, outcome: ReceiptOutcome, reason: Option<&str>) -> ReceiptDraft {
+        self.outcome = Some(outcome);
+        self.reason = reason.map(str::to_owned);
+        self
+    }
+}
+
+/// The newest receipt's position and hash.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ChainHead {
+    /// Its `seq` (the number of receipts in an intact chain).
+    pub seq: u64,
+    /// Its hash.
+    pub hash: String,
+}
+
+/// A receipt as stored: the columns the chain is checked against and the canonical body.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StoredReceipt {
+    /// The `seq` column.
+    pub seq: u64,
+    /// The `prev_hash` column.
+    pub prev_hash: String,
+    /// The `hash` column.
+    pub hash: String,
+    /// The canonical JSON body (every field but `hash`).
+    pub body: String,
+}
+
+/// Seal a draft into the next receipt of the chain whose head is `head`, at `now`.
+///
+/// Returns the receipt and its stored form.
+///
+/// # Errors
+///
+/// A [`canonical::CanonicalError`] if the draft holds an unrepresentable value (it cannot: its
+/// arguments are already canonical; kept so a bug surfaces as an error, not a panic).
+pub fn seal(
+    draft: ReceiptDraft,
+    head: Option<&ChainHead>,
+    now: Timestamp,
+) -> Result<(Receipt, StoredReceipt), canonical::CanonicalError> {
+    let (seq, prev_hash) = match head {
+        Some(head) => (head.seq + 1, head.hash.clone()),
+        None => (1, GENESIS_HASH.to_owned()),
+    };
+    let mut receipt = Receipt {
+        schema: RECEIPT_SCHEMA.to_owned(),
+        seq,
+        prev_hash,
+        recorded_at: now,
+        kind: draft.kind.unwrap_or(ReceiptKind::Attempt),
+        outcome: draft.outcome.unwrap_or(ReceiptOutcome::Refused),
+        reason: draft.reason,
+        attempt_id: draft.attempt_id,
+        action: draft.action,
+        action_hash: draft.action_hash,
+        principal: draft.principal,
+        resource: draft.resource,
+        environment: draft.environment,
+        effect_key: draft.effect_key,
+        arguments: draft.arguments,
+        decision: draft.decision,
+        mode: draft.mode,
+        approval_id: draft.approval_id,
+        approver: draft.approver,
+        note: draft.note,
+        policy_hash: draft.policy_hash,
+        approval_policy_hash: draft.approval_policy_hash,
+        detail: draft.detail,
+        hash: String::new(),
+    };
+    let body = body_of(&receipt)?;
+    receipt.hash = canonical::sha256_prefixed(body.as_bytes());
+    let stored = StoredReceipt {
+        seq,
+        prev_hash: receipt.prev_hash.clone(),
+        hash: receipt.hash.clone(),
+        body,
+    };
+    Ok((receipt, stored))
+}
+
+/// The canonical body of a receipt whose `hash` is still empty (an empty hash is not
+/// serialized): every field except `hash`.
+fn body_of(receipt: &Receipt) -> Result<String, canonical::CanonicalError> {
+    debug_assert!(receipt.hash.is_empty());
+    Ok(canonical::to_canonical(receipt)?.into_string())
+}
+
+impl StoredReceipt {
+    /// Parse the body back into a [`Receipt`].
+    ///
+    /// # Errors
+    ///
+    /// A message when the body is not a receipt.
+    pub fn to_receipt(&self) -> Result<Receipt, String> {
+        let mut value: serde_json::Value =
+            serde_json::from_str(&self.body).map_err(|error| error.to_string())?;
+        if let serde_json::Value::Object(map) = &mut value {
+            map.insert(
+                "hash".to_owned(),
+                serde_json::Value::String(self.hash.clone()),
+            );
+        }
+        serde_json::from_value(value).map_err(|error| error.to_string())
+    }
+}
+
+/// An externally kept reference point: the chain's head when it was exported.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Anchor {
+    /// The number of receipts (the head's `seq`).
+    pub seq: u64,
+    /// The head's hash.
+    pub hash: String,
+}
+
+/// Where a chain first breaks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ChainBreak {
+    /// A receipt is missing or out of order.
+    SeqGap {
+        /// The seq expected.
+        expected: u64,
+        /// The seq found.
+        found: u64,
+    },
+    /// A receipt does not point at its predecessor (a receipt was removed, inserted or forked).
+    PrevHashMismatch {
+        /// The receipt.
+        seq: u64,
+        /// The predecessor's hash.
+        expected: String,
+        /// What it points at.
+        found: String,
+    },
+    /// A receipt's content does not match its hash (it was edited).
+    HashMismatch {
+        /// The receipt.
+        seq: u64,
+        /// The hash of its content now.
+        computed: String,
+        /// The hash stored with it.
+        stored: String,
+    },
+    /// A receipt's body is unreadable or disagrees with its columns.
+    Unreadable {
+        /// The receipt.
+        seq: u64,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+impl ChainBreak {
+    /// The receipt where the chain breaks.
+    pub fn seq(&self) -> u64 {
+        match self {
+            ChainBreak::SeqGap { found, .. } => *found,
+            ChainBreak::PrevHashMismatch { seq, .. }
+            | ChainBreak::HashMismatch { seq, .. }
+            | ChainBreak::Unreadable { seq, .. } => *seq,
+        }
+    }
+}
+
+impl std::fmt::Display for ChainBreak {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChainBreak::SeqGap { expected, found } => {
+                write!(
+                    f,
+                    "receipt {expected} is missing: the next one found is {found}"
+                )
+            }
+            ChainBreak::PrevHashMismatch {
+                seq,
+                expected,
+                found,
+            } => write!(
+                f,
+                "receipt {seq} does not follow receipt {}: it points at {found}, expected {expected} (a receipt was removed, inserted or forked)",
+                seq.saturating_sub(1)
+            ),
+            ChainBreak::HashMismatch {
+                seq,
+                computed,
+                stored,
+            } => write!(
+                f,
+                "receipt {seq} was altered: its content hashes to {computed}, but {stored} is recorded"
+            ),
+            ChainBreak::Unreadable { seq, detail } => {
+                write!(f, "receipt {seq} is unreadable: {detail}")
+            }
+        }
+    }
+}
+
+/// What verification found out about the log's tail.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum AnchorCheck {
+    /// No anchor was given: deleting the newest receipts cannot be detected.
+    NotGiven,
+    /// The log reaches the anchor and agrees with it.
+    Matched,
+    /// The log does not reach the anchor, or disagrees with it.
+    Failed {
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+/// The result of [`verify`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct VerifyReport {
+    /// How many receipts were checked.
+    pub checked: u64,
+    /// The head reached (the last intact receipt), if any.
+    pub head: Option<ChainHead>,
+    /// The first break, if any.
+    pub first_break: Option<ChainBreak>,
+    /// The tail check.
+    pub anchor: AnchorCheck,
+}
+
+impl VerifyReport {
+    /// True when the chain is intact and, if an anchor was given, reaches it. Without an anchor
+    /// this is still true for an intact chain; read [`VerifyReport::anchor`] for what that
+    /// cannot show.
+    pub fn is_intact(&self) -> bool {
+        self.first_break.is_none() && !matches!(self.anchor, AnchorCheck::Failed { .. })
+    }
+}
+
+/// Verifies a chain page by page (so a log of any length is checked in bounded memory).
+#[derive(Debug)]
+pub struct Verifier {
+    expected_seq: u64,
+    prev_hash: String,
+    checked: u64,
+    first_break: Option<ChainBreak>,
+    anchor_seen: Option<String>,
+}
+
+impl Default for Verifier {
+    fn default() -> Self {
+        Verifier {
+            expected_seq: 1,
+            prev_hash: GENESIS_HASH.to_owned(),
+            checked: 0,
+            first_break: None,
+            anchor_seen: None,
+        }
+    }
+}
+
+impl Verifier {
+    /// A verifier at the start of a chain.
+    pub fn new() -> Verifier {
+        Verifier::default()
+    }
+
+    /// Has it found a break (so further receipts need not be fed)?
+    pub fn is_broken(&self) -> bool {
+        self.first_break.is_some()
+    }
+
+    /// Check the next receipt, in `seq` order.
+    pub fn feed(&mut self, receipt: &StoredReceipt, anchor: Option<&Anchor>) {
+        if self.first_break.is_some() {
+            return;
+        }
+        let found = self.check(receipt).err();
+        if let Some(chain_break) = found {
+            self.first_break = Some(chain_break);
+            return;
+        }
+        if anchor.is_some_and(|anchor| anchor.seq == receipt.seq) {
+            self.anchor_seen = Some(receipt.hash.clone());
+        }
+        self.checked += 1;
+        self.expected_seq += 1;
+        self.prev_hash = receipt.hash.clone();
+    }
+
+    fn check(&self, receipt: &StoredReceipt) -> Result<(), ChainBreak> {
+        if receipt.seq != self.expected_seq {
+            return Err(ChainBreak::SeqGap {
+                expected: self.expected_seq,
+                found: receipt.seq,
+            });
+        }
+        if receipt.prev_hash != self.prev_hash {
+            return Err(ChainBreak::PrevHashMismatch {
+                seq: receipt.seq,
+                expected: self.prev_hash.clone(),
+                found: receipt.prev_hash.clone(),
+            });
+        }
+        let computed = canonical::sha256_prefixed(receipt.body.as_bytes());
+        if computed != receipt.hash {
+            return Err(ChainBreak::HashMismatch {
+                seq: receipt.seq,
+                computed,
+                stored: receipt.hash.clone(),
+            });
+        }
+        let parsed = receipt
+            .to_receipt()
+            .map_err(|detail| ChainBreak::Unreadable {
+                seq: receipt.seq,
+                detail,
+            })?;
+        if parsed.seq != receipt.seq || parsed.prev_hash != receipt.prev_hash {
+            return Err(ChainBreak::Unreadable {
+                seq: receipt.seq,
+                detail: "its body names a different position in the chain".to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Finish: the report, judged against `anchor` if one is given.
+    pub fn finish(self, anchor: Option<&Anchor>) -> VerifyReport {
+        let head = (self.checked > 0).then(|| ChainHead {
+            seq: self.expected_seq - 1,
+            hash: self.prev_hash.clone(),
+        });
+        let anchor = match anchor {
+            None => AnchorCheck::NotGiven,
+            Some(anchor) => match &self.anchor_seen {
+                Some(hash) if *hash == anchor.hash => AnchorCheck::Matched,
+                Some(hash) => AnchorCheck::Failed {
+                    detail: format!(
+                        "receipt {} hashes to {hash}, but the anchor says {}",
+                        anchor.seq, anchor.hash
+                    ),
+                },
+                None => AnchorCheck::Failed {
+                    detail: format!(
+                        "the anchor names receipt {} but the intact log ends at receipt {}: receipts were removed",
+                        anchor.seq,
+                        self.expected_seq - 1
+                    ),
+                },
+            },
+        };
+        VerifyReport {
+            checked: self.checked,
+            head,
+            first_break: self.first_break,
+            anchor,
+        }
+    }
+}
+
+/// Verify a whole chain held in memory.
+pub fn verify<'a>(
+    receipts: impl IntoIterator<Item = &'a StoredReceipt>,
+    anchor: Option<&Anchor>,
+) -> VerifyReport {
+    let mut verifier = Verifier::new();
+    for receipt in receipts {
+        verifier.feed(receipt, anchor);
+        if verifier.is_broken() {
+            break;
+        }
+    }
+    verifier.finish(anchor)
+}
+
+#[cfg(test)]
+mod tests;
+
+/// Verify the whole chain in `store`, page by page, against `anchor` if given.
+///
+/// # Errors
+///
+/// [`crate::StoreError`] when the store cannot be read.
+///
+/// # Cancel safety
+///
+/// Read-only.
+pub async fn verify_store(
+    store: &dyn crate::store::Store,
+    anchor: Option<&Anchor>,
+) -> Result<VerifyReport, crate::error::StoreError> {
+    const PAGE: usize = 2_000;
+    let mut verifier = Verifier::new();
+    let mut after = 0;
+    loop {
+        let page = store.receipts(after, PAGE).await?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        for receipt in &page {
+            verifier.feed(receipt, anchor);
+        }
+        if verifier.is_broken() || page.len() < PAGE {
+            break;
+        }
+    }
+    Ok(verifier.finish(anchor))
+}

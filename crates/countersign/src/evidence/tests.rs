@@ -1,0 +1,165 @@
+use super::*;
+
+fn draft(n: u64) -> ReceiptDraft {
+    ReceiptDraft {
+        kind: Some(ReceiptKind::Attempt),
+        outcome: Some(ReceiptOutcome::Committed),
+        action: Some(format!("action.{n}")),
+        arguments: Some(serde_json::json!({"n": n, "text": "世界"})),
+        ..ReceiptDraft::default()
+    }
+}
+
+fn chain(length: u64) -> Vec<StoredReceipt> {
+    let mut stored: Vec<StoredReceipt> = Vec::new();
+    for n in 0..length {
+        let head = stored.last().map(|last| ChainHead {
+            seq: last.seq,
+            hash: last.hash.clone(),
+        });
+        let (_, next) = seal(
+            draft(n),
+            head.as_ref(),
+            Timestamp::from_millis(1_000 + n as i64),
+        )
+        .unwrap();
+        stored.push(next);
+    }
+    stored
+}
+
+#[test]
+fn an_intact_chain_verifies_but_says_truncation_is_undetectable_without_an_anchor() {
+    let receipts = chain(10);
+    let report = verify(&receipts, None);
+    assert!(report.is_intact());
+    assert_eq!(report.checked, 10);
+    assert_eq!(report.head.as_ref().map(|head| head.seq), Some(10));
+    assert_eq!(report.anchor, AnchorCheck::NotGiven);
+}
+
+#[test]
+fn the_first_receipt_points_at_genesis_and_each_next_at_its_predecessor() {
+    let receipts = chain(3);
+    assert_eq!(receipts[0].prev_hash, GENESIS_HASH);
+    assert_eq!(receipts[1].prev_hash, receipts[0].hash);
+    assert_eq!(receipts[2].prev_hash, receipts[1].hash);
+}
+
+#[test]
+fn an_edited_field_names_the_edited_receipt() {
+    let mut receipts = chain(10);
+    receipts[4].body = receipts[4].body.replace("action.4", "action.X");
+    let report = verify(&receipts, None);
+    assert!(!report.is_intact());
+    assert!(
+        matches!(
+            report.first_break,
+            Some(ChainBreak::HashMismatch { seq: 5, .. })
+        ),
+        "{report:?}"
+    );
+}
+
+#[test]
+fn an_edit_with_a_recomputed_hash_breaks_the_next_link() {
+    let mut receipts = chain(10);
+    receipts[4].body = receipts[4].body.replace("action.4", "action.X");
+    receipts[4].hash = canonical::sha256_prefixed(receipts[4].body.as_bytes());
+    let report = verify(&receipts, None);
+    assert!(
+        matches!(
+            report.first_break,
+            Some(ChainBreak::PrevHashMismatch { seq: 6, .. })
+        ),
+        "{report:?}"
+    );
+}
+
+#[test]
+fn a_forged_receipt_between_two_real_ones_is_named() {
+    let mut receipts = chain(10);
+    let head = ChainHead {
+        seq: receipts[3].seq,
+        hash: receipts[3].hash.clone(),
+    };
+    let (_, forged) = seal(draft(99), Some(&head), Timestamp::from_millis(5)).unwrap();
+    receipts.insert(4, forged);
+    let report = verify(&receipts, None);
+    // The forged receipt itself chains; the real one after it no longer does.
+    assert!(
+        matches!(
+            report.first_break,
+            Some(ChainBreak::SeqGap {
+                expected: 6,
+                found: 5
+            })
+        ),
+        "{report:?}"
+    );
+    assert_eq!(report.first_break.as_ref().map(ChainBreak::seq), Some(5));
+}
+
+#[test]
+fn tail_truncation_is_caught_only_against_an_anchor() {
+    let receipts = chain(10);
+    let anchor = Anchor {
+        seq: 10,
+        hash: receipts[9].hash.clone(),
+    };
+    assert_eq!(
+        verify(&receipts, Some(&anchor)).anchor,
+        AnchorCheck::Matched
+    );
+    let truncated = &receipts[..7];
+    let without = verify(truncated, None);
+    assert!(without.is_intact());
+    assert_eq!(without.anchor, AnchorCheck::NotGiven);
+    let against = verify(truncated, Some(&anchor));
+    assert!(!against.is_intact());
+    match against.anchor {
+        AnchorCheck::Failed { detail } => assert!(detail.contains("ends at receipt 7"), "{detail}"),
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
+fn a_wrong_anchor_hash_fails() {
+    let receipts = chain(3);
+    let anchor = Anchor {
+        seq: 2,
+        hash: GENESIS_HASH.to_owned(),
+    };
+    assert!(matches!(
+        verify(&receipts, Some(&anchor)).anchor,
+        AnchorCheck::Failed { .. }
+    ));
+}
+
+#[test]
+fn a_receipt_round_trips_through_its_stored_form() {
+    let (receipt, stored) = seal(draft(1), None, Timestamp::from_millis(42)).unwrap();
+    assert_eq!(stored.to_receipt().unwrap(), receipt);
+    assert!(!stored.body.contains("\"hash\""));
+    assert_eq!(
+        receipt.hash,
+        canonical::sha256_prefixed(stored.body.as_bytes())
+    );
+}
+
+#[test]
+fn receipt_snapshot() {
+    let mut first = draft(1);
+    first.reason = Some("approved".into());
+    first.attempt_id = Some("att_example".into());
+    first.action_hash =
+        Some("sha256:1111111111111111111111111111111111111111111111111111111111111111".into());
+    first.principal = Some("agent:support-bot".into());
+    first.effect_key = Some("refund:pi_1".into());
+    first.decision = Some("approve".into());
+    first.mode = Some("enforce".into());
+    first.policy_hash =
+        Some("sha256:2222222222222222222222222222222222222222222222222222222222222222".into());
+    let (receipt, _) = seal(first, None, Timestamp::from_millis(1_764_499_583_123)).unwrap();
+    insta::assert_json_snapshot!(receipt);
+}

@@ -1,0 +1,352 @@
+//! Policy: the `countersign.policy/v1` document, and the decision it gives for an action.
+//!
+//! A [`Policy`] is loaded from YAML by a strict loader ([`Policy::load`],
+//! [`Policy::from_yaml_str`]): unknown keys, duplicate keys, wrong types, unknown operators or
+//! decisions, malformed patterns and templates are each a [`LoadError`] naming the file, line
+//! and column. A policy that cannot load never becomes a permissive one.
+//!
+//! Once loaded, a policy is immutable and [`Policy::decide`] is a pure function of the action
+//! name and its canonical arguments:
+//!
+//! 1. the governing entry is the exact action name if listed, else the listed pattern
+//!    (`prefix*`) with the longest matching prefix (`*` alone matches every name); no entry
+//!    denies (`unknown_action`);
+//! 2. an entry with `decision` gives that decision (`action_default`);
+//! 3. otherwise its `rules` are tried in order and the first whose conditions all hold decides
+//!    (`rule`); none denies (`no_matching_rule`).
+//!
+//! A condition on a missing argument is false for every operator, `ne` and `not_in` included,
+//! so a missing argument never widens a decision. `mode: observe` does not change what `decide`
+//! returns: the kernel records the decision and does not enforce it.
+//!
+//! The user-facing description of the file is `docs/policy.md`.
+//!
+//! ```
+//! use countersign::policy::{Decision, Policy};
+//! use serde_json::json;
+//!
+//! let policy = Policy::from_yaml_str(
+//!     "schema: countersign.policy/v1\n\
+//!      actions:\n  \
+//!        stripe.refund:\n    \
+//!          effect: \"refund:{payment_id}\"\n    \
+//!          rules:\n      \
+//!            - when: { amount: { lte: 50000 } }\n        \
+//!              decision: allow\n      \
+//!            - decision: approve\n",
+//!     None,
+//! )?;
+//! let small = policy.decide("stripe.refund", &json!({"payment_id": "p1", "amount": 900}));
+//! assert_eq!(small.decision, Decision::Allow);
+//! let large = policy.decide("stripe.refund", &json!({"payment_id": "p1", "amount": 90000}));
+//! assert_eq!(large.decision, Decision::Approve);
+//! assert_eq!(policy.decide("stripe.charge", &json!({})).decision, Decision::Deny);
+//! # Ok::<(), countersign::policy::LoadError>(())
+//! ```
+
+use std::collections::BTreeMap;
+use std::path::Path;
+use std::time::Duration;
+
+use serde_json::Value;
+
+mod condition;
+mod error;
+mod load;
+mod template;
+mod yaml;
+
+#[cfg(test)]
+mod proptests;
+#[cfg(test)]
+mod tests;
+
+pub use error::{
+    DurationProblem, KeyPlace, LoadError, LoadErrorKind, NumberProblem, PatternProblem,
+};
+pub use template::{Template, TemplateError};
+
+use condition::Condition;
+
+/// The only schema this loader accepts.
+pub const SCHEMA: &str = "countersign.policy/v1";
+
+/// The largest policy file the loader reads: 1 MiB.
+pub const MAX_POLICY_BYTES: usize = 1024 * 1024;
+
+/// A parsed, validated, immutable policy document.
+#[derive(Debug, Clone)]
+pub struct Policy {
+    mode: Mode,
+    environment: String,
+    approval_ttl: Duration,
+    /// Entries in the order written.
+    entries: Vec<ActionEntry>,
+    /// Exact action names to their index in `entries`.
+    exact: BTreeMap<String, usize>,
+    /// Pattern prefixes (without the `*`) and their entry index.
+    // INVARIANT (longest-prefix-first): sorted by prefix length, longest first; prefixes are
+    // unique because action keys are.
+    patterns: Vec<(String, usize)>,
+    hash: String,
+}
+
+impl Policy {
+    /// Parse and validate a policy from YAML text.
+    ///
+    /// `source` is the file the text came from; it only labels errors.
+    ///
+    /// # Errors
+    /// A [`LoadError`] with the kind of problem and its 1-based line and column; text over
+    /// [`MAX_POLICY_BYTES`] is [`LoadErrorKind::TooLarge`].
+    pub fn from_yaml_str(text: &str, source: Option<&Path>) -> Result<Policy, LoadError> {
+        load::from_text(text).map_err(|error| with_file(error, source))
+    }
+
+    /// Read, parse and validate the policy file at `path`.
+    ///
+    /// # Errors
+    /// As [`Policy::from_yaml_str`]; a file that cannot be read is [`LoadErrorKind::Io`], one
+    /// that is not UTF-8 is [`LoadErrorKind::NotUtf8`].
+    pub fn load(path: &Path) -> Result<Policy, LoadError> {
+        let bytes = load::read_capped(path).map_err(|error| with_file(error, Some(path)))?;
+        load::from_bytes(&bytes).map_err(|error| with_file(error, Some(path)))
+    }
+
+    /// The policy hash: `sha256:` plus 64 lowercase hex digits over the canonical JSON of the
+    /// parsed document (defaults filled in), so formatting, comments and key order do not
+    /// change it and every semantic change does. Stamped on every receipt.
+    pub fn hash(&self) -> &str {
+        &self.hash
+    }
+
+    /// Whether decisions are enforced or only recorded.
+    pub fn mode(&self) -> Mode {
+        self.mode
+    }
+
+    /// The environment name (`default` when not written); part of every action hash.
+    pub fn environment(&self) -> &str {
+        &self.environment
+    }
+
+    /// The policy-wide approval time to live (default 15 minutes; whole seconds, at most 7
+    /// days). An entry's own `approval_ttl` overrides it.
+    pub fn approval_ttl(&self) -> Duration {
+        self.approval_ttl
+    }
+
+    /// Decide `action` against its canonical `arguments` (a JSON object). Pure, no I/O.
+    ///
+    /// Ignores [`Policy::mode`]: observe mode is applied by the caller.
+    ///
+    /// # Panics
+    /// Never.
+    pub fn decide(&self, action: &str, arguments: &Value) -> PolicyDecision<'_> {
+        let Some(entry) = self.entry(action) else {
+            return PolicyDecision {
+                decision: Decision::Deny,
+                reason: DecisionReason::UnknownAction,
+                entry: None,
+            };
+        };
+        let (decision, reason) = entry.decide(arguments);
+        PolicyDecision {
+            decision,
+            reason,
+            entry: Some(entry),
+        }
+    }
+
+    /// The entry that governs `action`: the exact name if listed, else the pattern with the
+    /// longest matching prefix, else `None`.
+    pub fn entry(&self, action: &str) -> Option<&ActionEntry> {
+        if let Some(&index) = self.exact.get(action) {
+            return self.entries.get(index);
+        }
+        self.patterns
+            .iter()
+            .find(|(prefix, _)| action.starts_with(prefix.as_str()))
+            .and_then(|&(_, index)| self.entries.get(index))
+    }
+
+    /// The action keys as written (names and patterns), in file order.
+    pub fn action_keys(&self) -> impl Iterator<Item = &str> {
+        self.entries.iter().map(|entry| entry.key.as_str())
+    }
+}
+
+fn with_file(mut error: LoadError, source: Option<&Path>) -> LoadError {
+    error.file = source.map(Path::to_path_buf);
+    error
+}
+
+/// Whether `name` matches the action key `pattern`.
+///
+/// A pattern with one `*`, at its end, matches every name that starts with the text before
+/// the `*` (`*` alone matches every name, `read_*` matches `read_` itself); any other key
+/// matches only the identical name.
+pub fn matches_pattern(pattern: &str, name: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) if !prefix.contains('*') => name.starts_with(prefix),
+        _ => pattern == name,
+    }
+}
+
+/// Whether the kernel enforces decisions.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Mode {
+    /// Decisions are enforced (the default).
+    #[default]
+    Enforce,
+    /// Every decision is computed and recorded; nothing is denied or held for approval.
+    Observe,
+}
+
+impl Mode {
+    /// `enforce` or `observe`, as written in the file.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Mode::Enforce => "enforce",
+            Mode::Observe => "observe",
+        }
+    }
+}
+
+/// What the policy says about one action.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, serde::Serialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Decision {
+    /// Run it.
+    Allow,
+    /// Run it only after a human approves this exact action.
+    Approve,
+    /// Refuse it.
+    Deny,
+}
+
+impl Decision {
+    /// `allow`, `approve` or `deny`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Decision::Allow => "allow",
+            Decision::Approve => "approve",
+            Decision::Deny => "deny",
+        }
+    }
+}
+
+/// Why the policy decided as it did.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum DecisionReason {
+    /// No action key matches the name: denied.
+    UnknownAction,
+    /// The entry has rules and none matched: denied.
+    NoMatchingRule,
+    /// The rule at `index` (0-based, in file order) matched.
+    Rule {
+        /// 0-based index into the entry's `rules`.
+        index: usize,
+    },
+    /// The entry's `decision` shorthand applied.
+    Shorthand,
+}
+
+impl DecisionReason {
+    /// A stable code: `unknown_action`, `no_matching_rule`, `rule` or `action_default`.
+    pub fn code(self) -> &'static str {
+        match self {
+            DecisionReason::UnknownAction => "unknown_action",
+            DecisionReason::NoMatchingRule => "no_matching_rule",
+            DecisionReason::Rule { .. } => "rule",
+            DecisionReason::Shorthand => "action_default",
+        }
+    }
+}
+
+/// The result of [`Policy::decide`].
+#[derive(Debug, Clone, Copy)]
+pub struct PolicyDecision<'p> {
+    /// The decision.
+    pub decision: Decision,
+    /// Why.
+    pub reason: DecisionReason,
+    /// The governing entry; `None` exactly when the reason is `UnknownAction`.
+    pub entry: Option<&'p ActionEntry>,
+}
+
+/// One entry under `actions`: an action name or pattern with its decision or rules.
+#[derive(Debug, Clone)]
+pub struct ActionEntry {
+    key: String,
+    body: EntryBody,
+    effect: Option<Template>,
+    resource: Option<Template>,
+    approval_ttl: Option<Duration>,
+    secret_arguments: Vec<String>,
+    fingerprint: String,
+}
+
+#[derive(Debug, Clone)]
+enum EntryBody {
+    Shorthand(Decision),
+    Rules(Vec<Rule>),
+}
+
+#[derive(Debug, Clone)]
+struct Rule {
+    /// Empty for a rule without `when` (it always matches).
+    conditions: Vec<Condition>,
+    decision: Decision,
+}
+
+impl ActionEntry {
+    /// The key as written, such as `stripe.refund` or `mcp.files.read_*`.
+    pub fn key(&self) -> &str {
+        &self.key
+    }
+
+    /// The effect-key template, if any.
+    pub fn effect(&self) -> Option<&Template> {
+        self.effect.as_ref()
+    }
+
+    /// The resource template, if any.
+    pub fn resource(&self) -> Option<&Template> {
+        self.resource.as_ref()
+    }
+
+    /// This entry's own approval TTL (whole seconds), overriding [`Policy::approval_ttl`].
+    pub fn approval_ttl(&self) -> Option<Duration> {
+        self.approval_ttl
+    }
+
+    /// Top-level argument names that are credentials or volatile: the kernel leaves them out
+    /// of the action hash and redacts them in evidence. No template or condition reads them.
+    pub fn secret_arguments(&self) -> &[String] {
+        &self.secret_arguments
+    }
+
+    /// `sha256:` plus 64 lowercase hex digits over the canonical JSON of this entry as parsed
+    /// (key, decision or rules, templates, TTL, secrets). It changes exactly when this entry
+    /// changes, so an approval bound to it is void after an edit to this action's rules and
+    /// survives edits to other actions (case B05).
+    pub fn fingerprint(&self) -> &str {
+        &self.fingerprint
+    }
+
+    fn decide(&self, arguments: &Value) -> (Decision, DecisionReason) {
+        match &self.body {
+            EntryBody::Shorthand(decision) => (*decision, DecisionReason::Shorthand),
+            EntryBody::Rules(rules) => rules
+                .iter()
+                .position(|rule| rule.conditions.iter().all(|c| c.holds(arguments)))
+                .and_then(|index| rules.get(index).map(|rule| (rule.decision, index)))
+                .map_or(
+                    (Decision::Deny, DecisionReason::NoMatchingRule),
+                    |(d, index)| (d, DecisionReason::Rule { index }),
+                ),
+        }
+    }
+}

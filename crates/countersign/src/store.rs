@@ -1,0 +1,398 @@
+//! Stores: where approvals, effect records and receipts live.
+//!
+//! [`Store`] is one async trait. Each method is one atomic unit (one transaction); the decisions
+//! inside it (the retry table, whether an approval may be consumed, what an answer does) are
+//! pure functions in [`crate::effect`] and [`crate::approval`], and the orchestration that reads,
+//! decides and writes is shared by the embedded backends through [`txn`]. Backends only read
+//! and write.
+//!
+//! Backends:
+//! - [`MemoryStore`]: in this process only, for tests and examples.
+//! - [`SqliteStore`]: the embedded default, one file, WAL, every read-modify-write in one
+//!   `BEGIN IMMEDIATE` transaction run inline on the calling thread (see its docs).
+//!
+//! # Cancel safety
+//!
+//! Every method runs its transaction to completion before its first `.await` point that could
+//! be a cancellation point only between whole transactions (the SQLite backend sleeps between
+//! retries on a busy database, never inside a transaction). Dropping a future therefore leaves
+//! each transaction either committed or not started.
+
+pub mod memory;
+pub mod sqlite;
+pub mod txn;
+
+use rand::Rng;
+
+use crate::action::ActionHash;
+use crate::approval::{AnswerDecision, ApprovalId, ApprovalRecord, ApprovalState, TakeRefusal};
+use crate::clock::Timestamp;
+use crate::effect::{EffectKey, EffectRecord, EffectState, RetryDecision};
+use crate::error::{AnswerError, ResolveError, StoreError};
+use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
+
+pub use memory::MemoryStore;
+pub use sqlite::SqliteStore;
+
+/// A new pending approval request, and the effect key to check before asking a human.
+#[derive(Clone, Debug)]
+pub struct NewApproval {
+    /// The request to create (state `pending`), if no usable one exists.
+    pub record: ApprovalRecord,
+    /// The action's effect key: if the retry table would refuse it, nobody is asked.
+    pub effect_key: Option<EffectKey>,
+}
+
+/// What [`Store::open_approval`] found or created.
+#[derive(Clone, Debug)]
+pub enum OpenOutcome {
+    /// A granted, unexpired request for this hash and policy entry exists.
+    Granted(ApprovalRecord),
+    /// A pending request exists (`created: false`) or was just created (`created: true`).
+    Pending {
+        /// The request.
+        record: ApprovalRecord,
+        /// Was it created by this call?
+        created: bool,
+    },
+    /// A human denied this exact action and the denial still stands.
+    Denied(ApprovalRecord),
+    /// The effect key would be refused anyway: nobody is asked.
+    EffectRefused {
+        /// The retry table's answer.
+        decision: RetryDecision,
+        /// The effect record.
+        record: EffectRecord,
+    },
+}
+
+/// An approval presented to an attempt.
+#[derive(Clone, Debug)]
+pub struct PresentedApproval {
+    /// The request.
+    pub id: ApprovalId,
+    /// The fingerprint of the policy entry governing the attempt.
+    pub fingerprint: String,
+}
+
+/// An effect key to reserve.
+#[derive(Clone, Debug)]
+pub struct EffectClaim {
+    /// The key.
+    pub key: EffectKey,
+    /// When the lease lapses.
+    pub lease_until: Timestamp,
+}
+
+/// Start an attempt: consume the approval and reserve the effect key, atomically.
+#[derive(Clone, Debug)]
+pub struct BeginAttempt {
+    /// The attempt (`att_…`).
+    pub attempt_id: String,
+    /// Its action hash.
+    pub action_hash: ActionHash,
+    /// The approval to consume, if any.
+    pub approval: Option<PresentedApproval>,
+    /// The effect key to reserve, if any.
+    pub effect: Option<EffectClaim>,
+    /// The receipt to write if the attempt is refused (outcome and reason are filled in).
+    pub refusal_draft: ReceiptDraft,
+}
+
+/// Why [`Store::begin_attempt`] refused.
+// A refusal is built once per refused attempt; boxing the record would cost more than the
+// size difference.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug)]
+pub enum BeginRefusal {
+    /// The presented approval authorizes nothing.
+    Approval {
+        /// Why.
+        refusal: TakeRefusal,
+        /// The stored request, if it exists.
+        record: Option<ApprovalRecord>,
+    },
+    /// The effect key may not be reserved.
+    Effect {
+        /// The retry table's answer.
+        decision: RetryDecision,
+        /// The stored record.
+        record: EffectRecord,
+    },
+}
+
+impl BeginRefusal {
+    /// The stable reason code written on the refusal receipt.
+    pub fn reason(&self) -> &'static str {
+        match self {
+            BeginRefusal::Approval { refusal, .. } => match refusal {
+                TakeRefusal::Unknown => "unknown_request",
+                TakeRefusal::Pending => "approval_required",
+                TakeRefusal::Denied => "approval_denied",
+                TakeRefusal::Consumed => "consumed",
+                TakeRefusal::Expired => "expired",
+                TakeRefusal::Mismatch => "mismatch",
+                TakeRefusal::PolicyChanged => "policy_changed",
+            },
+            BeginRefusal::Effect { decision, .. } => match decision {
+                RetryDecision::InProgress => "in_progress",
+                RetryDecision::Committed => "duplicate",
+                RetryDecision::Ambiguous | RetryDecision::LeaseExpired => "ambiguous",
+                RetryDecision::Reserve => "internal",
+            },
+        }
+    }
+}
+
+/// What [`Store::begin_attempt`] did.
+#[derive(Clone, Debug)]
+pub enum BeginOutcome {
+    /// The approval (if any) is consumed and the key (if any) reserved: run the executor.
+    Started {
+        /// The consumed approval.
+        approval: Option<ApprovalRecord>,
+    },
+    /// Refused; nothing was consumed or reserved, and the refusal receipt was written.
+    Refused {
+        /// Why.
+        refusal: BeginRefusal,
+        /// The refusal receipt.
+        receipt: Box<Receipt>,
+    },
+}
+
+/// Finish an attempt: record the outcome and its receipt, atomically.
+#[derive(Clone, Debug)]
+pub struct FinishAttempt {
+    /// The attempt.
+    pub attempt_id: String,
+    /// The reserved key, if any.
+    pub effect_key: Option<EffectKey>,
+    /// The outcome: `committed`, `failed` or `ambiguous`.
+    pub state: EffectState,
+    /// The executor's error text, if any.
+    pub detail: Option<String>,
+    /// The receipt (outcome and reason already set).
+    pub draft: ReceiptDraft,
+}
+
+/// A human's answer to record.
+#[derive(Clone, Debug)]
+pub struct RecordAnswer {
+    /// The request.
+    pub request_id: ApprovalId,
+    /// Approve or reject.
+    pub decision: AnswerDecision,
+    /// Who answered.
+    pub approver: String,
+    /// Their note.
+    pub note: Option<String>,
+}
+
+/// Resolve an ambiguous effect.
+#[derive(Clone, Debug)]
+pub struct ResolveEffect {
+    /// The key.
+    pub key: EffectKey,
+    /// `committed` or `failed`.
+    pub to: EffectState,
+    /// Who resolved it (a person, or `reconcile-hook`).
+    pub resolver: String,
+    /// Their note.
+    pub note: Option<String>,
+}
+
+/// The storage every backend provides. Each method is one atomic transaction.
+///
+/// # Cancel safety
+///
+/// See the [module docs](self): dropping a returned future leaves each transaction either
+/// committed or not started.
+#[async_trait::async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// The backend's name: `memory`, `sqlite` or `postgres`.
+    fn backend(&self) -> &'static str;
+
+    /// Find a usable approval for this action hash, or create a pending one (see
+    /// [`crate::approval::plan_open`]). Expired and voided requests met on the way are marked,
+    /// each with a receipt.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn open_approval(
+        &self,
+        new: NewApproval,
+        now: Timestamp,
+    ) -> Result<OpenOutcome, StoreError>;
+
+    /// Record a human's answer (first answer wins) and its receipt.
+    ///
+    /// # Errors
+    ///
+    /// [`AnswerError`]: unknown, already decided (with the stored state), expired, store.
+    async fn answer_approval(
+        &self,
+        answer: RecordAnswer,
+        now: Timestamp,
+    ) -> Result<ApprovalRecord, AnswerError>;
+
+    /// One approval request.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError>;
+
+    /// Approval requests, oldest first, optionally only those in `state`.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn approvals(
+        &self,
+        state: Option<ApprovalState>,
+    ) -> Result<Vec<ApprovalRecord>, StoreError>;
+
+    /// Consume the presented approval and reserve the effect key in one transaction; on a
+    /// refusal, change nothing but write the refusal receipt (and mark an expired approval or a
+    /// lapsed lease, with their receipts).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only; refusals are [`BeginOutcome::Refused`].
+    async fn begin_attempt(
+        &self,
+        begin: BeginAttempt,
+        now: Timestamp,
+    ) -> Result<BeginOutcome, StoreError>;
+
+    /// Record an attempt's outcome on its effect record (only if this attempt still holds the
+    /// reservation; otherwise the record is left as it is and the receipt says so) and write
+    /// its receipt.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn finish_attempt(
+        &self,
+        finish: FinishAttempt,
+        now: Timestamp,
+    ) -> Result<Receipt, StoreError>;
+
+    /// Write a receipt that records no other state change (a policy denial, an attempt with
+    /// no effect key).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn append_receipt(
+        &self,
+        draft: ReceiptDraft,
+        now: Timestamp,
+    ) -> Result<Receipt, StoreError>;
+
+    /// One effect record.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn effect(&self, key: &EffectKey) -> Result<Option<EffectRecord>, StoreError>;
+
+    /// Effect records, ordered by key, optionally only those in `state`.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn effects(&self, state: Option<EffectState>) -> Result<Vec<EffectRecord>, StoreError>;
+
+    /// Resolve an ambiguous effect to `committed` or `failed`, with its receipt.
+    ///
+    /// # Errors
+    ///
+    /// [`ResolveError`]: not ambiguous, unknown key, bad target, store.
+    async fn resolve_effect(
+        &self,
+        resolve: ResolveEffect,
+        now: Timestamp,
+    ) -> Result<EffectRecord, ResolveError>;
+
+    /// Up to `limit` receipts with `seq > after_seq`, in order.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn receipts(
+        &self,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredReceipt>, StoreError>;
+
+    /// The newest receipt's position and hash.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn chain_head(&self) -> Result<Option<ChainHead>, StoreError>;
+}
+
+/// A random identifier: `prefix` plus 20 lowercase base-32 characters (100 bits).
+pub(crate) fn random_id(prefix: &str) -> String {
+    const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+    let mut rng = rand::rng();
+    let mut id = String::with_capacity(prefix.len() + 20);
+    id.push_str(prefix);
+    for _ in 0..20 {
+        id.push(ALPHABET[rng.random_range(0..32)] as char);
+    }
+    id
+}
+
+/// Open a store from a URL:
+///
+/// - `sqlite:PATH`, `sqlite://PATH` (relative) or `sqlite:///ABSOLUTE/PATH` — the embedded
+///   default; add `?synchronous=full` to survive power loss at a cost in throughput;
+/// - `memory:` — in this process only (nothing is kept: for tests and demos).
+///
+/// # Errors
+///
+/// [`StoreError::Open`] for an unknown scheme or an unusable location, and the errors of
+/// [`SqliteStore::open`].
+pub fn open_url(url: &str) -> Result<std::sync::Arc<dyn Store>, StoreError> {
+    let open_error = |message: &str| StoreError::Open {
+        location: url.to_owned(),
+        message: message.to_owned(),
+    };
+    if url == "memory:" || url == "memory://" {
+        return Ok(std::sync::Arc::new(MemoryStore::new()));
+    }
+    if let Some(rest) = url.strip_prefix("sqlite:") {
+        let rest = rest.strip_prefix("//").unwrap_or(rest);
+        let (path, query) = match rest.split_once('?') {
+            Some((path, query)) => (path, Some(query)),
+            None => (rest, None),
+        };
+        if path.is_empty() {
+            return Err(open_error(
+                "no file path: write `sqlite:PATH`, for example `sqlite:.countersign/countersign.db`",
+            ));
+        }
+        let mut options = sqlite::SqliteOptions::default();
+        for pair in query.into_iter().flat_map(|query| query.split('&')) {
+            match pair {
+                "synchronous=full" => options.synchronous_full = true,
+                "synchronous=normal" => options.synchronous_full = false,
+                other => {
+                    return Err(open_error(&format!(
+                        "unknown option `{other}`: the SQLite store accepts `synchronous=full` or `synchronous=normal`"
+                    )));
+                }
+            }
+        }
+        return Ok(std::sync::Arc::new(SqliteStore::open_with(path, options)?));
+    }
+    let scheme = url.split(':').next().unwrap_or(url);
+    Err(open_error(&format!(
+        "unknown store scheme `{scheme}`: use `sqlite:PATH` (the default) or `memory:`"
+    )))
+}

@@ -1,0 +1,807 @@
+//! The embedded default store: one SQLite file, through rusqlite.
+//!
+//! # Design
+//!
+//! - **WAL, `synchronous=NORMAL`.** Each transaction is atomic and survives a crash of the
+//!   process (kill -9); a power loss may drop the newest transactions but never half-applies
+//!   one. Open with `?synchronous=full` in the store URL to also survive power loss, at about a
+//!   fifth of the throughput (DESIGN.md, "Stores", has the figures).
+//! - **Every read-modify-write is one `BEGIN IMMEDIATE` transaction**, so the write lock is taken
+//!   up front and two processes can never both read a free effect key (case B24).
+//! - **Inline on the calling thread.** A transaction takes tens of microseconds; handing each
+//!   statement to another thread costs more than the work (DESIGN.md measured about 1,000
+//!   calls/s that way against about 11,000 inline).
+//! - **Bounded, non-blocking waits.** `busy_timeout` is 0: when another process holds the write
+//!   lock, the transaction is rolled back, the connection released, and the task *sleeps
+//!   asynchronously* (jittered, growing backoff) before trying again, so a busy database never
+//!   stalls other tasks on the runtime. After the busy budget (default 5 s) the caller gets
+//!   [`StoreError::Busy`] and nothing was written — never a raw "database is locked".
+//!
+//! # Cancel safety
+//!
+//! A transaction never spans an `.await`: dropping a future leaves each transaction committed
+//! or not started.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+
+use crate::ActionHash;
+use crate::action::canonical;
+use crate::approval::{ApprovalId, ApprovalRecord, ApprovalState};
+use crate::clock::Timestamp;
+use crate::effect::{EffectKey, EffectRecord, EffectState};
+use crate::error::{AnswerError, ResolveError, StoreError};
+use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
+use crate::store::txn::{self, Txn};
+use crate::store::{
+    BeginAttempt, BeginOutcome, FinishAttempt, NewApproval, OpenOutcome, RecordAnswer,
+    ResolveEffect, Store,
+};
+
+/// The schema version this build writes and reads.
+pub const SCHEMA_VERSION: i64 = 1;
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS approvals (
+    id TEXT PRIMARY KEY,
+    action_hash TEXT NOT NULL,
+    action TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    resource TEXT,
+    environment TEXT NOT NULL,
+    effect_key TEXT,
+    policy_hash TEXT NOT NULL,
+    entry_fingerprint TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created_at INTEGER NOT NULL,
+    expires_at INTEGER NOT NULL,
+    answered_at INTEGER,
+    approver TEXT,
+    note TEXT,
+    consumed_at INTEGER,
+    consumed_by TEXT
+);
+CREATE INDEX IF NOT EXISTS approvals_by_hash ON approvals (action_hash);
+CREATE TABLE IF NOT EXISTS effects (
+    key TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    action_hash TEXT NOT NULL,
+    attempt_id TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    lease_until INTEGER NOT NULL,
+    updated_at INTEGER NOT NULL,
+    resolved_by TEXT,
+    detail TEXT
+);
+CREATE TABLE IF NOT EXISTS receipts (
+    seq INTEGER PRIMARY KEY,
+    prev_hash TEXT NOT NULL UNIQUE,
+    hash TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+";
+
+/// Options for [`SqliteStore::open_with`].
+#[derive(Clone, Debug)]
+pub struct SqliteOptions {
+    /// Use `synchronous=FULL` (survives power loss; slower). Default false (`NORMAL`).
+    pub synchronous_full: bool,
+    /// How long to keep retrying a busy database before [`StoreError::Busy`]. Default 5 s.
+    pub busy_budget: Duration,
+}
+
+impl Default for SqliteOptions {
+    fn default() -> Self {
+        SqliteOptions {
+            synchronous_full: false,
+            busy_budget: Duration::from_secs(5),
+        }
+    }
+}
+
+/// The SQLite store. See the [module docs](self) for its design.
+pub struct SqliteStore {
+    connection: Mutex<Connection>,
+    path: PathBuf,
+    options: SqliteOptions,
+}
+
+impl std::fmt::Debug for SqliteStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SqliteStore")
+            .field("path", &self.path)
+            .finish_non_exhaustive()
+    }
+}
+
+fn is_busy(error: &rusqlite::Error) -> bool {
+    matches!(
+        error.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseBusy | rusqlite::ErrorCode::DatabaseLocked)
+    )
+}
+
+fn backend(error: rusqlite::Error) -> StoreError {
+    StoreError::Backend {
+        message: error.to_string(),
+    }
+}
+
+/// Either a busy database (retry) or a final error.
+enum Attempt<E> {
+    Busy,
+    Failed(E),
+}
+
+impl From<rusqlite::Error> for Attempt<StoreError> {
+    fn from(error: rusqlite::Error) -> Self {
+        if is_busy(&error) {
+            Attempt::Busy
+        } else {
+            Attempt::Failed(backend(error))
+        }
+    }
+}
+
+impl SqliteStore {
+    /// Open (creating if needed, with its parent folder) the database at `path` with default
+    /// options.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Open`] when the file cannot be created or opened,
+    /// [`StoreError::Incompatible`] when it was written by a newer Countersign,
+    /// [`StoreError::Busy`] when another process kept it locked past the busy budget.
+    pub fn open(path: impl AsRef<Path>) -> Result<SqliteStore, StoreError> {
+        SqliteStore::open_with(path, SqliteOptions::default())
+    }
+
+    /// Open with explicit options. Errors as [`SqliteStore::open`].
+    pub fn open_with(
+        path: impl AsRef<Path>,
+        options: SqliteOptions,
+    ) -> Result<SqliteStore, StoreError> {
+        let path = path.as_ref().to_path_buf();
+        let open_error = |message: String| StoreError::Open {
+            location: path.display().to_string(),
+            message,
+        };
+        if let Some(parent) = path
+            .parent()
+            .filter(|parent| !parent.as_os_str().is_empty())
+        {
+            std::fs::create_dir_all(parent).map_err(|error| {
+                open_error(format!(
+                    "cannot create folder `{}`: {error}",
+                    parent.display()
+                ))
+            })?;
+        }
+        let connection = Connection::open(&path).map_err(|error| open_error(error.to_string()))?;
+        let started = Instant::now();
+        let mut delay = Duration::from_millis(2);
+        loop {
+            match Self::prepare(&connection, &options) {
+                Ok(()) => break,
+                Err(Attempt::Busy) if started.elapsed() < options.busy_budget => {
+                    std::thread::sleep(jitter(delay));
+                    delay = (delay * 2).min(Duration::from_millis(50));
+                }
+                Err(Attempt::Busy) => {
+                    return Err(StoreError::Busy {
+                        waited: started.elapsed(),
+                    });
+                }
+                Err(Attempt::Failed(StoreError::Backend { message })) => {
+                    return Err(open_error(message));
+                }
+                Err(Attempt::Failed(error)) => return Err(error),
+            }
+        }
+        Ok(SqliteStore {
+            connection: Mutex::new(connection),
+            path,
+            options,
+        })
+    }
+
+    /// Settings, schema creation and the version check.
+    fn prepare(
+        connection: &Connection,
+        options: &SqliteOptions,
+    ) -> Result<(), Attempt<StoreError>> {
+        connection.busy_timeout(Duration::ZERO)?;
+        let mode: String = connection.query_row("PRAGMA journal_mode=WAL", [], |row| row.get(0))?;
+        if !mode.eq_ignore_ascii_case("wal") {
+            return Err(Attempt::Failed(StoreError::Backend {
+                message: format!("the database refused WAL mode (it is in `{mode}` mode)"),
+            }));
+        }
+        let synchronous = if options.synchronous_full {
+            "FULL"
+        } else {
+            "NORMAL"
+        };
+        connection.execute_batch(&format!("PRAGMA synchronous={synchronous};"))?;
+        connection.execute_batch("BEGIN IMMEDIATE")?;
+        let result = (|| -> Result<(), Attempt<StoreError>> {
+            connection.execute_batch(SCHEMA)?;
+            let found: Option<String> = connection
+                .query_row(
+                    "SELECT value FROM meta WHERE key = 'schema_version'",
+                    [],
+                    |row| row.get(0),
+                )
+                .optional()?;
+            match found.map(|text| text.parse::<i64>()) {
+                None => {
+                    connection.execute(
+                        "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)",
+                        params![SCHEMA_VERSION.to_string()],
+                    )?;
+                }
+                Some(Ok(found)) if found > SCHEMA_VERSION => {
+                    return Err(Attempt::Failed(StoreError::Incompatible {
+                        found,
+                        supported: SCHEMA_VERSION,
+                    }));
+                }
+                Some(Ok(_)) => {}
+                Some(Err(_)) => {
+                    return Err(Attempt::Failed(StoreError::Corrupt {
+                        detail: "unreadable schema_version".to_owned(),
+                    }));
+                }
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => connection.execute_batch("COMMIT").map_err(Attempt::from),
+            Err(error) => {
+                let _ = connection.execute_batch("ROLLBACK");
+                Err(error)
+            }
+        }
+    }
+
+    /// The database file.
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Run `operation` in one `BEGIN IMMEDIATE` transaction, retrying (after an asynchronous
+    /// sleep) while the database is busy. The transaction commits when `operation` returns
+    /// `Ok(Ok(_))`, or `Ok(Err(_))` when `commit_refusals` is set (a refusal whose marks and
+    /// receipt must stand); otherwise it rolls back.
+    async fn write<R, E>(
+        &self,
+        commit_refusals: bool,
+        mut operation: impl FnMut(&mut SqliteTxn<'_>) -> Result<Result<R, E>, StoreError>,
+    ) -> Result<Result<R, E>, StoreError> {
+        let started = Instant::now();
+        let mut delay = Duration::from_millis(1);
+        loop {
+            match self.try_write(commit_refusals, &mut operation) {
+                Ok(result) => return result,
+                Err(()) => {
+                    if started.elapsed() >= self.options.busy_budget {
+                        return Err(StoreError::Busy {
+                            waited: started.elapsed(),
+                        });
+                    }
+                    tokio::time::sleep(jitter(delay)).await;
+                    delay = (delay * 2).min(Duration::from_millis(25));
+                }
+            }
+        }
+    }
+
+    /// One try: `Err(())` means busy (rolled back, retry).
+    #[allow(clippy::type_complexity)]
+    fn try_write<R, E>(
+        &self,
+        commit_refusals: bool,
+        operation: &mut impl FnMut(&mut SqliteTxn<'_>) -> Result<Result<R, E>, StoreError>,
+    ) -> Result<Result<Result<R, E>, StoreError>, ()> {
+        let mut connection = match self.connection.lock() {
+            Ok(connection) => connection,
+            Err(_) => {
+                return Ok(Err(StoreError::Backend {
+                    message: "the SQLite connection is poisoned by an earlier panic".to_owned(),
+                }));
+            }
+        };
+        let transaction = match connection.transaction_with_behavior(TransactionBehavior::Immediate)
+        {
+            Ok(transaction) => transaction,
+            Err(error) if is_busy(&error) => return Err(()),
+            Err(error) => return Ok(Err(backend(error))),
+        };
+        let mut txn = SqliteTxn {
+            transaction: &transaction,
+            busy: false,
+        };
+        let result = operation(&mut txn);
+        if txn.busy {
+            drop(transaction); // rolls back
+            return Err(());
+        }
+        let commit = match &result {
+            Ok(Ok(_)) => true,
+            Ok(Err(_)) => commit_refusals,
+            Err(_) => false,
+        };
+        if !commit {
+            drop(transaction);
+            return Ok(result);
+        }
+        match transaction.commit() {
+            Ok(()) => Ok(result),
+            Err(error) if is_busy(&error) => Err(()),
+            Err(error) => Ok(Err(backend(error))),
+        }
+    }
+
+    /// Run a read on the connection, retrying while busy.
+    async fn read<R>(
+        &self,
+        mut read: impl FnMut(&Connection) -> rusqlite::Result<R>,
+    ) -> Result<R, StoreError> {
+        let started = Instant::now();
+        let mut delay = Duration::from_millis(1);
+        loop {
+            let result = {
+                let connection = self.connection.lock().map_err(|_| StoreError::Backend {
+                    message: "the SQLite connection is poisoned by an earlier panic".to_owned(),
+                })?;
+                read(&connection)
+            };
+            match result {
+                Ok(value) => return Ok(value),
+                Err(error) if is_busy(&error) && started.elapsed() < self.options.busy_budget => {
+                    tokio::time::sleep(jitter(delay)).await;
+                    delay = (delay * 2).min(Duration::from_millis(25));
+                }
+                Err(error) if is_busy(&error) => {
+                    return Err(StoreError::Busy {
+                        waited: started.elapsed(),
+                    });
+                }
+                Err(error) => return Err(map_read_error(error)),
+            }
+        }
+    }
+}
+
+fn map_read_error(error: rusqlite::Error) -> StoreError {
+    match error {
+        rusqlite::Error::FromSqlConversionFailure(_, _, cause) => StoreError::Corrupt {
+            detail: cause.to_string(),
+        },
+        other => backend(other),
+    }
+}
+
+/// `delay` scaled by a random factor in [0.5, 1.5).
+fn jitter(delay: Duration) -> Duration {
+    delay.mul_f64(rand::rng().random_range(0.5..1.5))
+}
+
+struct SqliteTxn<'a> {
+    transaction: &'a Connection,
+    busy: bool,
+}
+
+impl SqliteTxn<'_> {
+    fn check<R>(&mut self, result: rusqlite::Result<R>) -> Result<R, StoreError> {
+        result.map_err(|error| {
+            if is_busy(&error) {
+                self.busy = true;
+            }
+            map_read_error(error)
+        })
+    }
+}
+
+const APPROVAL_COLUMNS: &str = "id, action_hash, action, arguments, principal, resource, environment, effect_key, policy_hash, entry_fingerprint, state, created_at, expires_at, answered_at, approver, note, consumed_at, consumed_by";
+
+fn corrupt(detail: String) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, detail.into())
+}
+
+fn approval_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRecord> {
+    let arguments: String = row.get(3)?;
+    let state: String = row.get(10)?;
+    Ok(ApprovalRecord {
+        id: ApprovalId::from_stored(row.get(0)?),
+        action_hash: ActionHash::from_stored(row.get::<_, String>(1)?),
+        action: row.get(2)?,
+        arguments: canonical::parse_canonical(&arguments)
+            .map_err(|error| corrupt(format!("approval arguments: {error}")))?,
+        principal: row.get(4)?,
+        resource: row.get(5)?,
+        environment: row.get(6)?,
+        effect_key: row.get(7)?,
+        policy_hash: row.get(8)?,
+        entry_fingerprint: row.get(9)?,
+        state: ApprovalState::parse(&state)
+            .ok_or_else(|| corrupt(format!("approval state `{state}`")))?,
+        created_at: Timestamp::from_millis(row.get(11)?),
+        expires_at: Timestamp::from_millis(row.get(12)?),
+        answered_at: row.get::<_, Option<i64>>(13)?.map(Timestamp::from_millis),
+        approver: row.get(14)?,
+        note: row.get(15)?,
+        consumed_at: row.get::<_, Option<i64>>(16)?.map(Timestamp::from_millis),
+        consumed_by: row.get(17)?,
+    })
+}
+
+const EFFECT_COLUMNS: &str =
+    "key, state, action_hash, attempt_id, attempts, lease_until, updated_at, resolved_by, detail";
+
+fn effect_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<EffectRecord> {
+    let key: String = row.get(0)?;
+    let state: String = row.get(1)?;
+    Ok(EffectRecord {
+        key: EffectKey::new(key).map_err(|error| corrupt(format!("effect key: {error}")))?,
+        state: EffectState::parse(&state)
+            .ok_or_else(|| corrupt(format!("effect state `{state}`")))?,
+        action_hash: row.get(2)?,
+        attempt_id: row.get(3)?,
+        attempts: row.get(4)?,
+        lease_until: Timestamp::from_millis(row.get(5)?),
+        updated_at: Timestamp::from_millis(row.get(6)?),
+        resolved_by: row.get(7)?,
+        detail: row.get(8)?,
+    })
+}
+
+fn receipt_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredReceipt> {
+    Ok(StoredReceipt {
+        seq: row
+            .get::<_, i64>(0)?
+            .try_into()
+            .map_err(|_| corrupt("negative seq".to_owned()))?,
+        prev_hash: row.get(1)?,
+        hash: row.get(2)?,
+        body: row.get(3)?,
+    })
+}
+
+impl Txn for SqliteTxn<'_> {
+    fn approval(&mut self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
+        let result = self
+            .transaction
+            .prepare_cached(&format!(
+                "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?1"
+            ))
+            .and_then(|mut statement| {
+                statement
+                    .query_row(params![id.as_str()], approval_from_row)
+                    .optional()
+            });
+        self.check(result)
+    }
+
+    fn approvals_for_hash(&mut self, hash: &ActionHash) -> Result<Vec<ApprovalRecord>, StoreError> {
+        let result = self
+            .transaction
+            .prepare_cached(&format!(
+                "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE action_hash = ?1"
+            ))
+            .and_then(|mut statement| {
+                statement
+                    .query_map(params![hash.as_str()], approval_from_row)?
+                    .collect::<rusqlite::Result<Vec<_>>>()
+            });
+        self.check(result)
+    }
+
+    fn insert_approval(&mut self, record: &ApprovalRecord) -> Result<(), StoreError> {
+        let result = self
+            .transaction
+            .prepare_cached(&format!(
+                "INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
+            ))
+            .and_then(|mut statement| {
+                statement.execute(params![
+                    record.id.as_str(),
+                    record.action_hash.as_str(),
+                    record.action,
+                    record.arguments.as_str(),
+                    record.principal,
+                    record.resource,
+                    record.environment,
+                    record.effect_key,
+                    record.policy_hash,
+                    record.entry_fingerprint,
+                    record.state.as_str(),
+                    record.created_at.as_millis(),
+                    record.expires_at.as_millis(),
+                    record.answered_at.map(Timestamp::as_millis),
+                    record.approver,
+                    record.note,
+                    record.consumed_at.map(Timestamp::as_millis),
+                    record.consumed_by,
+                ])
+            });
+        self.check(result).map(drop)
+    }
+
+    fn update_approval(&mut self, record: &ApprovalRecord) -> Result<(), StoreError> {
+        let result = self
+            .transaction
+            .prepare_cached(
+                "UPDATE approvals SET state = ?2, answered_at = ?3, approver = ?4, note = ?5, consumed_at = ?6, consumed_by = ?7 WHERE id = ?1",
+            )
+            .and_then(|mut statement| {
+                statement.execute(params![
+                    record.id.as_str(),
+                    record.state.as_str(),
+                    record.answered_at.map(Timestamp::as_millis),
+                    record.approver,
+                    record.note,
+                    record.consumed_at.map(Timestamp::as_millis),
+                    record.consumed_by,
+                ])
+            });
+        match self.check(result)? {
+            1 => Ok(()),
+            rows => Err(StoreError::Corrupt {
+                detail: format!("updating approval {} touched {rows} rows", record.id),
+            }),
+        }
+    }
+
+    fn effect(&mut self, key: &EffectKey) -> Result<Option<EffectRecord>, StoreError> {
+        let result = self
+            .transaction
+            .prepare_cached(&format!(
+                "SELECT {EFFECT_COLUMNS} FROM effects WHERE key = ?1"
+            ))
+            .and_then(|mut statement| {
+                statement
+                    .query_row(params![key.as_str()], effect_from_row)
+                    .optional()
+            });
+        self.check(result)
+    }
+
+    fn put_effect(&mut self, record: &EffectRecord) -> Result<(), StoreError> {
+        let result = self
+            .transaction
+            .prepare_cached(&format!(
+                "INSERT OR REPLACE INTO effects ({EFFECT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+            ))
+            .and_then(|mut statement| {
+                statement.execute(params![
+                    record.key.as_str(),
+                    record.state.as_str(),
+                    record.action_hash,
+                    record.attempt_id,
+                    record.attempts,
+                    record.lease_until.as_millis(),
+                    record.updated_at.as_millis(),
+                    record.resolved_by,
+                    record.detail,
+                ])
+            });
+        self.check(result).map(drop)
+    }
+
+    fn chain_head(&mut self) -> Result<Option<ChainHead>, StoreError> {
+        let result = self
+            .transaction
+            .prepare_cached("SELECT seq, hash FROM receipts ORDER BY seq DESC LIMIT 1")
+            .and_then(|mut statement| {
+                statement
+                    .query_row([], |row| {
+                        Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+                    })
+                    .optional()
+            });
+        let head = self.check(result)?;
+        head.map(|(seq, hash)| {
+            Ok(ChainHead {
+                seq: u64::try_from(seq).map_err(|_| StoreError::Corrupt {
+                    detail: "negative seq".to_owned(),
+                })?,
+                hash,
+            })
+        })
+        .transpose()
+    }
+
+    fn insert_receipt(
+        &mut self,
+        stored: &StoredReceipt,
+        _receipt: &Receipt,
+    ) -> Result<(), StoreError> {
+        let seq = i64::try_from(stored.seq).map_err(|_| StoreError::Corrupt {
+            detail: "seq overflow".to_owned(),
+        })?;
+        let result = self
+            .transaction
+            .prepare_cached(
+                "INSERT INTO receipts (seq, prev_hash, hash, body) VALUES (?1, ?2, ?3, ?4)",
+            )
+            .and_then(|mut statement| {
+                statement.execute(params![seq, stored.prev_hash, stored.hash, stored.body])
+            });
+        self.check(result).map(drop)
+    }
+}
+
+fn flatten<R>(result: Result<Result<R, StoreError>, StoreError>) -> Result<R, StoreError> {
+    result.and_then(|inner| inner)
+}
+
+#[async_trait::async_trait]
+impl Store for SqliteStore {
+    fn backend(&self) -> &'static str {
+        "sqlite"
+    }
+
+    async fn open_approval(
+        &self,
+        new: NewApproval,
+        now: Timestamp,
+    ) -> Result<OpenOutcome, StoreError> {
+        flatten(
+            self.write(false, |txn| Ok(txn::open_approval(txn, new.clone(), now)))
+                .await,
+        )
+    }
+
+    async fn answer_approval(
+        &self,
+        answer: RecordAnswer,
+        now: Timestamp,
+    ) -> Result<ApprovalRecord, AnswerError> {
+        match self
+            .write(true, |txn| txn::answer_approval(txn, answer.clone(), now))
+            .await
+        {
+            Ok(result) => result,
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
+        self.read(|connection| {
+            connection
+                .prepare_cached(&format!(
+                    "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?1"
+                ))?
+                .query_row(params![id.as_str()], approval_from_row)
+                .optional()
+        })
+        .await
+    }
+
+    async fn approvals(
+        &self,
+        state: Option<ApprovalState>,
+    ) -> Result<Vec<ApprovalRecord>, StoreError> {
+        self.read(|connection| {
+            let mut statement = connection.prepare_cached(&format!(
+                "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE (?1 IS NULL OR state = ?1) ORDER BY created_at, id"
+            ))?;
+            statement
+                .query_map(params![state.map(ApprovalState::as_str)], approval_from_row)?
+                .collect()
+        })
+        .await
+    }
+
+    async fn begin_attempt(
+        &self,
+        begin: BeginAttempt,
+        now: Timestamp,
+    ) -> Result<BeginOutcome, StoreError> {
+        flatten(
+            self.write(false, |txn| Ok(txn::begin_attempt(txn, begin.clone(), now)))
+                .await,
+        )
+    }
+
+    async fn finish_attempt(
+        &self,
+        finish: FinishAttempt,
+        now: Timestamp,
+    ) -> Result<Receipt, StoreError> {
+        flatten(
+            self.write(false, |txn| {
+                Ok(txn::finish_attempt(txn, finish.clone(), now))
+            })
+            .await,
+        )
+    }
+
+    async fn append_receipt(
+        &self,
+        draft: ReceiptDraft,
+        now: Timestamp,
+    ) -> Result<Receipt, StoreError> {
+        flatten(
+            self.write(false, |txn| Ok(txn::append(txn, draft.clone(), now)))
+                .await,
+        )
+    }
+
+    async fn effect(&self, key: &EffectKey) -> Result<Option<EffectRecord>, StoreError> {
+        self.read(|connection| {
+            connection
+                .prepare_cached(&format!(
+                    "SELECT {EFFECT_COLUMNS} FROM effects WHERE key = ?1"
+                ))?
+                .query_row(params![key.as_str()], effect_from_row)
+                .optional()
+        })
+        .await
+    }
+
+    async fn effects(&self, state: Option<EffectState>) -> Result<Vec<EffectRecord>, StoreError> {
+        self.read(|connection| {
+            let mut statement = connection.prepare_cached(&format!(
+                "SELECT {EFFECT_COLUMNS} FROM effects WHERE (?1 IS NULL OR state = ?1) ORDER BY key"
+            ))?;
+            statement
+                .query_map(params![state.map(EffectState::as_str)], effect_from_row)?
+                .collect()
+        })
+        .await
+    }
+
+    async fn resolve_effect(
+        &self,
+        resolve: ResolveEffect,
+        now: Timestamp,
+    ) -> Result<EffectRecord, ResolveError> {
+        match self
+            .write(false, |txn| txn::resolve_effect(txn, resolve.clone(), now))
+            .await
+        {
+            Ok(result) => result,
+            Err(error) => Err(error.into()),
+        }
+    }
+
+    async fn receipts(
+        &self,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredReceipt>, StoreError> {
+        let after = i64::try_from(after_seq).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        self.read(|connection| {
+            let mut statement = connection
+                .prepare_cached("SELECT seq, prev_hash, hash, body FROM receipts WHERE seq > ?1 ORDER BY seq LIMIT ?2")?;
+            statement.query_map(params![after, limit], receipt_from_row)?.collect()
+        })
+        .await
+    }
+
+    async fn chain_head(&self) -> Result<Option<ChainHead>, StoreError> {
+        let head = self
+            .read(|connection| {
+                connection
+                    .prepare_cached("SELECT seq, hash FROM receipts ORDER BY seq DESC LIMIT 1")?
+                    .query_row([], |row| {
+                        Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+                    })
+                    .optional()
+            })
+            .await?;
+        Ok(head.map(|(seq, hash)| ChainHead {
+            seq: u64::try_from(seq).unwrap_or(0),
+            hash,
+        }))
+    }
+}
