@@ -10,6 +10,9 @@
 //! - [`MemoryStore`]: in this process only, for tests and examples.
 //! - [`SqliteStore`]: the embedded default, one file, WAL, every read-modify-write in one
 //!   `BEGIN IMMEDIATE` transaction run inline on the calling thread (see its docs).
+//! - [`PostgresStore`] (cargo feature `postgres`, on by default): many workers on many hosts;
+//!   row locks, unique constraints and compare-and-set updates whose row counts are checked
+//!   (see its docs). Open it with [`open_url_async`].
 //!
 //! # Cancel safety
 //!
@@ -19,6 +22,8 @@
 //! each transaction either committed or not started.
 
 pub mod memory;
+#[cfg(feature = "postgres")]
+pub mod postgres;
 pub mod sqlite;
 pub mod txn;
 
@@ -32,6 +37,8 @@ use crate::error::{AnswerError, ResolveError, StoreError};
 use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
 
 pub use memory::MemoryStore;
+#[cfg(feature = "postgres")]
+pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 
 /// A new pending approval request, and the effect key to check before asking a human.
@@ -391,8 +398,44 @@ pub fn open_url(url: &str) -> Result<std::sync::Arc<dyn Store>, StoreError> {
         }
         return Ok(std::sync::Arc::new(SqliteStore::open_with(path, options)?));
     }
+    if is_postgres_url(url) {
+        return Err(open_error(
+            "a PostgreSQL store is opened asynchronously: call `store::open_url_async`",
+        ));
+    }
     let scheme = url.split(':').next().unwrap_or(url);
     Err(open_error(&format!(
         "unknown store scheme `{scheme}`: use `sqlite:PATH` (the default) or `memory:`"
     )))
+}
+
+fn is_postgres_url(url: &str) -> bool {
+    url.starts_with("postgres://") || url.starts_with("postgresql://")
+}
+
+/// Open a store from a URL, asynchronously: every URL [`open_url`] accepts, and
+/// `postgres://USER@HOST:PORT/DATABASE` (or `postgresql://…`) for the PostgreSQL store (cargo
+/// feature `postgres`; see [`PostgresStore`] for its options, such as `?schema=NAME`).
+///
+/// # Errors
+///
+/// As [`open_url`], and the errors of [`PostgresStore::connect`].
+///
+/// # Cancel safety
+///
+/// Opening PostgreSQL runs its migrations in one transaction: dropping the future leaves them
+/// applied or not. The other backends open synchronously.
+pub async fn open_url_async(url: &str) -> Result<std::sync::Arc<dyn Store>, StoreError> {
+    #[cfg(feature = "postgres")]
+    if is_postgres_url(url) {
+        return Ok(std::sync::Arc::new(PostgresStore::connect(url).await?));
+    }
+    #[cfg(not(feature = "postgres"))]
+    if is_postgres_url(url) {
+        return Err(StoreError::Open {
+            location: url.to_owned(),
+            message: "this build of Countersign has no PostgreSQL store: build it with the cargo feature `postgres`".to_owned(),
+        });
+    }
+    open_url(url)
 }

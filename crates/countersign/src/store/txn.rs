@@ -62,7 +62,7 @@ pub fn append<T: Txn + ?Sized>(
 }
 
 /// The receipt for a change to an approval request.
-fn approval_draft(
+pub(crate) fn approval_draft(
     record: &ApprovalRecord,
     kind: ReceiptKind,
     outcome: ReceiptOutcome,

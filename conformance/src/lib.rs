@@ -1,0 +1,5 @@
+//! Conformance kits for Countersign.
+#![forbid(unsafe_code)]
+
+pub mod adapter_kit;
+pub mod store_kit;

@@ -1,0 +1,1184 @@
+//! The PostgreSQL store, for many workers on many hosts, through sqlx (cargo feature
+//! `postgres`, on by default).
+//!
+//! # Design
+//!
+//! - **Same decisions as every backend.** The read-decide-write sequences in [`txn`] mirror
+//!   [`crate::store::txn`] function by function and call the same pure decision functions
+//!   ([`crate::effect::retry_decision`], [`crate::approval::plan_take`], `plan_open`,
+//!   `plan_answer`, [`crate::evidence::seal`]); this module only reads and writes.
+//! - **Correct at READ COMMITTED and at SERIALIZABLE.** Every row a decision rests on is read
+//!   with `SELECT … FOR UPDATE` (the approvals of one action hash are also guarded by a
+//!   transaction advisory lock, so two first requests cannot both create one). Every write is a
+//!   compare-and-set whose row count is checked: an effect key is claimed with `INSERT … ON
+//!   CONFLICT DO NOTHING` and an existing record or approval is updated only `WHERE` it is still
+//!   in the state that was read. A count of 0 means another transaction got there first: the
+//!   whole transaction is rolled back and run again, and the re-read decides (so the loser of a
+//!   same-key race gets the typed `in_progress` or `duplicate`, never a store error: case B22).
+//! - **Retries are bounded by time, not count.** Serialization failures (SQLSTATE 40001),
+//!   deadlocks (40P01) and lost compare-and-sets roll back and run again after a jittered,
+//!   growing sleep (2 ms doubling to 200 ms, times a random factor in [0.5, 1.5)) until the retry
+//!   budget (default 10 s) is spent; then the caller gets [`StoreError::Busy`] and nothing was
+//!   written (case B25).
+//! - **One chain, no fork, no gap.** The chain head is one row (`chain_head`, id 1) locked with
+//!   `SELECT … FOR UPDATE` by every transaction that appends a receipt, and updated by
+//!   compare-and-set on its `seq`; `receipts.seq` is the primary key and `receipts.prev_hash` is
+//!   unique, so even a bug in the locking could not store a fork.
+//! - **An unknown commit is settled, never guessed.** Each writing transaction learns its
+//!   transaction id before `COMMIT`. If the connection fails during `COMMIT`, the store asks
+//!   the server (`txid_status`) on another connection: `committed` returns the result,
+//!   `aborted` runs the operation again; if that cannot be learned the caller gets
+//!   [`StoreError::OutcomeUnknown`].
+//! - **Migrations run on open**, forward-only, each recorded in `countersign_schema_version`,
+//!   under a transaction advisory lock so several processes may open one database at once. A
+//!   database migrated by a newer Countersign is refused with [`StoreError::Incompatible`].
+//!
+//! # URL
+//!
+//! `postgres://USER@HOST:PORT/DATABASE?OPTIONS` (or `postgresql://`). Besides sqlx's own
+//! options (`sslmode`, `application_name`, ...), the store reads and removes:
+//!
+//! - `schema=NAME`: keep the tables in schema `NAME` (created if missing; `[a-z0-9_]`, at most
+//!   63 characters). Default: the server's `search_path` (usually `public`).
+//! - `isolation=read_committed|repeatable_read|serializable`: the isolation level of every
+//!   transaction. Default: the server's `default_transaction_isolation`.
+//! - `max_connections=N`: the pool size (default 16).
+//! - `retry_budget_ms=N`: how long to keep retrying conflicts (default 10000).
+//!
+//! # Cancel safety
+//!
+//! Dropping a future before `COMMIT` rolls its transaction back (sqlx rolls back a dropped
+//! transaction when its connection returns to the pool). Dropping it during `COMMIT` leaves the
+//! transaction committed or not, exactly like a lost connection; an effect reserved that way
+//! turns `ambiguous` when its lease lapses, and is never released.
+
+pub mod txn;
+
+use std::collections::HashMap;
+use std::str::FromStr;
+use std::time::{Duration, Instant};
+
+use rand::Rng;
+use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+use sqlx::{Postgres, Row, Transaction};
+
+use crate::ActionHash;
+use crate::action::canonical;
+use crate::approval::{ApprovalId, ApprovalRecord, ApprovalState};
+use crate::clock::Timestamp;
+use crate::effect::{EffectKey, EffectRecord, EffectState};
+use crate::error::{AnswerError, ResolveError, StoreError};
+use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
+use crate::store::{
+    BeginAttempt, BeginOutcome, FinishAttempt, NewApproval, OpenOutcome, RecordAnswer,
+    ResolveEffect, Store,
+};
+
+/// The schema version this build migrates to, writes and reads.
+pub const SCHEMA_VERSION: i64 = 1;
+
+/// The forward-only migrations: version `n` is applied to a database at version `n − 1`.
+/// Never edit an applied migration; add the next one.
+const MIGRATIONS: &[(i64, &str)] = &[(
+    1,
+    "
+CREATE TABLE approvals (
+    id TEXT PRIMARY KEY,
+    action_hash TEXT NOT NULL,
+    action TEXT NOT NULL,
+    arguments TEXT NOT NULL,
+    principal TEXT NOT NULL,
+    resource TEXT,
+    environment TEXT NOT NULL,
+    effect_key TEXT,
+    policy_hash TEXT NOT NULL,
+    entry_fingerprint TEXT NOT NULL,
+    state TEXT NOT NULL,
+    created_at BIGINT NOT NULL,
+    expires_at BIGINT NOT NULL,
+    answered_at BIGINT,
+    approver TEXT,
+    note TEXT,
+    consumed_at BIGINT,
+    consumed_by TEXT
+);
+CREATE INDEX approvals_by_hash ON approvals (action_hash);
+CREATE INDEX approvals_by_created ON approvals (created_at, id);
+CREATE TABLE effects (
+    key TEXT PRIMARY KEY,
+    state TEXT NOT NULL,
+    action_hash TEXT NOT NULL,
+    attempt_id TEXT NOT NULL,
+    attempts INTEGER NOT NULL,
+    lease_until BIGINT NOT NULL,
+    updated_at BIGINT NOT NULL,
+    resolved_by TEXT,
+    detail TEXT
+);
+CREATE TABLE receipts (
+    seq BIGINT PRIMARY KEY,
+    prev_hash TEXT NOT NULL UNIQUE,
+    hash TEXT NOT NULL,
+    body TEXT NOT NULL
+);
+CREATE TABLE chain_head (
+    id SMALLINT PRIMARY KEY CHECK (id = 1),
+    seq BIGINT NOT NULL,
+    hash TEXT NOT NULL
+);
+INSERT INTO chain_head (id, seq, hash) VALUES (1, 0, '');
+",
+)];
+
+/// The isolation level of the store's transactions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Isolation {
+    /// `READ COMMITTED`.
+    ReadCommitted,
+    /// `REPEATABLE READ`.
+    RepeatableRead,
+    /// `SERIALIZABLE`.
+    Serializable,
+}
+
+impl Isolation {
+    fn begin_statement(self) -> &'static str {
+        match self {
+            Isolation::ReadCommitted => "BEGIN ISOLATION LEVEL READ COMMITTED",
+            Isolation::RepeatableRead => "BEGIN ISOLATION LEVEL REPEATABLE READ",
+            Isolation::Serializable => "BEGIN ISOLATION LEVEL SERIALIZABLE",
+        }
+    }
+}
+
+/// Options for [`PostgresStore::connect_with`]; see the [module docs](self) for the URL form.
+#[derive(Clone, Debug)]
+pub struct PostgresOptions {
+    /// The schema holding the tables (`[a-z0-9_]`, at most 63 characters), or `None` for the
+    /// server's `search_path`.
+    pub schema: Option<String>,
+    /// The isolation level, or `None` for the server's default.
+    pub isolation: Option<Isolation>,
+    /// The pool size. Default 16.
+    pub max_connections: u32,
+    /// How long to keep retrying serialization failures, deadlocks and lost compare-and-sets
+    /// before [`StoreError::Busy`]. Default 10 s.
+    pub retry_budget: Duration,
+}
+
+impl Default for PostgresOptions {
+    fn default() -> Self {
+        PostgresOptions {
+            schema: None,
+            isolation: None,
+            max_connections: 16,
+            retry_budget: Duration::from_secs(10),
+        }
+    }
+}
+
+/// The PostgreSQL store. See the [module docs](self) for its design.
+pub struct PostgresStore {
+    pool: PgPool,
+    options: PostgresOptions,
+    location: String,
+}
+
+impl std::fmt::Debug for PostgresStore {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PostgresStore")
+            .field("location", &self.location)
+            .field("schema", &self.options.schema)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Why one run of a transaction did not produce a result.
+#[derive(Debug)]
+pub(crate) enum PgFailure {
+    /// Another transaction got there first (serialization failure, deadlock, lost
+    /// compare-and-set): roll back and run the operation again.
+    Retry,
+    /// A final error.
+    Store(StoreError),
+}
+
+impl From<StoreError> for PgFailure {
+    fn from(error: StoreError) -> Self {
+        PgFailure::Store(error)
+    }
+}
+
+/// The SQLSTATE of a database error, if it is one.
+fn sqlstate(error: &sqlx::Error) -> Option<String> {
+    match error {
+        sqlx::Error::Database(database) => database.code().map(|code| code.into_owned()),
+        _ => None,
+    }
+}
+
+/// Serialization failure or deadlock: retry.
+fn is_conflict(error: &sqlx::Error) -> bool {
+    matches!(sqlstate(error).as_deref(), Some("40001" | "40P01"))
+}
+
+fn backend(error: &sqlx::Error) -> StoreError {
+    match error {
+        sqlx::Error::PoolTimedOut => StoreError::Busy {
+            waited: Duration::ZERO,
+        },
+        sqlx::Error::ColumnDecode { .. } | sqlx::Error::Decode(_) => StoreError::Corrupt {
+            detail: error.to_string(),
+        },
+        _ => StoreError::Backend {
+            message: error.to_string(),
+        },
+    }
+}
+
+fn classify(error: sqlx::Error) -> PgFailure {
+    if is_conflict(&error) {
+        PgFailure::Retry
+    } else {
+        PgFailure::Store(backend(&error))
+    }
+}
+
+fn migration_failed(error: sqlx::Error) -> StoreError {
+    StoreError::Backend {
+        message: format!("migrating the store failed: {error}"),
+    }
+}
+
+/// `delay` scaled by a random factor in [0.5, 1.5).
+fn jitter(delay: Duration) -> Duration {
+    delay.mul_f64(rand::rng().random_range(0.5..1.5))
+}
+
+/// Split a `postgres://` URL into sqlx's part and the store's options.
+fn parse_url(url: &str) -> Result<(String, PostgresOptions), String> {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, query),
+        None => (url, ""),
+    };
+    let mut options = PostgresOptions::default();
+    let mut passed = Vec::new();
+    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "schema" => {
+                check_schema_name(value)?;
+                options.schema = Some(value.to_owned());
+            }
+            "isolation" => {
+                options.isolation = Some(match value {
+                    "read_committed" => Isolation::ReadCommitted,
+                    "repeatable_read" => Isolation::RepeatableRead,
+                    "serializable" => Isolation::Serializable,
+                    other => {
+                        return Err(format!(
+                            "unknown isolation `{other}`: use `read_committed`, `repeatable_read` or `serializable`"
+                        ));
+                    }
+                });
+            }
+            "max_connections" => {
+                options.max_connections = value
+                    .parse()
+                    .ok()
+                    .filter(|count| *count > 0)
+                    .ok_or_else(|| {
+                        format!("`max_connections={value}` is not a positive whole number")
+                    })?;
+            }
+            "retry_budget_ms" => {
+                options.retry_budget = Duration::from_millis(value.parse().map_err(|_| {
+                    format!("`retry_budget_ms={value}` is not a whole number of milliseconds")
+                })?);
+            }
+            _ => passed.push(pair),
+        }
+    }
+    let sqlx_url = if passed.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", passed.join("&"))
+    };
+    Ok((sqlx_url, options))
+}
+
+fn check_schema_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "schema name `{}` is not usable: use lowercase letters, digits and `_`, at most 63 characters, not starting with a digit",
+            name.escape_debug()
+        ))
+    }
+}
+
+/// Where a URL points, without its password.
+fn redact(url: &str) -> String {
+    match (url.find("://"), url.find('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let userinfo = &url[scheme_end + 3..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{}{user}{}", &url[..scheme_end + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}
+
+impl PostgresStore {
+    /// Connect to the database at `url` (see the [module docs](self) for the URL form), create
+    /// the schema if asked, and run the migrations this build knows.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Open`] for a malformed URL or an unreachable server,
+    /// [`StoreError::Incompatible`] when a newer Countersign migrated the database,
+    /// [`StoreError::Backend`] when a migration fails.
+    ///
+    /// # Cancel safety
+    ///
+    /// Migrations run in one transaction: dropping the future leaves them applied or not.
+    pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
+        let location = redact(url);
+        let open_error = |message: String| StoreError::Open {
+            location: location.clone(),
+            message,
+        };
+        let (sqlx_url, options) = parse_url(url).map_err(open_error)?;
+        let connect_options = PgConnectOptions::from_str(&sqlx_url)
+            .map_err(|error| open_error(format!("malformed PostgreSQL URL: {error}")))?;
+        PostgresStore::connect_with(connect_options, options, location).await
+    }
+
+    /// Connect with explicit sqlx options and store options. `location` names the database in
+    /// error messages (no password). Errors as [`PostgresStore::connect`].
+    ///
+    /// # Errors
+    ///
+    /// As [`PostgresStore::connect`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`PostgresStore::connect`].
+    pub async fn connect_with(
+        connect_options: PgConnectOptions,
+        options: PostgresOptions,
+        location: String,
+    ) -> Result<PostgresStore, StoreError> {
+        let open_error = |message: String| StoreError::Open {
+            location: location.clone(),
+            message,
+        };
+        if let Some(schema) = &options.schema {
+            check_schema_name(schema).map_err(open_error)?;
+        }
+        let mut connect_options = connect_options.application_name("countersign");
+        if let Some(schema) = &options.schema {
+            connect_options = connect_options.options([("search_path", schema.as_str())]);
+        }
+        let pool = PgPoolOptions::new()
+            .max_connections(options.max_connections)
+            .acquire_timeout(Duration::from_secs(30))
+            .connect_with(connect_options)
+            .await
+            .map_err(|error| {
+                open_error(format!(
+                    "cannot connect: {error}: check that PostgreSQL is running and the URL names a database you may use"
+                ))
+            })?;
+        let store = PostgresStore {
+            pool,
+            options,
+            location,
+        };
+        store.migrate().await?;
+        Ok(store)
+    }
+
+    /// The database and schema in use, for messages (no password).
+    pub fn location(&self) -> &str {
+        &self.location
+    }
+
+    /// Create the schema if asked, then apply every migration newer than the database's version.
+    async fn migrate(&self) -> Result<(), StoreError> {
+        let started = Instant::now();
+        let mut delay = Duration::from_millis(2);
+        loop {
+            let mut tx = self.pool.begin().await.map_err(migration_failed)?;
+            let result: Result<(), sqlx::Error> = async {
+                // One migrator per schema at a time, across processes and hosts.
+                let schema = self.options.schema.clone().unwrap_or_default();
+                sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('countersign:migrate:' || $1, 0))")
+                    .bind(&schema)
+                    .execute(&mut *tx)
+                    .await?;
+                if let Some(schema) = &self.options.schema {
+                    // INVARIANT (schema-name): checked by `check_schema_name`, so quoting is safe.
+                    sqlx::query(sqlx::AssertSqlSafe(format!(
+                        "CREATE SCHEMA IF NOT EXISTS \"{schema}\""
+                    )))
+                    .execute(&mut *tx)
+                    .await?;
+                }
+                sqlx::query(
+                    "CREATE TABLE IF NOT EXISTS countersign_schema_version (version BIGINT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
+                )
+                .execute(&mut *tx)
+                .await?;
+                Ok(())
+            }
+            .await;
+            match result {
+                Ok(()) => {}
+                Err(error)
+                    if is_conflict(&error) && started.elapsed() < self.options.retry_budget =>
+                {
+                    drop(tx);
+                    tokio::time::sleep(jitter(delay)).await;
+                    delay = (delay * 2).min(Duration::from_millis(200));
+                    continue;
+                }
+                Err(error) => return Err(migration_failed(error)),
+            }
+            let found: Option<i64> =
+                sqlx::query_scalar("SELECT max(version) FROM countersign_schema_version")
+                    .fetch_one(&mut *tx)
+                    .await
+                    .map_err(migration_failed)?;
+            let found = found.unwrap_or(0);
+            if found > SCHEMA_VERSION {
+                return Err(StoreError::Incompatible {
+                    found,
+                    supported: SCHEMA_VERSION,
+                });
+            }
+            for (version, sql) in MIGRATIONS.iter().filter(|(version, _)| *version > found) {
+                sqlx::raw_sql(*sql)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(migration_failed)?;
+                sqlx::query("INSERT INTO countersign_schema_version (version) VALUES ($1)")
+                    .bind(version)
+                    .execute(&mut *tx)
+                    .await
+                    .map_err(migration_failed)?;
+            }
+            tx.commit().await.map_err(migration_failed)?;
+            return Ok(());
+        }
+    }
+
+    /// Run `operation` in one transaction, again and again while it conflicts, within the retry
+    /// budget. See the [module docs](self).
+    async fn write(
+        &self,
+        operation: &txn::Operation,
+        now: Timestamp,
+    ) -> Result<txn::Done, StoreError> {
+        let started = Instant::now();
+        let mut delay = Duration::from_millis(2);
+        loop {
+            match self.try_write(operation, now).await {
+                Ok(done) => return Ok(done),
+                Err(PgFailure::Store(error)) => return Err(error),
+                Err(PgFailure::Retry) => {
+                    if started.elapsed() >= self.options.retry_budget {
+                        return Err(StoreError::Busy {
+                            waited: started.elapsed(),
+                        });
+                    }
+                    tokio::time::sleep(jitter(delay)).await;
+                    delay = (delay * 2).min(Duration::from_millis(200));
+                }
+            }
+        }
+    }
+
+    async fn begin(&self) -> Result<Transaction<'static, Postgres>, PgFailure> {
+        let begun = match self.options.isolation {
+            Some(isolation) => self.pool.begin_with(isolation.begin_statement()).await,
+            None => self.pool.begin().await,
+        };
+        begun.map_err(classify)
+    }
+
+    /// One run of `operation`: commit, or say why not.
+    async fn try_write(
+        &self,
+        operation: &txn::Operation,
+        now: Timestamp,
+    ) -> Result<txn::Done, PgFailure> {
+        let transaction = self.begin().await?;
+        let mut pg = PgTxn {
+            transaction,
+            read_effects: HashMap::new(),
+            read_approvals: HashMap::new(),
+            wrote: false,
+        };
+        let done = txn::run(&mut pg, operation, now).await?;
+        let PgTxn {
+            mut transaction,
+            wrote,
+            ..
+        } = pg;
+        if !wrote {
+            transaction.commit().await.map_err(classify)?;
+            return Ok(done);
+        }
+        let txid: i64 = sqlx::query_scalar("SELECT txid_current()")
+            .fetch_one(&mut *transaction)
+            .await
+            .map_err(classify)?;
+        match transaction.commit().await {
+            Ok(()) => Ok(done),
+            Err(error @ sqlx::Error::Database(_)) => Err(classify(error)),
+            Err(_) => match self.settle(txid).await {
+                Some(true) => Ok(done),
+                Some(false) => Err(PgFailure::Retry),
+                None => Err(PgFailure::Store(StoreError::OutcomeUnknown {
+                    operation: operation.name(),
+                })),
+            },
+        }
+    }
+
+    /// Did transaction `txid` commit? `None` when the server cannot tell us.
+    async fn settle(&self, txid: i64) -> Option<bool> {
+        for _ in 0..50 {
+            let status: Result<Option<String>, sqlx::Error> =
+                sqlx::query_scalar("SELECT txid_status($1)")
+                    .bind(txid)
+                    .fetch_one(&self.pool)
+                    .await;
+            match status.ok()?.as_deref() {
+                Some("committed") => return Some(true),
+                Some("aborted") => return Some(false),
+                Some("in progress") => tokio::time::sleep(Duration::from_millis(20)).await,
+                _ => return None,
+            }
+        }
+        None
+    }
+}
+
+macro_rules! approval_columns {
+    () => {
+        "id, action_hash, action, arguments, principal, resource, environment, effect_key, policy_hash, entry_fingerprint, state, created_at, expires_at, answered_at, approver, note, consumed_at, consumed_by"
+    };
+}
+
+macro_rules! effect_columns {
+    () => {
+        "key, state, action_hash, attempt_id, attempts, lease_until, updated_at, resolved_by, detail"
+    };
+}
+
+fn corrupt(detail: String) -> StoreError {
+    StoreError::Corrupt { detail }
+}
+
+fn decode(error: sqlx::Error) -> StoreError {
+    corrupt(error.to_string())
+}
+
+fn approval_from_row(row: &PgRow) -> Result<ApprovalRecord, StoreError> {
+    let arguments: String = row.try_get(3).map_err(decode)?;
+    let state: String = row.try_get(10).map_err(decode)?;
+    let millis = |index: usize| -> Result<Option<Timestamp>, StoreError> {
+        Ok(row
+            .try_get::<Option<i64>, _>(index)
+            .map_err(decode)?
+            .map(Timestamp::from_millis))
+    };
+    Ok(ApprovalRecord {
+        id: ApprovalId::from_stored(row.try_get(0).map_err(decode)?),
+        action_hash: ActionHash::from_stored(row.try_get::<String, _>(1).map_err(decode)?),
+        action: row.try_get(2).map_err(decode)?,
+        arguments: canonical::parse_canonical(&arguments)
+            .map_err(|error| corrupt(format!("approval arguments: {error}")))?,
+        principal: row.try_get(4).map_err(decode)?,
+        resource: row.try_get(5).map_err(decode)?,
+        environment: row.try_get(6).map_err(decode)?,
+        effect_key: row.try_get(7).map_err(decode)?,
+        policy_hash: row.try_get(8).map_err(decode)?,
+        entry_fingerprint: row.try_get(9).map_err(decode)?,
+        state: ApprovalState::parse(&state)
+            .ok_or_else(|| corrupt(format!("approval state `{state}`")))?,
+        created_at: Timestamp::from_millis(row.try_get(11).map_err(decode)?),
+        expires_at: Timestamp::from_millis(row.try_get(12).map_err(decode)?),
+        answered_at: millis(13)?,
+        approver: row.try_get(14).map_err(decode)?,
+        note: row.try_get(15).map_err(decode)?,
+        consumed_at: millis(16)?,
+        consumed_by: row.try_get(17).map_err(decode)?,
+    })
+}
+
+fn effect_from_row(row: &PgRow) -> Result<EffectRecord, StoreError> {
+    let key: String = row.try_get(0).map_err(decode)?;
+    let state: String = row.try_get(1).map_err(decode)?;
+    let attempts: i32 = row.try_get(4).map_err(decode)?;
+    Ok(EffectRecord {
+        key: EffectKey::new(key).map_err(|error| corrupt(format!("effect key: {error}")))?,
+        state: EffectState::parse(&state)
+            .ok_or_else(|| corrupt(format!("effect state `{state}`")))?,
+        action_hash: row.try_get(2).map_err(decode)?,
+        attempt_id: row.try_get(3).map_err(decode)?,
+        attempts: u32::try_from(attempts)
+            .map_err(|_| corrupt(format!("effect attempts {attempts}")))?,
+        lease_until: Timestamp::from_millis(row.try_get(5).map_err(decode)?),
+        updated_at: Timestamp::from_millis(row.try_get(6).map_err(decode)?),
+        resolved_by: row.try_get(7).map_err(decode)?,
+        detail: row.try_get(8).map_err(decode)?,
+    })
+}
+
+fn receipt_from_row(row: &PgRow) -> Result<StoredReceipt, StoreError> {
+    let seq: i64 = row.try_get(0).map_err(decode)?;
+    Ok(StoredReceipt {
+        seq: u64::try_from(seq).map_err(|_| corrupt("negative seq".to_owned()))?,
+        prev_hash: row.try_get(1).map_err(decode)?,
+        hash: row.try_get(2).map_err(decode)?,
+        body: row.try_get(3).map_err(decode)?,
+    })
+}
+
+/// Reads and writes inside one open PostgreSQL transaction: the parallel of
+/// [`crate::store::txn::Txn`], asynchronous, with compare-and-set writes.
+///
+/// It remembers the state of every row it read, so `put_effect` and `update_approval` can write
+/// only if the row is still what was read (the row locks make that certain at READ COMMITTED;
+/// the checked row counts make it certain whatever the locking).
+pub(crate) struct PgTxn {
+    transaction: Transaction<'static, Postgres>,
+    /// Effect key → `(state, attempt_id)` as read, or `None` when it had no record.
+    read_effects: HashMap<String, Option<(String, String)>>,
+    /// Approval id → state as read.
+    read_approvals: HashMap<String, String>,
+    /// Has this transaction written anything?
+    wrote: bool,
+}
+
+impl PgTxn {
+    /// One approval request, locked.
+    pub(crate) async fn approval(
+        &mut self,
+        id: &ApprovalId,
+    ) -> Result<Option<ApprovalRecord>, PgFailure> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            approval_columns!(),
+            " FROM approvals WHERE id = $1 FOR UPDATE"
+        ))
+        .bind(id.as_str())
+        .fetch_optional(&mut *self.transaction)
+        .await
+        .map_err(classify)?;
+        let record = row.as_ref().map(approval_from_row).transpose()?;
+        if let Some(record) = &record {
+            self.read_approvals.insert(
+                record.id.as_str().to_owned(),
+                record.state.as_str().to_owned(),
+            );
+        }
+        Ok(record)
+    }
+
+    /// Every approval request bound to `hash`, locked (with an advisory lock on the hash, so a
+    /// concurrent first request waits rather than creating a second one).
+    pub(crate) async fn approvals_for_hash(
+        &mut self,
+        hash: &ActionHash,
+    ) -> Result<Vec<ApprovalRecord>, PgFailure> {
+        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+            .bind(hash.as_str())
+            .execute(&mut *self.transaction)
+            .await
+            .map_err(classify)?;
+        let rows = sqlx::query(concat!(
+            "SELECT ",
+            approval_columns!(),
+            " FROM approvals WHERE action_hash = $1 FOR UPDATE"
+        ))
+        .bind(hash.as_str())
+        .fetch_all(&mut *self.transaction)
+        .await
+        .map_err(classify)?;
+        let records = rows
+            .iter()
+            .map(approval_from_row)
+            .collect::<Result<Vec<_>, _>>()?;
+        for record in &records {
+            self.read_approvals.insert(
+                record.id.as_str().to_owned(),
+                record.state.as_str().to_owned(),
+            );
+        }
+        Ok(records)
+    }
+
+    /// Insert a new request.
+    pub(crate) async fn insert_approval(
+        &mut self,
+        record: &ApprovalRecord,
+    ) -> Result<(), PgFailure> {
+        self.wrote = true;
+        sqlx::query(concat!(
+            "INSERT INTO approvals (",
+            approval_columns!(),
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
+        ))
+        .bind(record.id.as_str())
+        .bind(record.action_hash.as_str())
+        .bind(&record.action)
+        .bind(record.arguments.as_str())
+        .bind(&record.principal)
+        .bind(&record.resource)
+        .bind(&record.environment)
+        .bind(&record.effect_key)
+        .bind(&record.policy_hash)
+        .bind(&record.entry_fingerprint)
+        .bind(record.state.as_str())
+        .bind(record.created_at.as_millis())
+        .bind(record.expires_at.as_millis())
+        .bind(record.answered_at.map(Timestamp::as_millis))
+        .bind(&record.approver)
+        .bind(&record.note)
+        .bind(record.consumed_at.map(Timestamp::as_millis))
+        .bind(&record.consumed_by)
+        .execute(&mut *self.transaction)
+        .await
+        .map_err(classify)?;
+        self.read_approvals.insert(
+            record.id.as_str().to_owned(),
+            record.state.as_str().to_owned(),
+        );
+        Ok(())
+    }
+
+    /// Overwrite a request's mutable fields, only if it is still in the state read.
+    pub(crate) async fn update_approval(
+        &mut self,
+        record: &ApprovalRecord,
+    ) -> Result<(), PgFailure> {
+        let Some(expected) = self.read_approvals.get(record.id.as_str()).cloned() else {
+            return Err(PgFailure::Store(StoreError::Backend {
+                message: format!(
+                    "internal error (please report it): approval {} updated without being read",
+                    record.id
+                ),
+            }));
+        };
+        self.wrote = true;
+        let result = sqlx::query(
+            "UPDATE approvals SET state = $2, answered_at = $3, approver = $4, note = $5, consumed_at = $6, consumed_by = $7 WHERE id = $1 AND state = $8",
+        )
+        .bind(record.id.as_str())
+        .bind(record.state.as_str())
+        .bind(record.answered_at.map(Timestamp::as_millis))
+        .bind(&record.approver)
+        .bind(&record.note)
+        .bind(record.consumed_at.map(Timestamp::as_millis))
+        .bind(&record.consumed_by)
+        .bind(&expected)
+        .execute(&mut *self.transaction)
+        .await
+        .map_err(classify)?;
+        if result.rows_affected() != 1 {
+            // INVARIANT (compare-and-set): another transaction changed it since we read it.
+            return Err(PgFailure::Retry);
+        }
+        self.read_approvals.insert(
+            record.id.as_str().to_owned(),
+            record.state.as_str().to_owned(),
+        );
+        Ok(())
+    }
+
+    /// One effect record, locked.
+    pub(crate) async fn effect(
+        &mut self,
+        key: &EffectKey,
+    ) -> Result<Option<EffectRecord>, PgFailure> {
+        let row = sqlx::query(concat!(
+            "SELECT ",
+            effect_columns!(),
+            " FROM effects WHERE key = $1 FOR UPDATE"
+        ))
+        .bind(key.as_str())
+        .fetch_optional(&mut *self.transaction)
+        .await
+        .map_err(classify)?;
+        let record = row.as_ref().map(effect_from_row).transpose()?;
+        self.read_effects.insert(
+            key.as_str().to_owned(),
+            record
+                .as_ref()
+                .map(|record| (record.state.as_str().to_owned(), record.attempt_id.clone())),
+        );
+        Ok(record)
+    }
+
+    /// Insert or overwrite an effect record, only if it is still what was read: a claim of a
+    /// free key is `INSERT … ON CONFLICT DO NOTHING`, an overwrite an `UPDATE … WHERE` the state
+    /// and attempt read. A row count other than 1 means another transaction won: retry.
+    pub(crate) async fn put_effect(&mut self, record: &EffectRecord) -> Result<(), PgFailure> {
+        let Some(expected) = self.read_effects.get(record.key.as_str()).cloned() else {
+            return Err(PgFailure::Store(StoreError::Backend {
+                message: format!(
+                    "internal error (please report it): effect `{}` written without being read",
+                    record.key
+                ),
+            }));
+        };
+        self.wrote = true;
+        let attempts = i32::try_from(record.attempts).unwrap_or(i32::MAX);
+        let result = match &expected {
+            None => sqlx::query(concat!(
+                "INSERT INTO effects (",
+                effect_columns!(),
+                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (key) DO NOTHING"
+            ))
+            .bind(record.key.as_str())
+            .bind(record.state.as_str())
+            .bind(&record.action_hash)
+            .bind(&record.attempt_id)
+            .bind(attempts)
+            .bind(record.lease_until.as_millis())
+            .bind(record.updated_at.as_millis())
+            .bind(&record.resolved_by)
+            .bind(&record.detail)
+            .execute(&mut *self.transaction)
+            .await,
+            Some((state, attempt_id)) => sqlx::query(
+                "UPDATE effects SET state = $2, action_hash = $3, attempt_id = $4, attempts = $5, lease_until = $6, updated_at = $7, resolved_by = $8, detail = $9 WHERE key = $1 AND state = $10 AND attempt_id = $11",
+            )
+            .bind(record.key.as_str())
+            .bind(record.state.as_str())
+            .bind(&record.action_hash)
+            .bind(&record.attempt_id)
+            .bind(attempts)
+            .bind(record.lease_until.as_millis())
+            .bind(record.updated_at.as_millis())
+            .bind(&record.resolved_by)
+            .bind(&record.detail)
+            .bind(state)
+            .bind(attempt_id)
+            .execute(&mut *self.transaction)
+            .await,
+        }
+        .map_err(classify)?;
+        if result.rows_affected() != 1 {
+            // INVARIANT (compare-and-set): another attempt claimed or changed the key since we
+            // read it; the re-run reads what it did and refuses with a typed decision.
+            return Err(PgFailure::Retry);
+        }
+        self.read_effects.insert(
+            record.key.as_str().to_owned(),
+            Some((record.state.as_str().to_owned(), record.attempt_id.clone())),
+        );
+        Ok(())
+    }
+
+    /// The chain head, locked until this transaction ends: no other writer can read the same
+    /// head (no fork) or skip a position (no gap).
+    pub(crate) async fn chain_head(&mut self) -> Result<Option<ChainHead>, PgFailure> {
+        let row = sqlx::query("SELECT seq, hash FROM chain_head WHERE id = 1 FOR UPDATE")
+            .fetch_optional(&mut *self.transaction)
+            .await
+            .map_err(classify)?;
+        let Some(row) = row else {
+            return Err(PgFailure::Store(corrupt(
+                "the chain head row is missing".to_owned(),
+            )));
+        };
+        let seq: i64 = row.try_get(0).map_err(decode)?;
+        let hash: String = row.try_get(1).map_err(decode)?;
+        if seq == 0 {
+            return Ok(None);
+        }
+        Ok(Some(ChainHead {
+            seq: u64::try_from(seq).map_err(|_| corrupt("negative seq".to_owned()))?,
+            hash,
+        }))
+    }
+
+    /// Append a sealed receipt and move the head to it (the head must be locked by
+    /// [`PgTxn::chain_head`] in this transaction).
+    pub(crate) async fn insert_receipt(
+        &mut self,
+        stored: &StoredReceipt,
+        _receipt: &Receipt,
+    ) -> Result<(), PgFailure> {
+        self.wrote = true;
+        let seq = i64::try_from(stored.seq).map_err(|_| corrupt("seq overflow".to_owned()))?;
+        let inserted = sqlx::query(
+            "INSERT INTO receipts (seq, prev_hash, hash, body) VALUES ($1, $2, $3, $4)",
+        )
+        .bind(seq)
+        .bind(&stored.prev_hash)
+        .bind(&stored.hash)
+        .bind(&stored.body)
+        .execute(&mut *self.transaction)
+        .await;
+        if let Err(error) = inserted {
+            if sqlstate(&error).as_deref() == Some("23505") {
+                // The head row is locked, so this is no race: the head and the log disagree.
+                return Err(PgFailure::Store(corrupt(format!(
+                    "receipt {seq} already exists although the chain head is at {}: the receipts table was edited; run `countersign receipts --verify`",
+                    seq - 1
+                ))));
+            }
+            return Err(classify(error));
+        }
+        let moved =
+            sqlx::query("UPDATE chain_head SET seq = $1, hash = $2 WHERE id = 1 AND seq = $3")
+                .bind(seq)
+                .bind(&stored.hash)
+                .bind(seq - 1)
+                .execute(&mut *self.transaction)
+                .await
+                .map_err(classify)?;
+        if moved.rows_affected() != 1 {
+            return Err(PgFailure::Retry);
+        }
+        Ok(())
+    }
+}
+
+impl PostgresStore {
+    async fn read_rows(
+        &self,
+        query: sqlx::query::Query<'_, Postgres, sqlx::postgres::PgArguments>,
+    ) -> Result<Vec<PgRow>, StoreError> {
+        query
+            .fetch_all(&self.pool)
+            .await
+            .map_err(|error| backend(&error))
+    }
+}
+
+#[async_trait::async_trait]
+impl Store for PostgresStore {
+    fn backend(&self) -> &'static str {
+        "postgres"
+    }
+
+    async fn open_approval(
+        &self,
+        new: NewApproval,
+        now: Timestamp,
+    ) -> Result<OpenOutcome, StoreError> {
+        match self.write(&txn::Operation::OpenApproval(new), now).await? {
+            txn::Done::Opened(outcome) => Ok(outcome),
+            _ => Err(txn::wrong_result()),
+        }
+    }
+
+    async fn answer_approval(
+        &self,
+        answer: RecordAnswer,
+        now: Timestamp,
+    ) -> Result<ApprovalRecord, AnswerError> {
+        match self
+            .write(&txn::Operation::AnswerApproval(answer), now)
+            .await?
+        {
+            txn::Done::Answered(result) => result,
+            _ => Err(txn::wrong_result().into()),
+        }
+    }
+
+    async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
+        let rows = self
+            .read_rows(
+                sqlx::query(concat!(
+                    "SELECT ",
+                    approval_columns!(),
+                    " FROM approvals WHERE id = $1"
+                ))
+                .bind(id.as_str().to_owned()),
+            )
+            .await?;
+        rows.first().map(approval_from_row).transpose()
+    }
+
+    async fn approvals(
+        &self,
+        state: Option<ApprovalState>,
+    ) -> Result<Vec<ApprovalRecord>, StoreError> {
+        let rows = self
+            .read_rows(
+                sqlx::query(concat!(
+                    "SELECT ",
+                    approval_columns!(),
+                    " FROM approvals WHERE ($1::TEXT IS NULL OR state = $1) ORDER BY created_at, id"
+                ))
+                .bind(state.map(ApprovalState::as_str)),
+            )
+            .await?;
+        rows.iter().map(approval_from_row).collect()
+    }
+
+    async fn begin_attempt(
+        &self,
+        begin: BeginAttempt,
+        now: Timestamp,
+    ) -> Result<BeginOutcome, StoreError> {
+        match self
+            .write(&txn::Operation::BeginAttempt(begin), now)
+            .await?
+        {
+            txn::Done::Begun(outcome) => Ok(outcome),
+            _ => Err(txn::wrong_result()),
+        }
+    }
+
+    async fn finish_attempt(
+        &self,
+        finish: FinishAttempt,
+        now: Timestamp,
+    ) -> Result<Receipt, StoreError> {
+        match self
+            .write(&txn::Operation::FinishAttempt(finish), now)
+            .await?
+        {
+            txn::Done::Receipt(receipt) => Ok(*receipt),
+            _ => Err(txn::wrong_result()),
+        }
+    }
+
+    async fn append_receipt(
+        &self,
+        draft: ReceiptDraft,
+        now: Timestamp,
+    ) -> Result<Receipt, StoreError> {
+        match self.write(&txn::Operation::Append(draft), now).await? {
+            txn::Done::Receipt(receipt) => Ok(*receipt),
+            _ => Err(txn::wrong_result()),
+        }
+    }
+
+    async fn effect(&self, key: &EffectKey) -> Result<Option<EffectRecord>, StoreError> {
+        let rows = self
+            .read_rows(
+                sqlx::query(concat!(
+                    "SELECT ",
+                    effect_columns!(),
+                    " FROM effects WHERE key = $1"
+                ))
+                .bind(key.as_str().to_owned()),
+            )
+            .await?;
+        rows.first().map(effect_from_row).transpose()
+    }
+
+    async fn effects(&self, state: Option<EffectState>) -> Result<Vec<EffectRecord>, StoreError> {
+        let rows = self
+            .read_rows(
+                sqlx::query(concat!(
+                    "SELECT ",
+                    effect_columns!(),
+                    " FROM effects WHERE ($1::TEXT IS NULL OR state = $1) ORDER BY key COLLATE \"C\""
+                ))
+                .bind(state.map(EffectState::as_str)),
+            )
+            .await?;
+        rows.iter().map(effect_from_row).collect()
+    }
+
+    async fn resolve_effect(
+        &self,
+        resolve: ResolveEffect,
+        now: Timestamp,
+    ) -> Result<EffectRecord, ResolveError> {
+        match self
+            .write(&txn::Operation::ResolveEffect(resolve), now)
+            .await?
+        {
+            txn::Done::Resolved(result) => result,
+            _ => Err(txn::wrong_result().into()),
+        }
+    }
+
+    async fn receipts(
+        &self,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<StoredReceipt>, StoreError> {
+        let after = i64::try_from(after_seq).unwrap_or(i64::MAX);
+        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
+        let rows = self
+            .read_rows(
+                sqlx::query(
+                    "SELECT seq, prev_hash, hash, body FROM receipts WHERE seq > $1 ORDER BY seq LIMIT $2",
+                )
+                .bind(after)
+                .bind(limit),
+            )
+            .await?;
+        rows.iter().map(receipt_from_row).collect()
+    }
+
+    async fn chain_head(&self) -> Result<Option<ChainHead>, StoreError> {
+        let rows = self
+            .read_rows(sqlx::query(
+                "SELECT seq, hash FROM receipts ORDER BY seq DESC LIMIT 1",
+            ))
+            .await?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let seq: i64 = row.try_get(0).map_err(decode)?;
+        Ok(Some(ChainHead {
+            seq: u64::try_from(seq).map_err(|_| corrupt("negative seq".to_owned()))?,
+            hash: row.try_get(1).map_err(decode)?,
+        }))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_store_options_out_of_the_url() {
+        let (sqlx_url, options) = parse_url(
+            "postgres://root@127.0.0.1:5432/test?schema=kit_a&isolation=serializable&sslmode=disable&max_connections=4",
+        )
+        .expect("a valid URL");
+        assert_eq!(
+            sqlx_url,
+            "postgres://root@127.0.0.1:5432/test?sslmode=disable"
+        );
+        assert_eq!(options.schema.as_deref(), Some("kit_a"));
+        assert_eq!(options.isolation, Some(Isolation::Serializable));
+        assert_eq!(options.max_connections, 4);
+    }
+
+    #[test]
+    fn refuses_a_schema_name_that_needs_quoting() {
+        let error = parse_url("postgres://h/db?schema=a\"b").expect_err("refused");
+        assert!(error.contains("schema name"), "{error}");
+    }
+
+    #[test]
+    fn redacts_the_password_from_the_location() {
+        assert_eq!(
+            redact("postgres://alice:secret@db:5432/x"),
+            "postgres://alice@db:5432/x"
+        );
+    }
+}

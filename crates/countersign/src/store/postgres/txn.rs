@@ -1,0 +1,473 @@
+//! The read-decide-write sequences of the PostgreSQL store: function by function the parallel
+//! of [`crate::store::txn`], asynchronous, over [`PgTxn`].
+//!
+//! Keep the two files in step: each function here reads what its twin reads, asks the same pure
+//! decision function, and writes what its twin writes. A run that returns
+//! [`PgFailure::Retry`] is rolled back and run again from the start (each function is a pure
+//! function of what it reads, so that is safe).
+
+use crate::ApprovalId;
+use crate::approval::{
+    AnswerPlan, ApprovalRecord, ApprovalState, OpenPlan, TakePlan, plan_answer, plan_open,
+    plan_take,
+};
+use crate::clock::Timestamp;
+use crate::effect::{EffectRecord, EffectState, RetryDecision, resolution_allowed, retry_decision};
+use crate::error::{AnswerError, ResolveError, StoreError};
+use crate::evidence::{self, Receipt, ReceiptDraft, ReceiptKind, ReceiptOutcome};
+use crate::store::postgres::{PgFailure, PgTxn};
+use crate::store::txn::approval_draft;
+use crate::store::{
+    BeginAttempt, BeginOutcome, BeginRefusal, FinishAttempt, NewApproval, OpenOutcome,
+    RecordAnswer, ResolveEffect,
+};
+
+/// One store operation, kept whole so a conflicted run can be run again.
+#[derive(Debug)]
+pub(crate) enum Operation {
+    OpenApproval(NewApproval),
+    AnswerApproval(RecordAnswer),
+    BeginAttempt(BeginAttempt),
+    FinishAttempt(FinishAttempt),
+    Append(ReceiptDraft),
+    ResolveEffect(ResolveEffect),
+}
+
+impl Operation {
+    /// Its name, for [`StoreError::OutcomeUnknown`].
+    pub(crate) fn name(&self) -> &'static str {
+        match self {
+            Operation::OpenApproval(_) => "open_approval",
+            Operation::AnswerApproval(_) => "answer_approval",
+            Operation::BeginAttempt(_) => "begin_attempt",
+            Operation::FinishAttempt(_) => "finish_attempt",
+            Operation::Append(_) => "append_receipt",
+            Operation::ResolveEffect(_) => "resolve_effect",
+        }
+    }
+}
+
+/// What an operation returned (committed whatever it is: refusals carry marks and receipts).
+#[allow(clippy::large_enum_variant)]
+pub(crate) enum Done {
+    Opened(OpenOutcome),
+    Answered(Result<ApprovalRecord, AnswerError>),
+    Begun(BeginOutcome),
+    Receipt(Box<Receipt>),
+    Resolved(Result<EffectRecord, ResolveError>),
+}
+
+/// The error for a result of the wrong shape (a bug of ours).
+pub(crate) fn wrong_result() -> StoreError {
+    StoreError::Backend {
+        message: "internal error (please report it): the PostgreSQL store returned the wrong result for an operation".to_owned(),
+    }
+}
+
+/// Run one operation in `txn`.
+pub(crate) async fn run(
+    txn: &mut PgTxn,
+    operation: &Operation,
+    now: Timestamp,
+) -> Result<Done, PgFailure> {
+    Ok(match operation {
+        Operation::OpenApproval(new) => Done::Opened(open_approval(txn, new.clone(), now).await?),
+        Operation::AnswerApproval(answer) => {
+            Done::Answered(answer_approval(txn, answer.clone(), now).await?)
+        }
+        Operation::BeginAttempt(begin) => {
+            Done::Begun(begin_attempt(txn, begin.clone(), now).await?)
+        }
+        Operation::FinishAttempt(finish) => {
+            Done::Receipt(Box::new(finish_attempt(txn, finish.clone(), now).await?))
+        }
+        Operation::Append(draft) => Done::Receipt(Box::new(append(txn, draft.clone(), now).await?)),
+        Operation::ResolveEffect(resolve) => {
+            Done::Resolved(resolve_effect(txn, resolve.clone(), now).await?)
+        }
+    })
+}
+
+/// Seal `draft` onto the chain and append it (the head stays locked until commit).
+pub(crate) async fn append(
+    txn: &mut PgTxn,
+    draft: ReceiptDraft,
+    now: Timestamp,
+) -> Result<Receipt, PgFailure> {
+    let head = txn.chain_head().await?;
+    let (receipt, stored) =
+        evidence::seal(draft, head.as_ref(), now).map_err(|error| StoreError::Corrupt {
+            detail: format!("unsealable receipt: {error}"),
+        })?;
+    txn.insert_receipt(&stored, &receipt).await?;
+    Ok(receipt)
+}
+
+/// Move a request to `expired` or `void`, with its receipt.
+async fn mark_approval(
+    txn: &mut PgTxn,
+    mut record: ApprovalRecord,
+    state: ApprovalState,
+    now: Timestamp,
+) -> Result<ApprovalRecord, PgFailure> {
+    record.state = state;
+    txn.update_approval(&record).await?;
+    let (kind, outcome, reason) = match state {
+        ApprovalState::Void => (
+            ReceiptKind::ApprovalVoided,
+            ReceiptOutcome::Voided,
+            "policy_changed",
+        ),
+        _ => (
+            ReceiptKind::ApprovalExpired,
+            ReceiptOutcome::Expired,
+            "expired",
+        ),
+    };
+    append(txn, approval_draft(&record, kind, outcome, reason), now).await?;
+    Ok(record)
+}
+
+/// Record that a lapsed lease left an effect ambiguous, with its receipt.
+async fn mark_lease_expired(
+    txn: &mut PgTxn,
+    mut record: EffectRecord,
+    now: Timestamp,
+) -> Result<EffectRecord, PgFailure> {
+    record.state = EffectState::Ambiguous;
+    record.updated_at = now;
+    record.detail = Some(format!(
+        "the lease of attempt {} lapsed at {} with no outcome recorded",
+        record.attempt_id, record.lease_until
+    ));
+    txn.put_effect(&record).await?;
+    let draft = ReceiptDraft {
+        kind: Some(ReceiptKind::LeaseExpired),
+        outcome: Some(ReceiptOutcome::Ambiguous),
+        reason: Some("lease_expired".to_owned()),
+        attempt_id: Some(record.attempt_id.clone()),
+        action_hash: Some(record.action_hash.clone()),
+        effect_key: Some(record.key.as_str().to_owned()),
+        detail: record.detail.clone(),
+        ..ReceiptDraft::default()
+    };
+    append(txn, draft, now).await?;
+    Ok(record)
+}
+
+/// [`crate::Store::open_approval`].
+pub(crate) async fn open_approval(
+    txn: &mut PgTxn,
+    new: NewApproval,
+    now: Timestamp,
+) -> Result<OpenOutcome, PgFailure> {
+    if let Some(key) = &new.effect_key {
+        let current = txn.effect(key).await?;
+        match retry_decision(current.as_ref(), now) {
+            RetryDecision::Reserve => {}
+            RetryDecision::LeaseExpired => {
+                let record = current.ok_or_else(|| StoreError::Corrupt {
+                    detail: "lease decision without a record".to_owned(),
+                })?;
+                let record = mark_lease_expired(txn, record, now).await?;
+                return Ok(OpenOutcome::EffectRefused {
+                    decision: RetryDecision::Ambiguous,
+                    record,
+                });
+            }
+            decision => {
+                let record = current.ok_or_else(|| StoreError::Corrupt {
+                    detail: "refusal without a record".to_owned(),
+                })?;
+                return Ok(OpenOutcome::EffectRefused { decision, record });
+            }
+        }
+    }
+    let existing = txn.approvals_for_hash(&new.record.action_hash).await?;
+    let (plan, marks) = plan_open(&existing, &new.record.entry_fingerprint, now);
+    for (id, state) in marks {
+        if let Some(record) = existing.iter().find(|record| record.id == id) {
+            mark_approval(txn, record.clone(), state, now).await?;
+        }
+    }
+    let find = |id: &ApprovalId| {
+        existing
+            .iter()
+            .find(|record| &record.id == id)
+            .cloned()
+            .ok_or_else(|| StoreError::Corrupt {
+                detail: format!("approval {id} vanished"),
+            })
+    };
+    Ok(match plan {
+        OpenPlan::UseGranted(id) => OpenOutcome::Granted(find(&id)?),
+        OpenPlan::Existing(id) => OpenOutcome::Pending {
+            record: find(&id)?,
+            created: false,
+        },
+        OpenPlan::Denied(id) => OpenOutcome::Denied(find(&id)?),
+        OpenPlan::Create => {
+            txn.insert_approval(&new.record).await?;
+            OpenOutcome::Pending {
+                record: new.record,
+                created: true,
+            }
+        }
+    })
+}
+
+/// [`crate::Store::answer_approval`]. Returns the stored request after the answer.
+pub(crate) async fn answer_approval(
+    txn: &mut PgTxn,
+    answer: RecordAnswer,
+    now: Timestamp,
+) -> Result<Result<ApprovalRecord, AnswerError>, PgFailure> {
+    let Some(mut record) = txn.approval(&answer.request_id).await? else {
+        return Ok(Err(AnswerError::Unknown {
+            request_id: answer.request_id,
+        }));
+    };
+    match plan_answer(&record, answer.decision, now) {
+        AnswerPlan::Apply => {
+            record.state = answer.decision.state();
+            record.answered_at = Some(now);
+            record.approver = Some(answer.approver);
+            record.note = answer.note;
+            txn.update_approval(&record).await?;
+            let (outcome, reason) = match record.state {
+                ApprovalState::Granted => (ReceiptOutcome::Granted, "approved"),
+                _ => (ReceiptOutcome::Denied, "rejected"),
+            };
+            append(
+                txn,
+                approval_draft(&record, ReceiptKind::Answer, outcome, reason),
+                now,
+            )
+            .await?;
+            Ok(Ok(record))
+        }
+        AnswerPlan::Repeat => Ok(Ok(record)),
+        AnswerPlan::AlreadyDecided { state } => Ok(Err(AnswerError::AlreadyDecided {
+            request_id: record.id,
+            state,
+            approver: record.approver,
+        })),
+        AnswerPlan::Expire => {
+            let record = mark_approval(txn, record, ApprovalState::Expired, now).await?;
+            Ok(Err(AnswerError::Expired {
+                request_id: record.id,
+                expires_at: record.expires_at,
+            }))
+        }
+        AnswerPlan::Expired => Ok(Err(AnswerError::Expired {
+            request_id: record.id,
+            expires_at: record.expires_at,
+        })),
+    }
+}
+
+/// Write the refusal receipt of [`begin_attempt`] (the closure `refuse` of its twin).
+async fn refuse(
+    txn: &mut PgTxn,
+    begin: &BeginAttempt,
+    refusal: BeginRefusal,
+    now: Timestamp,
+) -> Result<BeginOutcome, PgFailure> {
+    let mut draft = begin
+        .refusal_draft
+        .clone()
+        .with_outcome(ReceiptOutcome::Refused, Some(refusal.reason()));
+    if let BeginRefusal::Approval {
+        record: Some(record),
+        ..
+    } = &refusal
+    {
+        draft.approval_id = Some(record.id.as_str().to_owned());
+        draft.approver = record.approver.clone();
+        draft.note = record.note.clone();
+        draft.approval_policy_hash = Some(record.policy_hash.clone());
+    }
+    let receipt = append(txn, draft, now).await?;
+    Ok(BeginOutcome::Refused {
+        refusal,
+        receipt: Box::new(receipt),
+    })
+}
+
+/// [`crate::Store::begin_attempt`]: the reservation is checked before anything is consumed, so
+/// a refused reservation leaves the approval granted.
+pub(crate) async fn begin_attempt(
+    txn: &mut PgTxn,
+    begin: BeginAttempt,
+    now: Timestamp,
+) -> Result<BeginOutcome, PgFailure> {
+    // 1. The approval: may it be consumed?
+    let mut to_consume = None;
+    if let Some(presented) = &begin.approval {
+        let record = txn.approval(&presented.id).await?;
+        match plan_take(
+            record.as_ref(),
+            &begin.action_hash,
+            &presented.fingerprint,
+            now,
+        ) {
+            TakePlan::Consume => to_consume = record,
+            TakePlan::Refuse { refusal, mark } => {
+                let record = match (record, mark) {
+                    (Some(record), Some(state)) => {
+                        Some(mark_approval(txn, record, state, now).await?)
+                    }
+                    (record, _) => record,
+                };
+                return refuse(txn, &begin, BeginRefusal::Approval { refusal, record }, now).await;
+            }
+        }
+    }
+
+    // 2. The effect key: may it be reserved?
+    let mut attempts = 1;
+    if let Some(claim) = &begin.effect {
+        let current = txn.effect(&claim.key).await?;
+        match retry_decision(current.as_ref(), now) {
+            RetryDecision::Reserve => {
+                attempts = current
+                    .as_ref()
+                    .map_or(1, |record| record.attempts.saturating_add(1));
+            }
+            RetryDecision::LeaseExpired => {
+                let record = current.ok_or_else(|| StoreError::Corrupt {
+                    detail: "lease decision without a record".to_owned(),
+                })?;
+                let record = mark_lease_expired(txn, record, now).await?;
+                return refuse(
+                    txn,
+                    &begin,
+                    BeginRefusal::Effect {
+                        decision: RetryDecision::Ambiguous,
+                        record,
+                    },
+                    now,
+                )
+                .await;
+            }
+            decision => {
+                let record = current.ok_or_else(|| StoreError::Corrupt {
+                    detail: "refusal without a record".to_owned(),
+                })?;
+                return refuse(txn, &begin, BeginRefusal::Effect { decision, record }, now).await;
+            }
+        }
+    }
+
+    // 3. Consume and reserve.
+    let consumed = match to_consume {
+        Some(mut record) => {
+            record.state = ApprovalState::Consumed;
+            record.consumed_at = Some(now);
+            record.consumed_by = Some(begin.attempt_id.clone());
+            txn.update_approval(&record).await?;
+            Some(record)
+        }
+        None => None,
+    };
+    if let Some(claim) = begin.effect {
+        txn.put_effect(&EffectRecord {
+            key: claim.key,
+            state: EffectState::Reserved,
+            action_hash: begin.action_hash.as_str().to_owned(),
+            attempt_id: begin.attempt_id.clone(),
+            attempts,
+            lease_until: claim.lease_until,
+            updated_at: now,
+            resolved_by: None,
+            detail: None,
+        })
+        .await?;
+    }
+    Ok(BeginOutcome::Started { approval: consumed })
+}
+
+/// [`crate::Store::finish_attempt`].
+pub(crate) async fn finish_attempt(
+    txn: &mut PgTxn,
+    finish: FinishAttempt,
+    now: Timestamp,
+) -> Result<Receipt, PgFailure> {
+    let mut draft = finish.draft;
+    if let Some(key) = &finish.effect_key {
+        match txn.effect(key).await? {
+            Some(mut record)
+                if record.attempt_id == finish.attempt_id
+                    && record.state == EffectState::Reserved =>
+            {
+                record.state = finish.state;
+                record.updated_at = now;
+                record.detail = finish.detail.clone();
+                txn.put_effect(&record).await?;
+            }
+            Some(record) => {
+                // INVARIANT (no-release): a record this attempt no longer holds is never
+                // overwritten; the receipt says what this attempt saw.
+                let note = format!(
+                    "this attempt's lease lapsed before its outcome was recorded; the effect stays `{}`",
+                    record.state
+                );
+                draft.detail = Some(match draft.detail.take() {
+                    Some(detail) => format!("{detail}; {note}"),
+                    None => note,
+                });
+            }
+            None => {
+                return Err(PgFailure::Store(StoreError::Corrupt {
+                    detail: format!(
+                        "effect `{key}` reserved by {} is missing",
+                        finish.attempt_id
+                    ),
+                }));
+            }
+        }
+    }
+    append(txn, draft, now).await
+}
+
+/// [`crate::Store::resolve_effect`].
+pub(crate) async fn resolve_effect(
+    txn: &mut PgTxn,
+    resolve: ResolveEffect,
+    now: Timestamp,
+) -> Result<Result<EffectRecord, ResolveError>, PgFailure> {
+    let Some(mut record) = txn.effect(&resolve.key).await? else {
+        return Ok(Err(ResolveError::Refused {
+            effect_key: resolve.key,
+            refusal: crate::effect::ResolveRefusal::Unknown,
+        }));
+    };
+    if let Err(refusal) = resolution_allowed(&record, resolve.to, now) {
+        return Ok(Err(ResolveError::Refused {
+            effect_key: resolve.key,
+            refusal,
+        }));
+    }
+    record.state = resolve.to;
+    record.updated_at = now;
+    record.resolved_by = Some(resolve.resolver.clone());
+    record.detail = resolve.note.clone();
+    txn.put_effect(&record).await?;
+    let outcome = match resolve.to {
+        EffectState::Committed => ReceiptOutcome::Committed,
+        _ => ReceiptOutcome::Failed,
+    };
+    let draft = ReceiptDraft {
+        kind: Some(ReceiptKind::Resolution),
+        outcome: Some(outcome),
+        reason: Some("resolved".to_owned()),
+        attempt_id: Some(record.attempt_id.clone()),
+        action_hash: Some(record.action_hash.clone()),
+        effect_key: Some(record.key.as_str().to_owned()),
+        approver: Some(resolve.resolver),
+        note: resolve.note,
+        ..ReceiptDraft::default()
+    };
+    append(txn, draft, now).await?;
+    Ok(Ok(record))
+}
