@@ -258,6 +258,10 @@ impl ControlBuilder {
     }
 }
 
+/// The entry fingerprint presented when policy now denies an action: it matches no stored
+/// request, so a presented grant is voided rather than consumed.
+const DENIED_BY_POLICY: &str = "denied-by-policy";
+
 /// The default lease: 5 minutes.
 pub const DEFAULT_LEASE: Duration = Duration::from_secs(300);
 
@@ -473,6 +477,57 @@ impl Control {
         })
     }
 
+    /// Find or open the approval request for `request` without running anything: step 1 to 3
+    /// of the pipeline, minus the approval provider and the wait.
+    ///
+    /// For adapters whose framework decides before invocation (the OpenAI Agents SDK): the
+    /// request exists, bound to the action hash, as soon as the framework pauses, so a human can
+    /// answer it out of band (`countersign approve`) and the attempt that later runs takes it by
+    /// hash. Idempotent for one action hash: a second call finds the same request.
+    ///
+    /// Returns `None` when the call needs no approval (policy says `allow` or `deny`, or the
+    /// policy is in observe mode); otherwise the request, `pending` (created now or earlier),
+    /// `granted` (answered yes, unused, unexpired) or `denied` (a human's no that still stands
+    /// until that request's `expires_at`). Writes only what step 3 writes: the pending request,
+    /// and expiry or void marks on older requests for the same hash, each with its receipt.
+    ///
+    /// # Errors
+    ///
+    /// Refusals of step 1 (`invalid_arguments`, `bad_template`, `no_principal`); the effect
+    /// key's refusal when it would be refused anyway (`duplicate`, `in_progress`, `ambiguous`:
+    /// nobody is asked, and no receipt is written until an attempt is made); store errors.
+    ///
+    /// # Cancel safety
+    ///
+    /// One store transaction: dropping the future leaves the request created or not.
+    pub async fn request_approval(
+        &self,
+        request: &ActionRequest,
+    ) -> Result<Option<ApprovalRecord>, ControlError> {
+        let prepared = self.prepare(request)?;
+        if self.inner.policy.mode() == Mode::Observe || prepared.decision != Decision::Approve {
+            return Ok(None);
+        }
+        let now = self.now();
+        let opened = self
+            .inner
+            .store
+            .open_approval(self.new_approval(&prepared, now), now)
+            .await
+            .map_err(|source| ControlError::Store {
+                after_run: false,
+                source,
+            })?;
+        match opened {
+            OpenOutcome::Granted(record)
+            | OpenOutcome::Pending { record, .. }
+            | OpenOutcome::Denied(record) => Ok(Some(record)),
+            OpenOutcome::EffectRefused { decision, record } => {
+                Err(effect_refusal(decision, &record))
+            }
+        }
+    }
+
     fn draft(&self, prepared: &Prepared, attempt_id: &str) -> ReceiptDraft {
         let action = &prepared.action;
         ReceiptDraft {
@@ -528,19 +583,11 @@ impl Control {
         }
         match prepared.decision {
             Decision::Deny => {
-                let draft = draft.with_outcome(ReceiptOutcome::Refused, Some(prepared.reason));
-                self.inner
-                    .store
-                    .append_receipt(draft, self.now())
-                    .await
-                    .map_err(|source| ControlError::Store {
-                        after_run: false,
-                        source,
-                    })?;
+                let reason = self.deny(&request, &prepared, &attempt_id, draft).await?;
                 Err(ControlError::ActionDenied {
                     action: prepared.action.name.clone(),
                     action_hash: prepared.action.hash.clone(),
-                    reason: prepared.reason,
+                    reason,
                     policy_hash: self.inner.policy.hash().to_owned(),
                 })
             }
@@ -566,6 +613,61 @@ impl Control {
         }
     }
 
+    /// Step 2's refusal: write the denial receipt. A granted approval presented for this exact
+    /// action was given under a policy that allowed asking; the policy now denies the action, so
+    /// the approval is voided (never consumed) and the receipt says `policy_changed` (case B05).
+    /// Returns the reason recorded.
+    async fn deny(
+        &self,
+        request: &ActionRequest,
+        prepared: &Prepared,
+        attempt_id: &str,
+        draft: ReceiptDraft,
+    ) -> Result<&'static str, ControlError> {
+        let store_error = |source| ControlError::Store {
+            after_run: false,
+            source,
+        };
+        if let Some(id) = &request.approval {
+            let presented = self.inner.store.approval(id).await.map_err(store_error)?;
+            if let Some(record) = presented.filter(|record| {
+                record.state == ApprovalState::Granted && record.action_hash == prepared.action.hash
+            }) {
+                let begin = BeginAttempt {
+                    attempt_id: attempt_id.to_owned(),
+                    action_hash: prepared.action.hash.clone(),
+                    // INVARIANT (deny-voids): no stored entry fingerprint equals this sentinel,
+                    // so `plan_take` can only refuse; a granted request is voided.
+                    approval: Some(PresentedApproval {
+                        id: record.id,
+                        fingerprint: DENIED_BY_POLICY.to_owned(),
+                    }),
+                    effect: None,
+                    refusal_draft: draft,
+                };
+                return match self
+                    .inner
+                    .store
+                    .begin_attempt(begin, self.now())
+                    .await
+                    .map_err(store_error)?
+                {
+                    BeginOutcome::Refused { refusal, .. } => Ok(refusal.reason()),
+                    BeginOutcome::Started { .. } => Err(ControlError::Internal(
+                        "a denied action consumed an approval".to_owned(),
+                    )),
+                };
+            }
+        }
+        let draft = draft.with_outcome(ReceiptOutcome::Refused, Some(prepared.reason));
+        self.inner
+            .store
+            .append_receipt(draft, self.now())
+            .await
+            .map_err(store_error)?;
+        Ok(prepared.reason)
+    }
+
     /// Step 3: find a usable approval, or create one and ask.
     async fn open_approval(
         &self,
@@ -578,34 +680,7 @@ impl Control {
             source,
         };
         let now = self.now();
-        let action = &prepared.action;
-        let record = ApprovalRecord {
-            id: ApprovalId::generate(),
-            action_hash: action.hash.clone(),
-            action: action.name.clone(),
-            arguments: action.redacted_arguments.clone(),
-            principal: action.principal.as_str().to_owned(),
-            resource: action.resource.clone(),
-            environment: action.environment.clone(),
-            effect_key: action
-                .effect_key
-                .as_ref()
-                .map(|key| key.as_str().to_owned()),
-            policy_hash: self.inner.policy.hash().to_owned(),
-            entry_fingerprint: prepared.fingerprint.clone(),
-            state: ApprovalState::Pending,
-            created_at: now,
-            expires_at: now.plus(prepared.approval_ttl),
-            answered_at: None,
-            approver: None,
-            note: None,
-            consumed_at: None,
-            consumed_by: None,
-        };
-        let new = NewApproval {
-            record,
-            effect_key: action.effect_key.clone(),
-        };
+        let new = self.new_approval(prepared, now);
         let opened = self
             .inner
             .store
@@ -647,9 +722,26 @@ impl Control {
             }
         };
         if let Some(provider) = &self.inner.approvals {
-            match provider.request(&pending.to_pending()).await? {
-                ProviderOutcome::Answered => return Ok(pending.id),
-                ProviderOutcome::Deferred => {}
+            match provider.request(&pending.to_pending()).await {
+                Ok(ProviderOutcome::Answered) => return Ok(pending.id),
+                Ok(ProviderOutcome::Deferred) => {}
+                // The attempt ends here: an answer about other arguments, an expired request.
+                // Record the refusal like every other ended attempt (a store failure is not
+                // an ended attempt: nothing could be recorded).
+                Err(refusal) if !matches!(refusal, ControlError::Store { .. }) => {
+                    let mut receipt = draft
+                        .clone()
+                        .with_outcome(ReceiptOutcome::Refused, Some(refusal.reason()));
+                    receipt.approval_id = Some(pending.id.as_str().to_owned());
+                    receipt.detail = Some(refusal.to_string());
+                    self.inner
+                        .store
+                        .append_receipt(receipt, self.now())
+                        .await
+                        .map_err(store_error)?;
+                    return Err(refusal);
+                }
+                Err(error) => return Err(error),
             }
         }
         if let Some(wait) = request.wait
@@ -662,6 +754,38 @@ impl Control {
             action_hash: pending.action_hash,
             expires_at: pending.expires_at,
         })
+    }
+
+    /// The pending request step 3 would create for `prepared` at `now`.
+    fn new_approval(&self, prepared: &Prepared, now: Timestamp) -> NewApproval {
+        let action = &prepared.action;
+        let record = ApprovalRecord {
+            id: ApprovalId::generate(),
+            action_hash: action.hash.clone(),
+            action: action.name.clone(),
+            arguments: action.redacted_arguments.clone(),
+            principal: action.principal.as_str().to_owned(),
+            resource: action.resource.clone(),
+            environment: action.environment.clone(),
+            effect_key: action
+                .effect_key
+                .as_ref()
+                .map(|key| key.as_str().to_owned()),
+            policy_hash: self.inner.policy.hash().to_owned(),
+            entry_fingerprint: prepared.fingerprint.clone(),
+            state: ApprovalState::Pending,
+            created_at: now,
+            expires_at: now.plus(prepared.approval_ttl),
+            answered_at: None,
+            approver: None,
+            note: None,
+            consumed_at: None,
+            consumed_by: None,
+        };
+        NewApproval {
+            record,
+            effect_key: action.effect_key.clone(),
+        }
     }
 
     /// Poll until the request leaves `pending` (true) or `wait` passes (false). Never writes.

@@ -253,6 +253,44 @@ impl ExecutorError {
     }
 }
 
+/// How an executor that talks HTTP should report a failed call, so that only a definite
+/// non-execution unlocks a retry (case B23; the same split DESIGN.md makes for every executor).
+///
+/// | what happened | result |
+/// |---|---|
+/// | nothing was sent (connection refused, DNS failure) | `NotExecuted` |
+/// | 4xx except 408 and 429: the upstream validated and refused the request | `NotExecuted` (documented choice: a definite refusal; the retry will usually be refused the same way) |
+/// | 408, 429, any 5xx, a read timeout or a cut connection after the request was sent | `Failed` (ambiguous) |
+/// | 503 (or any 5xx) carrying an explicit "not processed" marker **that the operator configured as trusted** | `NotExecuted` |
+///
+/// `sent` is false only when no byte of the request left the process; `status` is the
+/// response status, or `None` when no response arrived.
+pub fn classify_http_failure(
+    sent: bool,
+    status: Option<u16>,
+    not_processed_marker: bool,
+    marker_trusted: bool,
+) -> ExecutorError {
+    let definite = match (sent, status) {
+        (false, _) => true,
+        (true, None) => false,
+        (true, Some(408 | 429)) => false,
+        (true, Some(400..=499)) => true,
+        (true, Some(500..=599)) => not_processed_marker && marker_trusted,
+        (true, Some(_)) => false,
+    };
+    let what = match status {
+        Some(code) => format!("the upstream answered {code}"),
+        None if sent => "no response after the request was sent".to_owned(),
+        None => "the request was never sent".to_owned(),
+    };
+    if definite {
+        ExecutorError::not_executed(what)
+    } else {
+        ExecutorError::failed(what)
+    }
+}
+
 /// What a [`ReconcileHook`] found out about an ambiguous effect.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Reconciled {

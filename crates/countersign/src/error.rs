@@ -62,7 +62,8 @@ pub enum ControlError {
         /// The action name.
         action: String,
     },
-    /// Policy denied the action (reason `unknown_action`, `no_matching_rule` or `denied`).
+    /// Policy denied the action (reason `unknown_action`, `no_matching_rule`, `denied`, or
+    /// `policy_changed` when a presented approval was voided because the policy now denies it).
     #[error("not executed: policy denied `{action}` ({reason}): {hint}", hint = deny_hint(reason))]
     ActionDenied {
         /// The action name.
@@ -211,6 +212,9 @@ fn deny_hint(reason: &str) -> &'static str {
     match reason {
         "unknown_action" => "the policy has no entry for it; add one to allow or approve it",
         "no_matching_rule" => "no rule matched these arguments; change the arguments or the policy",
+        "policy_changed" => {
+            "the policy changed since the approval and now denies it; the approval is void; do not retry"
+        }
         _ => "a policy rule denies it; do not retry",
     }
 }

@@ -285,6 +285,7 @@ pub struct ActionEntry {
     resource: Option<Template>,
     approval_ttl: Option<Duration>,
     secret_arguments: Vec<String>,
+    not_executed_on_error: bool,
     fingerprint: String,
 }
 
@@ -328,8 +329,25 @@ impl ActionEntry {
         &self.secret_arguments
     }
 
+    /// The entry's `mcp: { not_executed_on_error: true }` option (default false): an MCP tool
+    /// result with `isError: true`, or a JSON-RPC error reply whose id matches the request,
+    /// proves the call had no effect, so the MCP gateway records it `failed` (retry allowed)
+    /// rather than `ambiguous`. Only set it for tools whose errors are known to be definite.
+    pub fn not_executed_on_error(&self) -> bool {
+        self.not_executed_on_error
+    }
+
+    /// Can this entry ever give `allow` or `approve`? False for `decision: deny` and for rules
+    /// that all deny. The MCP gateway hides tools whose entry can never permit a call.
+    pub fn can_permit(&self) -> bool {
+        match &self.body {
+            EntryBody::Shorthand(decision) => *decision != Decision::Deny,
+            EntryBody::Rules(rules) => rules.iter().any(|rule| rule.decision != Decision::Deny),
+        }
+    }
+
     /// `sha256:` plus 64 lowercase hex digits over the canonical JSON of this entry as parsed
-    /// (key, decision or rules, templates, TTL, secrets). It changes exactly when this entry
+    /// (key, decision or rules, templates, TTL, secrets, `mcp` options when set). It changes exactly when this entry
     /// changes, so an approval bound to it is void after an edit to this action's rules and
     /// survives edits to other actions (case B05).
     pub fn fingerprint(&self) -> &str {

@@ -976,10 +976,29 @@ async fn a_changed_policy_voids_a_parked_approval_but_an_unrelated_change_does_n
             .await
             .unwrap_err();
         assert!(
-            matches!(error, ControlError::ActionDenied { .. }),
+            matches!(
+                error,
+                ControlError::ActionDenied {
+                    reason: "policy_changed",
+                    ..
+                }
+            ),
             "{error:?}"
         );
         assert_eq!(world.calls(), 0);
+        // Void, not consumed; the evidence says why.
+        assert_eq!(
+            world.store.approval(&id).await.unwrap().unwrap().state,
+            ApprovalState::Void
+        );
+        let trail = world.trail().await;
+        assert_eq!(
+            trail[trail.len() - 2..],
+            [
+                (ReceiptOutcome::Voided, Some("policy_changed".to_owned())),
+                refused("policy_changed")
+            ]
+        );
 
         // (b) the action's rules changed: the old approval is void, a new request is raised.
         let mut world = World::new(backend, v1);
@@ -1176,5 +1195,270 @@ async fn a_refused_reservation_leaves_the_approval_granted() {
             ApprovalState::Granted
         );
         assert_eq!(world.calls(), 1);
+    }
+}
+
+/// B23 end to end: each fake's outcome decides whether the retry reaches the executor.
+#[tokio::test]
+async fn only_a_definite_failure_lets_the_retry_run() {
+    use crate::effect::classify_http_failure;
+    let cases = [
+        ("a", false, None, false, false, true),
+        ("b", true, Some(400), false, false, true),
+        ("c", true, Some(504), false, false, false),
+        ("d-trusted", true, Some(503), true, true, true),
+        ("d-untrusted", true, Some(503), true, false, false),
+    ];
+    for backend in BACKENDS {
+        for (name, sent, status, marker, trusted, retry_runs) in cases {
+            let world = World::new(backend, REFUNDS);
+            let arguments = json!({"payment_id": format!("pi_b23_{name}"), "amount": 1});
+            let first = world
+                .control
+                .execute(
+                    ActionRequest::new("stripe.refund", &arguments),
+                    |_| async move {
+                        Err::<(), _>(classify_http_failure(sent, status, marker, trusted))
+                    },
+                )
+                .await
+                .unwrap_err();
+            let expected_state = if retry_runs {
+                EffectState::Failed
+            } else {
+                EffectState::Ambiguous
+            };
+            let key = EffectKey::new(format!("refund:pi_b23_{name}")).unwrap();
+            assert_eq!(
+                world.store.effect(&key).await.unwrap().unwrap().state,
+                expected_state,
+                "{name}"
+            );
+            assert_eq!(first.may_retry(), retry_runs, "{name}");
+            let retry = world.call("stripe.refund", arguments).await;
+            assert_eq!(retry.is_ok(), retry_runs, "{name} on {backend:?}");
+            assert_eq!(world.calls(), usize::from(retry_runs), "{name}");
+        }
+    }
+}
+
+/// B30: approve and reject race; exactly one decision is stored, later ones are refused with
+/// it, and the executor runs at most once.
+#[tokio::test]
+async fn concurrent_answers_have_one_winner() {
+    for backend in BACKENDS {
+        let world = World::new(backend, REFUNDS);
+        let id = request_id(
+            &world
+                .call("notify", json!({"to": "race"}))
+                .await
+                .unwrap_err(),
+        );
+        let mut tasks = Vec::new();
+        for n in 0..8 {
+            let control = world.control.clone();
+            let id = id.clone();
+            let decision = if n % 2 == 0 {
+                AnswerDecision::Approve
+            } else {
+                AnswerDecision::Reject
+            };
+            tasks.push(tokio::spawn(async move {
+                control
+                    .answer(&id, decision, &format!("human:{n}"), None)
+                    .await
+                    .map(|record| record.state)
+            }));
+        }
+        let mut stored = Vec::new();
+        for task in tasks {
+            match task.await.unwrap() {
+                Ok(state) => stored.push(state),
+                Err(AnswerError::AlreadyDecided { state, .. }) => stored.push(state),
+                Err(other) => panic!("{other:?}"),
+            }
+        }
+        // Every caller saw the same single decision.
+        assert!(
+            stored.windows(2).all(|pair| pair[0] == pair[1]),
+            "{stored:?}"
+        );
+        let decisions = world
+            .trail()
+            .await
+            .into_iter()
+            .filter(|(outcome, _)| {
+                matches!(outcome, ReceiptOutcome::Granted | ReceiptOutcome::Denied)
+            })
+            .count();
+        assert_eq!(decisions, 1);
+        let _ = world.call("notify", json!({"to": "race"})).await;
+        let _ = world.call("notify", json!({"to": "race"})).await;
+        assert!(world.calls() <= 1);
+    }
+}
+
+/// A framework interrupt scripted to answer with fixed arguments (or to pause the run).
+struct ScriptedInterrupt {
+    answer: Option<(AnswerDecision, Option<Value>)>,
+    asked: AtomicUsize,
+}
+
+#[async_trait::async_trait]
+impl crate::approval::FrameworkInterrupt for ScriptedInterrupt {
+    fn framework(&self) -> &str {
+        "scripted"
+    }
+
+    fn carries_approved_arguments(&self) -> bool {
+        true
+    }
+
+    async fn interrupt(
+        &self,
+        _pending: crate::approval::PendingApproval,
+    ) -> Result<crate::approval::ApprovalAnswer, crate::approval::InterruptError> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        match &self.answer {
+            None => Err(crate::approval::InterruptError::Suspended),
+            Some((decision, arguments)) => Ok(crate::approval::ApprovalAnswer {
+                decision: *decision,
+                approver: "human:alice".to_owned(),
+                note: None,
+                arguments: arguments.clone(),
+            }),
+        }
+    }
+}
+
+fn world_with_interrupt(
+    answer: Option<(AnswerDecision, Option<Value>)>,
+) -> (World, Arc<ScriptedInterrupt>) {
+    let world = World::new(Backend::Sqlite, REFUNDS);
+    let interrupt = Arc::new(ScriptedInterrupt {
+        answer,
+        asked: AtomicUsize::new(0),
+    });
+    let clock: Arc<dyn Clock> = Arc::new(world.clock.clone());
+    let provider = crate::approval::InterruptApprovalProvider::new(
+        Arc::clone(&world.store),
+        interrupt.clone(),
+        Arc::clone(&clock),
+    );
+    let control = Control::builder_shared(
+        Arc::new(Policy::from_yaml_str(REFUNDS, None).unwrap()),
+        Arc::clone(&world.store),
+    )
+    .identity(StaticIdentity::new(Principal::new("agent:test").unwrap()))
+    .clock(clock)
+    .approval_provider(Arc::new(provider))
+    .build();
+    (World { control, ..world }, interrupt)
+}
+
+#[tokio::test]
+async fn an_interrupt_answer_about_the_shown_arguments_authorizes_the_call() {
+    let (world, interrupt) =
+        world_with_interrupt(Some((AnswerDecision::Approve, Some(json!({"to": "a"})))));
+    let done = world.call("notify", json!({"to": "a"})).await.unwrap();
+    assert_eq!(done.receipt.approver.as_deref(), Some("human:alice"));
+    assert_eq!(
+        (world.calls(), interrupt.asked.load(Ordering::SeqCst)),
+        (1, 1)
+    );
+}
+
+#[tokio::test]
+async fn an_interrupt_answer_about_other_arguments_is_refused_and_recorded() {
+    let (world, _) =
+        world_with_interrupt(Some((AnswerDecision::Approve, Some(json!({"to": "b"})))));
+    let error = world.call("notify", json!({"to": "a"})).await.unwrap_err();
+    assert_eq!(error.reason(), "mismatch");
+    assert_eq!(world.calls(), 0);
+    // No grant was written, and the ended attempt left its receipt.
+    let requests = world.store.approvals(None).await.unwrap();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].state, ApprovalState::Pending);
+    assert_eq!(world.trail().await, vec![refused("mismatch")]);
+}
+
+#[tokio::test]
+async fn a_suspended_interrupt_leaves_the_request_pending() {
+    let (world, interrupt) = world_with_interrupt(None);
+    let error = world.call("notify", json!({"to": "a"})).await.unwrap_err();
+    let id = request_id(&error);
+    assert_eq!(
+        world.store.approval(&id).await.unwrap().unwrap().state,
+        ApprovalState::Pending
+    );
+    // The replayed pass asks again about the same request; it never creates a second one.
+    let again = world.call("notify", json!({"to": "a"})).await.unwrap_err();
+    assert_eq!(request_id(&again), id);
+    assert_eq!(interrupt.asked.load(Ordering::SeqCst), 2);
+    assert!(world.receipts().await.is_empty());
+}
+
+/// Decided-before-invocation adapters open the request at the pause, before anything runs.
+#[tokio::test]
+async fn request_approval_opens_one_request_per_hash_and_runs_nothing() {
+    for backend in BACKENDS {
+        let world = World::new(backend, REFUNDS);
+        let allowed =
+            ActionRequest::new("stripe.refund", &json!({"payment_id": "p1", "amount": 1}));
+        assert!(
+            world
+                .control
+                .request_approval(&allowed)
+                .await
+                .unwrap()
+                .is_none()
+        );
+        let unknown = ActionRequest::new("stripe.charge", &json!({}));
+        assert!(
+            world
+                .control
+                .request_approval(&unknown)
+                .await
+                .unwrap()
+                .is_none()
+        );
+
+        let needs = ActionRequest::new("notify", &json!({"to": "q"}));
+        let first = world
+            .control
+            .request_approval(&needs)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(first.state, ApprovalState::Pending);
+        let second = world
+            .control
+            .request_approval(&needs)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(second.id, first.id);
+        world.approve(&first.id).await;
+        let granted = world
+            .control
+            .request_approval(&needs)
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (granted.id.clone(), granted.state),
+            (first.id.clone(), ApprovalState::Granted)
+        );
+        // The attempt that later runs takes the grant by hash, once.
+        world.call("notify", json!({"to": "q"})).await.unwrap();
+        assert_eq!(world.calls(), 1);
+        assert!(
+            world
+                .receipts()
+                .await
+                .iter()
+                .all(|receipt| receipt.kind != ReceiptKind::Attempt
+                    || receipt.outcome == ReceiptOutcome::Committed)
+        );
     }
 }

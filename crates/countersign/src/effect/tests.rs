@@ -109,3 +109,47 @@ proptest! {
         }
     }
 }
+
+/// B23: four executor fakes for the same key. Only a definite non-execution permits a retry.
+#[test]
+fn http_failures_are_definite_only_when_nothing_could_have_happened() {
+    let definite = |error: ExecutorError| matches!(error, ExecutorError::NotExecuted(_));
+    // (a) connection refused before any byte is sent
+    assert!(definite(classify_http_failure(false, None, false, false)));
+    // (b) 400 validation error: definite (the documented choice)
+    assert!(definite(classify_http_failure(
+        true,
+        Some(400),
+        false,
+        false
+    )));
+    // (c) 504, or a read timeout after the request was fully written
+    assert!(!definite(classify_http_failure(
+        true,
+        Some(504),
+        false,
+        false
+    )));
+    assert!(!definite(classify_http_failure(true, None, false, false)));
+    // (d) 503 with a "not processed" marker: definite only when the marker is trusted
+    assert!(definite(classify_http_failure(true, Some(503), true, true)));
+    assert!(!definite(classify_http_failure(
+        true,
+        Some(503),
+        true,
+        false
+    )));
+    // Rate limits and request timeouts may have been processed.
+    assert!(!definite(classify_http_failure(
+        true,
+        Some(429),
+        false,
+        false
+    )));
+    assert!(!definite(classify_http_failure(
+        true,
+        Some(408),
+        false,
+        false
+    )));
+}

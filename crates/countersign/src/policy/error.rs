@@ -346,6 +346,8 @@ pub enum KeyPlace {
     Action,
     /// An item of `rules`.
     Rule,
+    /// The `mcp` mapping of an entry (options the MCP gateway reads).
+    Mcp,
 }
 
 impl KeyPlace {
@@ -360,8 +362,10 @@ impl KeyPlace {
                 "secret_arguments",
                 "rules",
                 "decision",
+                "mcp",
             ],
             KeyPlace::Rule => &["when", "decision"],
+            KeyPlace::Mcp => &["not_executed_on_error"],
         }
     }
 
@@ -371,6 +375,7 @@ impl KeyPlace {
             KeyPlace::Policy => "policy",
             KeyPlace::Action => "action",
             KeyPlace::Rule => "rule",
+            KeyPlace::Mcp => "mcp options",
         }
     }
 }

@@ -342,6 +342,15 @@ fn build_entry(key: &str, body: &Node) -> Result<(ActionEntry, Value), LoadError
     if let Some(ttl) = approval_ttl {
         document.insert("approval_ttl_seconds".into(), json!(ttl.as_secs()));
     }
+    let not_executed_on_error = match get(entries, "mcp") {
+        None => false,
+        Some(node) => mcp_options(node)?,
+    };
+    // Written into the fingerprint only when set, so entries without `mcp` keep the
+    // fingerprints (and the policy hash) they had before the key existed.
+    if not_executed_on_error {
+        document.insert("mcp".into(), json!({ "not_executed_on_error": true }));
+    }
 
     let body = match (get(entries, "decision"), get(entries, "rules")) {
         (Some(_), Some(_)) => {
@@ -380,9 +389,31 @@ fn build_entry(key: &str, body: &Node) -> Result<(ActionEntry, Value), LoadError
         resource,
         approval_ttl,
         secret_arguments,
+        not_executed_on_error,
         fingerprint,
     };
     Ok((entry, document))
+}
+
+/// The `mcp` options of an entry: a mapping with at most `not_executed_on_error: <bool>`.
+fn mcp_options(node: &Node) -> Result<bool, LoadError> {
+    let entries = mapping(
+        node,
+        "mcp",
+        "a mapping such as `{ not_executed_on_error: true }`",
+    )?;
+    check_keys(entries, KeyPlace::Mcp)?;
+    match get(entries, "not_executed_on_error") {
+        None => Ok(false),
+        Some(flag) => match &flag.value {
+            NodeValue::Bool(flag) => Ok(*flag),
+            _ => Err(wrong_type(
+                flag,
+                "not_executed_on_error",
+                "`true` or `false`",
+            )),
+        },
+    }
 }
 
 fn secrets(node: &Node) -> Result<Vec<String>, LoadError> {

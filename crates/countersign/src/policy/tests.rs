@@ -1418,3 +1418,78 @@ fn template_parse_errors_have_reasons() {
     assert_eq!(Template::parse("").map_err(|e| e.reason()), Err("empty"));
     assert!(Template::parse("{_a.b_2}").is_ok());
 }
+
+// The `mcp` options an entry carries for the MCP gateway (issue #5).
+
+const MCP_BASE: &str =
+    "schema: countersign.policy/v1\nactions:\n  mcp.files.write_file:\n    decision: approve\n";
+
+#[test]
+fn reads_mcp_not_executed_on_error_and_defaults_it_to_false() {
+    let plain = load(MCP_BASE);
+    let entry = plain.entry("mcp.files.write_file").expect("entry");
+    assert!(!entry.not_executed_on_error());
+    let marked = load(&format!(
+        "{MCP_BASE}    mcp: {{ not_executed_on_error: true }}\n"
+    ));
+    let entry = marked.entry("mcp.files.write_file").expect("entry");
+    assert!(entry.not_executed_on_error());
+}
+
+#[test]
+fn mcp_option_changes_the_entry_fingerprint_only_when_set() {
+    let plain = load(MCP_BASE);
+    let written_false = load(&format!(
+        "{MCP_BASE}    mcp: {{ not_executed_on_error: false }}\n"
+    ));
+    let marked = load(&format!(
+        "{MCP_BASE}    mcp: {{ not_executed_on_error: true }}\n"
+    ));
+    let fingerprint = |policy: &Policy| {
+        policy
+            .entry("mcp.files.write_file")
+            .expect("entry")
+            .fingerprint()
+            .to_owned()
+    };
+    assert_eq!(fingerprint(&plain), fingerprint(&written_false));
+    assert_ne!(fingerprint(&plain), fingerprint(&marked));
+    assert_ne!(plain.hash(), marked.hash());
+}
+
+#[test]
+fn refuses_unknown_key_in_mcp_options() {
+    let error = check_error(
+        &format!("{MCP_BASE}    mcp: {{ not_executed_on_eror: true }}\n"),
+        "unknown_key",
+        5,
+        12,
+    );
+    assert!(
+        error.to_string().contains("`not_executed_on_error`"),
+        "{error}"
+    );
+}
+
+#[test]
+fn refuses_non_boolean_mcp_not_executed_on_error() {
+    check_error(
+        &format!("{MCP_BASE}    mcp: {{ not_executed_on_error: \"yes\" }}\n"),
+        "wrong_type",
+        5,
+        35,
+    );
+    check_error(&format!("{MCP_BASE}    mcp: true\n"), "wrong_type", 5, 10);
+}
+
+#[test]
+fn can_permit_is_false_only_for_entries_that_always_deny() {
+    let policy = load(
+        "schema: countersign.policy/v1\nactions:\n  a.deny:\n    decision: deny\n  a.allow:\n    decision: allow\n  a.rules_deny:\n    rules:\n      - when: { x: { eq: 1 } }\n        decision: deny\n      - decision: deny\n  a.rules_some:\n    rules:\n      - when: { x: { eq: 1 } }\n        decision: approve\n      - decision: deny\n",
+    );
+    let can = |name: &str| policy.entry(name).expect("entry").can_permit();
+    assert!(!can("a.deny"));
+    assert!(can("a.allow"));
+    assert!(!can("a.rules_deny"));
+    assert!(can("a.rules_some"));
+}
