@@ -1,9 +1,11 @@
-//! Project automation: `cargo xtask test | bench`.
+//! Project automation: `cargo xtask test | bench | conformance`.
 //!
 //! `cargo xtask test` is the one test command (README, Quick start); CI runs exactly it.
 
-mod bench;
+mod bench_stores;
+mod conformance_stores;
 
+use std::path::{Path, PathBuf};
 use std::process::Command;
 
 use anyhow::{Context, Result, bail};
@@ -12,9 +14,10 @@ const HELP: &str = "\
 cargo xtask <command>
 
 Commands:
-  test     run the whole test suite (what CI runs)
-  bench    run the kernel benchmarks and print calls per second
-           options: --quick (fewer iterations, for smoke runs)
+  test                   run the whole test suite (what CI runs)
+  bench [--quick]        run the benchmarks in release mode and print calls per second
+  conformance [--json]   run the adapter conformance kit against every adapter in the workspace
+  conformance --stores   run the store conformance kit against memory, SQLite and PostgreSQL
 ";
 
 fn main() -> Result<()> {
@@ -23,7 +26,11 @@ fn main() -> Result<()> {
     let rest: Vec<String> = args.collect();
     match command.as_deref() {
         Some("test") => test(&rest),
-        Some("bench") => bench::run(&rest),
+        Some("bench") => bench(&rest),
+        Some("conformance") if rest.iter().any(|arg| arg == "--stores") => {
+            conformance_stores::run(&rest)
+        }
+        Some("conformance") => conformance_adapters(&rest),
         Some("-h" | "--help" | "help") | None => {
             print!("{HELP}");
             Ok(())
@@ -32,11 +39,18 @@ fn main() -> Result<()> {
     }
 }
 
-fn cargo() -> Command {
-    Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()))
+/// The database URL `ensure_postgres` made, passed to every cargo command started after it.
+static POSTGRES_URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
+pub(crate) fn cargo() -> Command {
+    let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()));
+    if let Some(url) = POSTGRES_URL.get() {
+        command.env("COUNTERSIGN_TEST_POSTGRES_URL", url);
+    }
+    command
 }
 
-fn run(mut command: Command) -> Result<()> {
+pub(crate) fn run(mut command: Command) -> Result<()> {
     eprintln!("xtask: running {command:?}");
     let status = command
         .status()
@@ -47,8 +61,22 @@ fn run(mut command: Command) -> Result<()> {
     Ok(())
 }
 
+pub(crate) fn project_root() -> PathBuf {
+    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    manifest.parent().map(Path::to_path_buf).unwrap_or(manifest)
+}
+
+/// The folder cargo builds into (`CARGO_TARGET_DIR`, or `target/` in the project).
+fn target_dir(root: &Path) -> PathBuf {
+    std::env::var_os("CARGO_TARGET_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| root.join("target"))
+}
+
 fn test(_args: &[String]) -> Result<()> {
     let root = project_root();
+    check_kernel_dependencies(&root)?;
+    ensure_postgres(&root)?;
     let mut tests = cargo();
     tests
         .current_dir(&root)
@@ -59,15 +87,173 @@ fn test(_args: &[String]) -> Result<()> {
         .current_dir(&root)
         .args(["test", "--workspace", "--doc"]);
     run(doctests)?;
-    // The benchmark harness runs once, briefly, so it never rots (no timing is asserted).
-    bench::run(&["--quick".to_owned()])?;
+    // The benchmark harnesses run once, briefly, so they never rot (no timing is asserted).
+    let mut smoke = cargo();
+    smoke
+        .current_dir(&root)
+        .args(["run", "--quiet", "-p", "countersign-bench", "--", "--quick"]);
+    run(smoke)?;
+    bench_stores::run(true)?;
+    // The Python binding and the OpenAI Agents SDK adapter: a venv, the wheel, pytest against
+    // the newest and the oldest supported openai-agents.
+    let mut python = Command::new("bash");
+    python
+        .current_dir(&root)
+        .arg("adapters/openai-agents/run-tests.sh");
+    run(python)?;
+    // The conformance reports, as a user of the kit sees them.
+    conformance_adapters(&[])?;
+    conformance_stores::run(&["--stores".to_owned()])?;
     Ok(())
 }
 
-fn project_root() -> std::path::PathBuf {
-    let manifest = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"));
-    manifest
-        .parent()
-        .map(std::path::Path::to_path_buf)
-        .unwrap_or(manifest)
+/// `cargo xtask bench`: the benchmarks, built in release mode.
+fn bench(args: &[String]) -> Result<()> {
+    let quick = args.iter().any(|arg| arg == "--quick");
+    let mut bench = cargo();
+    bench
+        .current_dir(project_root())
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "-p",
+            "countersign-bench",
+            "--",
+        ])
+        .args(args);
+    run(bench)?;
+    bench_stores::run(quick)?;
+    // The gateway's added latency and idle memory (it measures the release `countersign`).
+    let mut cli = cargo();
+    cli.current_dir(project_root()).args([
+        "build",
+        "--quiet",
+        "--release",
+        "-p",
+        "countersign-cli",
+    ]);
+    run(cli)?;
+    let mut gateway = cargo();
+    gateway
+        .current_dir(project_root())
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "-p",
+            "countersign-gateway",
+            "--example",
+            "bench_gateway",
+            "--",
+        ])
+        .args(args);
+    run(gateway)
+}
+
+/// `cargo xtask conformance`: build the `countersign` command and the kit, then run the kit.
+fn conformance_adapters(args: &[String]) -> Result<()> {
+    let root = project_root();
+    let mut build = cargo();
+    build.current_dir(&root).args([
+        "build",
+        "--quiet",
+        "-p",
+        "countersign-cli",
+        "--bin",
+        "countersign",
+        "-p",
+        "countersign-conformance",
+        "--bin",
+        "countersign-adapter-kit",
+    ]);
+    run(build)?;
+    let debug = target_dir(&root).join("debug");
+    let mut kit = Command::new(debug.join(format!(
+        "countersign-adapter-kit{}",
+        std::env::consts::EXE_SUFFIX
+    )));
+    kit.current_dir(&root)
+        .arg("--cli")
+        .arg(debug.join(format!("countersign{}", std::env::consts::EXE_SUFFIX)))
+        .args(args);
+    run(kit)
+}
+
+/// Crates the kernel must never depend on: it knows nothing of MCP, CLIs, Python or agent
+/// frameworks (docs/ARCHITECTURE.md, "Architecture invariant"; STYLE.md section 2).
+const FORBIDDEN_IN_KERNEL: &[&str] = &[
+    "clap",
+    "rmcp",
+    "pyo3",
+    "anyhow",
+    "swiftide",
+    "swiftide-agents",
+];
+
+/// Fail if the kernel's normal dependency tree contains a forbidden crate.
+fn check_kernel_dependencies(root: &Path) -> Result<()> {
+    let output = cargo()
+        .current_dir(root)
+        .args([
+            "tree",
+            "-p",
+            "countersign",
+            "-e",
+            "normal",
+            "--prefix",
+            "none",
+            "--format",
+            "{p}",
+        ])
+        .output()
+        .context("cannot run `cargo tree`")?;
+    if !output.status.success() {
+        bail!(
+            "`cargo tree` failed: {}",
+            String::from_utf8_lossy(&output.stderr)
+        );
+    }
+    let tree = String::from_utf8_lossy(&output.stdout);
+    let found: Vec<&str> = tree
+        .lines()
+        .filter_map(|line| line.split_whitespace().next())
+        .filter(|name| FORBIDDEN_IN_KERNEL.contains(name))
+        .collect();
+    if !found.is_empty() {
+        bail!(
+            "the kernel crate depends on {found:?}: the kernel must not know MCP, CLIs, Python or frameworks (docs/ARCHITECTURE.md, code map); move that code to its own crate"
+        );
+    }
+    eprintln!("xtask: kernel dependency check passed");
+    Ok(())
+}
+
+/// Make sure the store tests have a PostgreSQL database: keep `COUNTERSIGN_TEST_POSTGRES_URL`
+/// when it is set; otherwise run `.ci/postgres.sh`, which starts (or installs) the local server
+/// and creates a fresh database, and export its URL to every command this process starts.
+fn ensure_postgres(root: &Path) -> Result<()> {
+    if std::env::var_os("COUNTERSIGN_TEST_POSTGRES_URL").is_some() {
+        return Ok(());
+    }
+    let output = Command::new("bash")
+        .current_dir(root)
+        .arg(".ci/postgres.sh")
+        .output()
+        .context("cannot run .ci/postgres.sh")?;
+    if !output.status.success() {
+        bail!(
+            "no PostgreSQL for the store tests: .ci/postgres.sh failed ({}); start a server and set COUNTERSIGN_TEST_POSTGRES_URL=postgres://USER@HOST:PORT/DATABASE",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let url = stdout
+        .lines()
+        .find_map(|line| line.strip_prefix("export COUNTERSIGN_TEST_POSTGRES_URL="))
+        .context(".ci/postgres.sh printed no database URL")?
+        .to_owned();
+    eprintln!("xtask: using {url}");
+    let _ = POSTGRES_URL.set(url);
+    Ok(())
 }

@@ -1,0 +1,594 @@
+//! The cases: each one a scenario of protected calls and what the direct kernel path gives for
+//! it (results, executor count, how often a human and the interrupt were reached, receipts and
+//! approval states).
+
+use std::sync::Arc;
+
+use countersign::evidence::{self, Receipt};
+use countersign::store::Store;
+use countersign::{AnswerDecision, ApprovalRecord, ControlError, FrameworkInterrupt, Policy};
+use serde_json::json;
+
+use super::world::{self, Call, Reviewer, Shown, Step, Tool, World, WorldSpec};
+use super::{Adapter, CaseId, CaseStatus, KIT_PRINCIPAL, KIT_REVIEWER, KitError, KitOptions};
+use super::{Shape, Suite, child};
+
+pub(crate) const LOST_RESPONSE: &str = "lost_response_blocks_retry";
+pub(crate) const COMMITTED_EFFECT: &str = "committed_effect_refuses_second_attempt";
+pub(crate) const UNKNOWN_ACTION: &str = "unknown_action_is_denied";
+pub(crate) const NOT_EXECUTED: &str = "not_executed_permits_retry";
+pub(crate) const ANSWER_AFTER_EXPIRY: &str = "answer_after_expiry_authorizes_nothing";
+pub(crate) const ALLOWED_NEVER_ASKS: &str = "allowed_action_never_reaches_a_human";
+pub(crate) const MATCHING_ANSWER: &str = "matching_answer_authorizes";
+pub(crate) const OTHER_ARGUMENTS: &str = "answer_about_other_arguments_authorizes_nothing";
+pub(crate) const HUMAN_NO: &str = "human_no_is_a_recorded_denial";
+pub(crate) const APPROVED_EFFECT_ONCE: &str = "approved_effect_runs_once";
+pub(crate) const PROVIDER_PRINCIPAL: &str = "provider_principal_wins";
+pub(crate) const NO_PRINCIPAL: &str = "no_principal_no_action";
+pub(crate) const REPLAYED_PASS: &str = "replayed_pass_asks_once_and_consumes_once";
+pub(crate) const ACROSS_PROCESSES: &str = "pause_answer_from_cli_resume_in_another_process";
+
+/// Run one case against `adapter` in a fresh world.
+pub(crate) async fn run_case<A: Adapter>(
+    adapter: &A,
+    case: CaseId,
+    policy: &Arc<Policy>,
+    options: &KitOptions,
+) -> Result<CaseStatus, KitError> {
+    if let Some(status) = applicability(adapter, case)? {
+        return Ok(status);
+    }
+    if case.suite == Suite::Durability {
+        return Ok(status_of(
+            child::durability(adapter, policy, options).await?,
+        ));
+    }
+    let scenario = scenario(case.name, adapter.shape());
+    let dir = tempfile::tempdir()?;
+    let world = World::build(
+        adapter,
+        policy,
+        WorldSpec {
+            dir: dir.path().to_path_buf(),
+            clock_start: world::KIT_EPOCH,
+            principal: scenario.principal,
+            reviewer: scenario.reviewer.clone(),
+            tool: scenario.tool.clone(),
+            late_answers: scenario.late_answers,
+        },
+    )?;
+    let mut results = Vec::new();
+    for (index, call) in scenario.calls.iter().enumerate() {
+        // Calls are a second apart, so records made by different calls have an order.
+        world.clock.advance(std::time::Duration::from_secs(1));
+        let result = if scenario.replay_last && index + 1 == scenario.calls.len() {
+            adapter.resume(&world.session, call).await
+        } else {
+            adapter.invoke(&world.session, call).await
+        };
+        results.push(result);
+    }
+    let observed = Observed::read(&world, results).await;
+    Ok(status_of(
+        observed.and_then(|observed| check(&scenario, &observed)),
+    ))
+}
+
+fn status_of(outcome: Result<(), String>) -> CaseStatus {
+    match outcome {
+        Ok(()) => CaseStatus::Pass,
+        Err(reason) => CaseStatus::Fail(reason),
+    }
+}
+
+/// `Some(status)` when the case is not run: not applicable, or an N/A claim the kit refuses.
+fn applicability<A: Adapter>(adapter: &A, case: CaseId) -> Result<Option<CaseStatus>, KitError> {
+    let claim = adapter.not_applicable(case);
+    let shape = adapter.shape();
+    let kit_reason = match case.suite {
+        Suite::Reentry if shape == Shape::DecidedBeforeInvocation => Some(
+            "decided before invocation: the framework asks before it invokes the tool, so no pass is replayed"
+                .to_owned(),
+        ),
+        Suite::Durability if shape == Shape::DecidedBeforeInvocation => Some(
+            "decided before invocation: the paused call lives in the framework's run state and no kernel request exists for `countersign approve` until the tool is invoked"
+                .to_owned(),
+        ),
+        Suite::Binding => {
+            let dir = tempfile::tempdir()?;
+            let interrupt = adapter.interrupt(&world_setup(dir.path()));
+            (!interrupt.carries_approved_arguments()).then(|| {
+                "the framework's resume does not carry the arguments the human answered about (`carries_approved_arguments` is false): answers are bound by request id"
+                    .to_owned()
+            })
+        }
+        _ => None,
+    };
+    let may_claim = matches!(case.suite, Suite::Durability) || kit_reason.is_some();
+    Ok(match (claim, kit_reason) {
+        (Some(reason), _) if may_claim => Some(CaseStatus::NotApplicable(reason)),
+        (Some(reason), None) => Some(CaseStatus::Fail(format!(
+            "the adapter says this case does not apply ({reason}), but it applies to every {} adapter",
+            shape.as_str()
+        ))),
+        (None, Some(reason)) => Some(CaseStatus::NotApplicable(reason)),
+        (Some(_), Some(_)) | (None, None) => None,
+    })
+}
+
+fn world_setup(dir: &std::path::Path) -> super::Setup {
+    super::world::setup_for(Reviewer::absent(), dir.to_path_buf())
+}
+
+/// What one call should end with.
+#[derive(Clone, Debug)]
+pub(crate) enum Want {
+    /// The executor's value from its `n`-th successful run (from 0).
+    Value(usize),
+    /// A refusal: the variant's name and the reason code.
+    Refused(&'static str, &'static str),
+}
+
+/// One case's calls and expectations.
+pub(crate) struct Scenario {
+    calls: Vec<Call>,
+    /// The last call replays the run (`Adapter::resume`) instead of a new invocation.
+    replay_last: bool,
+    principal: bool,
+    reviewer: Reviewer,
+    tool: Tool,
+    late_answers: bool,
+    results: Vec<Want>,
+    tool_calls: usize,
+    /// How often a human is asked.
+    asked: usize,
+    /// How often the interrupt hands the kernel an answer.
+    answered: usize,
+    /// How often the interrupt suspends, when the case pins it.
+    suspended: Option<usize>,
+    /// `kind/outcome[/reason]` of every receipt, in chain order.
+    receipts: Vec<&'static str>,
+    /// The state of every approval request, oldest first.
+    approvals: Vec<&'static str>,
+    /// The denial the case expects to carry the human's note.
+    denial_note: Option<&'static str>,
+}
+
+impl Scenario {
+    fn new(calls: Vec<Call>) -> Scenario {
+        Scenario {
+            calls,
+            replay_last: false,
+            principal: true,
+            reviewer: Reviewer::approving(),
+            tool: Tool::default(),
+            late_answers: false,
+            results: Vec::new(),
+            tool_calls: 0,
+            asked: 0,
+            answered: 0,
+            suspended: None,
+            receipts: Vec::new(),
+            approvals: Vec::new(),
+            denial_note: None,
+        }
+    }
+}
+
+fn refund(payment_id: &str, amount: u64) -> Call {
+    Call::new(
+        "kit.refund",
+        json!({"payment_id": payment_id, "amount": amount}),
+    )
+}
+
+/// The scenario for case `name`, as the direct kernel path plays it.
+fn scenario(name: &str, shape: Shape) -> Scenario {
+    let decided = shape == Shape::DecidedBeforeInvocation;
+    match name {
+        LOST_RESPONSE => Scenario {
+            tool: Tool::scripted(&[Step::LoseResponse(
+                "the connection reset after the request was sent",
+            )]),
+            results: vec![
+                Want::Refused("OutcomeUnknown", "outcome_unknown"),
+                Want::Refused("AmbiguousEffect", "ambiguous"),
+            ],
+            tool_calls: 1,
+            receipts: vec![
+                "attempt/ambiguous/executor_error",
+                "attempt/refused/ambiguous",
+            ],
+            ..Scenario::new(vec![refund("pay_lost", 100), refund("pay_lost", 100)])
+        },
+        COMMITTED_EFFECT => Scenario {
+            results: vec![
+                Want::Value(0),
+                Want::Refused("DuplicateEffect", "duplicate"),
+            ],
+            tool_calls: 1,
+            receipts: vec!["attempt/committed", "attempt/refused/duplicate"],
+            ..Scenario::new(vec![refund("pay_once", 100), refund("pay_once", 100)])
+        },
+        UNKNOWN_ACTION => Scenario {
+            results: vec![Want::Refused("ActionDenied", "unknown_action")],
+            receipts: vec!["attempt/refused/unknown_action"],
+            ..Scenario::new(vec![Call::new(
+                "kit.wire_transfer",
+                json!({"iban": "XX00 0000 0000", "amount": 100}),
+            )])
+        },
+        NOT_EXECUTED => Scenario {
+            tool: Tool::scripted(&[
+                Step::NotExecuted("the card network refused the request before it was sent"),
+                Step::Commit,
+            ]),
+            results: vec![Want::Refused("NotExecuted", "not_executed"), Want::Value(0)],
+            tool_calls: 2,
+            receipts: vec!["attempt/failed/not_executed", "attempt/committed"],
+            ..Scenario::new(vec![refund("pay_retry", 100), refund("pay_retry", 100)])
+        },
+        ANSWER_AFTER_EXPIRY => Scenario {
+            late_answers: true,
+            results: vec![Want::Refused("ApprovalExpired", "expired")],
+            asked: 1,
+            answered: 1,
+            // The request's expiry, then the attempt that ended on it (every ended attempt
+            // leaves a receipt).
+            receipts: vec!["approval_expired/expired/expired", "attempt/refused/expired"],
+            approvals: vec!["expired"],
+            ..Scenario::new(vec![refund("pay_late", 60000)])
+        },
+        ALLOWED_NEVER_ASKS => Scenario {
+            results: vec![Want::Value(0)],
+            tool_calls: 1,
+            suspended: Some(0),
+            receipts: vec!["attempt/committed"],
+            ..Scenario::new(vec![refund("pay_small", 100)])
+        },
+        MATCHING_ANSWER => Scenario {
+            results: vec![Want::Value(0)],
+            tool_calls: 1,
+            asked: 1,
+            answered: 1,
+            receipts: vec!["answer/granted/approved", "attempt/committed"],
+            approvals: vec!["consumed"],
+            ..Scenario::new(vec![refund("pay_big", 60000)])
+        },
+        OTHER_ARGUMENTS => Scenario {
+            // The resume payload was edited: the answer is about a refund of 600, not 60000.
+            reviewer: Reviewer::new(|shown: &Shown| {
+                let mut answer = world::answer(shown, AnswerDecision::Approve, None);
+                answer.arguments["amount"] = json!(600);
+                Some(answer)
+            }),
+            results: vec![Want::Refused("ApprovalMismatch", "mismatch")],
+            asked: 1,
+            answered: 1,
+            // No grant is written; the ended attempt leaves its refusal.
+            receipts: vec!["attempt/refused/mismatch"],
+            approvals: vec!["pending"],
+            ..Scenario::new(vec![refund("pay_edited", 60000)])
+        },
+        HUMAN_NO => Scenario {
+            reviewer: Reviewer::new(|shown: &Shown| {
+                Some(if shown.arguments["payment_id"] == "pay_first" {
+                    world::answer(shown, AnswerDecision::Approve, None)
+                } else {
+                    world::answer(shown, AnswerDecision::Reject, Some("wrong account"))
+                })
+            }),
+            results: vec![
+                Want::Value(0),
+                Want::Refused("ApprovalDenied", "approval_denied"),
+                Want::Refused("ApprovalDenied", "approval_denied"),
+            ],
+            tool_calls: 1,
+            // The unchanged re-issue is refused without a new prompt (case B34); a framework
+            // that decides before invocation shows its own prompt first.
+            asked: if decided { 3 } else { 2 },
+            answered: 2,
+            receipts: vec![
+                "answer/granted/approved",
+                "attempt/committed",
+                "answer/denied/rejected",
+                "attempt/refused/approval_denied",
+                "attempt/refused/approval_denied",
+            ],
+            approvals: vec!["consumed", "denied"],
+            denial_note: Some("wrong account"),
+            ..Scenario::new(vec![
+                refund("pay_first", 60000),
+                refund("pay_second", 70000),
+                refund("pay_second", 70000),
+            ])
+        },
+        APPROVED_EFFECT_ONCE => Scenario {
+            results: vec![
+                Want::Value(0),
+                Want::Refused("DuplicateEffect", "duplicate"),
+            ],
+            tool_calls: 1,
+            asked: if decided { 2 } else { 1 },
+            answered: 1,
+            receipts: vec![
+                "answer/granted/approved",
+                "attempt/committed",
+                "attempt/refused/duplicate",
+            ],
+            approvals: vec!["consumed"],
+            ..Scenario::new(vec![refund("pay_dup", 60000), refund("pay_dup", 60000)])
+        },
+        PROVIDER_PRINCIPAL => Scenario {
+            results: vec![Want::Value(0)],
+            tool_calls: 1,
+            receipts: vec!["attempt/committed"],
+            ..Scenario::new(vec![Call::new(
+                "kit.refund",
+                json!({"payment_id": "pay_who", "amount": 100, "principal": "human:cfo"}),
+            )])
+        },
+        NO_PRINCIPAL => Scenario {
+            principal: false,
+            results: vec![Want::Refused("NoPrincipal", "no_principal")],
+            ..Scenario::new(vec![refund("pay_nobody", 100)])
+        },
+        REPLAYED_PASS => Scenario {
+            replay_last: true,
+            results: vec![
+                Want::Value(0),
+                Want::Refused("DuplicateEffect", "duplicate"),
+            ],
+            tool_calls: 1,
+            asked: 1,
+            answered: 1,
+            suspended: Some(1),
+            receipts: vec![
+                "answer/granted/approved",
+                "attempt/committed",
+                "attempt/refused/duplicate",
+            ],
+            approvals: vec!["consumed"],
+            ..Scenario::new(vec![
+                refund("pay_replay", 60000),
+                refund("pay_replay", 60000),
+            ])
+        },
+        // INVARIANT (case-names): every name in CASES but the durability case has an arm above.
+        other => unreachable!("no scenario for case `{other}`"),
+    }
+}
+
+/// What a world shows after a case's calls.
+pub(crate) struct Observed {
+    results: Vec<Result<serde_json::Value, ControlError>>,
+    tool_calls: usize,
+    received: Vec<serde_json::Value>,
+    returned: Vec<serde_json::Value>,
+    asked: usize,
+    answered: usize,
+    suspended: usize,
+    failed: usize,
+    receipts: Vec<Receipt>,
+    approvals: Vec<ApprovalRecord>,
+}
+
+impl Observed {
+    async fn read<I>(
+        world: &World<I>,
+        results: Vec<Result<serde_json::Value, ControlError>>,
+    ) -> Result<Observed, String> {
+        let (answered, suspended, failed) = world.counts.get();
+        let tool = world.session.tool();
+        Ok(Observed {
+            results,
+            tool_calls: tool.calls(),
+            received: tool.received(),
+            returned: tool.returned(),
+            asked: world.session.reviewer().asked(),
+            answered,
+            suspended,
+            failed,
+            receipts: read_receipts(world.store.as_ref()).await?,
+            approvals: world
+                .store
+                .approvals(None)
+                .await
+                .map_err(|error| format!("the kit cannot read approvals: {error}"))?,
+        })
+    }
+}
+
+/// Every receipt in `store`, after checking the chain.
+pub(crate) async fn read_receipts(store: &dyn Store) -> Result<Vec<Receipt>, String> {
+    let report = evidence::verify_store(store, None)
+        .await
+        .map_err(|error| format!("the kit cannot read receipts: {error}"))?;
+    if let Some(chain_break) = report.first_break {
+        return Err(format!("the receipt chain is broken: {chain_break}"));
+    }
+    let stored = store
+        .receipts(0, 10_000)
+        .await
+        .map_err(|error| format!("the kit cannot read receipts: {error}"))?;
+    stored
+        .iter()
+        .map(|receipt| receipt.to_receipt())
+        .collect::<Result<Vec<_>, _>>()
+        .map_err(|error| format!("a receipt is unreadable: {error}"))
+}
+
+/// `kind/outcome[/reason]`.
+pub(crate) fn receipt_line(receipt: &Receipt) -> String {
+    let name = |value: serde_json::Value| value.as_str().unwrap_or("?").to_owned();
+    let kind = name(serde_json::to_value(receipt.kind).unwrap_or_default());
+    let mut line = format!("{kind}/{}", receipt.outcome.as_str());
+    if let Some(reason) = &receipt.reason {
+        line.push('/');
+        line.push_str(reason);
+    }
+    line
+}
+
+/// The variant's name: an exhaustive match, so a new refusal forces the kit to place it.
+pub(crate) fn variant(error: &ControlError) -> &'static str {
+    match error {
+        ControlError::InvalidArguments { .. } => "InvalidArguments",
+        ControlError::Template { .. } => "Template",
+        ControlError::NoPrincipal { .. } => "NoPrincipal",
+        ControlError::ActionDenied { .. } => "ActionDenied",
+        ControlError::ApprovalRequired { .. } => "ApprovalRequired",
+        ControlError::ApprovalDenied { .. } => "ApprovalDenied",
+        ControlError::ApprovalMismatch { .. } => "ApprovalMismatch",
+        ControlError::ApprovalConsumed { .. } => "ApprovalConsumed",
+        ControlError::ApprovalExpired { .. } => "ApprovalExpired",
+        ControlError::ApprovalUnknown { .. } => "ApprovalUnknown",
+        ControlError::ApprovalVoid { .. } => "ApprovalVoid",
+        ControlError::InterruptFailed { .. } => "InterruptFailed",
+        ControlError::DuplicateEffect { .. } => "DuplicateEffect",
+        ControlError::AmbiguousEffect { .. } => "AmbiguousEffect",
+        ControlError::NotExecuted { .. } => "NotExecuted",
+        ControlError::OutcomeUnknown { .. } => "OutcomeUnknown",
+        ControlError::Store { .. } => "Store",
+        ControlError::Internal(_) => "Internal",
+    }
+}
+
+/// `ok` or `Variant(reason)`.
+pub(crate) fn result_line(result: &Result<serde_json::Value, ControlError>) -> String {
+    match result {
+        Ok(_) => "ok".to_owned(),
+        Err(error) => format!("{}({})", variant(error), error.reason()),
+    }
+}
+
+fn want_line(want: &Want) -> String {
+    match want {
+        Want::Value(_) => "ok".to_owned(),
+        Want::Refused(variant, reason) => format!("{variant}({reason})"),
+    }
+}
+
+/// Collects every difference between what a case wants and what it saw.
+#[derive(Default)]
+pub(crate) struct Differences(Vec<String>);
+
+impl Differences {
+    pub(crate) fn eq<T: PartialEq + std::fmt::Debug>(&mut self, what: &str, got: T, want: T) {
+        if got != want {
+            self.0.push(format!("{what}: got {got:?}, want {want:?}"));
+        }
+    }
+
+    pub(crate) fn push(&mut self, difference: String) {
+        self.0.push(difference);
+    }
+
+    pub(crate) fn finish(self) -> Result<(), String> {
+        if self.0.is_empty() {
+            Ok(())
+        } else {
+            Err(self.0.join("; "))
+        }
+    }
+}
+
+fn check(scenario: &Scenario, observed: &Observed) -> Result<(), String> {
+    let mut differences = Differences::default();
+    differences.eq(
+        "results",
+        observed.results.iter().map(result_line).collect::<Vec<_>>(),
+        scenario.results.iter().map(want_line).collect(),
+    );
+    for (index, (got, want)) in observed.results.iter().zip(&scenario.results).enumerate() {
+        if let (Ok(value), Want::Value(run)) = (got, want)
+            && observed.returned.get(*run) != Some(value)
+        {
+            differences.push(format!(
+                "call {}: the value returned is not the executor's value: got {value}",
+                index + 1
+            ));
+        }
+        if let (Err(ControlError::ApprovalDenied { approver, note, .. }), Some(want_note)) =
+            (got, scenario.denial_note)
+        {
+            differences.eq(
+                &format!("call {}: denial", index + 1),
+                (approver.as_str(), note.as_deref()),
+                (KIT_REVIEWER, Some(want_note)),
+            );
+        }
+    }
+    differences.eq("executor calls", observed.tool_calls, scenario.tool_calls);
+    for arguments in &observed.received {
+        if !scenario
+            .calls
+            .iter()
+            .any(|call| &call.arguments == arguments)
+        {
+            differences.push(format!(
+                "the executor ran with arguments no call had: {arguments}"
+            ));
+        }
+    }
+    differences.eq("times a human was asked", observed.asked, scenario.asked);
+    differences.eq(
+        "answers the interrupt handed the kernel",
+        observed.answered,
+        scenario.answered,
+    );
+    if let Some(suspended) = scenario.suspended {
+        differences.eq("interrupt suspensions", observed.suspended, suspended);
+    }
+    differences.eq("interrupt failures", observed.failed, 0);
+    differences.eq(
+        "receipts",
+        observed
+            .receipts
+            .iter()
+            .map(receipt_line)
+            .collect::<Vec<_>>(),
+        scenario
+            .receipts
+            .iter()
+            .map(|line| (*line).to_owned())
+            .collect(),
+    );
+    differences.eq(
+        "approval requests",
+        observed
+            .approvals
+            .iter()
+            .map(|record| record.state.as_str())
+            .collect::<Vec<_>>(),
+        scenario.approvals.clone(),
+    );
+    check_evidence(&mut differences, &observed.receipts, KIT_REVIEWER);
+    differences.finish()
+}
+
+/// Who acted and who answered, on every receipt.
+pub(crate) fn check_evidence(differences: &mut Differences, receipts: &[Receipt], approver: &str) {
+    for receipt in receipts {
+        if receipt
+            .principal
+            .as_deref()
+            .is_some_and(|p| p != KIT_PRINCIPAL)
+        {
+            differences.push(format!(
+                "receipt {} names principal {:?}, not the identity provider's `{KIT_PRINCIPAL}`",
+                receipt.seq, receipt.principal
+            ));
+        }
+        if receipt
+            .approver
+            .as_deref()
+            .is_some_and(|who| who != approver)
+        {
+            differences.push(format!(
+                "receipt {} names approver {:?}, not the human who answered (`{approver}`)",
+                receipt.seq, receipt.approver
+            ));
+        }
+    }
+}

@@ -1,0 +1,447 @@
+//! One case's world: store, clock, identity, scripted human, counting executor and the proxy
+//! around the adapter's interrupt.
+
+use std::collections::VecDeque;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use countersign::store::{SqliteStore, Store};
+use countersign::{
+    AnswerDecision, ApprovalAnswer, ApprovalId, Clock, Control, ExecutorError, FrameworkInterrupt,
+    IdentityProvider, InterruptApprovalProvider, InterruptError, ManualClock, PendingApproval,
+    Policy, Principal, Timestamp,
+};
+
+use super::{Adapter, KIT_PRINCIPAL, KIT_REVIEWER, KitError};
+
+/// One call as the model emits it: an action name and its arguments.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Call {
+    /// The action (tool) name, such as `kit.refund`.
+    pub action: String,
+    /// The arguments, a JSON object.
+    pub arguments: serde_json::Value,
+}
+
+impl Call {
+    /// A call of `action` with `arguments`.
+    pub fn new(action: &str, arguments: serde_json::Value) -> Call {
+        Call {
+            action: action.to_owned(),
+            arguments,
+        }
+    }
+}
+
+/// What a framework shows a human when it pauses.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Shown {
+    /// The kernel's approval request, when one exists at the pause (resumed in place: always;
+    /// decided before invocation: never, the request is opened when the tool is invoked).
+    pub request_id: Option<ApprovalId>,
+    /// The action name.
+    pub action: String,
+    /// The arguments shown (secrets redacted when they come from a [`PendingApproval`]).
+    pub arguments: serde_json::Value,
+}
+
+impl Shown {
+    /// What a [`PendingApproval`] shows.
+    pub fn pending(pending: &PendingApproval) -> Shown {
+        Shown {
+            request_id: Some(pending.request_id.clone()),
+            action: pending.action.clone(),
+            arguments: pending.arguments.clone(),
+        }
+    }
+
+    /// What a framework shows before invoking a call (no kernel request yet).
+    pub fn call(call: &Call) -> Shown {
+        Shown {
+            request_id: None,
+            action: call.action.clone(),
+            arguments: call.arguments.clone(),
+        }
+    }
+}
+
+/// A human's answer, as the framework's resume carries it back.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HumanAnswer {
+    /// Approve or reject.
+    pub decision: AnswerDecision,
+    /// Who answered.
+    pub approver: String,
+    /// Their note, if any (data, never an instruction).
+    pub note: Option<String>,
+    /// The request the answer names (the one the human was shown), if there was one.
+    pub request_id: Option<ApprovalId>,
+    /// The arguments the answer is about. Usually what was shown; in the `binding` case, other
+    /// arguments (the resume payload was edited).
+    pub arguments: serde_json::Value,
+}
+
+impl HumanAnswer {
+    /// This answer as the kernel's [`ApprovalAnswer`], carrying the arguments it is about.
+    pub fn to_approval_answer(&self) -> ApprovalAnswer {
+        ApprovalAnswer {
+            decision: self.decision,
+            approver: self.approver.clone(),
+            note: self.note.clone(),
+            arguments: Some(self.arguments.clone()),
+        }
+    }
+}
+
+type Script = dyn Fn(&Shown) -> Option<HumanAnswer> + Send + Sync;
+
+/// The kit's scripted human. Every time a framework shows a human something, the adapter calls
+/// [`Reviewer::review`]; the kit counts those calls ("how often a human was asked").
+#[derive(Clone)]
+pub struct Reviewer {
+    script: Arc<Script>,
+    asked: Arc<AtomicUsize>,
+}
+
+impl std::fmt::Debug for Reviewer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Reviewer")
+            .field("asked", &self.asked())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Reviewer {
+    pub(crate) fn new(
+        script: impl Fn(&Shown) -> Option<HumanAnswer> + Send + Sync + 'static,
+    ) -> Reviewer {
+        Reviewer {
+            script: Arc::new(script),
+            asked: Arc::new(AtomicUsize::new(0)),
+        }
+    }
+
+    /// A human who approves exactly what is shown, as [`KIT_REVIEWER`].
+    pub(crate) fn approving() -> Reviewer {
+        Reviewer::new(|shown| Some(answer(shown, AnswerDecision::Approve, None)))
+    }
+
+    /// Nobody is there: every question stays unanswered (the run must pause).
+    pub(crate) fn absent() -> Reviewer {
+        Reviewer::new(|_| None)
+    }
+
+    /// Show `shown` to the human; their answer, or `None` when they have not answered (the run
+    /// must pause and the request stay pending: a wait ending is not a denial).
+    pub fn review(&self, shown: &Shown) -> Option<HumanAnswer> {
+        self.asked.fetch_add(1, Ordering::SeqCst);
+        (self.script)(shown)
+    }
+
+    /// How many times a human was asked.
+    pub fn asked(&self) -> usize {
+        self.asked.load(Ordering::SeqCst)
+    }
+}
+
+/// The answer a scripted human gives about `shown`.
+pub(crate) fn answer(shown: &Shown, decision: AnswerDecision, note: Option<&str>) -> HumanAnswer {
+    HumanAnswer {
+        decision,
+        approver: KIT_REVIEWER.to_owned(),
+        note: note.map(str::to_owned),
+        request_id: shown.request_id.clone(),
+        arguments: shown.arguments.clone(),
+    }
+}
+
+/// What the kit's executor does on one call.
+#[derive(Clone, Debug)]
+pub(crate) enum Step {
+    /// Succeed: the effect happened.
+    Commit,
+    /// Say "definitely not executed".
+    NotExecuted(&'static str),
+    /// Send the request and lose the response (the effect may have happened).
+    LoseResponse(&'static str),
+}
+
+#[derive(Default)]
+struct ToolState {
+    script: VecDeque<Step>,
+    received: Vec<serde_json::Value>,
+    returned: Vec<serde_json::Value>,
+}
+
+/// The kit's executor: the body the framework's tool runs inside `Control::execute`. It counts
+/// its calls and does what the case scripts (succeed by default).
+#[derive(Clone, Default)]
+pub struct Tool {
+    state: Arc<Mutex<ToolState>>,
+}
+
+impl std::fmt::Debug for Tool {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Tool")
+            .field("calls", &self.calls())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Tool {
+    pub(crate) fn scripted(steps: &[Step]) -> Tool {
+        let tool = Tool::default();
+        lock(&tool.state).script = steps.iter().cloned().collect();
+        tool
+    }
+
+    /// Run the effect with the (canonical) `arguments` the kernel hands over.
+    ///
+    /// # Errors
+    ///
+    /// [`ExecutorError`] as the case scripts it.
+    pub async fn call(
+        &self,
+        arguments: serde_json::Value,
+    ) -> Result<serde_json::Value, ExecutorError> {
+        let mut state = lock(&self.state);
+        state.received.push(arguments.clone());
+        let run = state.received.len();
+        match state.script.pop_front().unwrap_or(Step::Commit) {
+            Step::Commit => {
+                let value = serde_json::json!({"done": true, "run": run, "arguments": arguments});
+                state.returned.push(value.clone());
+                Ok(value)
+            }
+            Step::NotExecuted(reason) => Err(ExecutorError::not_executed(reason)),
+            Step::LoseResponse(reason) => Err(ExecutorError::failed(reason)),
+        }
+    }
+
+    /// How many times the executor ran.
+    pub fn calls(&self) -> usize {
+        lock(&self.state).received.len()
+    }
+
+    /// The arguments of every run, in order.
+    pub(crate) fn received(&self) -> Vec<serde_json::Value> {
+        lock(&self.state).received.clone()
+    }
+
+    /// The values returned by every successful run, in order.
+    pub(crate) fn returned(&self) -> Vec<serde_json::Value> {
+        lock(&self.state).returned.clone()
+    }
+}
+
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    // A poisoned lock only means another case's thread panicked; the data is still usable.
+    mutex
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+/// What the kit hands [`Adapter::interrupt`]: the world's human and scratch folder.
+#[derive(Clone, Debug)]
+pub struct Setup {
+    reviewer: Reviewer,
+    scratch: PathBuf,
+}
+
+impl Setup {
+    /// The scripted human.
+    pub fn reviewer(&self) -> &Reviewer {
+        &self.reviewer
+    }
+
+    /// A folder for the framework's checkpoints; it survives into the durability case's second
+    /// process.
+    pub fn scratch_dir(&self) -> &Path {
+        &self.scratch
+    }
+}
+
+/// A [`Setup`] for `reviewer` with its scratch folder in `dir`.
+pub(crate) fn setup_for(reviewer: Reviewer, dir: PathBuf) -> Setup {
+    Setup {
+        reviewer,
+        scratch: dir,
+    }
+}
+
+/// What the kit hands [`Adapter::invoke`] for one world.
+pub struct Session<I> {
+    control: Control,
+    interrupt: Arc<I>,
+    reviewer: Reviewer,
+    tool: Tool,
+    scratch: PathBuf,
+}
+
+impl<I> Session<I> {
+    /// The control the operator built (the kit, here). Adapters call `execute` on it; they
+    /// never build one.
+    pub fn control(&self) -> &Control {
+        &self.control
+    }
+
+    /// The interrupt [`Adapter::interrupt`] returned for this world (not the kit's proxy).
+    pub fn interrupt(&self) -> &Arc<I> {
+        &self.interrupt
+    }
+
+    /// The scripted human.
+    pub fn reviewer(&self) -> &Reviewer {
+        &self.reviewer
+    }
+
+    /// The executor to run inside `Control::execute`.
+    pub fn tool(&self) -> &Tool {
+        &self.tool
+    }
+
+    /// The framework's checkpoint folder (as [`Setup::scratch_dir`]).
+    pub fn scratch_dir(&self) -> &Path {
+        &self.scratch
+    }
+}
+
+/// How often the adapter's interrupt was reached through the kernel, by result.
+#[derive(Debug, Default)]
+pub(crate) struct InterruptCounts {
+    pub(crate) answered: AtomicUsize,
+    pub(crate) suspended: AtomicUsize,
+    pub(crate) failed: AtomicUsize,
+}
+
+impl InterruptCounts {
+    pub(crate) fn get(&self) -> (usize, usize, usize) {
+        (
+            self.answered.load(Ordering::SeqCst),
+            self.suspended.load(Ordering::SeqCst),
+            self.failed.load(Ordering::SeqCst),
+        )
+    }
+}
+
+/// The proxy the kit installs around the adapter's interrupt: counts every call, and in the
+/// expiry case holds each answer back until its request has expired.
+struct CountingInterrupt {
+    inner: Arc<dyn FrameworkInterrupt>,
+    counts: Arc<InterruptCounts>,
+    late_answers: Option<ManualClock>,
+}
+
+#[async_trait::async_trait]
+impl FrameworkInterrupt for CountingInterrupt {
+    fn framework(&self) -> &str {
+        self.inner.framework()
+    }
+
+    fn carries_approved_arguments(&self) -> bool {
+        self.inner.carries_approved_arguments()
+    }
+
+    async fn interrupt(&self, pending: PendingApproval) -> Result<ApprovalAnswer, InterruptError> {
+        let expires_at = pending.expires_at;
+        let result = self.inner.interrupt(pending).await;
+        let counter = match &result {
+            Ok(_) => &self.counts.answered,
+            Err(InterruptError::Suspended) => &self.counts.suspended,
+            Err(InterruptError::Failed(_)) => &self.counts.failed,
+        };
+        counter.fetch_add(1, Ordering::SeqCst);
+        if let (Ok(_), Some(clock)) = (&result, &self.late_answers) {
+            clock.set(expires_at.plus(Duration::from_secs(1)));
+        }
+        result
+    }
+}
+
+/// The kit's identity provider: [`KIT_PRINCIPAL`], or nobody.
+struct KitIdentity(Option<Principal>);
+
+impl IdentityProvider for KitIdentity {
+    fn principal(&self) -> Option<Principal> {
+        self.0.clone()
+    }
+}
+
+/// What a world is built from.
+pub(crate) struct WorldSpec {
+    /// Holds `kit.db` and `scratch/`.
+    pub(crate) dir: PathBuf,
+    pub(crate) clock_start: Timestamp,
+    pub(crate) principal: bool,
+    pub(crate) reviewer: Reviewer,
+    pub(crate) tool: Tool,
+    pub(crate) late_answers: bool,
+}
+
+/// One built world.
+pub(crate) struct World<I> {
+    pub(crate) session: Session<I>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) counts: Arc<InterruptCounts>,
+    /// The world's clock (the kit moves it one second between calls).
+    pub(crate) clock: ManualClock,
+}
+
+/// The kit's fixed start time: 2030-01-01T00:00:00Z.
+pub(crate) const KIT_EPOCH: Timestamp = Timestamp::from_millis(1_893_456_000_000);
+
+impl<I: FrameworkInterrupt + 'static> World<I> {
+    pub(crate) fn build<A: Adapter<Interrupt = I>>(
+        adapter: &A,
+        policy: &Arc<Policy>,
+        spec: WorldSpec,
+    ) -> Result<World<I>, KitError> {
+        let scratch = spec.dir.join("scratch");
+        std::fs::create_dir_all(&scratch)?;
+        let store: Arc<dyn Store> = Arc::new(
+            SqliteStore::open(spec.dir.join("kit.db"))
+                .map_err(|error| KitError::Io(std::io::Error::other(error.to_string())))?,
+        );
+        let clock = ManualClock::new(spec.clock_start);
+        let setup = Setup {
+            reviewer: spec.reviewer.clone(),
+            scratch: scratch.clone(),
+        };
+        let interrupt = adapter.interrupt(&setup);
+        let counts = Arc::new(InterruptCounts::default());
+        let proxy = CountingInterrupt {
+            inner: Arc::clone(&interrupt) as Arc<dyn FrameworkInterrupt>,
+            counts: Arc::clone(&counts),
+            late_answers: spec.late_answers.then(|| clock.clone()),
+        };
+        let shared_clock: Arc<dyn Clock> = Arc::new(clock.clone());
+        let provider = InterruptApprovalProvider::new(
+            Arc::clone(&store),
+            Arc::new(proxy),
+            Arc::clone(&shared_clock),
+        );
+        let principal = spec.principal.then(|| {
+            // INVARIANT (kit-principal): KIT_PRINCIPAL is a valid principal literal.
+            Principal::new(KIT_PRINCIPAL).expect("KIT_PRINCIPAL is a valid principal")
+        });
+        let control = Control::builder_shared(Arc::clone(policy), Arc::clone(&store))
+            .identity(KitIdentity(principal))
+            .clock(shared_clock)
+            .approval_provider(Arc::new(provider))
+            .build();
+        Ok(World {
+            session: Session {
+                control,
+                interrupt,
+                reviewer: spec.reviewer,
+                tool: spec.tool,
+                scratch,
+            },
+            store,
+            counts,
+            clock,
+        })
+    }
+}
