@@ -7,25 +7,37 @@ use std::sync::Arc;
 use clap::Args;
 use countersign::approval::{self, AnswerDecision};
 use countersign::evidence::{self, Anchor, StoredReceipt};
+use countersign::policy::LoadErrorKind;
 use countersign::store::{self, Store};
 use countersign::{ApprovalId, ApprovalState, Clock, EffectKey, EffectState, Policy, SystemClock};
 
 use crate::render::{self, Table};
 use crate::{Failure, Global};
 
+/// The file of a `sqlite:` store URL, read the way [`store::open_url`] reads it: `sqlite:PATH`,
+/// `sqlite://PATH` or `sqlite:///ABSOLUTE/PATH`, without the `?options`. `None` for other
+/// schemes.
+pub fn sqlite_file(url: &str) -> Option<&str> {
+    let rest = url.strip_prefix("sqlite:")?;
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    Some(rest.split('?').next().unwrap_or(rest))
+}
+
+/// The SQLite file the operator points at, when it does not exist.
+fn missing_store_file(global: &Global) -> Option<String> {
+    let url = global.store_url();
+    let path = sqlite_file(&url)?;
+    (!path.is_empty() && !std::path::Path::new(path).exists()).then(|| path.to_owned())
+}
+
 /// Open the store the operator points at; refuse to create an empty one by accident.
 pub async fn open_existing(global: &Global) -> Result<Arc<dyn Store>, Failure> {
-    let url = global.store_url();
-    if let Some(path) = url.strip_prefix("sqlite:") {
-        let path = path.strip_prefix("//").unwrap_or(path);
-        let path = path.split('?').next().unwrap_or(path);
-        if !std::path::Path::new(path).exists() {
-            return Err(Failure(format!(
-                "no store at `{path}`: nothing has been recorded there yet; point at the agent's store with --store-url or --policy"
-            )));
-        }
+    if let Some(path) = missing_store_file(global) {
+        return Err(Failure(format!(
+            "no store at `{path}`: nothing has been recorded there yet: pass the agent's store with `--store-url sqlite:PATH`, or its policy with `--policy FILE` (the store is `.countersign/countersign.db` beside it); `countersign demo` makes one to try"
+        )));
     }
-    Ok(store::open_url(&url)?)
+    Ok(store::open_url_async(&global.store_url()).await?)
 }
 
 fn write_json(out: &mut dyn Write, value: &impl serde::Serialize) -> Result<(), Failure> {
@@ -75,7 +87,7 @@ pub async fn pending(global: &Global, out: &mut dyn Write) -> Result<ExitCode, F
 pub struct AnswerArgs {
     /// The approval request (`apr_…`, from `countersign pending`).
     id: String,
-    /// Who is answering. Default: `human:$USER`.
+    /// Who is answering [default: `human:$USER`]
     #[arg(long = "as", value_name = "WHO", env = "COUNTERSIGN_APPROVER")]
     approver: Option<String>,
     /// A note kept with the answer (shown to the agent as data).
@@ -85,10 +97,15 @@ pub struct AnswerArgs {
 
 fn approver(given: &Option<String>) -> Result<String, Failure> {
     match given {
-        Some(who) if !who.trim().is_empty() => Ok(who.clone()),
-        _ => match std::env::var("USER").or_else(|_| std::env::var("USERNAME")) {
+        Some(who) if !who.trim().is_empty() => Ok(who.trim().to_owned()),
+        Some(_) => Err(Failure(
+            "`--as` is empty: say who is answering, for example `--as human:alice`".to_owned(),
+        )),
+        None => match std::env::var("USER").or_else(|_| std::env::var("USERNAME")) {
             Ok(user) if !user.trim().is_empty() => Ok(format!("human:{user}")),
-            _ => Err(Failure("say who is answering with `--as NAME`".to_owned())),
+            _ => Err(Failure(
+                "nobody to record as the answerer: `USER` is not set: say who is answering, for example `--as human:alice`".to_owned(),
+            )),
         },
     }
 }
@@ -154,7 +171,7 @@ pub struct ResolveArgs {
     /// The effect definitely did not happen: a retry may run it.
     #[arg(long)]
     failed: bool,
-    /// Who is resolving. Default: `human:$USER`.
+    /// Who is resolving [default: `human:$USER`]
     #[arg(long = "as", value_name = "WHO", env = "COUNTERSIGN_APPROVER")]
     resolver: Option<String>,
     /// How you found out (kept in the receipt).
@@ -168,7 +185,12 @@ pub async fn resolve(
     args: &ResolveArgs,
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
-    let key = EffectKey::new(args.key.clone())?;
+    let key = EffectKey::new(args.key.clone()).map_err(|error| {
+        Failure(format!(
+            "`{}` is not an effect key ({error}): list them with `countersign effects --state ambiguous`",
+            args.key.escape_debug()
+        ))
+    })?;
     let who = approver(&args.resolver)?;
     let store = open_existing(global).await?;
     let to = if args.committed {
@@ -202,8 +224,8 @@ pub async fn resolve(
 #[derive(Debug, Args)]
 pub struct ReceiptsArgs {
     /// Show the newest N receipts.
-    #[arg(long, value_name = "N", default_value_t = 20)]
-    last: usize,
+    #[arg(long, value_name = "N", default_value_t = 20, value_parser = clap::value_parser!(u64).range(1..))]
+    last: u64,
     /// Verify the whole chain instead of listing receipts.
     #[arg(long)]
     verify: bool,
@@ -242,8 +264,9 @@ pub async fn receipts(
         return Ok(ExitCode::SUCCESS);
     }
     let head = store.chain_head().await?.map_or(0, |head| head.seq);
-    let after = head.saturating_sub(args.last as u64);
-    let stored = store.receipts(after, args.last).await?;
+    let after = head.saturating_sub(args.last);
+    let limit = usize::try_from(args.last).unwrap_or(usize::MAX);
+    let stored = store.receipts(after, limit).await?;
     let receipts = parse_all(&stored)?;
     if global.json {
         write_json(out, &receipts)?;
@@ -276,28 +299,39 @@ pub async fn verify_chain(
     json: bool,
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
-    let anchor = match anchor_file {
-        Some(path) => {
-            let text = std::fs::read_to_string(path).map_err(|error| {
-                Failure(format!("cannot read anchor `{}`: {error}", path.display()))
-            })?;
-            Some(serde_json::from_str::<Anchor>(&text).map_err(|error| {
-                Failure(format!("`{}` is not an anchor ({error}): export one with `countersign receipts --export-anchor`", path.display()))
-            })?)
-        }
-        None => None,
-    };
+    let anchor = read_anchor(anchor_file)?;
     let report = evidence::verify_store(store, anchor.as_ref()).await?;
     if json {
         write_json(out, &report)?;
     } else {
         render::verify_report(&report, out)?;
     }
-    Ok(if report.is_intact() {
+    Ok(exit_for(&report))
+}
+
+/// Exit status 0 for an intact chain (that reaches its anchor, if one was given), else 1.
+fn exit_for(report: &evidence::VerifyReport) -> ExitCode {
+    if report.is_intact() {
         ExitCode::SUCCESS
     } else {
         ExitCode::FAILURE
-    })
+    }
+}
+
+/// The anchor in `anchor_file`, if one was given.
+fn read_anchor(anchor_file: Option<&std::path::Path>) -> Result<Option<Anchor>, Failure> {
+    let Some(path) = anchor_file else {
+        return Ok(None);
+    };
+    let text = std::fs::read_to_string(path)
+        .map_err(|error| Failure(format!("cannot read anchor `{}`: {error}", path.display())))?;
+    let anchor = serde_json::from_str::<Anchor>(&text).map_err(|error| {
+        Failure(format!(
+            "`{}` is not an anchor ({error}): export one with `countersign receipts --export-anchor`",
+            path.display()
+        ))
+    })?;
+    Ok(Some(anchor))
 }
 
 /// Arguments of `effects`.
@@ -397,10 +431,19 @@ pub async fn inspect(
         )));
     }
     if global.json {
-        write_json(
-            out,
-            &serde_json::json!({"approval": approval, "effect": effect, "receipts": receipts}),
-        )?;
+        /// What `inspect --json` prints.
+        #[derive(serde::Serialize)]
+        struct Inspection<'a> {
+            approval: Option<&'a countersign::ApprovalRecord>,
+            effect: Option<&'a countersign::EffectRecord>,
+            receipts: &'a [countersign::Receipt],
+        }
+        let inspection = Inspection {
+            approval: approval.as_ref(),
+            effect: effect.as_ref(),
+            receipts: &receipts,
+        };
+        write_json(out, &inspection)?;
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(record) = &approval {
@@ -445,19 +488,37 @@ pub async fn inspect(
 /// Arguments of `verify`.
 #[derive(Debug, Args)]
 pub struct VerifyArgs {
-    /// Also check the log still reaches this anchor.
+    /// Also check the log still reaches this anchor (a JSON file from `countersign receipts
+    /// --export-anchor`), which detects deleted newest receipts.
     #[arg(long, value_name = "FILE")]
     anchor: Option<std::path::PathBuf>,
 }
 
 /// `countersign verify`: the policy loads, and the chain is intact.
+///
+/// With the default store and no store file yet (a policy checked before the agent first ran),
+/// only the policy is checked, and the output says so. A store named with `--store-url` must
+/// exist.
 pub async fn verify(
     global: &Global,
     args: &VerifyArgs,
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
     let path = global.policy_path();
-    let policy = Policy::load(&path)?;
+    let policy = Policy::load(&path).map_err(|error| match &error.kind {
+        LoadErrorKind::Io { kind, .. } if *kind == std::io::ErrorKind::NotFound => {
+            Failure(format!(
+                "no policy file at `{}`: pass one with `--policy FILE`",
+                path.display()
+            ))
+        }
+        _ => Failure(error.to_string()),
+    })?;
+    let policy_summary = serde_json::json!({
+        "file": path.display().to_string(),
+        "hash": policy.hash(),
+        "mode": policy.mode().as_str(),
+    });
     if !global.json {
         writeln!(
             out,
@@ -467,6 +528,36 @@ pub async fn verify(
             policy.mode().as_str()
         )?;
     }
+    if global.store_url.is_none()
+        && let Some(store_file) = missing_store_file(global)
+    {
+        if args.anchor.is_some() {
+            return Err(Failure(format!(
+                "no store at `{store_file}` to check the anchor against: pass the agent's store with `--store-url sqlite:PATH`"
+            )));
+        }
+        if global.json {
+            write_json(
+                out,
+                &serde_json::json!({"policy": policy_summary, "store": null, "chain": null}),
+            )?;
+        } else {
+            writeln!(
+                out,
+                "no store at `{store_file}` yet: only the policy was checked; pass the agent's store with `--store-url sqlite:PATH` to verify its receipts"
+            )?;
+        }
+        return Ok(ExitCode::SUCCESS);
+    }
     let store = open_existing(global).await?;
-    verify_chain(store.as_ref(), args.anchor.as_deref(), global.json, out).await
+    if !global.json {
+        return verify_chain(store.as_ref(), args.anchor.as_deref(), false, out).await;
+    }
+    let anchor = read_anchor(args.anchor.as_deref())?;
+    let report = evidence::verify_store(store.as_ref(), anchor.as_ref()).await?;
+    write_json(
+        out,
+        &serde_json::json!({"policy": policy_summary, "store": global.store_url(), "chain": report}),
+    )?;
+    Ok(exit_for(&report))
 }

@@ -105,15 +105,39 @@ fn prepare_policy(global: &Global) -> Result<PathBuf, Failure> {
     if example.exists() {
         return Ok(example);
     }
-    // Outside a checkout: write the example beside a scratch store.
-    let folder = std::env::temp_dir().join("countersign-demo");
-    std::fs::create_dir_all(&folder)?;
+    // Outside a checkout: write the example to a new private folder of its own (never a
+    // shared, guessable one: another user's or another run's demo may be there), beside the
+    // scratch store. It is kept so the operator can look around afterwards.
+    let folder = tempfile::Builder::new()
+        .prefix("countersign-demo-")
+        .tempdir()
+        .map_err(|error| {
+            Failure(format!(
+                "cannot make a folder for the demo in `{}`: {error}: pass `--policy {EXAMPLE_POLICY_PATH}` from a checkout, or set `TMPDIR` to a writable folder",
+                std::env::temp_dir().display()
+            ))
+        })?
+        .keep();
     let path = folder.join("countersign.yaml");
-    std::fs::write(&path, EXAMPLE_POLICY)?;
+    std::fs::write(&path, EXAMPLE_POLICY).map_err(|error| {
+        Failure(format!(
+            "cannot write the example policy to `{}`: {error}",
+            path.display()
+        ))
+    })?;
     Ok(path)
 }
 
-fn fresh_store(path: &Path) -> Result<SqliteStore, Failure> {
+/// A new SQLite store at `path`. The demo's own default file is replaced; a file named with
+/// `--store-url` (or `COUNTERSIGN_STORE_URL`, which may point at the agent's real store) is
+/// never deleted.
+fn fresh_store(path: &Path, named_by_operator: bool) -> Result<SqliteStore, Failure> {
+    if named_by_operator && path.exists() {
+        return Err(Failure(format!(
+            "`{}` already exists and the demo needs a fresh store: pass `--store-url sqlite:NEW_PATH` (check `COUNTERSIGN_STORE_URL` too), or leave `--store-url` out",
+            path.display()
+        )));
+    }
     for suffix in ["", "-wal", "-shm"] {
         let file = PathBuf::from(format!("{}{suffix}", path.display()));
         match std::fs::remove_file(&file) {
@@ -136,22 +160,30 @@ pub async fn run(
     args: &DemoArgs,
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
+    if global.json {
+        return Err(Failure(
+            "the demo prints a walk-through for people, not JSON: leave out `--json`".to_owned(),
+        ));
+    }
     let policy_path = prepare_policy(global)?;
     let policy = Policy::load(&policy_path)?;
     let store_path = match &global.store_url {
-        Some(url) => PathBuf::from(url.strip_prefix("sqlite:").ok_or_else(|| {
-            Failure(
-                "the demo runs on a SQLite file: pass `--store-url sqlite:PATH` or leave it out"
-                    .to_owned(),
-            )
-        })?),
+        Some(url) => PathBuf::from(
+            crate::commands::sqlite_file(url)
+                .filter(|path| !path.is_empty())
+                .ok_or_else(|| {
+                    Failure(format!(
+                        "the demo runs on a SQLite file, not `{url}`: pass `--store-url sqlite:PATH` or leave it out"
+                    ))
+                })?,
+        ),
         None => policy_path
             .parent()
             .unwrap_or(Path::new("."))
             .join(".countersign")
             .join("demo.db"),
     };
-    let store: Arc<dyn Store> = Arc::new(fresh_store(&store_path)?);
+    let store: Arc<dyn Store> = Arc::new(fresh_store(&store_path, global.store_url.is_some())?);
     let control = Control::builder_shared(Arc::new(policy), Arc::clone(&store))
         .identity(StaticIdentity::new(Principal::new("agent:support-bot")?))
         .build();
@@ -190,8 +222,13 @@ pub async fn run(
     let request_id = match result {
         Err(ControlError::ApprovalRequired { request_id, .. }) => request_id,
         other => {
+            let got = match other {
+                Ok(value) => format!("it ran ({value})"),
+                Err(error) => error.to_string(),
+            };
             return Err(Failure(format!(
-                "the demo expected an approval request, got {other:?}"
+                "the demo needs a policy under which a refund of 75000 waits for a human, like `{EXAMPLE_POLICY_PATH}`, but `{}` gave: {got}",
+                policy_path.display()
             )));
         }
     };

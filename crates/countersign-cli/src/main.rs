@@ -7,6 +7,7 @@
 
 mod commands;
 mod demo;
+mod gateway;
 mod render;
 
 use std::path::{Path, PathBuf};
@@ -14,10 +15,16 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-/// Countersign: policy, single-use approvals, at-most-once effects and hash-chained receipts
-/// for AI agents' tool calls.
+/// Countersign, the operator's side: answer an AI agent's approval requests, settle ambiguous
+/// effects, and read and verify the hash-chained receipts its actions leave behind.
 #[derive(Debug, Parser)]
-#[command(name = "countersign", version, about, long_about = None, propagate_version = true)]
+#[command(
+    name = "countersign",
+    version,
+    long_about = None,
+    propagate_version = true,
+    after_help = "New here? `countersign demo` walks through every guarantee on a scratch store."
+)]
 pub struct Cli {
     #[command(flatten)]
     global: Global,
@@ -25,20 +32,34 @@ pub struct Cli {
     command: Command,
 }
 
+/// The help heading of the options every command takes.
+const GLOBAL_OPTIONS: &str = "Global options";
+
 /// Options every command takes.
 #[derive(Debug, Args)]
 pub struct Global {
-    /// The policy file (countersign.policy/v1 YAML). The default store lives beside it, in
-    /// `.countersign/countersign.db`.
-    /// Default: `countersign.yaml` in the current folder (for `demo`: the example policy).
-    #[arg(long, global = true, env = "COUNTERSIGN_POLICY", value_name = "FILE")]
+    /// The policy file (countersign.policy/v1 YAML) [default: `countersign.yaml`; for `demo`,
+    /// the example policy]
+    #[arg(
+        long,
+        global = true,
+        env = "COUNTERSIGN_POLICY",
+        value_name = "FILE",
+        help_heading = GLOBAL_OPTIONS
+    )]
     policy: Option<PathBuf>,
-    /// Where approvals, effects and receipts are kept: `sqlite:PATH` or `memory:`.
-    /// Default: `sqlite:` + the `.countersign/countersign.db` file beside the policy.
-    #[arg(long, global = true, env = "COUNTERSIGN_STORE_URL", value_name = "URL")]
+    /// Where approvals, effects and receipts are kept: `sqlite:PATH` or `memory:` [default:
+    /// `sqlite:` and `.countersign/countersign.db` in the policy's folder]
+    #[arg(
+        long,
+        global = true,
+        env = "COUNTERSIGN_STORE_URL",
+        value_name = "URL",
+        help_heading = GLOBAL_OPTIONS
+    )]
     store_url: Option<String>,
     /// Print machine-readable JSON instead of text.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = GLOBAL_OPTIONS)]
     json: bool,
 }
 
@@ -64,6 +85,9 @@ enum Command {
     Inspect(commands::InspectArgs),
     /// Check that the policy loads and the receipt chain is intact.
     Verify(commands::VerifyArgs),
+    /// Put Countersign in front of an MCP tool server: `countersign gateway --alias NAME
+    /// --principal WHO -- UPSTREAM COMMAND…`, or `--upstream-url URL` for an HTTP upstream.
+    Gateway(gateway::GatewayArgs),
 }
 
 /// A failure to report: one line, then exit status 1.
@@ -77,6 +101,22 @@ impl<E: std::fmt::Display> From<E> for Failure {
 }
 
 fn main() -> ExitCode {
+    // A panic is a bug of ours: say so in one line, never with a backtrace hint.
+    std::panic::set_hook(Box::new(|info| {
+        let payload = info
+            .payload()
+            .downcast_ref::<&str>()
+            .map(|text| (*text).to_owned())
+            .or_else(|| info.payload().downcast_ref::<String>().cloned())
+            .unwrap_or_default();
+        let place = info
+            .location()
+            .map(|location| format!(" ({}:{})", location.file(), location.line()))
+            .unwrap_or_default();
+        eprintln!(
+            "error: internal error, please report it at https://github.com/countersign/countersign/issues: {payload}{place}"
+        );
+    }));
     let cli = Cli::parse();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -88,13 +128,51 @@ fn main() -> ExitCode {
             return ExitCode::FAILURE;
         }
     };
-    let mut stdout = std::io::stdout().lock();
+    let mut stdout = ClosablePipe {
+        inner: std::io::stdout().lock(),
+        closed: false,
+    };
     let result = runtime.block_on(run(cli, &mut stdout));
     match result {
         Ok(code) => code,
         Err(Failure(message)) => {
             eprintln!("error: {message}");
             ExitCode::FAILURE
+        }
+    }
+}
+
+/// Standard output that takes a closed pipe (`countersign receipts | head -3`) as the reader
+/// having read enough: the rest of the output is dropped instead of failing the command.
+struct ClosablePipe<W> {
+    inner: W,
+    closed: bool,
+}
+
+impl<W: std::io::Write> std::io::Write for ClosablePipe<W> {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        if self.closed {
+            return Ok(buf.len());
+        }
+        match self.inner.write(buf) {
+            Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(buf.len())
+            }
+            other => other,
+        }
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        if self.closed {
+            return Ok(());
+        }
+        match self.inner.flush() {
+            Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => {
+                self.closed = true;
+                Ok(())
+            }
+            other => other,
         }
     }
 }
@@ -112,6 +190,7 @@ pub async fn run(cli: Cli, out: &mut dyn std::io::Write) -> Result<ExitCode, Fai
         Command::Effects(args) => commands::effects(global, &args, out).await,
         Command::Inspect(args) => commands::inspect(global, &args, out).await,
         Command::Verify(args) => commands::verify(global, &args, out).await,
+        Command::Gateway(args) => gateway::run(global, &args, out).await,
     }
 }
 

@@ -1,0 +1,185 @@
+//! `countersign gateway`: Countersign in front of an MCP tool server.
+
+use std::io::Write;
+use std::os::fd::AsFd;
+use std::process::ExitCode;
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use countersign::{Policy, Principal, store};
+use countersign_gateway::{
+    Gateway, GatewayConfig, HeaderPrincipal, HttpFrontConfig, PrincipalSource, Upstream,
+};
+
+use crate::{Failure, Global};
+
+/// Arguments of `gateway`.
+#[derive(Debug, Args)]
+pub struct GatewayArgs {
+    /// The upstream's name in action names: its tools become `mcp.<ALIAS>.<tool>`.
+    #[arg(long, value_name = "NAME")]
+    alias: String,
+    /// The principal every call is made as (for example `agent:claude-desktop`).
+    #[arg(long, value_name = "PRINCIPAL", conflicts_with = "principal_header")]
+    principal: Option<String>,
+    /// Serve MCP over Streamable HTTP at `http://ADDR/mcp` instead of stdio (for example
+    /// `127.0.0.1:8931`; port 0 picks a free port, printed on stderr). Loopback only unless
+    /// --listen-public.
+    #[arg(long, value_name = "ADDR")]
+    listen: Option<std::net::SocketAddr>,
+    /// Allow --listen on an address that is not loopback (requires --principal-header).
+    #[arg(long, requires = "listen")]
+    listen_public: bool,
+    /// A browser origin allowed to call the HTTP front (repeatable; exact match, for example
+    /// `http://localhost:5173`). Requests with any other Origin get 403.
+    #[arg(long, value_name = "ORIGIN", requires = "listen")]
+    allow_origin: Vec<String>,
+    /// Take each HTTP session's principal from this header, set by an authenticating proxy,
+    /// trusted only with `Authorization: Bearer <secret>` (see --principal-header-secret-file).
+    #[arg(
+        long,
+        value_name = "HEADER",
+        requires_all = ["listen", "principal_header_secret_file"]
+    )]
+    principal_header: Option<String>,
+    /// A file holding the shared secret (at least 32 bytes) the proxy presents as a bearer
+    /// token. Kept in a file so that it never shows in the process list.
+    #[arg(long, value_name = "PATH", requires = "principal_header")]
+    principal_header_secret_file: Option<std::path::PathBuf>,
+    /// The most live HTTP sessions, each with its own upstream connection.
+    #[arg(long, value_name = "N", default_value_t = countersign_gateway::DEFAULT_MAX_SESSIONS, requires = "listen")]
+    max_sessions: usize,
+    /// How long the upstream has to answer a tools/call (then: ambiguous, cancelled, never
+    /// re-sent).
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = humantime::parse_duration)]
+    call_timeout: Duration,
+    /// When approval is needed, wait this long for `countersign approve` before answering.
+    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    approval_wait: Option<Duration>,
+    /// List every upstream tool, also those the policy can never permit.
+    #[arg(long)]
+    show_all_tools: bool,
+    /// Never ask for approvals inline through the client's elicitation support.
+    #[arg(long)]
+    no_elicitation: bool,
+    /// The largest message accepted, in bytes.
+    #[arg(long, value_name = "BYTES", default_value_t = countersign_gateway::DEFAULT_MAX_MESSAGE_BYTES)]
+    max_message_bytes: usize,
+    /// The upstream MCP server's Streamable HTTP endpoint.
+    #[arg(
+        long,
+        value_name = "URL",
+        conflicts_with = "command",
+        required_unless_present = "command"
+    )]
+    upstream_url: Option<String>,
+    /// The upstream MCP server's command, after `--`.
+    #[arg(last = true, value_name = "UPSTREAM COMMAND")]
+    command: Vec<String>,
+}
+
+/// `countersign gateway`.
+pub async fn run(
+    global: &Global,
+    args: &GatewayArgs,
+    _out: &mut dyn Write,
+) -> Result<ExitCode, Failure> {
+    let policy_path = global.policy_path();
+    let policy = Policy::load(&policy_path)?;
+    let url = global.store_url();
+    if let Some(path) = url.strip_prefix("sqlite:") {
+        let path = path.strip_prefix("//").unwrap_or(path);
+        let path = path.split('?').next().unwrap_or(path);
+        if let Some(folder) = std::path::Path::new(path).parent()
+            && !folder.as_os_str().is_empty()
+        {
+            std::fs::create_dir_all(folder).map_err(|error| {
+                Failure(format!(
+                    "cannot create the store folder `{}`: {error}",
+                    folder.display()
+                ))
+            })?;
+        }
+    }
+    let store = store::open_url(&url)?;
+    let principal = match (&args.principal, &args.principal_header) {
+        (Some(name), _) => PrincipalSource::Fixed(Principal::new(name)?),
+        (None, Some(header)) => {
+            let path = args
+                .principal_header_secret_file
+                .as_deref()
+                .ok_or_else(|| {
+                    Failure(
+                        "--principal-header needs --principal-header-secret-file PATH".to_owned(),
+                    )
+                })?;
+            let secret = std::fs::read_to_string(path).map_err(|error| {
+                Failure(format!(
+                    "cannot read the shared secret `{}`: {error}",
+                    path.display()
+                ))
+            })?;
+            PrincipalSource::Header(HeaderPrincipal::new(header, secret.trim())?)
+        }
+        (None, None) => {
+            return Err(Failure(
+                "no principal: pass --principal NAME (or, with --listen, --principal-header): no principal, no call".to_owned(),
+            ));
+        }
+    };
+    let mut config = GatewayConfig::new(args.alias.clone(), principal);
+    config.call_timeout = args.call_timeout;
+    config.approval_wait = args.approval_wait;
+    config.hide_unpermitted_tools = !args.show_all_tools;
+    config.elicitation = !args.no_elicitation;
+    config.max_message_bytes = args.max_message_bytes;
+    let upstream = match (&args.upstream_url, args.command.split_first()) {
+        (Some(url), _) => Upstream::Url(url.clone()),
+        (None, Some((program, rest))) => Upstream::Command {
+            program: program.clone(),
+            args: rest.to_vec(),
+        },
+        (None, None) => {
+            return Err(Failure(
+                "no upstream: give its command after `--`, or --upstream-url URL".to_owned(),
+            ));
+        }
+    };
+    let gateway = Gateway::new(config, Arc::new(policy), store)?;
+    if let Some(address) = args.listen {
+        let front = HttpFrontConfig {
+            public: args.listen_public,
+            allowed_origins: args.allow_origin.clone(),
+            max_sessions: args.max_sessions,
+        };
+        if !front.public && !address.ip().is_loopback() {
+            return Err(countersign_gateway::GatewayError::PublicListen(address).into());
+        }
+        let listener = tokio::net::TcpListener::bind(address)
+            .await
+            .map_err(|error| Failure(format!("cannot listen on `{address}`: {error}")))?;
+        let bound = listener
+            .local_addr()
+            .map_err(|error| Failure(format!("cannot listen on `{address}`: {error}")))?;
+        eprintln!(
+            "countersign gateway: listening on http://{bound}{}",
+            countersign_gateway::HTTP_PATH
+        );
+        gateway
+            .serve_http(listener, front, upstream.reconnecting()?)
+            .await?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    // The command line holds the standard output lock while a command runs; write the
+    // protocol through a duplicate of the descriptor instead of `std::io::stdout()`.
+    let stdout = std::io::stdout()
+        .as_fd()
+        .try_clone_to_owned()
+        .map_err(|error| Failure(format!("cannot use standard output: {error}")))?;
+    let stdout = tokio::fs::File::from_std(std::fs::File::from(stdout));
+    gateway
+        .serve_io(tokio::io::stdin(), stdout, upstream)
+        .await?;
+    Ok(ExitCode::SUCCESS)
+}

@@ -1,0 +1,22 @@
+//! Integration tests of the `countersign` binary: each test runs the real executable against a
+//! fresh temporary folder (its own working directory, `TMPDIR` and SQLite store).
+//!
+//! One test binary, with submodules, so linking happens once.
+
+#[path = "cli/support.rs"]
+mod support;
+
+#[path = "cli/bad_input.rs"]
+mod bad_input;
+#[path = "cli/chain.rs"]
+mod chain;
+#[path = "cli/demo.rs"]
+mod demo;
+#[path = "cli/help.rs"]
+mod help;
+#[path = "cli/listings.rs"]
+mod listings;
+#[path = "cli/policy_errors.rs"]
+mod policy_errors;
+#[path = "cli/round_trip.rs"]
+mod round_trip;

@@ -1,0 +1,194 @@
+//! Bad input: one clear line, exit status 1 (2 for usage errors), and nothing written.
+
+use crate::support::{Sandbox, StoreFiles};
+
+/// An id of the right shape that no request has.
+const UNKNOWN_ID: &str = "apr_aaaaaaaaaaaaaaaaaaaa";
+
+/// Run `args` on a store filled by the demo; check the run fails with `expected` and leaves the
+/// store's files byte for byte as they were.
+fn check_refused(sandbox: &Sandbox, args: &[&str], expected: &str) {
+    let before = StoreFiles::read(&sandbox.store_path());
+    assert!(!before.is_absent(), "the test needs a store");
+    let run = sandbox.run(args);
+    assert_eq!(run.one_line_error(), expected);
+    assert_eq!(
+        StoreFiles::read(&sandbox.store_path()),
+        before,
+        "`countersign {}` changed the store",
+        args.join(" ")
+    );
+}
+
+#[test]
+fn refuses_an_unknown_request_id() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    for verb in ["approve", "deny"] {
+        check_refused(
+            &sandbox,
+            &[verb, UNKNOWN_ID, "--as", "human:alice"],
+            "no approval request `apr_aaaaaaaaaaaaaaaaaaaa`: list them with `countersign pending`",
+        );
+    }
+}
+
+#[test]
+fn refuses_a_malformed_request_id() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    check_refused(
+        &sandbox,
+        &["approve", "apr_NOT-AN-ID", "--as", "human:alice"],
+        "`apr_NOT-AN-ID` is not an approval request id: ids look like `apr_` followed by 20 characters; list them with `countersign pending`",
+    );
+}
+
+#[test]
+fn refuses_an_empty_approver() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    check_refused(
+        &sandbox,
+        &["approve", UNKNOWN_ID, "--as", " "],
+        "`--as` is empty: say who is answering, for example `--as human:alice`",
+    );
+}
+
+#[tokio::test]
+async fn a_second_different_answer_is_refused_with_the_stored_one() {
+    let sandbox = Sandbox::new();
+    let agent = sandbox.agent();
+    let id = agent.request_approval("pi_4001", 60_000).await;
+    let first = sandbox.run(&["approve", id.as_str(), "--as", "human:alice"]);
+    assert_eq!(first.status, Some(0), "{first:?}");
+
+    check_refused(
+        &sandbox,
+        &["deny", id.as_str(), "--as", "human:bob"],
+        &format!(
+            "approval `{id}` was already answered: it is `granted` by `human:alice`; the first answer stands"
+        ),
+    );
+
+    // The identical answer again is not an error: it reports the answer that stands.
+    let repeat = sandbox.run(&["approve", id.as_str(), "--as", "human:alice"]);
+    assert_eq!(repeat.status, Some(0), "{repeat:?}");
+    assert_eq!(repeat.stdout, first.stdout);
+}
+
+#[test]
+fn refuses_to_resolve_an_effect_that_is_not_ambiguous() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    check_refused(
+        &sandbox,
+        &["resolve", "refund:pi_1001", "--failed", "--as", "human:ops"],
+        "cannot resolve `refund:pi_1001`: the effect is `committed`, not ambiguous: only an ambiguous effect can be resolved",
+    );
+    check_refused(
+        &sandbox,
+        &[
+            "resolve",
+            "refund:pi_404",
+            "--committed",
+            "--as",
+            "human:ops",
+        ],
+        "cannot resolve `refund:pi_404`: no effect has this key: list effects with `countersign effects`",
+    );
+}
+
+#[test]
+fn a_missing_store_is_never_created() {
+    let sandbox = Sandbox::new();
+    let every_reader_and_writer: [&[&str]; 8] = [
+        &["pending"],
+        &["approve", UNKNOWN_ID, "--as", "human:alice"],
+        &["deny", UNKNOWN_ID, "--as", "human:alice"],
+        &["resolve", "refund:pi_1", "--committed", "--as", "human:ops"],
+        &["receipts"],
+        &["receipts", "--verify"],
+        &["effects"],
+        &["inspect", "refund:pi_1"],
+    ];
+    for args in every_reader_and_writer {
+        let run = sandbox.run(args);
+        assert_eq!(
+            run.one_line_error(),
+            "no store at `./.countersign/countersign.db`: nothing has been recorded there yet: pass the agent's store with `--store-url sqlite:PATH`, or its policy with `--policy FILE` (the store is `.countersign/countersign.db` beside it); `countersign demo` makes one to try",
+            "{args:?}"
+        );
+        assert!(
+            !sandbox.work().join(".countersign").exists(),
+            "`countersign {}` created the store folder",
+            args.join(" ")
+        );
+    }
+    // A store named with --store-url is not created either.
+    let run = sandbox.run(&[
+        "--store-url",
+        "sqlite:elsewhere/agent.db",
+        "approve",
+        UNKNOWN_ID,
+        "--as",
+        "human:alice",
+    ]);
+    assert!(
+        run.one_line_error()
+            .starts_with("no store at `elsewhere/agent.db`: "),
+        "{run:?}"
+    );
+    assert!(!sandbox.work().join("elsewhere").exists());
+    // Nor one named in the `sqlite:///absolute` form.
+    let absolute = sandbox.work().join("absolute.db");
+    let url = format!("sqlite://{}", absolute.display());
+    let run = sandbox.run(&["--store-url", &url, "pending"]);
+    run.one_line_error();
+    assert!(StoreFiles::read(&absolute).is_absent());
+}
+
+#[test]
+fn refuses_an_unknown_store_scheme() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&["--store-url", "redis://localhost/0", "pending"]);
+    assert_eq!(
+        run.one_line_error(),
+        "cannot open store `redis://localhost/0`: unknown store scheme `redis`: use `sqlite:PATH` (the default) or `memory:`"
+    );
+    assert!(StoreFiles::read(&sandbox.store_path()).is_absent());
+}
+
+#[test]
+fn refuses_an_effect_key_that_cannot_exist() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    check_refused(
+        &sandbox,
+        &["resolve", "", "--committed", "--as", "human:ops"],
+        "`` is not an effect key (effect key is empty: the effect template must render to at least one character): list them with `countersign effects --state ambiguous`",
+    );
+}
+
+#[test]
+fn usage_errors_exit_with_status_2_and_write_nothing() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let before = StoreFiles::read(&sandbox.store_path());
+    let usage_errors: [&[&str]; 6] = [
+        &["approve"],
+        &["resolve", "refund:pi_1004"],
+        &["resolve", "refund:pi_1004", "--committed", "--failed"],
+        &["receipts", "--last", "0"],
+        &["effects", "--state", "lost"],
+        &["frobnicate"],
+    ];
+    for args in usage_errors {
+        let run = sandbox.run(args);
+        assert_eq!(run.status, Some(2), "{run:?}");
+        assert_eq!(run.stdout, "", "{run:?}");
+        assert!(run.stderr.starts_with("error: "), "{run:?}");
+        assert!(run.stderr.contains("--help"), "no pointer to help: {run:?}");
+    }
+    assert_eq!(StoreFiles::read(&sandbox.store_path()), before);
+}

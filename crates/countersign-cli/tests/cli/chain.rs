@@ -1,0 +1,124 @@
+//! `receipts --verify` and `verify`: an intact chain passes; an edited receipt is named; deleted
+//! newest receipts are caught with an anchor and, without one, the output says they cannot be.
+
+use crate::support::{Run, Sandbox};
+
+/// Open the sandbox's store behind the kernel's back, as an attacker with file access would.
+fn raw_store(sandbox: &Sandbox) -> rusqlite::Connection {
+    rusqlite::Connection::open(sandbox.store_path()).expect("open the store file directly")
+}
+
+fn snapshot(sandbox: &Sandbox, name: &str, run: &Run) {
+    sandbox
+        .settings()
+        .bind(|| insta::assert_snapshot!(name, run.transcript()));
+}
+
+#[test]
+fn an_intact_chain_verifies_with_the_policy() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let run = sandbox.run(&["verify"]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    snapshot(&sandbox, "verify_intact", &run);
+    let run = sandbox.run(&["verify", "--json"]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(report["chain"]["checked"], 11);
+    assert_eq!(report["chain"]["first_break"], serde_json::Value::Null);
+    assert_eq!(report["policy"]["mode"], "enforce");
+}
+
+#[test]
+fn an_edited_receipt_is_named_as_the_first_break() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let changed = raw_store(&sandbox)
+        .execute(
+            "UPDATE receipts SET body = replace(body, '\"human:alice\"', '\"human:mallory\"') WHERE seq = 3",
+            [],
+        )
+        .expect("edit receipt 3");
+    assert_eq!(changed, 1);
+
+    let run = sandbox.run(&["receipts", "--verify"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(
+        run.stdout
+            .starts_with("chain BROKEN at receipt 3: receipt 3 was altered"),
+        "{run:?}"
+    );
+    snapshot(&sandbox, "receipts_verify_tampered", &run);
+
+    let run = sandbox.run(&["receipts", "--verify", "--json"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(report["first_break"]["seq"], 3);
+    assert_eq!(report["first_break"]["kind"], "hash_mismatch");
+    assert_eq!(report["checked"], 2);
+
+    let run = sandbox.run(&["verify"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(run.stdout.contains("chain BROKEN at receipt 3"), "{run:?}");
+}
+
+#[test]
+fn deleted_newest_receipts_fail_against_an_anchor_and_are_flagged_without_one() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let export = sandbox.run(&["receipts", "--export-anchor"]);
+    assert_eq!(export.status, Some(0), "{export:?}");
+    let anchor: serde_json::Value = serde_json::from_str(&export.stdout).expect("JSON");
+    assert_eq!(anchor["seq"], 11);
+    sandbox.write("anchor.json", &export.stdout);
+
+    let deleted = raw_store(&sandbox)
+        .execute("DELETE FROM receipts WHERE seq > 8", [])
+        .expect("delete the newest receipts");
+    assert_eq!(deleted, 3);
+
+    let run = sandbox.run(&["receipts", "--verify", "--anchor", "anchor.json"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(run.stdout.contains("anchor FAILED"), "{run:?}");
+    snapshot(&sandbox, "receipts_verify_truncated_with_anchor", &run);
+
+    let run = sandbox.run(&["verify", "--anchor", "anchor.json"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+
+    let run = sandbox.run(&["receipts", "--verify"]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("without an anchor, deleting the newest receipts cannot be detected"),
+        "{run:?}"
+    );
+    snapshot(&sandbox, "receipts_verify_truncated_without_anchor", &run);
+}
+
+#[test]
+fn a_file_that_is_not_an_anchor_is_refused() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    sandbox.write("anchor.json", "{\"head\": 3}");
+    let run = sandbox.run(&["receipts", "--verify", "--anchor", "anchor.json"]);
+    let message = run.one_line_error();
+    assert!(
+        message.starts_with("`anchor.json` is not an anchor ("),
+        "{message}"
+    );
+    assert!(
+        message.ends_with("): export one with `countersign receipts --export-anchor`"),
+        "{message}"
+    );
+}
+
+#[test]
+fn an_empty_log_has_no_anchor_to_export() {
+    let sandbox = Sandbox::new();
+    drop(sandbox.agent());
+    let run = sandbox.run(&["receipts", "--export-anchor"]);
+    assert_eq!(
+        run.one_line_error(),
+        "the receipt log is empty: there is nothing to anchor yet"
+    );
+}

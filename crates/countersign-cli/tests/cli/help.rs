@@ -1,0 +1,71 @@
+//! `--help` of the command and of each subcommand, as an operator reads it.
+
+use crate::support::Sandbox;
+
+fn check_help(name: &str, args: &[&str]) {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(args);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    assert_eq!(run.stderr, "", "{run:?}");
+    sandbox
+        .settings()
+        .bind(|| insta::assert_snapshot!(name, run.transcript()));
+}
+
+#[test]
+fn top_level_help_lists_every_command() {
+    check_help("help_top_level", &["--help"]);
+}
+
+#[test]
+fn demo_help() {
+    check_help("help_demo", &["demo", "--help"]);
+}
+
+#[test]
+fn pending_help() {
+    check_help("help_pending", &["pending", "--help"]);
+}
+
+#[test]
+fn approve_help() {
+    check_help("help_approve", &["approve", "--help"]);
+}
+
+#[test]
+fn deny_help() {
+    check_help("help_deny", &["deny", "--help"]);
+}
+
+#[test]
+fn resolve_help() {
+    check_help("help_resolve", &["resolve", "--help"]);
+}
+
+#[test]
+fn receipts_help() {
+    check_help("help_receipts", &["receipts", "--help"]);
+}
+
+#[test]
+fn effects_help() {
+    check_help("help_effects", &["effects", "--help"]);
+}
+
+#[test]
+fn inspect_help() {
+    check_help("help_inspect", &["inspect", "--help"]);
+}
+
+#[test]
+fn verify_help() {
+    check_help("help_verify", &["verify", "--help"]);
+}
+
+#[test]
+fn no_command_is_a_usage_error_that_shows_the_help() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&[]);
+    assert_eq!(run.status, Some(2), "{run:?}");
+    assert!(run.stderr.contains("Usage: countersign"), "{run:?}");
+}

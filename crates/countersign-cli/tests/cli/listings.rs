@@ -1,0 +1,140 @@
+//! What the operator reads: `receipts`, `effects`, `pending` and `inspect`, as text and JSON.
+
+use crate::support::Sandbox;
+
+fn snapshot(sandbox: &Sandbox, name: &str, args: &[&str]) -> crate::support::Run {
+    let run = sandbox.run(args);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    assert_eq!(run.stderr, "", "{run:?}");
+    sandbox
+        .settings()
+        .bind(|| insta::assert_snapshot!(name, run.transcript()));
+    run
+}
+
+fn json(run: &crate::support::Run) -> serde_json::Value {
+    serde_json::from_str(&run.stdout).unwrap_or_else(|error| panic!("not JSON ({error}): {run:?}"))
+}
+
+#[test]
+fn receipts_lists_the_chain_as_text() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    snapshot(&sandbox, "receipts_text", &["receipts"]);
+}
+
+#[test]
+fn receipts_lists_the_newest_as_json() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let run = snapshot(
+        &sandbox,
+        "receipts_json_last_3",
+        &["receipts", "--json", "--last", "3"],
+    );
+    let seqs: Vec<u64> = json(&run)
+        .as_array()
+        .expect("a list of receipts")
+        .iter()
+        .map(|receipt| receipt["seq"].as_u64().expect("a seq"))
+        .collect();
+    assert_eq!(seqs, [9, 10, 11]);
+}
+
+#[test]
+fn receipts_on_an_empty_store_says_so() {
+    let sandbox = Sandbox::new();
+    drop(sandbox.agent());
+    let run = sandbox.run(&["receipts"]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    assert_eq!(run.stdout, "no receipts yet\n");
+}
+
+#[tokio::test]
+async fn effects_lists_every_effect_and_points_at_resolve_for_ambiguous_ones() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let agent = sandbox.agent();
+    agent.refund_losing_the_reply("pi_2001", 100).await;
+    snapshot(&sandbox, "effects_text", &["effects"]);
+    let run = snapshot(
+        &sandbox,
+        "effects_json_ambiguous",
+        &["effects", "--json", "--state", "ambiguous"],
+    );
+    let effects = json(&run);
+    let keys: Vec<&str> = effects
+        .as_array()
+        .expect("a list of effects")
+        .iter()
+        .map(|effect| effect["key"].as_str().expect("a key"))
+        .collect();
+    assert_eq!(keys, ["refund:pi_2001"]);
+}
+
+#[tokio::test]
+async fn pending_lists_waiting_requests_and_how_to_answer_them() {
+    let sandbox = Sandbox::new();
+    let agent = sandbox.agent();
+    agent.request_approval("pi_3001", 60_000).await;
+    agent.request_approval("pi_3002", 70_000).await;
+    let run = snapshot(&sandbox, "pending_text", &["pending"]);
+    assert_eq!(run.stdout.matches("apr_").count(), 2, "{run:?}");
+    let run = snapshot(&sandbox, "pending_json", &["pending", "--json"]);
+    assert_eq!(json(&run).as_array().expect("a list").len(), 2);
+}
+
+#[test]
+fn pending_with_nothing_waiting_says_so() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let run = sandbox.run(&["pending"]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    assert_eq!(run.stdout, "no approval requests are waiting\n");
+    let run = sandbox.run(&["pending", "--json"]);
+    assert_eq!(run.stdout, "[]\n");
+}
+
+#[test]
+fn inspect_shows_an_effect_and_its_receipts() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    snapshot(
+        &sandbox,
+        "inspect_effect_text",
+        &["inspect", "refund:pi_1004"],
+    );
+    let run = snapshot(
+        &sandbox,
+        "inspect_effect_json",
+        &["inspect", "refund:pi_1004", "--json"],
+    );
+    let value = json(&run);
+    assert_eq!(value["effect"]["state"], "committed");
+    assert_eq!(value["receipts"].as_array().expect("receipts").len(), 4);
+}
+
+#[test]
+fn inspect_shows_an_approval_by_its_id() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let receipts = sandbox.run(&["receipts", "--json"]);
+    let id = json(&receipts)
+        .as_array()
+        .expect("receipts")
+        .iter()
+        .find_map(|receipt| receipt["approval_id"].as_str().map(str::to_owned))
+        .expect("the demo answered an approval");
+    snapshot(&sandbox, "inspect_approval_text", &["inspect", &id]);
+}
+
+#[test]
+fn inspect_of_an_unknown_id_says_what_it_accepts() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let run = sandbox.run(&["inspect", "refund:pi_404"]);
+    assert_eq!(
+        run.one_line_error(),
+        "nothing is recorded for `refund:pi_404`: give an approval id (apr_…), an attempt id (att_…), an effect key or an action hash"
+    );
+}

@@ -1,0 +1,12 @@
+//! End-to-end tests of `countersign gateway` with real third-party parts: the npm package
+//! `@modelcontextprotocol/server-filesystem` as the upstream, driven by the rmcp client and by
+//! the official Python `mcp` client.
+//!
+//! Setup (once per machine, reused): `npm ci` in `crates/countersign-gateway/tests/node/`
+//! (lock file committed), and a venv with the pinned `mcp` package under the target dir.
+
+mod gateway {
+    pub mod filesystem;
+    pub mod python_client;
+    pub mod support;
+}

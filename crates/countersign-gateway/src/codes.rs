@@ -1,0 +1,182 @@
+//! The gateway's JSON-RPC error codes and the structured data of every refusal.
+//!
+//! Codes are stable: a client may branch on them. They sit in JSON-RPC's range for
+//! implementation-defined server errors (-32000 to -32099), apart from the codes MCP itself
+//! uses. The table, with what each means for a retry, is in the crate README.
+//!
+//! | code | reason codes | did the call run? | may the identical call be sent again? |
+//! |---|---|---|---|
+//! | -32090 | `approval_required` | no | yes, after a human approves |
+//! | -32091 | `approval_denied` | no | no: a human said no |
+//! | -32092 | `expired` | no | yes: a new approval is requested |
+//! | -32093 | `mismatch`, `consumed`, `unknown_request`, `policy_changed`, `interrupt_failed` | no | see `data.may_retry` |
+//! | -32094 | `denied`, `unknown_action`, `no_matching_rule` | no | no |
+//! | -32095 | `duplicate`, `in_progress` | no (this attempt) | no |
+//! | -32096 | `ambiguous` | no (an earlier attempt may have) | no, until resolved |
+//! | -32097 | `outcome_unknown` | maybe | no, until resolved |
+//! | -32098 | `not_executed` | no | yes |
+//! | -32099 | `no_principal`, `invalid_arguments`, `bad_template`, store and internal errors | no, unless `data.did_run` says `maybe` | see `data.may_retry` |
+
+use countersign::{ControlError, DidRun};
+use serde_json::{Map, Value, json};
+
+/// A human must approve first: `countersign approve <request_id>`, then send the identical call.
+pub const APPROVAL_REQUIRED: i64 = -32090;
+/// A human rejected this exact action.
+pub const APPROVAL_DENIED: i64 = -32091;
+/// The approval request expired; sending the call again requests a new one.
+pub const APPROVAL_EXPIRED: i64 = -32092;
+/// The presented or found approval cannot authorize this call (mismatch, used, void, unknown).
+pub const APPROVAL_INVALID: i64 = -32093;
+/// Policy denies the action.
+pub const POLICY_DENIED: i64 = -32094;
+/// The effect already happened, or another attempt holds it.
+pub const DUPLICATE_EFFECT: i64 = -32095;
+/// An earlier attempt on this effect has an unknown outcome; retries are refused until resolved.
+pub const AMBIGUOUS_EFFECT: i64 = -32096;
+/// This attempt was sent upstream and its outcome is unknown.
+pub const OUTCOME_UNKNOWN: i64 = -32097;
+/// The upstream definitely did not execute the call; the identical call may be sent again.
+pub const NOT_EXECUTED: i64 = -32098;
+/// The gateway refused the call for another reason (no principal, bad arguments, store).
+pub const REFUSED: i64 = -32099;
+
+/// JSON-RPC's own codes the gateway answers with.
+pub const PARSE_ERROR: i64 = -32700;
+/// JSON-RPC invalid request (also: batches, which the gateway refuses).
+pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC invalid params.
+pub const INVALID_PARAMS: i64 = -32602;
+/// JSON-RPC internal error (used when the upstream connection is gone).
+pub const INTERNAL_ERROR: i64 = -32603;
+
+/// The gateway's code for a kernel refusal with `reason` code `reason`.
+pub fn code_for(reason: &str) -> i64 {
+    match reason {
+        "approval_required" => APPROVAL_REQUIRED,
+        "approval_denied" => APPROVAL_DENIED,
+        "expired" => APPROVAL_EXPIRED,
+        "mismatch" | "consumed" | "unknown_request" | "policy_changed" | "interrupt_failed" => {
+            APPROVAL_INVALID
+        }
+        "denied" | "unknown_action" | "no_matching_rule" => POLICY_DENIED,
+        "duplicate" | "in_progress" => DUPLICATE_EFFECT,
+        "ambiguous" => AMBIGUOUS_EFFECT,
+        "outcome_unknown" => OUTCOME_UNKNOWN,
+        "not_executed" => NOT_EXECUTED,
+        _ => REFUSED,
+    }
+}
+
+/// The model-facing sentence for a refusal: for a rejected or expired approval, one that says
+/// plainly the tool did not run and what to do (so it never reads like the tool failing);
+/// otherwise the kernel's own sentence, which starts with "not executed" or "outcome unknown".
+pub fn message(error: &ControlError, action: &str) -> String {
+    match error {
+        ControlError::ApprovalDenied {
+            request_id,
+            approver,
+            note,
+        } => format!(
+            "the tool did not run: a person (`{approver}`) rejected this exact call to `{action}` (approval `{request_id}`){}: do not send it again; ask the user how to proceed",
+            note.as_deref()
+                .map(|note| format!(", saying: {note}"))
+                .unwrap_or_default()
+        ),
+        ControlError::ApprovalExpired {
+            request_id,
+            expires_at,
+        } => format!(
+            "the tool did not run: nobody answered approval `{request_id}` for `{action}` before it expired at {expires_at}: send the identical call again to ask for a new approval"
+        ),
+        _ => error.to_string(),
+    }
+}
+
+/// The JSON-RPC `error` object for a kernel refusal of the action `action`.
+///
+/// `message` is [`message`]'s sentence. `data` always has `countersign: true`, `reason`, `action`, `did_run`
+/// (`no`|`maybe`) and `may_retry`; plus, when known, `action_hash`, `request_id`,
+/// `expires_at` (UTC, RFC 3339), `effect_key`, and `upstream` (the raw upstream reply kept as
+/// evidence).
+pub fn refusal(error: &ControlError, action: &str, upstream: Option<&Value>) -> Value {
+    let mut data = Map::new();
+    data.insert("countersign".into(), json!(true));
+    data.insert("reason".into(), json!(error.reason()));
+    data.insert("action".into(), json!(action));
+    let did_run = match error.did_run() {
+        DidRun::No => "no",
+        DidRun::Maybe => "maybe",
+    };
+    data.insert("did_run".into(), json!(did_run));
+    data.insert("may_retry".into(), json!(error.may_retry()));
+    match error {
+        ControlError::ApprovalRequired {
+            request_id,
+            action_hash,
+            expires_at,
+        } => {
+            data.insert("request_id".into(), json!(request_id.as_str()));
+            data.insert("action_hash".into(), json!(action_hash.as_str()));
+            data.insert("expires_at".into(), json!(expires_at.to_string()));
+            data.insert(
+                "approve_with".into(),
+                json!(format!("countersign approve {request_id}")),
+            );
+        }
+        ControlError::ApprovalExpired {
+            request_id,
+            expires_at,
+        } => {
+            data.insert("request_id".into(), json!(request_id.as_str()));
+            data.insert("expires_at".into(), json!(expires_at.to_string()));
+        }
+        ControlError::ApprovalDenied {
+            request_id,
+            approver,
+            note,
+        } => {
+            data.insert("request_id".into(), json!(request_id.as_str()));
+            data.insert("approver".into(), json!(approver));
+            if let Some(note) = note {
+                data.insert("note".into(), json!(note));
+            }
+        }
+        ControlError::ApprovalMismatch {
+            request_id,
+            action_hash,
+            ..
+        } => {
+            data.insert("request_id".into(), json!(request_id.as_str()));
+            data.insert("action_hash".into(), json!(action_hash.as_str()));
+        }
+        ControlError::ApprovalConsumed { request_id }
+        | ControlError::ApprovalUnknown { request_id }
+        | ControlError::ApprovalVoid { request_id }
+        | ControlError::InterruptFailed { request_id, .. } => {
+            data.insert("request_id".into(), json!(request_id.as_str()));
+        }
+        ControlError::ActionDenied { action_hash, .. } => {
+            data.insert("action_hash".into(), json!(action_hash.as_str()));
+        }
+        ControlError::DuplicateEffect { effect_key, .. }
+        | ControlError::AmbiguousEffect { effect_key } => {
+            data.insert("effect_key".into(), json!(effect_key.as_str()));
+        }
+        ControlError::NotExecuted { effect_key, .. }
+        | ControlError::OutcomeUnknown { effect_key, .. } => {
+            if let Some(key) = effect_key {
+                data.insert("effect_key".into(), json!(key.as_str()));
+            }
+        }
+        _ => {}
+    }
+    if let Some(upstream) = upstream {
+        data.insert("upstream".into(), upstream.clone());
+    }
+    json!({
+        "code": code_for(error.reason()),
+        "message": message(error, action),
+        "data": Value::Object(data),
+    })
+}

@@ -1,0 +1,593 @@
+//! The Streamable HTTP front: many MCP sessions on one endpoint, `/mcp`.
+//!
+//! Transport rules (MCP 2025-06-18, "Streamable HTTP"): a client POSTs one JSON-RPC message
+//! per request. A notification or a response gets 202 with no body. A request gets either one
+//! JSON body or, when the gateway has something to send before the reply (an elicitation
+//! question, progress, a request from the upstream), an event stream that ends with the reply.
+//! `initialize` opens a session and its reply carries `Mcp-Session-Id`, which every later
+//! request must send back (missing: 400; unknown or ended: 404). GET opens the session's
+//! stream for messages unrelated to any request; DELETE ends the session.
+//!
+//! Checks run before anything reaches a session, in this order: the path, `Host` (a loopback
+//! listener answers only to loopback names: DNS rebinding), `Origin` (the allow-list: 403),
+//! the principal (configured, or an authenticated header: 401), `Accept` (406),
+//! `Content-Type` (415), the body cap (413), and the body itself (not JSON: 400 with -32700;
+//! a batch: 400 with -32600). The rationale for each default is in `docs/gateway.md`.
+
+use std::collections::HashMap;
+use std::convert::Infallible;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use countersign::Principal;
+use futures::StreamExt;
+use http_body_util::combinators::UnsyncBoxBody;
+use http_body_util::{BodyExt, Full, Limited, StreamBody};
+use hyper::body::{Frame, Incoming};
+use hyper::header::{HeaderMap, HeaderValue};
+use hyper::{Method, Request, Response, StatusCode};
+use serde_json::Value;
+use tokio::sync::{Notify, mpsc};
+
+use crate::session::{Outgoing, Session};
+use crate::wire::{self, Kind};
+use crate::{GatewayError, GatewayShared, HttpFrontConfig, PrincipalSource, Upstream, codes};
+
+use crate::HTTP_PATH as ENDPOINT;
+const SESSION_HEADER: &str = "mcp-session-id";
+
+type Body = UnsyncBoxBody<Bytes, Infallible>;
+/// A refusal ready to send (boxed: a response is large).
+type Refused = Box<Response<Body>>;
+type UpstreamFactory = Arc<dyn Fn() -> Result<Upstream, GatewayError> + Send + Sync>;
+
+/// Where a session's messages for the client go.
+#[derive(Default)]
+struct Routes {
+    /// The client's request id (as JSON text) to the POST waiting for its reply.
+    posts: HashMap<String, mpsc::UnboundedSender<Value>>,
+    /// The GET stream, if the client opened one.
+    listening: Option<mpsc::UnboundedSender<Value>>,
+}
+
+struct HttpSession {
+    session: Session,
+    principal: Principal,
+    routes: Arc<Mutex<Routes>>,
+    ended: Arc<Notify>,
+}
+
+struct Front {
+    shared: Arc<GatewayShared>,
+    config: HttpFrontConfig,
+    loopback: bool,
+    upstream: UpstreamFactory,
+    sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+}
+
+pub(crate) async fn serve(
+    shared: Arc<GatewayShared>,
+    listener: tokio::net::TcpListener,
+    config: HttpFrontConfig,
+    upstream: UpstreamFactory,
+) -> Result<(), GatewayError> {
+    let address = listener.local_addr().map_err(GatewayError::Listen)?;
+    let loopback = address.ip().is_loopback();
+    if !loopback && !config.public {
+        return Err(GatewayError::PublicListen(address));
+    }
+    if config.public && !matches!(shared.config.principal, PrincipalSource::Header(_)) {
+        return Err(GatewayError::PublicWithoutAuthentication);
+    }
+    let front = Arc::new(Front {
+        shared,
+        config,
+        loopback,
+        upstream,
+        sessions: Mutex::new(HashMap::new()),
+    });
+    loop {
+        let (stream, _) = listener.accept().await.map_err(GatewayError::Listen)?;
+        let front = Arc::clone(&front);
+        tokio::spawn(async move {
+            let service = hyper::service::service_fn(move |request| {
+                let front = Arc::clone(&front);
+                async move { Ok::<_, Infallible>(front.handle(request).await) }
+            });
+            let io = hyper_util::rt::TokioIo::new(stream);
+            let _ = hyper::server::conn::http1::Builder::new()
+                .serve_connection(io, service)
+                .await;
+        });
+    }
+}
+
+/// Lock a mutex whose data stays sound across a panic (every update is one insert or remove).
+fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    mutex
+        .lock()
+        .unwrap_or_else(|poisoned| poisoned.into_inner())
+}
+
+fn full(body: impl Into<Bytes>) -> Body {
+    Full::new(body.into()).boxed_unsync()
+}
+
+fn empty(status: StatusCode) -> Response<Body> {
+    let mut response = Response::new(full(Bytes::new()));
+    *response.status_mut() = status;
+    response
+}
+
+fn json_response(status: StatusCode, message: &Value) -> Response<Body> {
+    let mut response = Response::new(full(message.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// An HTTP refusal: `status`, with a JSON-RPC error (id null) whose message says what to do.
+fn refuse(status: StatusCode, code: i64, message: &str) -> Response<Body> {
+    json_response(
+        status,
+        &wire::error_response(Value::Null, wire::error_object(code, message)),
+    )
+}
+
+fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
+    headers.get(name).and_then(|value| value.to_str().ok())
+}
+
+/// The host part of a `Host` header: `[::1]:8080` → `[::1]`, `localhost:80` → `localhost`.
+fn host_name(host: &str) -> &str {
+    if host.starts_with('[') {
+        return host.find(']').map_or(host, |end| &host[..=end]);
+    }
+    host.split(':').next().unwrap_or(host)
+}
+
+fn accepts(headers: &HeaderMap, media_type: &str) -> bool {
+    headers
+        .get_all(hyper::header::ACCEPT)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .map(|item| item.split(';').next().unwrap_or_default().trim())
+        .any(|item| item.eq_ignore_ascii_case(media_type) || item == "*/*")
+}
+
+fn sse_event(message: &Value) -> Bytes {
+    Bytes::from(format!("event: message\ndata: {message}\n\n"))
+}
+
+/// An event stream of `first` (if any) then everything `receiver` delivers until its sender is
+/// dropped.
+fn event_stream(first: Option<Value>, receiver: mpsc::UnboundedReceiver<Value>) -> Response<Body> {
+    let rest = futures::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|message| (message, receiver))
+    });
+    let stream = futures::stream::iter(first)
+        .chain(rest)
+        .map(|message| Ok::<_, Infallible>(Frame::data(sse_event(&message))));
+    let mut response = Response::new(BodyExt::boxed_unsync(StreamBody::new(stream)));
+    let headers = response.headers_mut();
+    headers.insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(
+        hyper::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
+    response
+}
+
+fn is_final_reply(message: &Value, related: &str) -> bool {
+    wire::kind(message) == Kind::Response
+        && message
+            .get("id")
+            .is_some_and(|id| *id.to_string() == *related)
+}
+
+impl Front {
+    fn log(&self, line: std::fmt::Arguments<'_>) {
+        if self.shared.config.log {
+            eprintln!(
+                "countersign-gateway[{}] http: {line}",
+                self.shared.config.alias
+            );
+        }
+    }
+
+    async fn handle(self: Arc<Self>, request: Request<Incoming>) -> Response<Body> {
+        if request.uri().path() != ENDPOINT {
+            return refuse(
+                StatusCode::NOT_FOUND,
+                codes::INVALID_REQUEST,
+                "not found: the MCP endpoint is `/mcp`",
+            );
+        }
+        if let Some(refusal) = self.check_host_and_origin(request.headers()) {
+            return refusal;
+        }
+        let principal = match self.principal(request.headers()) {
+            Ok(principal) => principal,
+            Err(refusal) => return *refusal,
+        };
+        match *request.method() {
+            Method::POST => self.post(request, principal).await,
+            Method::GET => self.get(request.headers(), &principal),
+            Method::DELETE => self.delete(request.headers(), &principal),
+            _ => {
+                let mut response = refuse(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    codes::INVALID_REQUEST,
+                    "method not allowed: use POST, GET or DELETE on `/mcp`",
+                );
+                response.headers_mut().insert(
+                    hyper::header::ALLOW,
+                    HeaderValue::from_static("GET, POST, DELETE"),
+                );
+                response
+            }
+        }
+    }
+
+    fn check_host_and_origin(&self, headers: &HeaderMap) -> Option<Response<Body>> {
+        if self.loopback {
+            // DNS rebinding: a page on `evil.example` resolved to 127.0.0.1 sends its own Host.
+            let host = header(headers, "host").map(host_name).unwrap_or_default();
+            let loopback_name = matches!(host, "localhost" | "127.0.0.1" | "[::1]")
+                || host
+                    .parse::<std::net::IpAddr>()
+                    .is_ok_and(|ip| ip.is_loopback());
+            if !loopback_name {
+                return Some(refuse(
+                    StatusCode::FORBIDDEN,
+                    codes::INVALID_REQUEST,
+                    "forbidden: a loopback gateway answers only to `localhost`, `127.0.0.1` or `[::1]` in the Host header",
+                ));
+            }
+        }
+        if let Some(origin) = headers.get(hyper::header::ORIGIN) {
+            let allowed = origin.to_str().is_ok_and(|origin| {
+                self.config
+                    .allowed_origins
+                    .iter()
+                    .any(|allowed| allowed.eq_ignore_ascii_case(origin))
+            });
+            if !allowed {
+                self.log(format_args!("refused a request from a disallowed Origin"));
+                return Some(refuse(
+                    StatusCode::FORBIDDEN,
+                    codes::INVALID_REQUEST,
+                    "forbidden: this Origin is not allowed: the operator can add it with --allow-origin",
+                ));
+            }
+        }
+        None
+    }
+
+    /// The principal of this request: the configured one, or the authenticated header's.
+    fn principal(&self, headers: &HeaderMap) -> Result<Principal, Refused> {
+        let unauthorized = |message: &str| {
+            let mut response = refuse(StatusCode::UNAUTHORIZED, codes::REFUSED, message);
+            response.headers_mut().insert(
+                hyper::header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer"),
+            );
+            response
+        };
+        match &self.shared.config.principal {
+            PrincipalSource::Fixed(principal) => Ok(principal.clone()),
+            PrincipalSource::Missing => Err(Box::new(unauthorized(
+                "no principal: the gateway has none configured: no principal, no call",
+            ))),
+            PrincipalSource::Header(trusted) => {
+                let presented = header(headers, "authorization")
+                    .and_then(|value| value.strip_prefix("Bearer "))
+                    .map(str::trim);
+                if !presented.is_some_and(|secret| trusted.secret_matches(secret.as_bytes())) {
+                    return Err(Box::new(unauthorized(
+                        "unauthorized: the request lacks the gateway's shared secret as `Authorization: Bearer …`: send it through the authenticating proxy",
+                    )));
+                }
+                let Some(name) = header(headers, trusted.header()) else {
+                    return Err(Box::new(unauthorized(&format!(
+                        "no principal: the request has no `{}` header: no principal, no call",
+                        trusted.header()
+                    ))));
+                };
+                Principal::new(name).map_err(|error| {
+                    Box::new(unauthorized(&format!(
+                        "no principal: the `{}` header is not a principal: {error}",
+                        trusted.header()
+                    )))
+                })
+            }
+        }
+    }
+
+    /// The session named by the request's `Mcp-Session-Id`, checked against `principal`.
+    fn session(
+        &self,
+        headers: &HeaderMap,
+        principal: &Principal,
+    ) -> Result<(String, Arc<HttpSession>), Refused> {
+        let Some(id) = header(headers, SESSION_HEADER) else {
+            return Err(Box::new(refuse(
+                StatusCode::BAD_REQUEST,
+                codes::INVALID_REQUEST,
+                "no session: send `initialize` first, then its `Mcp-Session-Id` with every request",
+            )));
+        };
+        let Some(session) = lock(&self.sessions).get(id).cloned() else {
+            return Err(Box::new(refuse(
+                StatusCode::NOT_FOUND,
+                codes::INVALID_REQUEST,
+                "unknown or ended session: send `initialize` again to start a new one",
+            )));
+        };
+        if session.principal != *principal {
+            return Err(Box::new(refuse(
+                StatusCode::FORBIDDEN,
+                codes::REFUSED,
+                "forbidden: this session belongs to another principal: start your own with `initialize`",
+            )));
+        }
+        Ok((id.to_owned(), session))
+    }
+
+    async fn post(
+        self: Arc<Self>,
+        request: Request<Incoming>,
+        principal: Principal,
+    ) -> Response<Body> {
+        let headers = request.headers().clone();
+        if !(accepts(&headers, "application/json") && accepts(&headers, "text/event-stream")) {
+            return refuse(
+                StatusCode::NOT_ACCEPTABLE,
+                codes::INVALID_REQUEST,
+                "not acceptable: send `Accept: application/json, text/event-stream`",
+            );
+        }
+        let json_body = header(&headers, "content-type").is_some_and(|value| {
+            value
+                .split(';')
+                .next()
+                .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"))
+        });
+        if !json_body {
+            return refuse(
+                StatusCode::UNSUPPORTED_MEDIA_TYPE,
+                codes::INVALID_REQUEST,
+                "unsupported media type: send the message as `Content-Type: application/json`",
+            );
+        }
+        let max = self.shared.config.max_message_bytes;
+        let too_large = || {
+            refuse(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                codes::INVALID_REQUEST,
+                &format!("not executed: the message is larger than the gateway's {max}-byte cap"),
+            )
+        };
+        let declared = header(&headers, "content-length").and_then(|value| value.parse().ok());
+        if declared.is_some_and(|length: usize| length > max) {
+            return too_large();
+        }
+        let body = match Limited::new(request.into_body(), max).collect().await {
+            Ok(body) => body.to_bytes(),
+            Err(error) if error.is::<http_body_util::LengthLimitError>() => return too_large(),
+            Err(_) => {
+                return refuse(
+                    StatusCode::BAD_REQUEST,
+                    codes::INVALID_REQUEST,
+                    "the request body could not be read: send it again",
+                );
+            }
+        };
+        let message: Value = match serde_json::from_slice(&body) {
+            Ok(message) => message,
+            Err(_) => {
+                return refuse(
+                    StatusCode::BAD_REQUEST,
+                    codes::PARSE_ERROR,
+                    "not JSON: send one JSON-RPC message per request",
+                );
+            }
+        };
+        if message.is_array() {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                codes::INVALID_REQUEST,
+                "not executed: batch requests are not supported: send one message per request",
+            );
+        }
+        let kind = wire::kind(&message);
+        if kind == Kind::Invalid {
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                codes::INVALID_REQUEST,
+                "not a JSON-RPC 2.0 message: send one request, notification or response object",
+            );
+        }
+        let initializing = kind == Kind::Request
+            && wire::method(&message) == Some("initialize")
+            && header(&headers, SESSION_HEADER).is_none();
+        let (session_id, session) = if initializing {
+            match self.open_session(principal) {
+                Ok(opened) => opened,
+                Err(refusal) => return *refusal,
+            }
+        } else {
+            match self.session(&headers, &principal) {
+                Ok(found) => found,
+                Err(refusal) => return *refusal,
+            }
+        };
+        if kind != Kind::Request {
+            session.session.handle_client(message).await;
+            return empty(StatusCode::ACCEPTED);
+        }
+        let related = message.get("id").map(Value::to_string).unwrap_or_default();
+        let (sender, mut receiver) = mpsc::unbounded_channel();
+        {
+            let mut routes = lock(&session.routes);
+            if routes.posts.contains_key(&related) {
+                return refuse(
+                    StatusCode::BAD_REQUEST,
+                    codes::INVALID_REQUEST,
+                    "a request with this id is already in flight in this session: use a new id",
+                );
+            }
+            routes.posts.insert(related.clone(), sender);
+        }
+        session.session.handle_client(message).await;
+        let Some(first) = receiver.recv().await else {
+            return refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                codes::INTERNAL_ERROR,
+                "the session ended before the reply: the upstream may have stopped; send `initialize` again",
+            );
+        };
+        let mut response = if is_final_reply(&first, &related) {
+            json_response(StatusCode::OK, &first)
+        } else {
+            event_stream(Some(first), receiver)
+        };
+        if initializing && let Ok(value) = HeaderValue::from_str(&session_id) {
+            response.headers_mut().insert(SESSION_HEADER, value);
+        }
+        response
+    }
+
+    fn open_session(
+        self: &Arc<Self>,
+        principal: Principal,
+    ) -> Result<(String, Arc<HttpSession>), Refused> {
+        if lock(&self.sessions).len() >= self.config.max_sessions {
+            return Err(Box::new(refuse(
+                StatusCode::SERVICE_UNAVAILABLE,
+                codes::INTERNAL_ERROR,
+                "too many sessions: end one with DELETE, or ask the operator to raise --max-sessions",
+            )));
+        }
+        let connected =
+            (self.upstream)().and_then(|upstream| crate::connect(&self.shared, upstream));
+        let (link, events) = match connected {
+            Ok(connected) => connected,
+            Err(error) => {
+                self.log(format_args!("cannot open a session: {error}"));
+                return Err(Box::new(refuse(
+                    StatusCode::BAD_GATEWAY,
+                    codes::INTERNAL_ERROR,
+                    &format!("the upstream cannot be reached: {error}"),
+                )));
+            }
+        };
+        let (session, outgoing) = Session::start(
+            Arc::clone(&self.shared),
+            Some(principal.clone()),
+            link,
+            events,
+        );
+        let routes = Arc::new(Mutex::new(Routes::default()));
+        tokio::spawn(route(outgoing, Arc::clone(&routes)));
+        let id = format!("{:032x}", rand::random::<u128>());
+        let http_session = Arc::new(HttpSession {
+            session: session.clone(),
+            principal,
+            routes,
+            ended: Arc::new(Notify::new()),
+        });
+        lock(&self.sessions).insert(id.clone(), Arc::clone(&http_session));
+        // The session ends when its upstream closes or the client deletes it; dropping the
+        // last handle closes the upstream connection (a child process is killed).
+        let front = Arc::downgrade(self);
+        let ended = Arc::clone(&http_session.ended);
+        let watched = id.clone();
+        tokio::spawn(async move {
+            tokio::select! {
+                _ = session.upstream_closed() => {}
+                _ = ended.notified() => {}
+            }
+            if let Some(front) = front.upgrade() {
+                lock(&front.sessions).remove(&watched);
+            }
+        });
+        Ok((id, http_session))
+    }
+
+    fn get(&self, headers: &HeaderMap, principal: &Principal) -> Response<Body> {
+        if !accepts(headers, "text/event-stream") {
+            return refuse(
+                StatusCode::NOT_ACCEPTABLE,
+                codes::INVALID_REQUEST,
+                "not acceptable: a GET opens an event stream: send `Accept: text/event-stream`",
+            );
+        }
+        let (_, session) = match self.session(headers, principal) {
+            Ok(found) => found,
+            Err(refusal) => return *refusal,
+        };
+        let (sender, receiver) = mpsc::unbounded_channel();
+        {
+            let mut routes = lock(&session.routes);
+            if routes
+                .listening
+                .as_ref()
+                .is_some_and(|open| !open.is_closed())
+            {
+                return refuse(
+                    StatusCode::CONFLICT,
+                    codes::INVALID_REQUEST,
+                    "this session already has an open GET stream: close it first",
+                );
+            }
+            routes.listening = Some(sender);
+        }
+        event_stream(None, receiver)
+    }
+
+    fn delete(&self, headers: &HeaderMap, principal: &Principal) -> Response<Body> {
+        let (id, session) = match self.session(headers, principal) {
+            Ok(found) => found,
+            Err(refusal) => return *refusal,
+        };
+        lock(&self.sessions).remove(&id);
+        session.ended.notify_one();
+        empty(StatusCode::OK)
+    }
+}
+
+/// Deliver a session's messages: to the POST of the request each belongs to (its stream ends
+/// after the reply), else (requests and notifications only) to the GET stream, else nowhere.
+async fn route(mut outgoing: mpsc::UnboundedReceiver<Outgoing>, routes: Arc<Mutex<Routes>>) {
+    while let Some(Outgoing { message, related }) = outgoing.recv().await {
+        let mut routes = lock(&routes);
+        if let Some(related) = related.map(|id| id.to_string())
+            && let Some(post) = routes.posts.get(&related)
+        {
+            let done = is_final_reply(&message, &related);
+            let _ = post.send(message);
+            if done {
+                routes.posts.remove(&related);
+            }
+            continue;
+        }
+        if wire::kind(&message) == Kind::Response {
+            // The reply to a request whose POST is gone (the client disconnected): a reply
+            // never travels on the GET stream.
+            continue;
+        }
+        if let Some(listening) = &routes.listening
+            && listening.send(message).is_err()
+        {
+            routes.listening = None;
+        }
+    }
+}

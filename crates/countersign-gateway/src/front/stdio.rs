@@ -1,0 +1,108 @@
+//! One client over newline-delimited JSON-RPC (an MCP host launching the gateway as its
+//! server command).
+
+use std::sync::Arc;
+
+use serde_json::Value;
+use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+
+use crate::session::Session;
+use crate::wire;
+use crate::{GatewayError, GatewayShared, PrincipalSource, Upstream, codes};
+
+pub(crate) async fn serve<R, W>(
+    shared: Arc<GatewayShared>,
+    reader: R,
+    mut writer: W,
+    upstream: Upstream,
+) -> Result<(), GatewayError>
+where
+    R: AsyncRead + Send + Unpin + 'static,
+    W: AsyncWrite + Send + Unpin + 'static,
+{
+    let principal = match &shared.config.principal {
+        PrincipalSource::Fixed(principal) => Some(principal.clone()),
+        PrincipalSource::Header(_) | PrincipalSource::Missing => None,
+    };
+    let max = shared.config.max_message_bytes;
+    let (link, events) = crate::connect(&shared, upstream)?;
+    let (session, mut outgoing) = Session::start(shared, principal, link, events);
+    let (errors, mut write_failed) = tokio::sync::mpsc::unbounded_channel::<std::io::Error>();
+    let writer_task = tokio::spawn(async move {
+        while let Some(out) = outgoing.recv().await {
+            let mut line = match serde_json::to_vec(&out.message) {
+                Ok(line) => line,
+                Err(_) => continue,
+            };
+            line.push(b'\n');
+            if let Err(error) = async {
+                writer.write_all(&line).await?;
+                writer.flush().await
+            }
+            .await
+            {
+                let _ = errors.send(error);
+                return;
+            }
+        }
+    });
+    let mut reader = BufReader::new(reader);
+    let mut line = String::new();
+    let result = loop {
+        line.clear();
+        let read = tokio::select! {
+            read = reader.read_line(&mut line) => read,
+            _ = session.upstream_closed() => break Ok(()),
+            Some(error) = write_failed.recv() => break Err(GatewayError::Client(error)),
+        };
+        match read {
+            Ok(0) => break Ok(()),
+            Ok(_) => {}
+            Err(error) => break Err(GatewayError::Client(error)),
+        }
+        let text = line.trim();
+        if text.is_empty() {
+            continue;
+        }
+        if let Some(refusal) = refuse_message(text, max) {
+            session.reply_directly(refusal);
+            continue;
+        }
+        match serde_json::from_str::<Value>(text) {
+            Ok(message) => session.handle_client(message).await,
+            Err(_) => session.reply_directly(wire::error_response(
+                Value::Null,
+                wire::error_object(
+                    codes::PARSE_ERROR,
+                    "not JSON: send one JSON-RPC message per line",
+                ),
+            )),
+        }
+    };
+    drop(session);
+    writer_task.abort();
+    result
+}
+
+/// A refusal for a message the gateway will not read: too large, or a batch.
+pub(crate) fn refuse_message(text: &str, max: usize) -> Option<Value> {
+    if text.len() > max {
+        return Some(wire::error_response(
+            Value::Null,
+            wire::error_object(
+                codes::INVALID_REQUEST,
+                format!("not executed: the message is larger than the gateway's {max}-byte cap"),
+            ),
+        ));
+    }
+    if text.starts_with('[') {
+        return Some(wire::error_response(
+            Value::Null,
+            wire::error_object(
+                codes::INVALID_REQUEST,
+                "not executed: batch requests are not supported: send one message at a time",
+            ),
+        ));
+    }
+    None
+}

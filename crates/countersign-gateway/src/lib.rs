@@ -1,0 +1,478 @@
+//! The MCP gateway: Countersign in front of any MCP tool server.
+//!
+//! The gateway is an MCP server to its client (over stdio, or as a Streamable HTTP endpoint
+//! with [`Gateway::serve_http`]) and an MCP client to one upstream server (a child process over stdio, or Streamable HTTP). Everything
+//! passes through as it came (initialize, notifications, resources, prompts, pings, progress)
+//! except `tools/call`, which becomes the Countersign action `mcp.<alias>.<tool>` with the
+//! call's arguments canonicalized, and is decided by the kernel ([`countersign::Control`]):
+//!
+//! - `allow`: the upstream receives the canonical arguments; the result comes back with its
+//!   receipt in `_meta.countersign.receipt` (`seq`, `hash`, `outcome`, ...).
+//! - `approve`: the client gets a JSON-RPC error [`codes::APPROVAL_REQUIRED`] naming the request
+//!   (`countersign approve apr_…`); the identical call, sent again after the approval, runs
+//!   once. A client that declares elicitation support is asked inline instead.
+//! - `deny`: [`codes::POLICY_DENIED`]; the upstream never sees the call.
+//!
+//! Outcomes are never guessed: a result is `committed`; `isError` or a JSON-RPC error is
+//! `ambiguous` unless the policy entry says `mcp: { not_executed_on_error: true }`; a call that
+//! never reached the upstream is `failed` (retry allowed); a timeout (after which the gateway
+//! sends `notifications/cancelled` and never re-sends), a cut stream, a reply whose id matches
+//! no request, malformed JSON and HTTP errors are `ambiguous`, with the raw reply kept in the
+//! receipt's `detail`.
+//!
+//! `tools/list` hides tools the policy can never permit (configurable); a tool announced later
+//! is decided like any other, so an unlisted one falls under the policy's fail-closed default.
+//!
+//! The principal comes from the configuration (or, over HTTP, a header set by an
+//! authenticating proxy that also presents the gateway's shared secret), never from the model
+//! or the arguments: no principal, no call. The HTTP front's security defaults (loopback only,
+//! an `Origin` allow-list, a body cap, no batches) are in `docs/gateway.md`.
+#![forbid(unsafe_code)]
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use countersign::{Policy, Principal, Store};
+use tokio::io::{AsyncRead, AsyncWrite};
+
+pub mod codes;
+mod front;
+mod session;
+mod upstream;
+mod wire;
+
+use session::LateReplies;
+
+/// The default cap on one JSON-RPC message, in either direction: 4 MiB.
+pub const DEFAULT_MAX_MESSAGE_BYTES: usize = 4 * 1024 * 1024;
+
+/// The default time an upstream has to answer a `tools/call`: 120 seconds.
+pub const DEFAULT_CALL_TIMEOUT: Duration = Duration::from_secs(120);
+
+/// Where the principal of every call comes from.
+#[derive(Clone, Debug)]
+pub enum PrincipalSource {
+    /// Always this principal (the operator's configuration).
+    Fixed(Principal),
+    /// The value of a request header, set by an authenticating reverse proxy, trusted only on
+    /// a request that also carries the proxy's shared secret; Streamable HTTP front only. The
+    /// stdio front has no headers: every call is refused with `no_principal`.
+    Header(HeaderPrincipal),
+    /// None: every call is refused with `no_principal`.
+    Missing,
+}
+
+/// The smallest shared secret [`HeaderPrincipal`] accepts: 32 bytes.
+pub const MIN_SECRET_BYTES: usize = 32;
+
+/// A principal taken from a request header, trusted only when the same request carries
+/// `Authorization: Bearer <secret>` with the shared secret the operator gave the gateway and
+/// its authenticating proxy.
+///
+/// The secret proves the request came through the proxy, which authenticated the caller and
+/// set the header; without it anyone who can reach the port could name any principal. The
+/// secret is compared in constant time (over SHA-256 digests) and never printed.
+#[derive(Clone)]
+pub struct HeaderPrincipal {
+    header: String,
+    secret_digest: [u8; 32],
+}
+
+impl HeaderPrincipal {
+    /// Trust header `header` (case-insensitive, for example `x-countersign-principal`) on
+    /// requests that present `secret` as a bearer token.
+    ///
+    /// # Errors
+    ///
+    /// [`GatewayError::BadPrincipalHeader`] when `header` is not a valid header name, or
+    /// `secret` is shorter than [`MIN_SECRET_BYTES`] or holds whitespace.
+    pub fn new(header: &str, secret: &str) -> Result<HeaderPrincipal, GatewayError> {
+        let header = header.trim().to_ascii_lowercase();
+        let header_ok = !header.is_empty()
+            && header
+                .bytes()
+                .all(|byte| byte.is_ascii_alphanumeric() || byte == b'-' || byte == b'_');
+        if !header_ok {
+            return Err(GatewayError::BadPrincipalHeader(format!(
+                "`{header}` is not a header name: use letters, digits and `-`"
+            )));
+        }
+        if header == "authorization" {
+            return Err(GatewayError::BadPrincipalHeader(
+                "the principal header cannot be `authorization`, which carries the shared secret: use for example `x-countersign-principal`".to_owned(),
+            ));
+        }
+        if secret.len() < MIN_SECRET_BYTES || secret.chars().any(char::is_whitespace) {
+            return Err(GatewayError::BadPrincipalHeader(format!(
+                "the shared secret must be at least {MIN_SECRET_BYTES} bytes with no whitespace: generate one with `openssl rand -hex 32`"
+            )));
+        }
+        Ok(HeaderPrincipal {
+            header,
+            secret_digest: digest(secret.as_bytes()),
+        })
+    }
+
+    /// The header name, lowercase.
+    pub fn header(&self) -> &str {
+        &self.header
+    }
+
+    /// True when `presented` is the shared secret (constant time).
+    pub(crate) fn secret_matches(&self, presented: &[u8]) -> bool {
+        let presented = digest(presented);
+        // INVARIANT (constant-time-secret): no early exit on the first differing byte.
+        presented
+            .iter()
+            .zip(self.secret_digest.iter())
+            .fold(0u8, |difference, (a, b)| difference | (a ^ b))
+            == 0
+    }
+}
+
+fn digest(bytes: &[u8]) -> [u8; 32] {
+    use sha2::Digest;
+    sha2::Sha256::digest(bytes).into()
+}
+
+impl std::fmt::Debug for HeaderPrincipal {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter
+            .debug_struct("HeaderPrincipal")
+            .field("header", &self.header)
+            .field("secret", &"<redacted>")
+            .finish()
+    }
+}
+
+/// The path of the Streamable HTTP front's one endpoint: `/mcp`.
+pub const HTTP_PATH: &str = "/mcp";
+
+/// The default number of live Streamable HTTP sessions (each has its own upstream
+/// connection): 16.
+pub const DEFAULT_MAX_SESSIONS: usize = 16;
+
+/// Settings of the Streamable HTTP front ([`Gateway::serve_http`]).
+#[derive(Clone, Debug)]
+pub struct HttpFrontConfig {
+    /// Serve on an address that is not loopback. Off by default; when on, the principal must
+    /// come from an authenticated header ([`PrincipalSource::Header`]), never a fixed one.
+    pub public: bool,
+    /// Browser origins allowed to call the gateway, exact (ASCII case-insensitive) matches of
+    /// the `Origin` header such as `http://localhost:5173`. A request with any other `Origin`
+    /// gets 403; a request without one (a program, not a browser page) is allowed. Default:
+    /// none.
+    pub allowed_origins: Vec<String>,
+    /// The most live sessions; an `initialize` beyond it gets 503 (default
+    /// [`DEFAULT_MAX_SESSIONS`]).
+    pub max_sessions: usize,
+}
+
+impl Default for HttpFrontConfig {
+    fn default() -> HttpFrontConfig {
+        HttpFrontConfig {
+            public: false,
+            allowed_origins: Vec::new(),
+            max_sessions: DEFAULT_MAX_SESSIONS,
+        }
+    }
+}
+
+/// The gateway's settings.
+#[derive(Clone, Debug)]
+pub struct GatewayConfig {
+    /// The upstream's alias: tools become `mcp.<alias>.<tool>`. Letters, digits, `_` and `-`.
+    pub alias: String,
+    /// Where the principal comes from.
+    pub principal: PrincipalSource,
+    /// How long the upstream has to answer a `tools/call` before the outcome is `ambiguous`.
+    pub call_timeout: Duration,
+    /// Hide, in `tools/list`, tools the policy can never permit (default true).
+    pub hide_unpermitted_tools: bool,
+    /// Ask for approvals inline when the client declares elicitation support (default true).
+    pub elicitation: bool,
+    /// How long an inline (elicitation) question waits for the human before the request is
+    /// left pending for `countersign approve` (default 10 minutes).
+    pub elicitation_timeout: Duration,
+    /// When approval is needed, wait this long for an out-of-band answer before replying
+    /// `approval_required` (default: do not wait).
+    pub approval_wait: Option<Duration>,
+    /// The largest message accepted, in bytes ([`DEFAULT_MAX_MESSAGE_BYTES`]).
+    pub max_message_bytes: usize,
+    /// Write one line per decision to stderr (never arguments).
+    pub log: bool,
+}
+
+impl GatewayConfig {
+    /// Defaults for `alias` and `principal`.
+    pub fn new(alias: impl Into<String>, principal: PrincipalSource) -> GatewayConfig {
+        GatewayConfig {
+            alias: alias.into(),
+            principal,
+            call_timeout: DEFAULT_CALL_TIMEOUT,
+            hide_unpermitted_tools: true,
+            elicitation: true,
+            elicitation_timeout: Duration::from_secs(600),
+            approval_wait: None,
+            max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
+            log: true,
+        }
+    }
+}
+
+/// The MCP server the gateway fronts.
+pub enum Upstream {
+    /// A child process speaking MCP over its stdin and stdout.
+    Command {
+        /// The program.
+        program: String,
+        /// Its arguments.
+        args: Vec<String>,
+    },
+    /// A Streamable HTTP endpoint (`http://…`).
+    Url(String),
+    /// An MCP server already connected over a byte stream (newline-delimited JSON-RPC).
+    Io {
+        /// What the server writes.
+        reader: Box<dyn AsyncRead + Send + Unpin>,
+        /// What the server reads.
+        writer: Box<dyn AsyncWrite + Send + Unpin>,
+    },
+}
+
+impl std::fmt::Debug for Upstream {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Upstream::Command { program, args } => formatter
+                .debug_struct("Command")
+                .field("program", program)
+                .field("args", args)
+                .finish(),
+            Upstream::Url(url) => formatter.debug_tuple("Url").field(url).finish(),
+            Upstream::Io { .. } => formatter.write_str("Io"),
+        }
+    }
+}
+
+/// Why the gateway could not start or stopped.
+#[derive(Debug, thiserror::Error)]
+pub enum GatewayError {
+    /// The alias is not usable in action names.
+    #[error(
+        "alias `{0}` is not usable: use letters, digits, `_` and `-` only (it becomes `mcp.<alias>.<tool>`)"
+    )]
+    BadAlias(String),
+    /// The upstream command could not be started.
+    #[error("cannot start the upstream `{program}`: {source}: check the command after `--`")]
+    Spawn {
+        /// The program.
+        program: String,
+        /// Why.
+        source: std::io::Error,
+    },
+    /// Reading from or writing to the client failed.
+    #[error("the client connection failed: {0}")]
+    Client(std::io::Error),
+    /// The principal header settings are unusable.
+    #[error("the principal header is unusable: {0}")]
+    BadPrincipalHeader(String),
+    /// The HTTP front was asked to listen on a non-loopback address without opting in.
+    #[error(
+        "refusing to listen on `{0}`, which is not a loopback address: use 127.0.0.1, or pass --listen-public with --principal-header behind an authenticating proxy"
+    )]
+    PublicListen(SocketAddr),
+    /// A public HTTP front was configured without an authenticated principal header.
+    #[error(
+        "a public listener needs the principal from an authenticated header: pass --principal-header and --principal-header-secret-file, not --principal"
+    )]
+    PublicWithoutAuthentication,
+    /// An [`Upstream::Io`] cannot be shared by HTTP sessions.
+    #[error(
+        "an upstream byte stream serves one client only: give the HTTP front a command or a URL"
+    )]
+    UpstreamNotReusable,
+    /// Accepting HTTP connections failed.
+    #[error("the HTTP listener failed: {0}")]
+    Listen(std::io::Error),
+}
+
+/// A late reply to a `tools/call` that timed out: never delivered, kept as evidence and used
+/// by reconciliation (a late success proves the effect committed).
+#[derive(Clone, Debug)]
+pub struct LateReply {
+    /// The gateway's upstream request id the reply carried.
+    pub upstream_id: u64,
+    /// The action name.
+    pub action: String,
+    /// The effect key, if the action had one.
+    pub effect_key: Option<String>,
+    /// True for a result without `isError`.
+    pub success: bool,
+    /// The reply as it came (at most 64 KiB).
+    pub raw: String,
+}
+
+pub(crate) struct GatewayShared {
+    pub(crate) config: GatewayConfig,
+    pub(crate) policy: Arc<Policy>,
+    pub(crate) store: Arc<dyn Store>,
+    pub(crate) late: Arc<LateReplies>,
+}
+
+/// A configured gateway. Cheap to clone.
+#[derive(Clone)]
+pub struct Gateway {
+    shared: Arc<GatewayShared>,
+}
+
+impl Gateway {
+    /// A gateway deciding with `policy` and recording in `store`.
+    ///
+    /// # Errors
+    ///
+    /// [`GatewayError::BadAlias`] for an alias with characters other than letters, digits,
+    /// `_` and `-` (a `.` would make `mcp.<alias>.<tool>` ambiguous).
+    pub fn new(
+        config: GatewayConfig,
+        policy: Arc<Policy>,
+        store: Arc<dyn Store>,
+    ) -> Result<Gateway, GatewayError> {
+        let alias_ok = !config.alias.is_empty()
+            && config
+                .alias
+                .chars()
+                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-');
+        if !alias_ok {
+            return Err(GatewayError::BadAlias(config.alias));
+        }
+        Ok(Gateway {
+            shared: Arc::new(GatewayShared {
+                config,
+                policy,
+                store,
+                late: Arc::new(LateReplies::default()),
+            }),
+        })
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &GatewayConfig {
+        &self.shared.config
+    }
+
+    /// Late replies to timed-out calls seen so far (evidence; never delivered to a client).
+    pub fn late_replies(&self) -> Vec<LateReply> {
+        self.shared.late.all()
+    }
+
+    /// Serve one client over the process's stdin and stdout until either side closes.
+    ///
+    /// # Errors
+    ///
+    /// [`GatewayError`]: the upstream cannot start, or the client connection failed.
+    pub async fn serve_stdio(&self, upstream: Upstream) -> Result<(), GatewayError> {
+        self.serve_io(tokio::io::stdin(), tokio::io::stdout(), upstream)
+            .await
+    }
+
+    /// Serve one client speaking newline-delimited JSON-RPC on `reader`/`writer` until either
+    /// side closes.
+    ///
+    /// # Errors
+    ///
+    /// As [`Gateway::serve_stdio`].
+    pub async fn serve_io<R, W>(
+        &self,
+        reader: R,
+        writer: W,
+        upstream: Upstream,
+    ) -> Result<(), GatewayError>
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+    {
+        front::stdio::serve(Arc::clone(&self.shared), reader, writer, upstream).await
+    }
+
+    /// Serve MCP clients over Streamable HTTP on `listener`, at the path `/mcp`, until
+    /// accepting fails. Each session (one `initialize`) gets its own upstream connection from
+    /// `upstream`, which is called once per session.
+    ///
+    /// Security defaults (see `docs/gateway.md`): a listener on a non-loopback address is
+    /// refused unless [`HttpFrontConfig::public`]; the `Host` of a loopback listener must be a
+    /// loopback name; a disallowed `Origin` gets 403; a body over
+    /// [`GatewayConfig::max_message_bytes`] gets 413; a JSON-RPC batch gets 400; the principal
+    /// is the configured one or the authenticated header's (no principal: 401).
+    ///
+    /// # Errors
+    ///
+    /// [`GatewayError::PublicListen`], [`GatewayError::PublicWithoutAuthentication`] before
+    /// serving; [`GatewayError::Listen`] when accepting connections fails.
+    pub async fn serve_http<F>(
+        &self,
+        listener: tokio::net::TcpListener,
+        front: HttpFrontConfig,
+        upstream: F,
+    ) -> Result<(), GatewayError>
+    where
+        F: Fn() -> Result<Upstream, GatewayError> + Send + Sync + 'static,
+    {
+        front::http::serve(
+            Arc::clone(&self.shared),
+            listener,
+            front,
+            Arc::new(upstream),
+        )
+        .await
+    }
+}
+
+impl Upstream {
+    /// A factory for [`Gateway::serve_http`]: a fresh connection to the same upstream per
+    /// session.
+    ///
+    /// # Errors
+    ///
+    /// [`GatewayError::UpstreamNotReusable`] for [`Upstream::Io`], which serves one client.
+    pub fn reconnecting(
+        self,
+    ) -> Result<impl Fn() -> Result<Upstream, GatewayError> + Send + Sync + 'static, GatewayError>
+    {
+        let (program, args, url) = match self {
+            Upstream::Command { program, args } => (Some(program), args, None),
+            Upstream::Url(url) => (None, Vec::new(), Some(url)),
+            Upstream::Io { .. } => return Err(GatewayError::UpstreamNotReusable),
+        };
+        Ok(move || {
+            Ok(match (&program, &url) {
+                (Some(program), _) => Upstream::Command {
+                    program: program.clone(),
+                    args: args.clone(),
+                },
+                (None, Some(url)) => Upstream::Url(url.clone()),
+                (None, None) => return Err(GatewayError::UpstreamNotReusable),
+            })
+        })
+    }
+}
+
+/// Connect to `upstream` as [`front`]s need it.
+pub(crate) fn connect(
+    shared: &GatewayShared,
+    upstream: Upstream,
+) -> Result<
+    (
+        Arc<dyn upstream::Link>,
+        tokio::sync::mpsc::UnboundedReceiver<upstream::Event>,
+    ),
+    GatewayError,
+> {
+    let max = shared.config.max_message_bytes;
+    match upstream {
+        Upstream::Command { program, args } => upstream::spawn_command(&program, &args, max)
+            .map_err(|source| GatewayError::Spawn { program, source }),
+        Upstream::Url(url) => Ok(upstream::connect_http(&url, max)),
+        Upstream::Io { reader, writer } => Ok(upstream::connect_io(reader, writer, max)),
+    }
+}

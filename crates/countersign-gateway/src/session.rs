@@ -1,0 +1,940 @@
+//! One client's session: routes messages both ways and decides every `tools/call`.
+//!
+//! Requests are forwarded with ids the gateway assigns (numbers from 1), so that every
+//! upstream reply is correlated by exact JSON equality with one request: a reply whose id
+//! matches nothing (another number, a missing id, the string `"42"` for the number 42) is never
+//! taken as the answer to anything; it makes every tool call it may belong to ambiguous.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex, Weak};
+
+use countersign::effect::Reconciled;
+use countersign::{
+    ActionRequest, AnswerDecision, ApprovalAnswer, ApprovalId, Control, ControlError, EffectRecord,
+    ExecutorError, FrameworkInterrupt, IdentityProvider, InterruptApprovalProvider, InterruptError,
+    PendingApproval, Principal, ReconcileHook,
+};
+use serde_json::{Map, Value, json};
+use tokio::sync::{mpsc, oneshot, watch};
+
+use crate::upstream::{Event, Link};
+use crate::wire::{self, Kind};
+use crate::{GatewayShared, LateReply, codes};
+
+/// The `_meta` key of a `tools/call` in which a client presents an approval id.
+const APPROVAL_META: &str = "countersign/approval";
+
+/// How much of a raw upstream reply is kept as evidence in a receipt: 64 KiB.
+const EVIDENCE_BYTES: usize = 64 * 1024;
+
+tokio::task_local! {
+    /// The client's request id of the `tools/call` being decided on this task.
+    static CURRENT_CALL: Value;
+}
+
+/// A message for the client; `related` is the client request it belongs to, if any.
+#[derive(Debug, Clone)]
+pub(crate) struct Outgoing {
+    pub(crate) message: Value,
+    // The stdio front writes everything in order; the Streamable HTTP front routes by it to
+    // the POST stream of the request it belongs to.
+    pub(crate) related: Option<Value>,
+}
+
+/// What a waiting tool call is handed.
+enum Reply {
+    Message { message: Value, raw: String },
+    Malformed { raw: String },
+    Uncorrelated { raw: String },
+    NotSent { detail: String },
+    Broken { detail: String },
+}
+
+enum Forwarded {
+    Passthrough {
+        client_id: Value,
+        method: String,
+    },
+    ToolCall {
+        client_id: Value,
+        reply: oneshot::Sender<Reply>,
+    },
+    Abandoned {
+        effect_key: Option<String>,
+        action: String,
+    },
+}
+
+#[derive(Default)]
+struct State {
+    next_id: u64,
+    forwarded: HashMap<u64, Forwarded>,
+    /// The client's request id (as JSON text) to the upstream id it was forwarded under.
+    client_ids: HashMap<String, u64>,
+    /// Requests from the upstream to the client: the gateway's id to the upstream's.
+    server_requests: HashMap<String, Value>,
+    /// The gateway's own requests to the client (elicitation).
+    own_requests: HashMap<String, oneshot::Sender<Value>>,
+    /// Progress tokens (as JSON text) to the client request that set them.
+    progress: HashMap<String, Value>,
+    client_elicitation: bool,
+    client_name: String,
+}
+
+pub(crate) struct Inner {
+    shared: Arc<GatewayShared>,
+    control: Control,
+    upstream: Arc<dyn Link>,
+    to_client: mpsc::UnboundedSender<Outgoing>,
+    state: Mutex<State>,
+    closed: watch::Sender<bool>,
+}
+
+/// A running session. Cheap to clone.
+#[derive(Clone)]
+pub(crate) struct Session {
+    inner: Arc<Inner>,
+}
+
+struct FixedPrincipal(Option<Principal>);
+
+impl IdentityProvider for FixedPrincipal {
+    fn principal(&self) -> Option<Principal> {
+        self.0.clone()
+    }
+}
+
+impl Session {
+    /// Start a session for `principal` over an upstream connection. Returns the session and
+    /// the stream of messages for the client.
+    pub(crate) fn start(
+        shared: Arc<GatewayShared>,
+        principal: Option<Principal>,
+        upstream: Arc<dyn Link>,
+        mut events: mpsc::UnboundedReceiver<Event>,
+    ) -> (Session, mpsc::UnboundedReceiver<Outgoing>) {
+        let (to_client, outgoing) = mpsc::unbounded_channel();
+        let (closed, _) = watch::channel(false);
+        let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
+            let mut builder =
+                Control::builder_shared(Arc::clone(&shared.policy), Arc::clone(&shared.store))
+                    .identity(FixedPrincipal(principal))
+                    .reconcile_hook(Arc::clone(&shared.late) as Arc<dyn ReconcileHook>);
+            if shared.config.elicitation {
+                let interrupt = Arc::new(Elicitation {
+                    session: weak.clone(),
+                });
+                builder = builder.approval_provider(Arc::new(InterruptApprovalProvider::new(
+                    Arc::clone(&shared.store),
+                    interrupt,
+                    Arc::new(countersign::SystemClock),
+                )));
+            }
+            Inner {
+                control: builder.build(),
+                shared,
+                upstream,
+                to_client,
+                state: Mutex::new(State {
+                    next_id: 1,
+                    ..State::default()
+                }),
+                closed,
+            }
+        });
+        let pump = Arc::downgrade(&inner);
+        tokio::spawn(async move {
+            while let Some(event) = events.recv().await {
+                let Some(inner) = pump.upgrade() else { return };
+                inner.handle_upstream(event);
+            }
+        });
+        (Session { inner }, outgoing)
+    }
+
+    /// Handle one message from the client.
+    pub(crate) async fn handle_client(&self, message: Value) {
+        Arc::clone(&self.inner).handle_client(message).await;
+    }
+
+    /// Resolves when the upstream connection is gone.
+    pub(crate) async fn upstream_closed(&self) {
+        let mut closed = self.inner.closed.subscribe();
+        let _ = closed.wait_for(|closed| *closed).await;
+    }
+}
+
+fn id_text(id: &Value) -> String {
+    id.to_string()
+}
+
+impl Inner {
+    fn state(&self) -> std::sync::MutexGuard<'_, State> {
+        // A poisoned lock means a panic while routing; the routing tables are still sound
+        // (every update is a single insert or remove), so keep going.
+        self.state
+            .lock()
+            .unwrap_or_else(|poisoned| poisoned.into_inner())
+    }
+
+    fn to_client(&self, message: Value, related: Option<Value>) {
+        let _ = self.to_client.send(Outgoing { message, related });
+    }
+
+    fn log(&self, line: std::fmt::Arguments<'_>) {
+        if self.shared.config.log {
+            eprintln!("countersign-gateway[{}]: {line}", self.shared.config.alias);
+        }
+    }
+
+    async fn handle_client(self: Arc<Self>, message: Value) {
+        match wire::kind(&message) {
+            Kind::Request => self.client_request(message).await,
+            Kind::Notification => self.client_notification(message).await,
+            Kind::Response => self.client_response(message).await,
+            Kind::Invalid => {
+                if let Some(id) = message.get("id") {
+                    let error =
+                        wire::error_object(codes::INVALID_REQUEST, "not a JSON-RPC 2.0 message");
+                    self.to_client(wire::error_response(id.clone(), error), Some(id.clone()));
+                }
+            }
+        }
+    }
+
+    async fn client_request(self: Arc<Self>, message: Value) {
+        let client_id = message.get("id").cloned().unwrap_or(Value::Null);
+        let method = wire::method(&message).unwrap_or_default().to_owned();
+        if let Some(token) = message.pointer("/params/_meta/progressToken") {
+            self.state()
+                .progress
+                .insert(id_text(token), client_id.clone());
+        }
+        if method == "initialize" {
+            let mut state = self.state();
+            state.client_elicitation = message
+                .pointer("/params/capabilities/elicitation")
+                .is_some_and(|value| !value.is_null());
+            state.client_name = message
+                .pointer("/params/clientInfo/name")
+                .and_then(Value::as_str)
+                .unwrap_or("unnamed client")
+                .to_owned();
+        }
+        if method == "tools/call" {
+            let params = message.get("params").cloned().unwrap_or(Value::Null);
+            tokio::spawn(async move {
+                let response = CURRENT_CALL
+                    .scope(client_id.clone(), self.tool_call(client_id.clone(), params));
+                let response = response.await;
+                self.to_client(response, Some(client_id));
+            });
+            return;
+        }
+        let mut forwarded = message;
+        let upstream_id = {
+            let mut state = self.state();
+            let id = state.next_id;
+            state.next_id += 1;
+            state.forwarded.insert(
+                id,
+                Forwarded::Passthrough {
+                    client_id: client_id.clone(),
+                    method,
+                },
+            );
+            state.client_ids.insert(id_text(&client_id), id);
+            id
+        };
+        forwarded["id"] = json!(upstream_id);
+        if let Err(detail) = self.upstream.send(&forwarded, Some(upstream_id)).await {
+            self.state().forwarded.remove(&upstream_id);
+            let error = wire::error_object(
+                codes::INTERNAL_ERROR,
+                format!("not sent: the upstream is unreachable: {detail}"),
+            );
+            self.to_client(
+                wire::error_response(client_id.clone(), error),
+                Some(client_id),
+            );
+        }
+    }
+
+    async fn client_notification(self: Arc<Self>, mut message: Value) {
+        if wire::method(&message) == Some("notifications/cancelled")
+            && let Some(request_id) = message.pointer("/params/requestId").cloned()
+        {
+            let upstream_id = self.state().client_ids.get(&id_text(&request_id)).copied();
+            match upstream_id {
+                Some(id) => message["params"]["requestId"] = json!(id),
+                // A cancellation of something the upstream never saw: nothing to forward.
+                None => return,
+            }
+        }
+        let _ = self.upstream.send(&message, None).await;
+    }
+
+    async fn client_response(self: Arc<Self>, mut message: Value) {
+        let Some(id) = message.get("id").and_then(Value::as_str).map(str::to_owned) else {
+            return;
+        };
+        let own = self.state().own_requests.remove(&id);
+        if let Some(waiter) = own {
+            let _ = waiter.send(message);
+            return;
+        }
+        let upstream_id = self.state().server_requests.remove(&id);
+        if let Some(upstream_id) = upstream_id {
+            message["id"] = upstream_id;
+            let _ = self.upstream.send(&message, None).await;
+        }
+    }
+
+    /// Route one event from the upstream.
+    fn handle_upstream(&self, event: Event) {
+        match event {
+            Event::Message {
+                message,
+                raw,
+                related,
+            } => match wire::kind(&message) {
+                Kind::Response => self.upstream_response(message, raw, related),
+                Kind::Request => self.upstream_request(message, related),
+                Kind::Notification => self.upstream_notification(message),
+                Kind::Invalid => self.fail_calls(related, |raw| Reply::Malformed { raw }, raw),
+            },
+            Event::Malformed { raw, related } => {
+                self.fail_calls(related, |raw| Reply::Malformed { raw }, raw);
+            }
+            Event::NotSent { related, detail } => {
+                self.end_forwarded(related, Reply::NotSent { detail });
+            }
+            Event::Broken { related, detail } => {
+                self.end_forwarded(related, Reply::Broken { detail });
+            }
+            Event::Closed { detail } => {
+                let ids: Vec<u64> = self.state().forwarded.keys().copied().collect();
+                for id in ids {
+                    self.end_forwarded(
+                        id,
+                        Reply::Broken {
+                            detail: format!("the upstream connection closed: {detail}"),
+                        },
+                    );
+                }
+                self.log(format_args!("upstream closed: {detail}"));
+                let _ = self.closed.send(true);
+            }
+        }
+    }
+
+    fn end_forwarded(&self, upstream_id: u64, reply: Reply) {
+        let entry = self.state().forwarded.remove(&upstream_id);
+        match entry {
+            Some(Forwarded::ToolCall { reply: waiter, .. }) => {
+                let _ = waiter.send(reply);
+            }
+            Some(Forwarded::Passthrough { client_id, .. }) => {
+                let detail = match reply {
+                    Reply::NotSent { detail } => format!("not sent: {detail}"),
+                    Reply::Broken { detail } => detail,
+                    _ => "the upstream reply was unusable".to_owned(),
+                };
+                let error = wire::error_object(codes::INTERNAL_ERROR, detail);
+                self.to_client(
+                    wire::error_response(client_id.clone(), error),
+                    Some(client_id),
+                );
+            }
+            Some(entry @ Forwarded::Abandoned { .. }) => {
+                self.state().forwarded.insert(upstream_id, entry);
+            }
+            None => {}
+        }
+    }
+
+    /// Hand `raw` to the tool calls it may belong to: the related one if the transport knows
+    /// it, else every tool call in flight. Never to a passthrough request.
+    fn fail_calls(&self, related: Option<u64>, make: impl Fn(String) -> Reply, raw: String) {
+        let raw = wire::truncated(&raw, EVIDENCE_BYTES);
+        let waiters: Vec<oneshot::Sender<Reply>> = {
+            let mut state = self.state();
+            let targets: Vec<u64> = match related {
+                Some(id)
+                    if matches!(state.forwarded.get(&id), Some(Forwarded::ToolCall { .. })) =>
+                {
+                    vec![id]
+                }
+                _ => state
+                    .forwarded
+                    .iter()
+                    .filter(|(_, entry)| matches!(entry, Forwarded::ToolCall { .. }))
+                    .map(|(id, _)| *id)
+                    .collect(),
+            };
+            targets
+                .into_iter()
+                .filter_map(|id| match state.forwarded.remove(&id) {
+                    Some(Forwarded::ToolCall { reply, .. }) => Some(reply),
+                    _ => None,
+                })
+                .collect()
+        };
+        if waiters.is_empty() {
+            self.log(format_args!(
+                "an upstream message matched no request and no tool call was waiting: ignored ({} bytes)",
+                raw.len()
+            ));
+        }
+        for waiter in waiters {
+            let _ = waiter.send(make(raw.clone()));
+        }
+    }
+
+    fn upstream_response(&self, mut message: Value, raw: String, related: Option<u64>) {
+        // INVARIANT (exact-correlation): only a JSON number equal to an id we sent matches.
+        let matched = message
+            .get("id")
+            .filter(|id| id.is_u64())
+            .and_then(Value::as_u64)
+            .and_then(|id| self.state().forwarded.remove(&id).map(|entry| (id, entry)));
+        let Some((upstream_id, entry)) = matched else {
+            self.fail_calls(related, |raw| Reply::Uncorrelated { raw }, raw);
+            return;
+        };
+        match entry {
+            Forwarded::Passthrough { client_id, method } => {
+                if method == "tools/list" {
+                    self.filter_tools(&mut message);
+                }
+                self.state().client_ids.remove(&id_text(&client_id));
+                message["id"] = client_id.clone();
+                self.to_client(message, Some(client_id));
+            }
+            Forwarded::ToolCall { reply, .. } => {
+                let _ = reply.send(Reply::Message { message, raw });
+            }
+            Forwarded::Abandoned { effect_key, action } => {
+                let success = message.get("result").is_some_and(|result| {
+                    result.get("isError").and_then(Value::as_bool) != Some(true)
+                });
+                self.log(format_args!(
+                    "a late reply to timed-out upstream request {upstream_id} ({action}) was kept as evidence and not delivered"
+                ));
+                self.shared.late.record(LateReply {
+                    upstream_id,
+                    action,
+                    effect_key,
+                    success,
+                    raw: wire::truncated(&raw, EVIDENCE_BYTES),
+                });
+            }
+        }
+    }
+
+    fn upstream_request(&self, mut message: Value, related: Option<u64>) {
+        let upstream_id = message.get("id").cloned().unwrap_or(Value::Null);
+        let (gateway_id, client_related) = {
+            let mut state = self.state();
+            let id = format!("cs-up-{}", state.next_id);
+            state.next_id += 1;
+            state.server_requests.insert(id.clone(), upstream_id);
+            let client_related = related.and_then(|related| match state.forwarded.get(&related) {
+                Some(Forwarded::ToolCall { client_id, .. })
+                | Some(Forwarded::Passthrough { client_id, .. }) => Some(client_id.clone()),
+                _ => None,
+            });
+            (id, client_related)
+        };
+        message["id"] = json!(gateway_id);
+        self.to_client(message, client_related);
+    }
+
+    fn upstream_notification(&self, mut message: Value) {
+        let related = match wire::method(&message) {
+            Some("notifications/progress") => message
+                .pointer("/params/progressToken")
+                .and_then(|token| self.state().progress.get(&id_text(token)).cloned()),
+            Some("notifications/cancelled") => {
+                // The upstream cancels one of its own requests to the client: use our id.
+                let upstream_id = message.pointer("/params/requestId").cloned();
+                let ours = upstream_id.and_then(|upstream_id| {
+                    let state = self.state();
+                    state
+                        .server_requests
+                        .iter()
+                        .find(|(_, theirs)| **theirs == upstream_id)
+                        .map(|(ours, _)| ours.clone())
+                });
+                match ours {
+                    Some(ours) => message["params"]["requestId"] = json!(ours),
+                    None => return,
+                }
+                None
+            }
+            _ => None,
+        };
+        self.to_client(message, related);
+    }
+
+    /// Hide the tools this principal can never be allowed to call (unless configured not to,
+    /// or in observe mode, where nothing is enforced).
+    fn filter_tools(&self, message: &mut Value) {
+        let policy = &self.shared.policy;
+        if !self.shared.config.hide_unpermitted_tools || policy.mode() == countersign::Mode::Observe
+        {
+            return;
+        }
+        let alias = &self.shared.config.alias;
+        if let Some(tools) = message
+            .pointer_mut("/result/tools")
+            .and_then(Value::as_array_mut)
+        {
+            tools.retain(|tool| {
+                tool.get("name")
+                    .and_then(Value::as_str)
+                    .is_some_and(|name| {
+                        policy
+                            .entry(&format!("mcp.{alias}.{name}"))
+                            .is_some_and(|entry| entry.can_permit())
+                    })
+            });
+        }
+    }
+
+    /// Decide one `tools/call` and, if it may run, forward it; returns the response for the
+    /// client.
+    async fn tool_call(self: &Arc<Self>, client_id: Value, params: Value) -> Value {
+        let invalid = |message: &str| {
+            wire::error_response(
+                client_id.clone(),
+                wire::error_object(codes::INVALID_PARAMS, message),
+            )
+        };
+        let Some(name) = params.get("name").and_then(Value::as_str) else {
+            return invalid("not executed: `tools/call` needs the tool's `name` as a string");
+        };
+        let arguments = match params.get("arguments") {
+            None | Some(Value::Null) => Value::Object(Map::new()),
+            Some(object @ Value::Object(_)) => object.clone(),
+            Some(_) => return invalid("not executed: `arguments` must be a JSON object"),
+        };
+        // The client may present the approval it is using (`_meta["countersign/approval"]`,
+        // from an earlier -32090's `data.request_id`); it is never forwarded upstream.
+        let mut meta = params.get("_meta").cloned();
+        let presented = meta
+            .as_mut()
+            .and_then(Value::as_object_mut)
+            .and_then(|meta| meta.remove(APPROVAL_META));
+        if meta
+            .as_ref()
+            .is_some_and(|meta| meta.as_object().is_some_and(Map::is_empty))
+        {
+            meta = None;
+        }
+        let presented = match presented {
+            None => None,
+            Some(Value::String(text)) => match ApprovalId::parse(&text) {
+                Ok(id) => Some(id),
+                Err(problem) => {
+                    return invalid(&format!(
+                        "not executed: `_meta.{APPROVAL_META}` is not an approval id: {problem}"
+                    ));
+                }
+            },
+            Some(_) => {
+                return invalid(&format!(
+                    "not executed: `_meta.{APPROVAL_META}` must be a string such as `apr_…`"
+                ));
+            }
+        };
+        let action = format!("mcp.{}.{name}", self.shared.config.alias);
+        let entry = self.shared.policy.entry(&action);
+        let not_executed_on_error = entry.is_some_and(|entry| entry.not_executed_on_error());
+        let evaluation = self
+            .control
+            .evaluate(&ActionRequest::new(&action, &arguments))
+            .ok();
+        let effect_key = evaluation
+            .as_ref()
+            .and_then(|evaluation| evaluation.effect_key.as_ref())
+            .map(|key| key.as_str().to_owned());
+        let mut request = ActionRequest::new(&action, &arguments);
+        if let Some(wait) = self.shared.config.approval_wait {
+            request = request.with_wait(wait);
+        }
+        if let Some(presented) = presented {
+            request = request.with_approval(presented);
+        }
+        let stash: Arc<Mutex<Option<Stash>>> = Arc::new(Mutex::new(None));
+        let call = UpstreamCall {
+            inner: Arc::clone(self),
+            tool: name.to_owned(),
+            action: action.clone(),
+            meta,
+            client_id: client_id.clone(),
+            effect_key,
+            not_executed_on_error,
+            stash: Arc::clone(&stash),
+        };
+        let outcome = self
+            .control
+            .execute(request, |canonical| call.run(canonical))
+            .await;
+        let stashed = stash.lock().ok().and_then(|mut stash| stash.take());
+        match outcome {
+            Ok(executed) => {
+                let receipt = &executed.receipt;
+                self.log(format_args!(
+                    "tools/call {action}: committed (receipt {})",
+                    receipt.seq
+                ));
+                let mut result = executed.value;
+                attach_meta(
+                    &mut result,
+                    json!({
+                        "outcome": "committed",
+                        "receipt": {
+                            "seq": receipt.seq,
+                            "hash": receipt.hash,
+                            "outcome": receipt.outcome.as_str(),
+                            "action": receipt.action,
+                            "action_hash": receipt.action_hash,
+                            "effect_key": receipt.effect_key,
+                        },
+                    }),
+                );
+                json!({"jsonrpc": "2.0", "id": client_id, "result": result})
+            }
+            Err(error) => {
+                self.log(format_args!("tools/call {action}: {}", error.reason()));
+                match stashed {
+                    Some(Stash::ToolError(mut result)) => {
+                        // The tool's own error result, as it sent it, marked with what
+                        // Countersign recorded: the client's view and the record agree.
+                        let outcome = match &error {
+                            ControlError::NotExecuted { .. } => "failed",
+                            _ => "ambiguous",
+                        };
+                        attach_meta(
+                            &mut result,
+                            json!({
+                                "outcome": outcome,
+                                "reason": error.reason(),
+                                "message": error.to_string(),
+                            }),
+                        );
+                        json!({"jsonrpc": "2.0", "id": client_id, "result": result})
+                    }
+                    Some(Stash::Evidence(evidence)) => wire::error_response(
+                        client_id,
+                        codes::refusal(&error, &action, Some(&evidence)),
+                    ),
+                    None => wire::error_response(client_id, codes::refusal(&error, &action, None)),
+                }
+            }
+        }
+    }
+
+    fn client_supports_elicitation(&self) -> Option<String> {
+        let state = self.state();
+        state.client_elicitation.then(|| state.client_name.clone())
+    }
+}
+
+fn attach_meta(result: &mut Value, countersign: Value) {
+    if !result.is_object() {
+        *result = json!({ "value": result.take() });
+    }
+    let meta = result
+        .as_object_mut()
+        .map(|object| object.entry("_meta").or_insert_with(|| json!({})));
+    if let Some(Value::Object(meta)) = meta {
+        meta.insert("countersign".into(), countersign);
+    }
+}
+
+/// What the executor leaves for the response when the kernel returns an error.
+enum Stash {
+    /// A tool result with `isError: true`, to show the client as it came.
+    ToolError(Value),
+    /// The raw upstream reply (or what happened), kept in the error's `data.upstream`.
+    Evidence(Value),
+}
+
+/// The executor: forwards one decided call and maps its reply, never guessing.
+struct UpstreamCall {
+    inner: Arc<Inner>,
+    tool: String,
+    action: String,
+    meta: Option<Value>,
+    client_id: Value,
+    effect_key: Option<String>,
+    not_executed_on_error: bool,
+    stash: Arc<Mutex<Option<Stash>>>,
+}
+
+#[derive(Debug, thiserror::Error)]
+#[error("{0}")]
+struct Unknown(String);
+
+impl UpstreamCall {
+    fn keep(&self, stash: Stash) {
+        if let Ok(mut slot) = self.stash.lock() {
+            *slot = Some(stash);
+        }
+    }
+
+    fn ambiguous(&self, detail: String) -> ExecutorError {
+        self.keep(Stash::Evidence(json!(detail)));
+        ExecutorError::failed(Unknown(detail))
+    }
+
+    async fn run(self, canonical: Value) -> Result<Value, ExecutorError> {
+        let inner = &self.inner;
+        let (reply_sender, reply) = oneshot::channel();
+        let upstream_id = {
+            let mut state = inner.state();
+            let id = state.next_id;
+            state.next_id += 1;
+            state.forwarded.insert(
+                id,
+                Forwarded::ToolCall {
+                    client_id: self.client_id.clone(),
+                    reply: reply_sender,
+                },
+            );
+            state.client_ids.insert(id_text(&self.client_id), id);
+            id
+        };
+        let mut params = json!({"name": self.tool, "arguments": canonical});
+        if let Some(meta) = &self.meta {
+            params["_meta"] = meta.clone();
+        }
+        let message =
+            json!({"jsonrpc": "2.0", "id": upstream_id, "method": "tools/call", "params": params});
+        if let Err(detail) = inner.upstream.send(&message, Some(upstream_id)).await {
+            inner.state().forwarded.remove(&upstream_id);
+            return Err(ExecutorError::not_executed(format!(
+                "the call never reached the upstream: {detail}"
+            )));
+        }
+        let timeout = inner.shared.config.call_timeout;
+        let reply = match tokio::time::timeout(timeout, reply).await {
+            Ok(Ok(reply)) => reply,
+            Ok(Err(_)) => return Err(self.ambiguous("the gateway lost track of the call".into())),
+            Err(_) => {
+                // INVARIANT (never-resent): a timed-out call is cancelled, never sent again.
+                inner.state().forwarded.insert(
+                    upstream_id,
+                    Forwarded::Abandoned {
+                        effect_key: self.effect_key.clone(),
+                        action: self.action.clone(),
+                    },
+                );
+                let cancel = wire::notification(
+                    "notifications/cancelled",
+                    json!({"requestId": upstream_id, "reason": "countersign gateway: no reply within the call timeout"}),
+                );
+                let sent = inner.upstream.send(&cancel, None).await.is_ok();
+                return Err(self.ambiguous(format!(
+                    "no reply within {timeout:?} to upstream request {upstream_id}; {}; a late reply is kept as evidence and never delivered",
+                    if sent { "sent notifications/cancelled for it" } else { "could not send notifications/cancelled for it" }
+                )));
+            }
+        };
+        inner.state().client_ids.remove(&id_text(&self.client_id));
+        match reply {
+            Reply::Message { message, raw } => self.classify(message, raw),
+            Reply::Malformed { raw } => Err(self.ambiguous(format!(
+                "the upstream sent a reply that is not a JSON-RPC message: {raw}"
+            ))),
+            Reply::Uncorrelated { raw } => Err(self.ambiguous(format!(
+                "the upstream sent a reply whose id does not match request {upstream_id}: {raw}"
+            ))),
+            Reply::NotSent { detail } => {
+                self.keep(Stash::Evidence(json!(detail)));
+                Err(ExecutorError::not_executed(format!(
+                    "the call never reached the upstream: {detail}"
+                )))
+            }
+            Reply::Broken { detail } => Err(self.ambiguous(detail)),
+        }
+    }
+
+    fn classify(&self, message: Value, raw: String) -> Result<Value, ExecutorError> {
+        let raw = wire::truncated(&raw, EVIDENCE_BYTES);
+        if let Some(error) = message.get("error") {
+            self.keep(Stash::Evidence(error.clone()));
+            return Err(if self.not_executed_on_error {
+                ExecutorError::not_executed(format!(
+                    "the upstream answered an error and the policy marks this tool's errors as definite: {raw}"
+                ))
+            } else {
+                ExecutorError::failed(Unknown(format!(
+                    "the upstream answered an error; whether the tool ran is unknown: {raw}"
+                )))
+            });
+        }
+        let Some(result) = message.get("result").filter(|result| result.is_object()) else {
+            return Err(self.ambiguous(format!("the upstream reply has no result object: {raw}")));
+        };
+        if result.get("isError").and_then(Value::as_bool) == Some(true) {
+            self.keep(Stash::ToolError(result.clone()));
+            return Err(if self.not_executed_on_error {
+                ExecutorError::not_executed(format!(
+                    "the tool reported an error and the policy marks its errors as definite: {raw}"
+                ))
+            } else {
+                ExecutorError::failed(Unknown(format!(
+                    "the tool reported an error (isError); its effect is unknown: {raw}"
+                )))
+            });
+        }
+        Ok(result.clone())
+    }
+}
+
+/// Inline approvals: asks the human through the client's elicitation support, showing the
+/// exact action. An answer is bound server-side to the action hash by the kernel.
+struct Elicitation {
+    session: Weak<Inner>,
+}
+
+#[async_trait::async_trait]
+impl FrameworkInterrupt for Elicitation {
+    fn framework(&self) -> &str {
+        "mcp-elicitation"
+    }
+
+    fn carries_approved_arguments(&self) -> bool {
+        false
+    }
+
+    async fn interrupt(&self, pending: PendingApproval) -> Result<ApprovalAnswer, InterruptError> {
+        let Some(inner) = self.session.upgrade() else {
+            return Err(InterruptError::Suspended);
+        };
+        let Some(client_name) = inner.client_supports_elicitation() else {
+            return Err(InterruptError::Suspended);
+        };
+        let related = CURRENT_CALL.try_with(Value::clone).ok();
+        let (sender, answer) = oneshot::channel();
+        let id = {
+            let mut state = inner.state();
+            let id = format!("cs-approval-{}", state.next_id);
+            state.next_id += 1;
+            state.own_requests.insert(id.clone(), sender);
+            id
+        };
+        // The exact canonical form (RFC 8785) that is hashed and, if approved, sent upstream;
+        // secrets are already redacted by the kernel.
+        let arguments = countersign::canonical::to_canonical(&pending.arguments)
+            .map(|canonical| canonical.as_str().to_owned())
+            .unwrap_or_else(|_| pending.arguments.to_string());
+        let text = format!(
+            "Countersign: approve this exact action?\n\naction: {}\narguments (canonical JSON): {}\nprincipal: {}\nresource: {}\neffect key: {}\naction hash: {}\nrequest: {} (expires {})\n\nApproving authorizes this call once; other arguments need their own approval.",
+            pending.action,
+            arguments,
+            pending.principal,
+            pending.resource.as_deref().unwrap_or("-"),
+            pending.effect_key.as_deref().unwrap_or("-"),
+            pending.action_hash,
+            pending.request_id,
+            pending.expires_at,
+        );
+        let request = json!({
+            "jsonrpc": "2.0",
+            "id": id,
+            "method": "elicitation/create",
+            "params": {
+                "message": text,
+                "requestedSchema": {
+                    "type": "object",
+                    "properties": {
+                        "decision": {
+                            "type": "string",
+                            "title": "Decision",
+                            "enum": ["approve", "reject"],
+                            "description": format!("approve or reject {} {}", pending.action, pending.action_hash),
+                        }
+                    },
+                    "required": ["decision"],
+                },
+            },
+        });
+        inner.to_client(request, related);
+        let wait = inner.shared.config.elicitation_timeout;
+        let reply = match tokio::time::timeout(wait, answer).await {
+            Ok(Ok(reply)) => reply,
+            _ => {
+                inner.state().own_requests.remove(&id);
+                return Err(InterruptError::Suspended);
+            }
+        };
+        let action = reply.pointer("/result/action").and_then(Value::as_str);
+        let decision = reply
+            .pointer("/result/content/decision")
+            .and_then(Value::as_str);
+        let decision = match (action, decision) {
+            (Some("accept"), Some("approve")) => AnswerDecision::Approve,
+            (Some("accept"), Some("reject")) | (Some("decline"), _) => AnswerDecision::Reject,
+            // Cancelled, an error, or an answer we cannot read: stays pending, out of band.
+            _ => return Err(InterruptError::Suspended),
+        };
+        Ok(ApprovalAnswer {
+            decision,
+            approver: format!("human:via-mcp-client:{client_name}"),
+            note: None,
+            arguments: None,
+        })
+    }
+}
+
+/// Late replies to timed-out calls, and the reconcile hook that reads them.
+#[derive(Default)]
+pub(crate) struct LateReplies {
+    replies: Mutex<Vec<LateReply>>,
+}
+
+impl LateReplies {
+    fn record(&self, reply: LateReply) {
+        if let Ok(mut replies) = self.replies.lock() {
+            replies.push(reply);
+        }
+    }
+
+    pub(crate) fn all(&self) -> Vec<LateReply> {
+        self.replies
+            .lock()
+            .map(|replies| replies.clone())
+            .unwrap_or_default()
+    }
+}
+
+#[async_trait::async_trait]
+impl ReconcileHook for LateReplies {
+    async fn reconcile(
+        &self,
+        effect: &EffectRecord,
+    ) -> Result<Reconciled, Box<dyn std::error::Error + Send + Sync>> {
+        // A late success reply correlated to the timed-out request proves the effect
+        // happened. Nothing else proves anything: an error or no reply stays unknown.
+        let committed = self
+            .all()
+            .iter()
+            .any(|reply| reply.success && reply.effect_key.as_deref() == Some(effect.key.as_str()));
+        Ok(if committed {
+            Reconciled::Committed
+        } else {
+            Reconciled::Unknown
+        })
+    }
+}
+
+impl Session {
+    /// Send `message` to the client as it is (a refusal of unreadable input).
+    pub(crate) fn reply_directly(&self, message: Value) {
+        self.inner.to_client(message, None);
+    }
+}

@@ -1,0 +1,54 @@
+//! The upstream side: the MCP server the gateway fronts, as a child process over stdio, any
+//! byte stream, or Streamable HTTP.
+//!
+//! Every upstream delivers [`Event`]s. A reply is kept as the raw text it arrived as, so that
+//! whatever the gateway cannot trust (a malformed line, a reply whose id matches no request)
+//! is kept as evidence rather than parsed away.
+
+use serde_json::Value;
+
+mod http;
+mod io;
+
+pub(crate) use http::connect as connect_http;
+pub(crate) use io::{connect_io, spawn_command};
+
+/// What the upstream side delivers to a session.
+#[derive(Debug)]
+pub(crate) enum Event {
+    /// A JSON-RPC message (object), with the raw text it came as. `related`: the gateway's
+    /// upstream request id whose HTTP response carried it, when the transport knows.
+    Message {
+        message: Value,
+        raw: String,
+        related: Option<u64>,
+    },
+    /// Text that is not one JSON-RPC message object (bad JSON, a batch, a bare value).
+    Malformed { raw: String, related: Option<u64> },
+    /// The request `related` was definitely never delivered.
+    NotSent { related: u64, detail: String },
+    /// The reply to `related` ended without a JSON-RPC response (a cut stream, a 5xx).
+    Broken { related: u64, detail: String },
+    /// The upstream connection is gone.
+    Closed { detail: String },
+}
+
+/// The sending half of an upstream connection.
+#[async_trait::async_trait]
+pub(crate) trait Link: Send + Sync {
+    /// Send one message; `related` is the gateway's request id when `message` is a request.
+    /// `Err` means the message was definitely not delivered.
+    async fn send(&self, message: &Value, related: Option<u64>) -> Result<(), String>;
+}
+
+/// Classify one line or body of upstream text.
+pub(crate) fn parse_event(raw: String, related: Option<u64>) -> Event {
+    match serde_json::from_str::<Value>(&raw) {
+        Ok(message) if message.is_object() => Event::Message {
+            message,
+            raw,
+            related,
+        },
+        _ => Event::Malformed { raw, related },
+    }
+}

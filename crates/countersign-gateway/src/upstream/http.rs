@@ -1,0 +1,295 @@
+//! The Streamable HTTP client side: one POST per message; a reply is a JSON body, an event
+//! stream, or (for notifications and responses) an empty 202.
+//!
+//! Outcome rules (the gateway never guesses): a connection refused before any byte was sent is
+//! [`Event::NotSent`]; a 4xx or 5xx, a body that is not JSON, or an event stream that ends
+//! before the reply to its request is [`Event::Broken`] or [`Event::Malformed`], which the
+//! session records as ambiguous.
+
+use std::sync::{Arc, Mutex};
+
+use futures::StreamExt;
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::{Event, Link, parse_event};
+use crate::wire;
+
+const SESSION_HEADER: &str = "mcp-session-id";
+const VERSION_HEADER: &str = "mcp-protocol-version";
+
+struct HttpLink {
+    client: reqwest::Client,
+    url: String,
+    events: mpsc::UnboundedSender<Event>,
+    session: Arc<Mutex<Option<String>>>,
+    version: Arc<Mutex<Option<String>>>,
+    max_body: usize,
+}
+
+/// Connect to the Streamable HTTP endpoint `url` (plain `http://`).
+pub(crate) fn connect(
+    url: &str,
+    max_body: usize,
+) -> (Arc<dyn Link>, mpsc::UnboundedReceiver<Event>) {
+    let (events, receiver) = mpsc::unbounded_channel();
+    let link = HttpLink {
+        client: reqwest::Client::new(),
+        url: url.to_owned(),
+        events,
+        session: Arc::new(Mutex::new(None)),
+        version: Arc::new(Mutex::new(None)),
+        max_body,
+    };
+    (Arc::new(link), receiver)
+}
+
+fn read_header(slot: &Mutex<Option<String>>) -> Option<String> {
+    slot.lock().map(|value| value.clone()).unwrap_or(None)
+}
+
+fn write_header(slot: &Mutex<Option<String>>, value: String) {
+    if let Ok(mut slot) = slot.lock() {
+        *slot = Some(value);
+    }
+}
+
+#[async_trait::async_trait]
+impl Link for HttpLink {
+    async fn send(&self, message: &Value, related: Option<u64>) -> Result<(), String> {
+        let body = serde_json::to_vec(message).map_err(|error| error.to_string())?;
+        let mut request = self
+            .client
+            .post(&self.url)
+            .header("accept", "application/json, text/event-stream")
+            .header("content-type", "application/json")
+            .body(body);
+        if let Some(session) = read_header(&self.session) {
+            request = request.header(SESSION_HEADER, session);
+        }
+        if let Some(version) = read_header(&self.version) {
+            request = request.header(VERSION_HEADER, version);
+        }
+        let is_initialized = wire::method(message) == Some("notifications/initialized");
+        let exchange = Exchange {
+            events: self.events.clone(),
+            session: Arc::clone(&self.session),
+            version: Arc::clone(&self.version),
+            related,
+            max_body: self.max_body,
+        };
+        match related {
+            // A request: its reply may take as long as the tool runs; read it in its own task.
+            Some(_) => {
+                tokio::spawn(async move { exchange.run(request.send().await).await });
+                Ok(())
+            }
+            // A notification or a response: wait for the acknowledgement, so that order holds.
+            None => {
+                let response = request.send().await;
+                if let Err(error) = &response
+                    && error.is_connect()
+                {
+                    return Err(format!("cannot connect to the upstream: {error}"));
+                }
+                exchange.run(response).await;
+                if is_initialized {
+                    self.open_listening_stream();
+                }
+                Ok(())
+            }
+        }
+    }
+}
+
+impl HttpLink {
+    /// The GET stream for messages the upstream sends on its own (list changes, requests).
+    /// An upstream that offers none (405) is fine.
+    fn open_listening_stream(&self) {
+        let mut request = self
+            .client
+            .get(&self.url)
+            .header("accept", "text/event-stream");
+        if let Some(session) = read_header(&self.session) {
+            request = request.header(SESSION_HEADER, session);
+        }
+        if let Some(version) = read_header(&self.version) {
+            request = request.header(VERSION_HEADER, version);
+        }
+        let exchange = Exchange {
+            events: self.events.clone(),
+            session: Arc::clone(&self.session),
+            version: Arc::clone(&self.version),
+            related: None,
+            max_body: self.max_body,
+        };
+        tokio::spawn(async move {
+            if let Ok(response) = request.send().await
+                && response.status().is_success()
+            {
+                exchange.run(Ok(response)).await;
+            }
+        });
+    }
+}
+
+/// One POST's reply, read to its end.
+struct Exchange {
+    events: mpsc::UnboundedSender<Event>,
+    session: Arc<Mutex<Option<String>>>,
+    version: Arc<Mutex<Option<String>>>,
+    related: Option<u64>,
+    max_body: usize,
+}
+
+impl Exchange {
+    fn broken(&self, detail: String) {
+        if let Some(related) = self.related {
+            let _ = self.events.send(Event::Broken { related, detail });
+        }
+    }
+
+    fn deliver(&self, raw: String) -> bool {
+        let event = parse_event(raw, self.related);
+        let answers = match &event {
+            Event::Message { message, .. } => {
+                if let Some(version) = message
+                    .pointer("/result/protocolVersion")
+                    .and_then(Value::as_str)
+                {
+                    write_header(&self.version, version.to_owned());
+                }
+                self.related.is_some_and(|related| {
+                    wire::kind(message) == wire::Kind::Response
+                        && message.get("id").and_then(Value::as_u64) == Some(related)
+                        && message.get("id").is_some_and(Value::is_u64)
+                })
+            }
+            _ => false,
+        };
+        let _ = self.events.send(event);
+        answers
+    }
+
+    async fn run(self, response: Result<reqwest::Response, reqwest::Error>) {
+        let response = match response {
+            Ok(response) => response,
+            Err(error) if error.is_connect() => {
+                if let Some(related) = self.related {
+                    let _ = self.events.send(Event::NotSent {
+                        related,
+                        detail: format!("cannot connect to the upstream: {error}"),
+                    });
+                }
+                return;
+            }
+            Err(error) => {
+                self.broken(format!("the HTTP exchange failed after sending: {error}"));
+                return;
+            }
+        };
+        if let Some(session) = response
+            .headers()
+            .get(SESSION_HEADER)
+            .and_then(|value| value.to_str().ok())
+        {
+            write_header(&self.session, session.to_owned());
+        }
+        let status = response.status();
+        let event_stream = response
+            .headers()
+            .get("content-type")
+            .and_then(|value| value.to_str().ok())
+            .is_some_and(|value| value.starts_with("text/event-stream"));
+        if !status.is_success() {
+            let body = response.text().await.unwrap_or_default();
+            self.broken(format!(
+                "the upstream answered HTTP {status}: {}",
+                wire::truncated(&body, 4096)
+            ));
+            return;
+        }
+        if event_stream {
+            self.read_events(response).await;
+            return;
+        }
+        let body = match response.bytes().await {
+            Ok(body) => body,
+            Err(error) => {
+                self.broken(format!("the reply body was cut: {error}"));
+                return;
+            }
+        };
+        if body.is_empty() {
+            // 202 Accepted for a notification or a response: nothing to deliver. For a
+            // request it is not a reply.
+            self.broken(format!("the upstream answered HTTP {status} with no reply"));
+            return;
+        }
+        let text = String::from_utf8_lossy(&body[..body.len().min(self.max_body)]).into_owned();
+        self.deliver(text);
+    }
+
+    async fn read_events(self, response: reqwest::Response) {
+        let mut stream = response.bytes_stream();
+        let mut buffer: Vec<u8> = Vec::new();
+        let mut answered = false;
+        let mut cut = None;
+        while let Some(chunk) = stream.next().await {
+            match chunk {
+                Ok(chunk) => buffer.extend_from_slice(&chunk),
+                Err(error) => {
+                    cut = Some(format!("the event stream was cut: {error}"));
+                    break;
+                }
+            }
+            while let Some((event, rest)) = split_event(&buffer) {
+                if let Some(data) = event_data(&event)
+                    && self.deliver(data)
+                {
+                    answered = true;
+                }
+                buffer = rest;
+            }
+            if buffer.len() > self.max_body {
+                cut = Some("an event was larger than the message size cap".to_owned());
+                break;
+            }
+        }
+        if !answered {
+            self.broken(cut.unwrap_or_else(|| {
+                "the event stream ended before the reply to this request".to_owned()
+            }));
+        }
+    }
+}
+
+/// Split one complete event (ended by a blank line) off the front of `buffer`.
+fn split_event(buffer: &[u8]) -> Option<(String, Vec<u8>)> {
+    let text = std::str::from_utf8(buffer)
+        .ok()
+        .map(str::to_owned)
+        .or_else(|| {
+            // Keep going on bytes that are not UTF-8: the event will be malformed, not lost.
+            Some(String::from_utf8_lossy(buffer).into_owned())
+        })?;
+    let normalized = text.replace("\r\n", "\n");
+    let end = normalized.find("\n\n")?;
+    let event = normalized[..end].to_owned();
+    let rest = normalized.as_bytes()[end + 2..].to_vec();
+    Some((event, rest))
+}
+
+/// The `data` of one event (its `data:` lines joined), or `None` for a comment-only event.
+fn event_data(event: &str) -> Option<String> {
+    let lines: Vec<&str> = event
+        .lines()
+        .filter_map(|line| line.strip_prefix("data:"))
+        .map(|data| data.strip_prefix(' ').unwrap_or(data))
+        .collect();
+    if lines.is_empty() {
+        return None;
+    }
+    let data = lines.join("\n");
+    (!data.trim().is_empty()).then_some(data)
+}

@@ -1,0 +1,15 @@
+//! Gateway tests against fault-injecting fake upstreams (cases B14, B15, B18, B19, B20 in
+//! `cases/mcp-gateway.md`), approvals (inline and out of band) and the Streamable HTTP front. The end-to-end tests with the real npm server live beside the CLI
+//! (`crates/countersign-cli/tests/gateway.rs`).
+
+mod gateway {
+    pub mod approvals;
+    pub mod b14_colliding_names;
+    pub mod b15_fail_closed;
+    pub mod b18_timeout;
+    pub mod b19_mismatched_ids;
+    pub mod b20_http_replies;
+    pub mod fake;
+    pub mod harness;
+    pub mod http_front;
+}

@@ -1,0 +1,269 @@
+//! Approvals through the gateway: inline (MCP elicitation) and out of band, with the rejected
+//! and expired answers a model must never mistake for a tool failure.
+
+use std::sync::Arc;
+
+use countersign::{AnswerDecision, ApprovalState, Store, SystemClock, approval};
+use serde_json::{Value, json};
+
+use super::fake::Behaviour;
+use super::harness::{
+    Client, config, memory_store, policy, refusal, start, start_with_capabilities,
+};
+
+const APPROVE_WRITES: &str = "schema: countersign.policy/v1\nactions:\n  mcp.s.write:\n    effect: \"write:{a}\"\n    decision: approve\n";
+
+/// Send a `tools/call` for `write` with `arguments`, and return the `elicitation/create`
+/// request the gateway sends before it answers.
+async fn call_and_wait_for_question(client: &mut Client, id: i64, arguments: Value) -> Value {
+    client
+        .send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "write", "arguments": arguments}}))
+        .await;
+    loop {
+        let message = client.next().await;
+        if message["method"] == "elicitation/create" {
+            return message;
+        }
+        assert_ne!(
+            message["id"],
+            json!(id),
+            "answered before asking: {message}"
+        );
+    }
+}
+
+/// Answer the gateway's question `question` with `result`, and return the call's response.
+async fn answer(client: &mut Client, question: &Value, id: i64, result: Value) -> Value {
+    client
+        .send(json!({"jsonrpc": "2.0", "id": question["id"], "result": result}))
+        .await;
+    loop {
+        let message = client.next().await;
+        if message["id"] == json!(id) && message.get("method").is_none() {
+            return message;
+        }
+    }
+}
+
+async fn only_approval(store: &Arc<dyn Store>) -> countersign::ApprovalRecord {
+    let mut all = store.approvals(None).await.expect("approvals");
+    assert_eq!(all.len(), 1, "{all:?}");
+    all.remove(0)
+}
+
+#[tokio::test]
+async fn elicitation_shows_the_exact_canonical_arguments_and_hash_and_accept_runs_the_call_once() {
+    let store = memory_store();
+    let mut harness = start_with_capabilities(
+        config("s"),
+        policy(APPROVE_WRITES),
+        Arc::clone(&store),
+        &["write"],
+        Behaviour::Succeed,
+        json!({"elicitation": {}}),
+    )
+    .await;
+    // Keys out of order and `1.0` for 1: the canonical form sorts keys and writes `1`.
+    let question =
+        call_and_wait_for_question(&mut harness.client, 7, json!({"b": 1.0, "a": "x"})).await;
+    let record = only_approval(&store).await;
+    let text = question["params"]["message"].as_str().expect("message");
+    assert!(
+        text.contains(r#"arguments (canonical JSON): {"a":"x","b":1}"#),
+        "{text}"
+    );
+    assert_eq!(record.arguments.as_str(), r#"{"a":"x","b":1}"#);
+    assert!(text.contains(record.action_hash.as_str()), "{text}");
+    assert!(
+        text.contains("mcp.s.write") && text.contains("agent:test"),
+        "{text}"
+    );
+    assert_eq!(harness.fake.calls(), 0, "nothing runs before the answer");
+
+    let reply = answer(
+        &mut harness.client,
+        &question,
+        7,
+        json!({"action": "accept", "content": {"decision": "approve"}}),
+    )
+    .await;
+    assert_eq!(
+        reply["result"]["_meta"]["countersign"]["receipt"]["outcome"], "committed",
+        "{reply}"
+    );
+    assert_eq!(
+        reply["result"]["_meta"]["countersign"]["receipt"]["action_hash"],
+        json!(record.action_hash.as_str())
+    );
+    let calls = harness.fake.seen.lock().expect("seen").calls.clone();
+    assert_eq!(calls.len(), 1, "{calls:?}");
+    assert_eq!(calls[0].2, json!({"a": "x", "b": 1}));
+    let record = only_approval(&store).await;
+    assert_eq!(record.state, ApprovalState::Consumed);
+    assert_eq!(
+        record.approver.as_deref(),
+        Some("human:via-mcp-client:test")
+    );
+}
+
+#[tokio::test]
+async fn elicitation_decline_is_a_recorded_denial_and_the_tool_never_runs() {
+    let store = memory_store();
+    let mut harness = start_with_capabilities(
+        config("s"),
+        policy(APPROVE_WRITES),
+        Arc::clone(&store),
+        &["write"],
+        Behaviour::Succeed,
+        json!({"elicitation": {}}),
+    )
+    .await;
+    let question = call_and_wait_for_question(&mut harness.client, 3, json!({"a": "y"})).await;
+    let reply = answer(
+        &mut harness.client,
+        &question,
+        3,
+        json!({"action": "decline"}),
+    )
+    .await;
+    assert_eq!(
+        refusal(&reply),
+        (-32091, "approval_denied".to_owned()),
+        "{reply}"
+    );
+    assert_eq!(reply["error"]["data"]["did_run"], "no");
+    assert_eq!(harness.fake.calls(), 0);
+    let record = only_approval(&store).await;
+    assert_eq!(record.state, ApprovalState::Denied);
+    assert_eq!(
+        record.approver.as_deref(),
+        Some("human:via-mcp-client:test")
+    );
+    let receipts = store.receipts(0, 100).await.expect("receipts");
+    let denied = receipts
+        .iter()
+        .map(|stored| serde_json::from_str::<Value>(&stored.body).expect("receipt JSON"))
+        .filter(|body| body["action"] == "mcp.s.write")
+        .map(|body| body["outcome"].as_str().unwrap_or_default().to_owned())
+        .collect::<Vec<_>>();
+    assert!(
+        denied.iter().any(|outcome| outcome == "denied"),
+        "{denied:?}"
+    );
+}
+
+#[tokio::test]
+async fn an_approval_rejected_out_of_band_refuses_the_retry_with_a_message_saying_the_tool_did_not_run()
+ {
+    let store = memory_store();
+    let mut harness = start(
+        config("s"),
+        policy(APPROVE_WRITES),
+        Arc::clone(&store),
+        &["write"],
+        Behaviour::Succeed,
+    )
+    .await;
+    let paused = harness.client.call("write", json!({"a": "z"})).await;
+    assert_eq!(refusal(&paused), (-32090, "approval_required".to_owned()));
+    let request_id = only_approval(&store).await.id;
+    approval::record_answer(
+        store.as_ref(),
+        &request_id,
+        AnswerDecision::Reject,
+        "human:ops",
+        Some("not this file"),
+        countersign::Clock::now(&SystemClock),
+    )
+    .await
+    .expect("reject");
+
+    let rejected = harness.client.call("write", json!({"a": "z"})).await;
+    assert_eq!(
+        refusal(&rejected),
+        (-32091, "approval_denied".to_owned()),
+        "{rejected}"
+    );
+    let message = rejected["error"]["message"].as_str().expect("message");
+    assert!(message.starts_with("the tool did not run: "), "{message}");
+    assert!(
+        message.contains("rejected") && message.contains("not this file"),
+        "{message}"
+    );
+    let data = &rejected["error"]["data"];
+    assert_eq!(
+        (
+            data["countersign"].clone(),
+            data["did_run"].clone(),
+            data["may_retry"].clone()
+        ),
+        (json!(true), json!("no"), json!(false)),
+        "{data}"
+    );
+    assert_eq!(data["request_id"], json!(request_id.as_str()));
+    assert!(
+        rejected.get("result").is_none(),
+        "never shaped like a tool result"
+    );
+    assert_eq!(harness.fake.calls(), 0);
+}
+
+#[tokio::test]
+async fn a_presented_expired_approval_is_refused_distinctly_and_the_next_call_asks_again() {
+    let store = memory_store();
+    let policy = policy(
+        "schema: countersign.policy/v1\nactions:\n  mcp.s.write:\n    decision: approve\n    approval_ttl: 1s\n",
+    );
+    let mut harness = start(
+        config("s"),
+        policy,
+        Arc::clone(&store),
+        &["write"],
+        Behaviour::Succeed,
+    )
+    .await;
+    let paused = harness.client.call("write", json!({"a": "late"})).await;
+    assert_eq!(refusal(&paused), (-32090, "approval_required".to_owned()));
+    let record = only_approval(&store).await;
+    // Wait until the request's own expiry has passed (the TTL is one second).
+    while countersign::Clock::now(&SystemClock) <= record.expires_at {
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+
+    // The client presents the approval it was given: it expired, so the call is refused
+    // distinctly (a retry without it simply asks again).
+    let presented = json!({"name": "write", "arguments": {"a": "late"}, "_meta": {"countersign/approval": record.id.as_str()}});
+    let expired = harness.client.request("tools/call", presented).await;
+    assert_eq!(
+        refusal(&expired),
+        (-32092, "expired".to_owned()),
+        "{expired}"
+    );
+    let message = expired["error"]["message"].as_str().expect("message");
+    assert!(message.starts_with("the tool did not run: "), "{message}");
+    assert!(message.contains("expired"), "{message}");
+    assert_eq!(expired["error"]["data"]["did_run"], "no");
+    assert_eq!(expired["error"]["data"]["may_retry"], true);
+    assert_eq!(
+        store
+            .approval(&record.id)
+            .await
+            .expect("approval")
+            .expect("stored")
+            .state,
+        ApprovalState::Expired
+    );
+
+    let again = harness.client.call("write", json!({"a": "late"})).await;
+    assert_eq!(
+        refusal(&again),
+        (-32090, "approval_required".to_owned()),
+        "{again}"
+    );
+    assert_ne!(
+        again["error"]["data"]["request_id"],
+        json!(record.id.as_str()),
+        "a new request"
+    );
+    assert_eq!(harness.fake.calls(), 0);
+}

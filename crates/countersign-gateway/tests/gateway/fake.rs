@@ -1,0 +1,182 @@
+//! A fake MCP server over newline-delimited JSON, with injectable faults.
+
+use std::sync::{Arc, Mutex};
+
+use serde_json::{Value, json};
+use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream};
+use tokio::sync::{Notify, mpsc};
+
+/// How the fake answers `tools/call`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Behaviour {
+    /// A success result at once.
+    Succeed,
+    /// Nothing until the gateway cancels the request, then a (late) success.
+    HoldUntilCancelled,
+    /// Do the work, then an error reply carrying id 999.
+    ErrorWithOtherId,
+    /// Do the work, then an error reply with no id.
+    ErrorWithoutId,
+    /// Do the work, then an error reply whose id is the request's id as a string.
+    ErrorWithStringId,
+    /// Do the work, then a success reply carrying id 999.
+    SuccessWithOtherId,
+}
+
+#[derive(Default)]
+pub struct Seen {
+    /// Every tools/call received: (upstream id, tool name, arguments).
+    pub calls: Vec<(Value, String, Value)>,
+    /// Every notifications/cancelled received: the requestId.
+    pub cancelled: Vec<Value>,
+    /// Every notification method received.
+    pub notifications: Vec<String>,
+}
+
+/// The fake's shared state.
+pub struct Fake {
+    pub name: String,
+    pub seen: Mutex<Seen>,
+    pub tools: Mutex<Vec<String>>,
+    pub behaviour: Mutex<Behaviour>,
+    pub late_reply_sent: Notify,
+    announce: mpsc::UnboundedSender<Value>,
+}
+
+impl Fake {
+    pub fn calls(&self) -> usize {
+        self.seen.lock().expect("seen").calls.len()
+    }
+
+    /// Announce a new tool (tools/list_changed).
+    pub fn add_tool(&self, tool: &str) {
+        self.tools.lock().expect("tools").push(tool.to_owned());
+        let _ = self
+            .announce
+            .send(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    }
+}
+
+fn tool_entry(name: &str) -> Value {
+    json!({"name": name, "description": format!("fake {name}"), "inputSchema": {"type": "object"}})
+}
+
+/// Start a fake MCP server on `stream` exposing `tools`.
+pub fn start(name: &str, tools: &[&str], behaviour: Behaviour, stream: DuplexStream) -> Arc<Fake> {
+    let (announce, mut announcements) = mpsc::unbounded_channel::<Value>();
+    let fake = Arc::new(Fake {
+        name: name.to_owned(),
+        seen: Mutex::new(Seen::default()),
+        tools: Mutex::new(tools.iter().map(|tool| (*tool).to_owned()).collect()),
+        behaviour: Mutex::new(behaviour),
+        late_reply_sent: Notify::new(),
+        announce,
+    });
+    let (reader, writer) = tokio::io::split(stream);
+    let (out, mut outgoing) = mpsc::unbounded_channel::<Value>();
+    tokio::spawn(async move {
+        let mut writer = writer;
+        loop {
+            let message = tokio::select! {
+                Some(message) = outgoing.recv() => message,
+                Some(message) = announcements.recv() => message,
+                else => return,
+            };
+            let mut line = serde_json::to_vec(&message).expect("json");
+            line.push(b'\n');
+            if writer.write_all(&line).await.is_err() {
+                return;
+            }
+        }
+    });
+    let state = Arc::clone(&fake);
+    tokio::spawn(async move {
+        let mut lines = BufReader::new(reader).lines();
+        let mut held: Vec<Value> = Vec::new();
+        while let Ok(Some(line)) = lines.next_line().await {
+            let message: Value = serde_json::from_str(&line).expect("the gateway sends JSON");
+            let id = message.get("id").cloned();
+            let method = message["method"].as_str().unwrap_or_default().to_owned();
+            match (method.as_str(), id) {
+                ("initialize", Some(id)) => {
+                    let _ = out.send(json!({"jsonrpc": "2.0", "id": id, "result": {
+                        "protocolVersion": "2025-06-18",
+                        "capabilities": {"tools": {"listChanged": true}},
+                        "serverInfo": {"name": state.name, "version": "0"}}}));
+                }
+                ("tools/list", Some(id)) => {
+                    let tools: Vec<Value> = state
+                        .tools
+                        .lock()
+                        .expect("tools")
+                        .iter()
+                        .map(|t| tool_entry(t))
+                        .collect();
+                    let _ =
+                        out.send(json!({"jsonrpc": "2.0", "id": id, "result": {"tools": tools}}));
+                }
+                ("tools/call", Some(id)) => {
+                    let tool = message["params"]["name"]
+                        .as_str()
+                        .unwrap_or_default()
+                        .to_owned();
+                    let arguments = message["params"]["arguments"].clone();
+                    state.seen.lock().expect("seen").calls.push((
+                        id.clone(),
+                        tool.clone(),
+                        arguments,
+                    ));
+                    let success = json!({"content": [{"type": "text", "text": format!("{} did {tool}", state.name)}]});
+                    let error = json!({"code": -32603, "message": "refund failed"});
+                    let behaviour = *state.behaviour.lock().expect("behaviour");
+                    let reply = match behaviour {
+                        Behaviour::Succeed => {
+                            json!({"jsonrpc": "2.0", "id": id, "result": success})
+                        }
+                        Behaviour::HoldUntilCancelled => {
+                            held.push(id);
+                            continue;
+                        }
+                        Behaviour::ErrorWithOtherId => {
+                            json!({"jsonrpc": "2.0", "id": 999, "error": error})
+                        }
+                        Behaviour::ErrorWithoutId => json!({"jsonrpc": "2.0", "error": error}),
+                        Behaviour::ErrorWithStringId => {
+                            json!({"jsonrpc": "2.0", "id": id.to_string(), "error": error})
+                        }
+                        Behaviour::SuccessWithOtherId => {
+                            json!({"jsonrpc": "2.0", "id": 999, "result": success})
+                        }
+                    };
+                    let _ = out.send(reply);
+                }
+                ("notifications/cancelled", None) => {
+                    let request_id = message["params"]["requestId"].clone();
+                    state
+                        .seen
+                        .lock()
+                        .expect("seen")
+                        .cancelled
+                        .push(request_id.clone());
+                    if let Some(position) = held.iter().position(|id| *id == request_id) {
+                        let id = held.remove(position);
+                        let _ = out.send(json!({"jsonrpc": "2.0", "id": id, "result": {"content": [{"type": "text", "text": "late"}]}}));
+                        state.late_reply_sent.notify_one();
+                    }
+                }
+                (method, None) => {
+                    state
+                        .seen
+                        .lock()
+                        .expect("seen")
+                        .notifications
+                        .push(method.to_owned());
+                }
+                (_, Some(id)) => {
+                    let _ = out.send(json!({"jsonrpc": "2.0", "id": id, "result": {}}));
+                }
+            }
+        }
+    });
+    fake
+}
