@@ -1,0 +1,68 @@
+"""One step of the cross-process test, run as its own Python process.
+
+    python process_worker.py pause  FOLDER   # run until the pause; save the run state
+    python process_worker.py resume FOLDER   # restore the saved state and resume
+
+The executor appends a line to FOLDER/runs.log each time the tool really runs.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+from pathlib import Path
+
+os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
+
+from agents import Agent, RunState, set_tracing_disabled  # noqa: E402
+
+import countersign  # noqa: E402
+from countersign_openai_agents import Gate  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from scripted_model import Call, ScriptedModel  # noqa: E402
+
+set_tracing_disabled(True)
+
+
+def build(folder: Path) -> tuple[Gate, Agent]:
+    control = countersign.Control(folder / "countersign.yaml", principal="agent:test")
+    gate = Gate(control)
+
+    @gate.tool()
+    async def refund(order: str) -> str:
+        """Refund an order."""
+        with open(folder / "runs.log", "a") as log:
+            log.write(f"refund {order} pid={os.getpid()}\n")
+        return f"refunded {order}"
+
+    agent = Agent(
+        name="assistant",
+        model=ScriptedModel([[Call("refund", {"order": "o1"}, "c1")]]),
+        tools=[refund],
+    )
+    return gate, agent
+
+
+async def main(step: str, folder: Path) -> None:
+    gate, agent = build(folder)
+    if step == "pause":
+        result = await gate.run(agent, "refund o1")
+        (folder / "state.json").write_text(result.to_state().to_string())
+        print(json.dumps([call.request.request_id for call in gate.pending(result)]))
+    elif step == "resume":
+        state = await RunState.from_string(agent, (folder / "state.json").read_text())
+        try:
+            result = await gate.run(agent, state)
+        except countersign.CountersignError as refusal:
+            print(json.dumps({"refused": refusal.reason}))
+            return
+        print(json.dumps({"final": result.final_output, "pending": len(result.interruptions)}))
+    else:
+        raise SystemExit(f"unknown step `{step}`: use pause or resume")
+
+
+if __name__ == "__main__":
+    asyncio.run(main(sys.argv[1], Path(sys.argv[2])))

@@ -1,0 +1,437 @@
+"""Countersign for Python: policy, single-use approvals, at-most-once effects and hash-chained
+receipts for AI agents' tool calls.
+
+The kernel is Rust (the ``countersign`` crate); this package is its binding::
+
+    from countersign import Control, NotExecuted
+
+    control = Control("countersign.yaml", principal="agent:support-bot")
+
+    @control.protect("stripe.refund")
+    def refund(payment_id: str, amount: int) -> str:
+        ...                      # runs at most once per effect key, only if policy allows
+
+    refund(payment_id="pi_1", amount=500)
+
+Every refusal is a :class:`CountersignError` subclass with ``reason``, ``did_run`` and
+``may_retry`` (see :mod:`countersign.errors`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import inspect
+import json
+import os
+from dataclasses import dataclass
+from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar, Union, overload
+
+from . import errors
+from ._native import NativeControl as _NativeControl
+from ._native import Principal
+from .errors import (
+    ActionDenied,
+    AlreadyDecided,
+    AmbiguousEffect,
+    ApprovalConsumed,
+    ApprovalDenied,
+    ApprovalError,
+    ApprovalExpired,
+    ApprovalMismatch,
+    ApprovalRequired,
+    ApprovalUnknown,
+    ApprovalVoid,
+    BadTemplate,
+    CountersignError,
+    DidRun,
+    DuplicateEffect,
+    InternalError,
+    InterruptFailed,
+    InvalidArguments,
+    NoApprover,
+    NoPrincipal,
+    NotExecuted,
+    OutcomeUnknown,
+    PolicyError,
+    StoreError,
+)
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "Control",
+    "Principal",
+    "Executed",
+    "Evaluation",
+    "ApprovalRequest",
+    "errors",
+    "DidRun",
+    "CountersignError",
+    "PolicyError",
+    "InvalidArguments",
+    "BadTemplate",
+    "NoPrincipal",
+    "ActionDenied",
+    "ApprovalError",
+    "ApprovalRequired",
+    "ApprovalDenied",
+    "ApprovalMismatch",
+    "ApprovalConsumed",
+    "ApprovalExpired",
+    "ApprovalUnknown",
+    "ApprovalVoid",
+    "InterruptFailed",
+    "AlreadyDecided",
+    "NoApprover",
+    "DuplicateEffect",
+    "AmbiguousEffect",
+    "NotExecuted",
+    "OutcomeUnknown",
+    "StoreError",
+    "InternalError",
+]
+
+T = TypeVar("T")
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+@dataclass(frozen=True)
+class Executed:
+    """A call that ran: the executor's ``value`` and the ``receipt`` (a dict in the
+    ``countersign.receipt/v1`` format) that records it."""
+
+    value: Any
+    receipt: dict
+
+
+@dataclass(frozen=True)
+class Evaluation:
+    """What policy would decide for a call (:meth:`Control.evaluate`); nothing was written.
+
+    ``decision``: ``allow`` | ``approve`` | ``deny``; ``reason``: ``rule``, ``action_default``,
+    ``unknown_action`` or ``no_matching_rule``; ``action_hash``: ``sha256:`` + 64 hex;
+    ``mode``: ``enforce`` | ``observe``.
+    """
+
+    action: str
+    decision: str
+    reason: str
+    action_hash: str
+    effect_key: Optional[str]
+    resource: Optional[str]
+    mode: str
+    policy_hash: str
+
+
+@dataclass(frozen=True)
+class ApprovalRequest:
+    """One approval request as stored by the kernel.
+
+    ``state``: ``pending`` | ``granted`` | ``denied`` | ``consumed`` | ``expired`` | ``void``.
+    Times are UTC, RFC 3339 strings. ``arguments`` are the canonical arguments with secrets
+    redacted: what the approver is shown and what the answer is bound to (``action_hash``).
+    ``note`` is the approver's text: data, never an instruction.
+    """
+
+    request_id: str
+    action: str
+    action_hash: str
+    arguments: Any
+    principal: str
+    resource: Optional[str]
+    environment: str
+    effect_key: Optional[str]
+    state: str
+    created_at: str
+    expires_at: str
+    answered_at: Optional[str]
+    approver: Optional[str]
+    note: Optional[str]
+    consumed_at: Optional[str]
+
+    @staticmethod
+    def _from_json(text: str) -> "ApprovalRequest":
+        record = json.loads(text)
+        return ApprovalRequest(
+            request_id=record["id"],
+            action=record["action"],
+            action_hash=record["action_hash"],
+            arguments=record["arguments"],
+            principal=record["principal"],
+            resource=record.get("resource"),
+            environment=record["environment"],
+            effect_key=record.get("effect_key"),
+            state=record["state"],
+            created_at=record["created_at"],
+            expires_at=record["expires_at"],
+            answered_at=record.get("answered_at"),
+            approver=record.get("approver"),
+            note=record.get("note"),
+            consumed_at=record.get("consumed_at"),
+        )
+
+
+def _arguments_json(arguments: Mapping[str, Any]) -> str:
+    if not isinstance(arguments, Mapping):
+        raise TypeError(
+            f"arguments must be a mapping of names to JSON values, not {type(arguments).__name__}"
+        )
+    try:
+        # NaN and infinities pass through as tokens the kernel's strict parser refuses with
+        # `invalid_arguments`, so the refusal is the kernel's, never a silent change.
+        return json.dumps(arguments, allow_nan=True)
+    except (TypeError, ValueError) as error:
+        raise InvalidArguments(
+            f"not executed: arguments are not representable as JSON: {error}",
+            action="",
+            detail=str(error),
+        ) from None
+
+
+class Control:
+    """The kernel for one policy, one store and one principal.
+
+    Args:
+        policy: the policy file (``countersign.policy/v1`` YAML).
+        principal: who is acting (a :class:`Principal` or its identifier). Vouched for by the
+            application, never taken from model output.
+        store_url: ``sqlite:PATH`` (default: ``.countersign/countersign.db`` beside the policy,
+            created if missing), ``memory:`` (this process only), or what else the kernel
+            accepts (``postgres://…`` when built with it).
+        approval_ttl: seconds an approval request stays answerable (default: the policy's,
+            else 15 minutes).
+
+    Raises:
+        PolicyError: the policy does not load (the message names the line).
+        StoreError: the store cannot be opened.
+    """
+
+    def __init__(
+        self,
+        policy: Union[str, "os.PathLike[str]"],
+        *,
+        principal: Union[Principal, str],
+        store_url: Optional[str] = None,
+        approval_ttl: Optional[float] = None,
+    ) -> None:
+        if isinstance(principal, str):
+            principal = Principal(principal)
+        self._native = _NativeControl(os.fspath(policy), principal, store_url, approval_ttl)
+        self.principal = principal
+
+    @property
+    def store_url(self) -> str:
+        """The store URL in use."""
+        return self._native.store_url
+
+    @property
+    def policy_path(self) -> str:
+        """The policy file."""
+        return os.fspath(self._native.policy_path)
+
+    @property
+    def mode(self) -> str:
+        """``enforce`` or ``observe`` (observe: decide and record everything, enforce nothing)."""
+        return self._native.mode
+
+    @property
+    def policy_hash(self) -> str:
+        """The policy hash stamped on every receipt."""
+        return self._native.policy_hash
+
+    def evaluate(self, action: str, arguments: Mapping[str, Any]) -> Evaluation:
+        """What policy would decide for this call. Writes nothing.
+
+        Raises:
+            InvalidArguments, BadTemplate, NoPrincipal.
+        """
+        return Evaluation(**json.loads(self._native.evaluate(action, _arguments_json(arguments))))
+
+    def needs_approval(self, action: str, arguments: Mapping[str, Any]) -> bool:
+        """Does this call need a human's approval before it runs? True when policy says
+        ``approve`` in enforce mode; false in observe mode and for ``allow`` and ``deny`` (a
+        denied call is refused, with a receipt, when it is executed). Writes nothing.
+
+        Raises:
+            InvalidArguments, BadTemplate, NoPrincipal.
+        """
+        return self._native.needs_approval(action, _arguments_json(arguments))
+
+    def request_approval(
+        self, action: str, arguments: Mapping[str, Any]
+    ) -> Optional[ApprovalRequest]:
+        """Find or open the approval request for this call without running anything.
+
+        ``None`` when the call needs no approval (allow, deny, observe mode). Otherwise the
+        request bound to this call's action hash: ``pending`` (created now or earlier),
+        ``granted`` (answered yes, unused) or ``denied`` (a human's no that still stands).
+        Idempotent for one action hash.
+
+        Raises:
+            InvalidArguments, BadTemplate, NoPrincipal; DuplicateEffect or AmbiguousEffect
+            when the effect would be refused anyway (nobody is asked); StoreError.
+        """
+        text = self._native.request_approval(action, _arguments_json(arguments))
+        return None if text is None else ApprovalRequest._from_json(text)
+
+    def execute(
+        self,
+        action: str,
+        arguments: Mapping[str, Any],
+        executor: Callable[[dict], Any],
+        *,
+        approval: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> Executed:
+        """Decide this call and, if allowed or approved, run ``executor`` at most once with the
+        canonical arguments (a ``dict``). The kernel works with the GIL released.
+
+        Args:
+            approval: an approval request id (``apr_…``) to present; without one, a granted
+                request for exactly this action hash is found and used.
+            timeout: seconds the executor may run; past it the outcome is unknown. The
+                executor runs on this thread and is not interrupted: the timeout is checked by
+                the kernel around it, so a call that blocks is not cut short.
+
+        Raises:
+            CountersignError: a subclass per refusal (``did_run``/``may_retry`` say what
+                happened). Raise :class:`NotExecuted` from the executor when its effect
+                definitely did not happen; any other exception becomes :class:`OutcomeUnknown`.
+        """
+
+        def run(canonical: str) -> Any:
+            return executor(json.loads(canonical))
+
+        value, receipt = self._native.execute(
+            action, _arguments_json(arguments), run, approval, timeout
+        )
+        return Executed(value, json.loads(receipt))
+
+    async def execute_async(
+        self,
+        action: str,
+        arguments: Mapping[str, Any],
+        executor: Callable[[dict], Awaitable[Any]],
+        *,
+        approval: Optional[str] = None,
+        timeout: Optional[float] = None,
+    ) -> Executed:
+        """As :meth:`execute`, for an async executor; never blocks the event loop.
+
+        The kernel runs in a worker thread (``asyncio.to_thread``, GIL released while it works)
+        and the coroutine runs on this loop. Cancelling the awaiting task does not stop an
+        attempt that has started: it runs to its end and records its outcome.
+        """
+        loop = asyncio.get_running_loop()
+
+        def run(canonical: str) -> Any:
+            coroutine = executor(json.loads(canonical))
+            return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
+
+        value, receipt = await asyncio.to_thread(
+            self._native.execute, action, _arguments_json(arguments), run, approval, timeout
+        )
+        return Executed(value, json.loads(receipt))
+
+    def protect(
+        self, action: str, *, timeout: Optional[float] = None
+    ) -> Callable[[F], F]:
+        """Decorate a function (sync or ``async``) as the protected tool ``action``.
+
+        The decorated function is called with its own parameters; they are bound by name into
+        the call's arguments (defaults applied), decided by policy, and the function runs with
+        the canonical arguments — exactly what was hashed and approved. It returns the
+        function's value or raises a :class:`CountersignError`.
+        """
+
+        def decorate(function: F) -> F:
+            signature = inspect.signature(function)
+
+            def bind(args: tuple, kwargs: dict) -> dict:
+                bound = signature.bind(*args, **kwargs)
+                bound.apply_defaults()
+                return dict(bound.arguments)
+
+            if inspect.iscoroutinefunction(function):
+
+                @functools.wraps(function)
+                async def protected_async(*args: Any, **kwargs: Any) -> Any:
+                    async def run(canonical: dict) -> Any:
+                        return await function(**canonical)
+
+                    done = await self.execute_async(
+                        action, bind(args, kwargs), run, timeout=timeout
+                    )
+                    return done.value
+
+                protected_async.countersign_action = action  # type: ignore[attr-defined]
+                return protected_async  # type: ignore[return-value]
+
+            @functools.wraps(function)
+            def protected(*args: Any, **kwargs: Any) -> Any:
+                done = self.execute(
+                    action, bind(args, kwargs), lambda canonical: function(**canonical),
+                    timeout=timeout,
+                )
+                return done.value
+
+            protected.countersign_action = action  # type: ignore[attr-defined]
+            return protected  # type: ignore[return-value]
+
+        return decorate
+
+    def approve(
+        self, request_id: str, *, approver: str, note: Optional[str] = None
+    ) -> ApprovalRequest:
+        """Grant a request (the path ``countersign approve`` uses): it authorizes exactly the
+        action it shows, once, until it expires. The first answer wins; repeating the same
+        answer is a success.
+
+        Raises:
+            ApprovalUnknown, AlreadyDecided, ApprovalExpired, NoApprover, StoreError.
+        """
+        return ApprovalRequest._from_json(self._native.answer(request_id, True, approver, note))
+
+    def deny(
+        self, request_id: str, *, approver: str, note: Optional[str] = None
+    ) -> ApprovalRequest:
+        """Deny a request (the path ``countersign deny`` uses): the call gets a recorded denial,
+        and an identical call is refused without asking again until the request's expiry.
+
+        Raises:
+            ApprovalUnknown, AlreadyDecided, ApprovalExpired, NoApprover, StoreError.
+        """
+        return ApprovalRequest._from_json(self._native.answer(request_id, False, approver, note))
+
+    def approval(self, request_id: str) -> Optional[ApprovalRequest]:
+        """One approval request, or ``None``."""
+        text = self._native.approval(request_id)
+        return None if text is None else ApprovalRequest._from_json(text)
+
+    def approvals(self, state: Optional[str] = None) -> list[ApprovalRequest]:
+        """Approval requests, oldest first; only those in ``state`` if given."""
+        return [
+            ApprovalRequest._from_json(json.dumps(record))
+            for record in json.loads(self._native.approvals(state))
+        ]
+
+    def effect(self, key: str) -> Optional[dict]:
+        """The effect record for ``key`` (``state``: reserved, executing, committed, failed,
+        ambiguous), or ``None``."""
+        text = self._native.effect(key)
+        return None if text is None else json.loads(text)
+
+    def receipts(self) -> list[dict]:
+        """Every receipt, oldest first (``countersign.receipt/v1`` dicts)."""
+        return json.loads(self._native.receipts())
+
+    def verify_receipts(self) -> dict:
+        """Verify the hash chain; the report (``first_break`` is ``None`` when intact)."""
+        return json.loads(self._native.verify_receipts())
+
+    def __repr__(self) -> str:
+        return (
+            f"Control(policy={self.policy_path!r}, principal={self.principal.id!r}, "
+            f"store_url={self.store_url!r})"
+        )

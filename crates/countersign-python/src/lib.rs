@@ -1,0 +1,467 @@
+//! `countersign._native`: the PyO3 half of the `countersign` Python package.
+//!
+//! The Python package (`python/countersign/`) is the public API: `Control`, `Principal`,
+//! `protect`, the exception hierarchy. This module holds the kernel: one [`countersign::Control`]
+//! per Python `Control`, run on a Tokio runtime owned by the module.
+//!
+//! One bridge: `execute` runs the kernel on the calling thread with the GIL released (the
+//! embedded SQLite store runs its transactions inline on that thread) and takes the GIL back
+//! only to call the Python executor. The Python layer's `execute_async` calls it from a worker
+//! thread (`asyncio.to_thread`) and runs the coroutine on the caller's event loop
+//! (`run_coroutine_threadsafe`), so the loop never blocks.
+//!
+//! Values cross as JSON text: arguments go in as text and are canonicalized strictly by the
+//! kernel (RFC 8785; `NaN`, `-0` and integers outside ±(2^53−1) are refused), and the executor
+//! receives the canonical text, so what runs is exactly what was hashed and approved.
+//!
+//! Architecture invariant: this crate knows the kernel's public API only; it writes no grant,
+//! event or receipt except through it.
+
+mod errors;
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, OnceLock};
+use std::time::Duration;
+
+use countersign::approval::{self, AnswerDecision};
+use countersign::store;
+use countersign::{
+    ActionRequest, ApprovalId, ApprovalState, Control, EffectKey, ExecutorError, Policy,
+    StaticIdentity,
+};
+use pyo3::exceptions::PyValueError;
+use pyo3::prelude::*;
+
+use crate::errors::{answer_error, control_error, load_error, store_error};
+
+/// Who is acting: the identity every action is bound to (never taken from model output).
+///
+/// Shape: a non-empty string of at most 256 characters with no control characters, such as
+/// `agent:support-bot`.
+#[pyclass(module = "countersign._native", frozen, eq, hash, from_py_object)]
+#[derive(Clone, PartialEq, Eq, Hash)]
+struct Principal {
+    inner: countersign::Principal,
+}
+
+#[pymethods]
+impl Principal {
+    #[new]
+    fn new(id: &str) -> PyResult<Principal> {
+        countersign::Principal::new(id)
+            .map(|inner| Principal { inner })
+            .map_err(|error| PyValueError::new_err(error.to_string()))
+    }
+
+    /// The identifier.
+    #[getter]
+    fn id(&self) -> &str {
+        self.inner.as_str()
+    }
+
+    fn __repr__(&self) -> String {
+        format!("Principal({:?})", self.inner.as_str())
+    }
+
+    fn __str__(&self) -> &str {
+        self.inner.as_str()
+    }
+}
+
+/// The kernel for one policy, one store and one principal.
+#[pyclass(module = "countersign._native", frozen)]
+struct NativeControl {
+    control: Control,
+    policy_path: PathBuf,
+    store_url: String,
+    principal: countersign::Principal,
+}
+
+/// `.countersign/countersign.db` in the policy file's folder (as the CLI).
+fn default_store_url(policy: &Path) -> String {
+    let folder = policy
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+        .unwrap_or(Path::new("."));
+    format!(
+        "sqlite:{}",
+        folder.join(".countersign").join("countersign.db").display()
+    )
+}
+
+fn to_json<T: serde::Serialize>(value: &T) -> PyResult<String> {
+    serde_json::to_string(value).map_err(|error| {
+        errors::internal(&format!(
+            "a kernel record could not be written as JSON: {error}"
+        ))
+    })
+}
+
+/// The module's Tokio runtime: timers, and the task that records a dropped attempt ambiguous.
+/// Its worker threads never call into Python: every kernel call is driven by `block_on` on the
+/// calling Python thread (with the GIL released), so no Rust-owned thread can be attached to the
+/// interpreter while it finalizes.
+fn runtime() -> &'static tokio::runtime::Runtime {
+    static RUNTIME: OnceLock<tokio::runtime::Runtime> = OnceLock::new();
+    RUNTIME.get_or_init(|| {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(1)
+            .thread_name("countersign-runtime")
+            .enable_all()
+            .build()
+            // INVARIANT (runtime): building a runtime fails only when the OS refuses a thread;
+            // nothing in this module can work without one.
+            .expect("cannot start the countersign runtime: the OS refused a thread")
+    })
+}
+
+/// What the executor bridge saw when the Python executor raised: kept so the raised
+/// `OutcomeUnknown` or `NotExecuted` can carry the original exception as its `__cause__`.
+type Raised = Arc<Mutex<Option<PyErr>>>;
+
+/// Map a Python exception raised by an executor to the kernel's executor error.
+fn executor_error(py: Python<'_>, error: PyErr, raised: &Raised) -> ExecutorError {
+    let message = error
+        .value(py)
+        .str()
+        .map(|text| text.to_string())
+        .unwrap_or_else(|_| "an exception with no message".to_owned());
+    let is_not_executed = errors::is_not_executed(py, &error);
+    let type_name = error
+        .get_type(py)
+        .name()
+        .map(|name| name.to_string())
+        .unwrap_or_else(|_| "Exception".to_owned());
+    if let Ok(mut slot) = raised.lock() {
+        *slot = Some(error);
+    }
+    if is_not_executed {
+        ExecutorError::not_executed(message)
+    } else {
+        ExecutorError::failed(format!("{type_name}: {message}"))
+    }
+}
+
+fn request(
+    action: &str,
+    arguments_json: &str,
+    approval: Option<&str>,
+    timeout: Option<f64>,
+) -> PyResult<ActionRequest> {
+    let mut request = ActionRequest::from_json_text(action, arguments_json);
+    if let Some(id) = approval {
+        request = request.with_approval(ApprovalId::parse(id).map_err(PyValueError::new_err)?);
+    }
+    if let Some(seconds) = timeout {
+        let limit = Duration::try_from_secs_f64(seconds).map_err(|_| {
+            PyValueError::new_err(format!(
+                "timeout `{seconds}` is not a usable number of seconds: give a positive number"
+            ))
+        })?;
+        request = request.with_timeout(limit);
+    }
+    Ok(request)
+}
+
+/// The result of a kernel call that ran: the executor's value and the receipt JSON.
+type Ran = (Py<PyAny>, String);
+
+fn finish(
+    py: Python<'_>,
+    result: Result<countersign::Executed<Py<PyAny>>, countersign::ControlError>,
+    raised: &Raised,
+) -> PyResult<Ran> {
+    match result {
+        Ok(done) => Ok((done.value, to_json(&done.receipt)?)),
+        Err(error) => {
+            let cause = raised.lock().ok().and_then(|mut slot| slot.take());
+            Err(control_error(py, &error, cause))
+        }
+    }
+}
+
+#[pymethods]
+impl NativeControl {
+    /// Open `policy` with the store at `store_url` (default: the SQLite file
+    /// `.countersign/countersign.db` beside the policy), acting as `principal`.
+    #[new]
+    #[pyo3(signature = (policy, principal, store_url=None, approval_ttl=None))]
+    fn new(
+        py: Python<'_>,
+        policy: PathBuf,
+        principal: Principal,
+        store_url: Option<String>,
+        approval_ttl: Option<f64>,
+    ) -> PyResult<NativeControl> {
+        let loaded = Policy::load(&policy).map_err(|error| load_error(py, &error))?;
+        let url = store_url.unwrap_or_else(|| default_store_url(&policy));
+        if let Some(path) = url.strip_prefix("sqlite:") {
+            let path = path.strip_prefix("//").unwrap_or(path);
+            let path = Path::new(path.split('?').next().unwrap_or(path));
+            if let Some(folder) = path.parent().filter(|p| !p.as_os_str().is_empty()) {
+                std::fs::create_dir_all(folder).map_err(|error| {
+                    store_error(
+                        py,
+                        &countersign::StoreError::Open {
+                            location: url.clone(),
+                            message: format!("cannot create `{}`: {error}", folder.display()),
+                        },
+                    )
+                })?;
+            }
+        }
+        let opened = py
+            .detach(|| {
+                let _guard = runtime().enter();
+                store::open_url(&url)
+            })
+            .map_err(|error| store_error(py, &error))?;
+        let mut builder = Control::builder_shared(Arc::new(loaded), opened)
+            .identity(StaticIdentity::new(principal.inner.clone()));
+        if let Some(seconds) = approval_ttl {
+            let ttl = Duration::try_from_secs_f64(seconds).map_err(|_| {
+                PyValueError::new_err(format!(
+                    "approval_ttl `{seconds}` is not a usable number of seconds: give a positive number"
+                ))
+            })?;
+            builder = builder.approval_ttl(ttl);
+        }
+        Ok(NativeControl {
+            control: builder.build(),
+            policy_path: policy,
+            store_url: url,
+            principal: principal.inner,
+        })
+    }
+
+    /// The policy file.
+    #[getter]
+    fn policy_path(&self) -> PathBuf {
+        self.policy_path.clone()
+    }
+
+    /// The store URL.
+    #[getter]
+    fn store_url(&self) -> &str {
+        &self.store_url
+    }
+
+    /// The principal's identifier.
+    #[getter]
+    fn principal(&self) -> &str {
+        self.principal.as_str()
+    }
+
+    /// `enforce` or `observe`.
+    #[getter]
+    fn mode(&self) -> &'static str {
+        self.control.policy().mode().as_str()
+    }
+
+    /// The policy hash stamped on every receipt.
+    #[getter]
+    fn policy_hash(&self) -> &str {
+        self.control.policy().hash()
+    }
+
+    /// What policy would decide, as JSON; writes nothing.
+    fn evaluate(&self, py: Python<'_>, action: &str, arguments_json: &str) -> PyResult<String> {
+        let evaluation = self
+            .control
+            .evaluate(&ActionRequest::from_json_text(action, arguments_json))
+            .map_err(|error| control_error(py, &error, None))?;
+        to_json(&evaluation)
+    }
+
+    /// The kernel's `needs_approval` predicate; writes nothing.
+    fn needs_approval(&self, py: Python<'_>, action: &str, arguments_json: &str) -> PyResult<bool> {
+        let arguments: serde_json::Value = serde_json::from_str(arguments_json)
+            .map_err(|error| PyValueError::new_err(format!("arguments are not JSON: {error}")))?;
+        countersign::needs_approval(&self.control, action, &arguments)
+            .map_err(|error| control_error(py, &error, None))
+    }
+
+    /// Find or open the approval request for this call; JSON of the record, or `None`.
+    fn request_approval(
+        &self,
+        py: Python<'_>,
+        action: &str,
+        arguments_json: &str,
+    ) -> PyResult<Option<String>> {
+        let request = ActionRequest::from_json_text(action, arguments_json);
+        let control = self.control.clone();
+        let opened = py.detach(|| runtime().block_on(control.request_approval(&request)));
+        match opened {
+            Ok(Some(record)) => Ok(Some(to_json(&record)?)),
+            Ok(None) => Ok(None),
+            Err(error) => Err(control_error(py, &error, None)),
+        }
+    }
+
+    /// Run a sync Python executor under the kernel; the GIL is released while the kernel works.
+    #[pyo3(signature = (action, arguments_json, executor, approval=None, timeout=None))]
+    fn execute(
+        &self,
+        py: Python<'_>,
+        action: &str,
+        arguments_json: &str,
+        executor: Py<PyAny>,
+        approval: Option<&str>,
+        timeout: Option<f64>,
+    ) -> PyResult<Ran> {
+        let request = request(action, arguments_json, approval, timeout)?;
+        let control = self.control.clone();
+        let raised: Raised = Arc::default();
+        let bridge = Arc::clone(&raised);
+        let result = py.detach(move || {
+            runtime().block_on(control.execute(request, move |canonical| {
+                let outcome = Python::attach(|py| {
+                    let text = canonical.to_string();
+                    executor
+                        .call1(py, (text,))
+                        .map_err(|error| executor_error(py, error, &bridge))
+                });
+                async move { outcome }
+            }))
+        });
+        finish(py, result, &raised)
+    }
+
+    /// Record a human's answer (the path `countersign approve` / `deny` uses); JSON of the
+    /// record.
+    #[pyo3(signature = (request_id, approve, approver, note=None))]
+    fn answer(
+        &self,
+        py: Python<'_>,
+        request_id: &str,
+        approve: bool,
+        approver: &str,
+        note: Option<&str>,
+    ) -> PyResult<String> {
+        let id = ApprovalId::parse(request_id).map_err(PyValueError::new_err)?;
+        let decision = if approve {
+            AnswerDecision::Approve
+        } else {
+            AnswerDecision::Reject
+        };
+        let store = self.control.store();
+        let now = self.control.clock().now();
+        let recorded = py.detach(|| {
+            runtime().block_on(approval::record_answer(
+                store.as_ref(),
+                &id,
+                decision,
+                approver,
+                note,
+                now,
+            ))
+        });
+        match recorded {
+            Ok(record) => to_json(&record),
+            Err(error) => Err(answer_error(py, &error)),
+        }
+    }
+
+    /// One approval request as JSON, or `None`.
+    fn approval(&self, py: Python<'_>, request_id: &str) -> PyResult<Option<String>> {
+        let id = ApprovalId::parse(request_id).map_err(PyValueError::new_err)?;
+        let store = self.control.store();
+        let found = py.detach(|| runtime().block_on(store.approval(&id)));
+        match found {
+            Ok(Some(record)) => Ok(Some(to_json(&record)?)),
+            Ok(None) => Ok(None),
+            Err(error) => Err(store_error(py, &error)),
+        }
+    }
+
+    /// Approval requests, oldest first, as a JSON list; only those in `state` if given.
+    #[pyo3(signature = (state=None))]
+    fn approvals(&self, py: Python<'_>, state: Option<&str>) -> PyResult<String> {
+        let state = match state {
+            None => None,
+            Some(text) => Some(parse_state(text)?),
+        };
+        let store = self.control.store();
+        let found = py.detach(|| runtime().block_on(store.approvals(state)));
+        match found {
+            Ok(records) => to_json(&records),
+            Err(error) => Err(store_error(py, &error)),
+        }
+    }
+
+    /// One effect record as JSON, or `None`.
+    fn effect(&self, py: Python<'_>, key: &str) -> PyResult<Option<String>> {
+        let key = EffectKey::new(key).map_err(|error| PyValueError::new_err(error.to_string()))?;
+        let store = self.control.store();
+        let found = py.detach(|| runtime().block_on(store.effect(&key)));
+        match found {
+            Ok(Some(record)) => Ok(Some(to_json(&record)?)),
+            Ok(None) => Ok(None),
+            Err(error) => Err(store_error(py, &error)),
+        }
+    }
+
+    /// Every receipt, oldest first, as a JSON list.
+    fn receipts(&self, py: Python<'_>) -> PyResult<String> {
+        let store = self.control.store();
+        let read = py.detach(|| {
+            runtime().block_on(async {
+                let mut all = Vec::new();
+                let mut after = 0;
+                loop {
+                    let page = store.receipts(after, 500).await?;
+                    let Some(last) = page.last() else { break };
+                    after = last.seq;
+                    all.extend(page);
+                }
+                Ok::<_, countersign::StoreError>(all)
+            })
+        });
+        let stored = read.map_err(|error| store_error(py, &error))?;
+        let mut receipts = Vec::with_capacity(stored.len());
+        for receipt in &stored {
+            receipts.push(
+                receipt.to_receipt().map_err(|detail| {
+                    store_error(py, &countersign::StoreError::Corrupt { detail })
+                })?,
+            );
+        }
+        to_json(&receipts)
+    }
+
+    /// Verify the receipt chain; the report as JSON.
+    fn verify_receipts(&self, py: Python<'_>) -> PyResult<String> {
+        let control = self.control.clone();
+        let report = py.detach(|| runtime().block_on(control.verify_receipts(None)));
+        match report {
+            Ok(report) => to_json(&report),
+            Err(error) => Err(store_error(py, &error)),
+        }
+    }
+}
+
+fn parse_state(text: &str) -> PyResult<ApprovalState> {
+    let all = [
+        ApprovalState::Pending,
+        ApprovalState::Granted,
+        ApprovalState::Denied,
+        ApprovalState::Consumed,
+        ApprovalState::Expired,
+        ApprovalState::Void,
+    ];
+    all.into_iter()
+        .find(|state| state.as_str() == text)
+        .ok_or_else(|| {
+            PyValueError::new_err(format!(
+                "unknown approval state `{text}`: use pending, granted, denied, consumed, expired or void"
+            ))
+        })
+}
+
+/// The native half of the `countersign` package.
+#[pymodule]
+fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_class::<Principal>()?;
+    module.add_class::<NativeControl>()?;
+    Ok(())
+}

@@ -1,0 +1,173 @@
+"""The `countersign` Python binding over the kernel: execute, protect (sync and async),
+answers, and the exception hierarchy."""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+
+import countersign
+
+POLICY = """\
+schema: countersign.policy/v1
+mode: enforce
+environment: test
+actions:
+  stripe.refund:
+    effect: "refund:{payment_id}"
+    rules:
+      - when: { amount: { lte: 500 } }
+        decision: allow
+      - decision: approve
+  support.lookup:
+    decision: allow
+"""
+
+
+@pytest.fixture
+def control(tmp_path: Path) -> countersign.Control:
+    policy = tmp_path / "countersign.yaml"
+    policy.write_text(POLICY)
+    return countersign.Control(policy, principal="agent:test")
+
+
+def test_default_store_is_sqlite_beside_the_policy(control: countersign.Control, tmp_path) -> None:
+    assert control.store_url == f"sqlite:{tmp_path}/.countersign/countersign.db"
+    assert (tmp_path / ".countersign" / "countersign.db").exists()
+
+
+def test_protected_sync_function_runs_at_most_once_per_effect_key(control) -> None:
+    runs = []
+
+    @control.protect("stripe.refund")
+    def refund(payment_id: str, amount: int) -> str:
+        runs.append(payment_id)
+        return f"refunded {payment_id}"
+
+    assert refund("pi_1", amount=100) == "refunded pi_1"
+    with pytest.raises(countersign.DuplicateEffect) as raised:
+        refund("pi_1", amount=100)
+    assert raised.value.reason == "duplicate"
+    assert raised.value.did_run == countersign.DidRun.NO and raised.value.may_retry is False
+    assert runs == ["pi_1"]
+
+
+def test_approval_required_then_approved_runs_once(control) -> None:
+    runs = []
+
+    @control.protect("stripe.refund")
+    async def refund(payment_id: str, amount: int) -> str:
+        runs.append(payment_id)
+        return "ok"
+
+    with pytest.raises(countersign.ApprovalRequired) as raised:
+        asyncio.run(refund("pi_2", 900))
+    assert raised.value.may_retry is True
+    assert raised.value.action_hash.startswith("sha256:") and raised.value.expires_at
+    record = control.approve(raised.value.request_id, approver="human:alice", note="fine")
+    assert record.state == "granted" and record.approver == "human:alice"
+    assert asyncio.run(refund("pi_2", 900)) == "ok"
+    assert runs == ["pi_2"]
+    assert control.approval(record.request_id).state == "consumed"
+
+
+def test_denied_request_is_refused_with_the_note(control) -> None:
+    def never(arguments: dict) -> str:
+        raise AssertionError("must not run")
+
+    with pytest.raises(countersign.ApprovalRequired) as raised:
+        control.execute("stripe.refund", {"payment_id": "pi_3", "amount": 900}, never)
+    control.deny(raised.value.request_id, approver="human:bob", note="wrong account")
+    with pytest.raises(countersign.ApprovalDenied) as denied:
+        control.execute("stripe.refund", {"payment_id": "pi_3", "amount": 900}, never)
+    assert denied.value.note == "wrong account" and denied.value.approver == "human:bob"
+    with pytest.raises(countersign.AlreadyDecided):
+        control.approve(raised.value.request_id, approver="human:eve")
+
+
+def test_an_approval_for_other_arguments_authorizes_nothing(control) -> None:
+    with pytest.raises(countersign.ApprovalRequired) as raised:
+        control.execute("stripe.refund", {"payment_id": "pi_4", "amount": 900}, lambda a: "x")
+    control.approve(raised.value.request_id, approver="human:alice")
+    with pytest.raises(countersign.ApprovalMismatch):
+        control.execute(
+            "stripe.refund",
+            {"payment_id": "pi_4", "amount": 901},
+            lambda a: "x",
+            approval=raised.value.request_id,
+        )
+
+
+def test_not_executed_allows_a_retry_and_other_errors_make_the_outcome_unknown(control) -> None:
+    def declined(arguments: dict) -> str:
+        raise countersign.NotExecuted("card declined before sending")
+
+    with pytest.raises(countersign.NotExecuted) as first:
+        control.execute("stripe.refund", {"payment_id": "pi_5", "amount": 1}, declined)
+    assert first.value.may_retry is True and first.value.effect_key == "refund:pi_5"
+    assert control.execute(
+        "stripe.refund", {"payment_id": "pi_5", "amount": 1}, lambda a: "done"
+    ).value == "done"
+
+    def boom(arguments: dict) -> str:
+        raise ConnectionResetError("reset after send")
+
+    with pytest.raises(countersign.OutcomeUnknown) as unknown:
+        control.execute("stripe.refund", {"payment_id": "pi_6", "amount": 1}, boom)
+    assert unknown.value.did_run == "maybe"
+    assert isinstance(unknown.value.__cause__, ConnectionResetError)
+    with pytest.raises(countersign.AmbiguousEffect):
+        control.execute("stripe.refund", {"payment_id": "pi_6", "amount": 1}, lambda a: "x")
+
+
+def test_unrepresentable_arguments_are_refused_before_anything_is_written(control) -> None:
+    with pytest.raises(countersign.InvalidArguments):
+        control.execute("support.lookup", {"n": float("nan")}, lambda a: "x")
+    with pytest.raises(countersign.InvalidArguments):
+        control.execute("support.lookup", {"n": 2**60}, lambda a: "x")
+    assert control.receipts() == []
+
+
+def test_unknown_action_is_denied_with_a_receipt(control) -> None:
+    with pytest.raises(countersign.ActionDenied) as raised:
+        control.execute("stripe.wire", {}, lambda a: "x")
+    assert raised.value.reason == "unknown_action"
+    assert [r["outcome"] for r in control.receipts()] == ["refused"]
+
+
+def test_async_tools_do_not_block_the_event_loop(control) -> None:
+    @control.protect("support.lookup")
+    async def lookup(key: str, gate: int) -> str:
+        await started[gate].wait()
+        return key
+
+    started: list[asyncio.Event] = []
+
+    async def main() -> list[str]:
+        started.extend([asyncio.Event(), asyncio.Event()])
+        first = asyncio.ensure_future(lookup("a", 0))
+        second = asyncio.ensure_future(lookup("b", 1))
+        # Both calls are in flight on one loop; releasing them in reverse order completes both.
+        await asyncio.sleep(0)
+        started[1].set()
+        assert await asyncio.wait_for(second, timeout=10) == "b"
+        started[0].set()
+        return [await asyncio.wait_for(first, timeout=10), "b"]
+
+    assert asyncio.run(main()) == ["a", "b"]
+
+
+def test_bad_policy_is_a_policy_error(tmp_path: Path) -> None:
+    path = tmp_path / "bad.yaml"
+    path.write_text("schema: countersign.policy/v1\nactions:\n  x:\n    decison: allow\n")
+    with pytest.raises(countersign.PolicyError) as raised:
+        countersign.Control(path, principal="agent:test")
+    assert "bad.yaml:4:5" in str(raised.value)
+
+
+def test_receipt_chain_verifies(control) -> None:
+    control.execute("support.lookup", {"k": 1}, lambda a: "x")
+    report = control.verify_receipts()
+    assert report["checked"] == 1 and report["first_break"] is None
