@@ -1,4 +1,5 @@
-//! `cargo xtask bench`: the kernel's own benchmarks.
+//! Countersign's benchmarks: `cargo xtask bench` runs this binary in release mode; `cargo xtask
+//! test` runs it once with `--quick` so the harness never rots.
 //!
 //! Each scenario runs `rounds` times for `iterations` calls on a fresh store in a temporary
 //! folder; the report is the median calls per second. Figures are printed, never asserted:
@@ -37,8 +38,15 @@ struct Settings {
     rounds: usize,
 }
 
-pub fn run(args: &[String]) -> Result<()> {
+fn main() -> Result<()> {
+    let args: Vec<String> = std::env::args().skip(1).collect();
     let quick = args.iter().any(|arg| arg == "--quick");
+    // `--only TEXT`: run only the scenarios whose name contains TEXT (for profiling).
+    let only = args
+        .iter()
+        .position(|arg| arg == "--only")
+        .and_then(|index| args.get(index + 1))
+        .cloned();
     let settings = if quick {
         Settings {
             iterations: 200,
@@ -78,6 +86,9 @@ pub fn run(args: &[String]) -> Result<()> {
         ),
     ];
     for (name, scenario) in scenarios {
+        if only.as_deref().is_some_and(|only| !name.contains(only)) {
+            continue;
+        }
         let mut rates = Vec::new();
         for _ in 0..settings.rounds {
             let elapsed = runtime
