@@ -66,7 +66,7 @@ CREATE TABLE IF NOT EXISTS approvals (
     note TEXT,
     consumed_at INTEGER,
     consumed_by TEXT
-);
+) WITHOUT ROWID;
 CREATE INDEX IF NOT EXISTS approvals_by_hash ON approvals (action_hash);
 CREATE TABLE IF NOT EXISTS effects (
     key TEXT PRIMARY KEY,
@@ -78,10 +78,13 @@ CREATE TABLE IF NOT EXISTS effects (
     updated_at INTEGER NOT NULL,
     resolved_by TEXT,
     detail TEXT
-);
+) WITHOUT ROWID;
+-- INVARIANT (no-fork): receipts are appended only inside a BEGIN IMMEDIATE transaction that
+-- read the head, so seq (the primary key) is unique and each prev_hash is its predecessor's;
+-- a second index on prev_hash would cost a page write per receipt and guard nothing more.
 CREATE TABLE IF NOT EXISTS receipts (
     seq INTEGER PRIMARY KEY,
-    prev_hash TEXT NOT NULL UNIQUE,
+    prev_hash TEXT NOT NULL,
     hash TEXT NOT NULL,
     body TEXT NOT NULL
 );
