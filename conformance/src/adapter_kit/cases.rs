@@ -235,7 +235,10 @@ fn scenario(name: &str, shape: Shape) -> Scenario {
             answered: 1,
             // The request's expiry, then the attempt that ended on it (every ended attempt
             // leaves a receipt).
-            receipts: vec!["approval_expired/expired/expired", "attempt/refused/expired"],
+            receipts: vec![
+                "approval_expired/expired/expired",
+                "attempt/refused/expired",
+            ],
             approvals: vec!["expired"],
             ..Scenario::new(vec![refund("pay_late", 60000)])
         },
