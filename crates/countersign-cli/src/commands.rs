@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use clap::Args;
 use countersign::approval::{self, AnswerDecision};
-use countersign::evidence::{self, Anchor, StoredReceipt};
+use countersign::evidence::{self, Anchor, StoredReceipt, printable};
 use countersign::policy::LoadErrorKind;
 use countersign::store::{self, Store};
 use countersign::{ApprovalId, ApprovalState, Clock, EffectKey, EffectState, Policy, SystemClock};
@@ -141,7 +141,10 @@ pub async fn answer(
         writeln!(
             out,
             "{verb} {}: {} {} for {}",
-            record.id, record.action, record.arguments, record.principal
+            record.id,
+            printable(&record.action),
+            printable(record.arguments.as_str()),
+            printable(&record.principal)
         )?;
         if approve {
             writeln!(
@@ -447,9 +450,20 @@ pub async fn inspect(
         return Ok(ExitCode::SUCCESS);
     }
     if let Some(record) = &approval {
-        writeln!(out, "approval {}: {}", record.id, record.state)?;
-        writeln!(out, "  action      {} {}", record.action, record.arguments)?;
-        writeln!(out, "  principal   {}", record.principal)?;
+        // A pending request past its expiry is expired, whether or not anyone has looked.
+        let state = if record.is_expired_at(SystemClock.now()) {
+            ApprovalState::Expired
+        } else {
+            record.state
+        };
+        writeln!(out, "approval {}: {state}", record.id)?;
+        writeln!(
+            out,
+            "  action      {} {}",
+            printable(&record.action),
+            printable(record.arguments.as_str())
+        )?;
+        writeln!(out, "  principal   {}", printable(&record.principal))?;
         writeln!(out, "  action hash {}", record.action_hash)?;
         writeln!(out, "  expires     {}", record.expires_at)?;
         if let Some(approver) = &record.approver {
@@ -472,7 +486,7 @@ pub async fn inspect(
             record.key, record.state, record.attempts
         )?;
         if let Some(detail) = &record.detail {
-            writeln!(out, "  detail      {detail}")?;
+            writeln!(out, "  detail      {}", printable(detail))?;
         }
         if let Some(resolver) = &record.resolved_by {
             writeln!(out, "  resolved by {resolver}")?;

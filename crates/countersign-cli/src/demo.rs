@@ -167,6 +167,7 @@ pub async fn run(
     }
     let policy_path = prepare_policy(global)?;
     let policy = Policy::load(&policy_path)?;
+    check_demo_policy(&policy, &policy_path)?;
     let store_path = match &global.store_url {
         Some(url) => PathBuf::from(
             crate::commands::sqlite_file(url)
@@ -243,22 +244,24 @@ pub async fn run(
     } else {
         true
     };
-    let decision = if approve {
-        AnswerDecision::Approve
+    let (decision, verb, who) = if !args.interactive {
+        (AnswerDecision::Approve, "approve", "human:alice")
+    } else if approve {
+        (AnswerDecision::Approve, "approve", "human:you")
     } else {
-        AnswerDecision::Reject
+        (AnswerDecision::Reject, "deny", "human:you")
     };
     let record = approval::record_answer(
         demo.store.as_ref(),
         &request_id,
         decision,
-        "human:alice",
+        who,
         None,
         SystemClock.now(),
     )
     .await?;
     demo.say(format!(
-        "   human   → `countersign approve {}` as human:alice: {}",
+        "   human   → `countersign {verb} {}` as {who}: {}",
         record.id, record.state
     ))?;
     demo.say("   agent sends the identical call again")?;
@@ -376,4 +379,54 @@ pub async fn run(
     } else {
         ExitCode::FAILURE
     })
+}
+
+/// The demo's steps assume the example policy's decisions; refuse another policy before
+/// writing anything rather than stopping half-way.
+fn check_demo_policy(policy: &Policy, path: &Path) -> Result<(), Failure> {
+    use countersign::Decision;
+    let differs = |what: String| {
+        Failure(format!(
+            "the demo walks through the example refunds policy, and `{}` differs: {what}: run `countersign demo` without --policy, or use a copy of examples/refunds/countersign.yaml",
+            path.display()
+        ))
+    };
+    if policy
+        .entry("stripe.refund")
+        .and_then(|entry| entry.effect())
+        .is_none()
+    {
+        return Err(differs(
+            "`stripe.refund` has no `effect` template, and the demo shows a duplicate refused"
+                .to_owned(),
+        ));
+    }
+    let expected = [
+        (
+            "stripe.refund",
+            json!({"payment_id": "pi_1001", "amount": 2500}),
+            Decision::Allow,
+        ),
+        (
+            "stripe.refund",
+            json!({"payment_id": "pi_1002", "amount": 75000}),
+            Decision::Approve,
+        ),
+        (
+            "stripe.delete_customer",
+            json!({"customer": "cus_9"}),
+            Decision::Deny,
+        ),
+    ];
+    for (action, arguments, decision) in expected {
+        let decided = policy.decide(action, &arguments).decision;
+        if decided != decision {
+            return Err(differs(format!(
+                "`{action}` {arguments} is `{}`, the demo needs `{}`",
+                decided.as_str(),
+                decision.as_str()
+            )));
+        }
+    }
+    Ok(())
 }

@@ -48,7 +48,7 @@ pub struct Global {
         help_heading = GLOBAL_OPTIONS
     )]
     policy: Option<PathBuf>,
-    /// Where approvals, effects and receipts are kept: `sqlite:PATH` or `memory:` [default:
+    /// Where approvals, effects and receipts are kept: `sqlite:PATH`, `postgres://USER@HOST/DB` or `memory:` [default:
     /// `sqlite:` and `.countersign/countersign.db` in the policy's folder]
     #[arg(
         long,

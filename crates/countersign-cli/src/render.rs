@@ -20,9 +20,15 @@ impl Table {
         }
     }
 
-    /// Add a row.
+    /// Add a row. Cells are shown through [`countersign::evidence::printable`]: stored text
+    /// (tool names, arguments, notes) may hold newlines or bidirectional overrides.
     pub fn row<const N: usize>(&mut self, cells: [String; N]) {
-        self.rows.push(cells.into());
+        self.rows.push(
+            cells
+                .iter()
+                .map(|cell| countersign::evidence::printable(cell).into_owned())
+                .collect(),
+        );
     }
 
     /// Write the table.

@@ -183,7 +183,13 @@ impl Inner {
 
     fn log(&self, line: std::fmt::Arguments<'_>) {
         if self.shared.config.log {
-            eprintln!("countersign-gateway[{}]: {line}", self.shared.config.alias);
+            // Tool names and ids come from the client: never let them forge a log line.
+            let line = line.to_string();
+            eprintln!(
+                "countersign-gateway[{}]: {}",
+                countersign::evidence::printable(&self.shared.config.alias),
+                countersign::evidence::printable(&line)
+            );
         }
     }
 

@@ -448,16 +448,23 @@ pub enum AnswerPlan {
 }
 
 /// Decide what an answer does to `record` at `now` (first answer wins; no skew allowance).
+///
+/// A repeat is idempotent only when it is *identical*: the same decision by the same approver.
+/// The same decision by someone else is refused with the stored one, so a second person is never
+/// told their answer was recorded when it was not.
 pub fn plan_answer(
     record: &ApprovalRecord,
     decision: AnswerDecision,
+    approver: &str,
     now: Timestamp,
 ) -> AnswerPlan {
     match record.state {
         ApprovalState::Pending if now >= record.expires_at => AnswerPlan::Expire,
         ApprovalState::Pending => AnswerPlan::Apply,
         ApprovalState::Expired => AnswerPlan::Expired,
-        state if state == decision.state() => AnswerPlan::Repeat,
+        state if state == decision.state() && record.approver.as_deref() == Some(approver) => {
+            AnswerPlan::Repeat
+        }
         state => AnswerPlan::AlreadyDecided { state },
     }
 }

@@ -405,7 +405,7 @@ pub fn open_url(url: &str) -> Result<std::sync::Arc<dyn Store>, StoreError> {
     }
     let scheme = url.split(':').next().unwrap_or(url);
     Err(open_error(&format!(
-        "unknown store scheme `{scheme}`: use `sqlite:PATH` (the default) or `memory:`"
+        "unknown store scheme `{scheme}`: use `sqlite:PATH` (the default), `postgres://USER@HOST/DATABASE` or `memory:`"
     )))
 }
 

@@ -154,7 +154,7 @@ fn refuses_an_unknown_store_scheme() {
     let run = sandbox.run(&["--store-url", "redis://localhost/0", "pending"]);
     assert_eq!(
         run.one_line_error(),
-        "cannot open store `redis://localhost/0`: unknown store scheme `redis`: use `sqlite:PATH` (the default) or `memory:`"
+        "cannot open store `redis://localhost/0`: unknown store scheme `redis`: use `sqlite:PATH` (the default), `postgres://USER@HOST/DATABASE` or `memory:`"
     );
     assert!(StoreFiles::read(&sandbox.store_path()).is_absent());
 }

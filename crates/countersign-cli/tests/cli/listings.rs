@@ -77,6 +77,9 @@ async fn pending_lists_waiting_requests_and_how_to_answer_them() {
     let sandbox = Sandbox::new();
     let agent = sandbox.agent();
     agent.request_approval("pi_3001", 60_000).await;
+    // `pending` lists oldest first; requests made within one millisecond tie, and ties are
+    // ordered by their random ids, so keep the two apart for a stable snapshot.
+    tokio::time::sleep(std::time::Duration::from_millis(5)).await;
     agent.request_approval("pi_3002", 70_000).await;
     let run = snapshot(&sandbox, "pending_text", &["pending"]);
     assert_eq!(run.stdout.matches("apr_").count(), 2, "{run:?}");

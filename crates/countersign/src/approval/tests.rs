@@ -33,35 +33,48 @@ fn answer_table() {
     use AnswerDecision::*;
     use ApprovalState::*;
     assert_eq!(
-        plan_answer(&record(Pending, 100), Approve, at(99)),
+        plan_answer(&record(Pending, 100), Approve, "human:a", at(99)),
         AnswerPlan::Apply
     );
     assert_eq!(
-        plan_answer(&record(Pending, 100), Approve, at(100)),
+        plan_answer(&record(Pending, 100), Approve, "human:a", at(100)),
         AnswerPlan::Expire
     );
+    let answered = |state, approver: &str| ApprovalRecord {
+        approver: Some(approver.to_owned()),
+        ..record(state, 100)
+    };
+    let plan = |record: ApprovalRecord, decision, approver: &str| {
+        plan_answer(&record, decision, approver, at(50))
+    };
+    // An identical repeat (same decision, same approver) is idempotent.
     assert_eq!(
-        plan_answer(&record(Granted, 100), Approve, at(50)),
+        plan(answered(Granted, "human:a"), Approve, "human:a"),
         AnswerPlan::Repeat
     );
     assert_eq!(
-        plan_answer(&record(Denied, 100), Reject, at(50)),
+        plan(answered(Denied, "human:a"), Reject, "human:a"),
         AnswerPlan::Repeat
     );
+    // The same decision by someone else is not recorded: they are told who answered first.
     assert_eq!(
-        plan_answer(&record(Granted, 100), Reject, at(50)),
+        plan(answered(Granted, "human:a"), Approve, "human:b"),
         AnswerPlan::AlreadyDecided { state: Granted }
     );
     assert_eq!(
-        plan_answer(&record(Denied, 100), Approve, at(50)),
+        plan(answered(Granted, "human:a"), Reject, "human:a"),
+        AnswerPlan::AlreadyDecided { state: Granted }
+    );
+    assert_eq!(
+        plan(answered(Denied, "human:a"), Approve, "human:a"),
         AnswerPlan::AlreadyDecided { state: Denied }
     );
     assert_eq!(
-        plan_answer(&record(Consumed, 100), Approve, at(50)),
+        plan(answered(Consumed, "human:a"), Approve, "human:a"),
         AnswerPlan::AlreadyDecided { state: Consumed }
     );
     assert_eq!(
-        plan_answer(&record(Expired, 100), Approve, at(0)),
+        plan_answer(&record(Expired, 100), Approve, "human:a", at(0)),
         AnswerPlan::Expired
     );
 }
@@ -213,10 +226,11 @@ proptest! {
         let mut first: Option<ApprovalState> = None;
         for (approve, now) in answers {
             let decision = if approve { AnswerDecision::Approve } else { AnswerDecision::Reject };
-            match plan_answer(&current, decision, at(now)) {
+            match plan_answer(&current, decision, "human:a", at(now)) {
                 AnswerPlan::Apply => {
                     prop_assert!(first.is_none());
                     current.state = decision.state();
+                    current.approver = Some("human:a".to_owned());
                     first = Some(current.state);
                 }
                 AnswerPlan::Expire => {

@@ -163,3 +163,12 @@ fn receipt_snapshot() {
     let (receipt, _) = seal(first, None, Timestamp::from_millis(1_764_499_583_123)).unwrap();
     insta::assert_json_snapshot!(receipt);
 }
+
+#[test]
+fn printable_escapes_what_could_forge_or_hide_text() {
+    assert_eq!(printable("plain é 世界"), "plain é 世界");
+    assert_eq!(printable("a\nb"), "a\\u{a}b");
+    assert_eq!(printable("x\u{202e}gpj.exe"), "x\\u{202e}gpj.exe");
+    assert_eq!(printable("nul\u{0}\u{1b}[31m"), "nul\\u{0}\\u{1b}[31m");
+    assert_eq!(printable("zero\u{200b}width"), "zero\\u{200b}width");
+}

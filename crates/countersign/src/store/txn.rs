@@ -211,7 +211,7 @@ pub fn answer_approval<T: Txn + ?Sized>(
             request_id: answer.request_id,
         }));
     };
-    match plan_answer(&record, answer.decision, now) {
+    match plan_answer(&record, answer.decision, &answer.approver, now) {
         AnswerPlan::Apply => {
             record.state = answer.decision.state();
             record.answered_at = Some(now);

@@ -227,7 +227,7 @@ pub(crate) async fn answer_approval(
             request_id: answer.request_id,
         }));
     };
-    match plan_answer(&record, answer.decision, now) {
+    match plan_answer(&record, answer.decision, &answer.approver, now) {
         AnswerPlan::Apply => {
             record.state = answer.decision.state();
             record.answered_at = Some(now);
