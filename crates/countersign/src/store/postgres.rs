@@ -60,6 +60,10 @@ use std::time::{Duration, Instant};
 
 use rand::Rng;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
+
+/// How long opening a store waits for the first connection before reporting the server
+/// unreachable.
+const CONNECT_PROBE: Duration = Duration::from_secs(5);
 use sqlx::{Postgres, Row, Transaction};
 
 use crate::ActionHash;
@@ -386,6 +390,28 @@ impl PostgresStore {
         let mut connect_options = connect_options.application_name("countersign");
         if let Some(schema) = &options.schema {
             connect_options = connect_options.options([("search_path", schema.as_str())]);
+        }
+        // One direct connection first, bounded by CONNECT_PROBE: an unreachable server (refused,
+        // unknown host) is reported at once instead of after the pool's 30 s acquire timeout.
+        let probe = tokio::time::timeout(
+            CONNECT_PROBE,
+            sqlx::ConnectOptions::connect(&connect_options),
+        )
+        .await;
+        match probe {
+            Ok(Ok(connection)) => {
+                let _ = sqlx::Connection::close(connection).await;
+            }
+            Ok(Err(error)) => {
+                return Err(open_error(format!(
+                    "cannot connect: {error}: check that PostgreSQL is running and the URL names a database you may use"
+                )));
+            }
+            Err(_) => {
+                return Err(open_error(format!(
+                    "cannot connect: no answer within {CONNECT_PROBE:?}: check the host and port, and that PostgreSQL is running"
+                )));
+            }
         }
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
