@@ -14,19 +14,10 @@ use countersign::{ApprovalId, ApprovalState, Clock, EffectKey, EffectState, Poli
 use crate::render::{self, Table};
 use crate::{Failure, Global};
 
-/// The file of a `sqlite:` store URL, read the way [`store::open_url`] reads it: `sqlite:PATH`,
-/// `sqlite://PATH` or `sqlite:///ABSOLUTE/PATH`, without the `?options`. `None` for other
-/// schemes.
-pub fn sqlite_file(url: &str) -> Option<&str> {
-    let rest = url.strip_prefix("sqlite:")?;
-    let rest = rest.strip_prefix("//").unwrap_or(rest);
-    Some(rest.split('?').next().unwrap_or(rest))
-}
-
 /// The SQLite file the operator points at, when it does not exist.
 fn missing_store_file(global: &Global) -> Option<String> {
     let url = global.store_url();
-    let path = sqlite_file(&url)?;
+    let path = store::sqlite_path(&url)?;
     (!path.is_empty() && !std::path::Path::new(path).exists()).then(|| path.to_owned())
 }
 

@@ -170,7 +170,7 @@ pub async fn run(
     check_demo_policy(&policy, &policy_path)?;
     let store_path = match &global.store_url {
         Some(url) => PathBuf::from(
-            crate::commands::sqlite_file(url)
+            countersign::store::sqlite_path(url)
                 .filter(|path| !path.is_empty())
                 .ok_or_else(|| {
                     Failure(format!(

@@ -221,24 +221,24 @@ pub fn action_hash(
     resource: Option<&str>,
     environment: &str,
 ) -> Result<ActionHash, CanonicalError> {
-    #[derive(Serialize)]
-    struct Hashed<'a> {
-        schema: &'a str,
-        name: &'a str,
-        arguments: serde_json::Value,
-        principal: &'a str,
-        resource: Option<&'a str>,
-        environment: &'a str,
-    }
-    let hashed = Hashed {
-        schema: ACTION_SCHEMA,
-        name,
-        arguments: arguments.to_value(),
-        principal: principal.as_str(),
-        resource,
-        environment,
+    // The arguments are already canonical, so the RFC 8785 text of the hashed object is built
+    // around them instead of parsing and re-serializing them on every call. Its keys are ASCII
+    // and written in sorted order; strings go through the canonicalizer for JCS escaping.
+    // `action_hash_matches_the_generic_canonical_form` pins this to `to_canonical`.
+    let string = |text: &str| canonical::to_canonical(text).map(CanonicalJson::into_string);
+    let resource = match resource {
+        Some(resource) => string(resource)?,
+        None => "null".to_owned(),
     };
-    Ok(ActionHash(canonical::to_canonical(&hashed)?.sha256()))
+    let text = format!(
+        "{{\"arguments\":{},\"environment\":{},\"name\":{},\"principal\":{},\"resource\":{resource},\"schema\":{}}}",
+        arguments.as_str(),
+        string(environment)?,
+        string(name)?,
+        string(principal.as_str())?,
+        string(ACTION_SCHEMA)?,
+    );
+    Ok(ActionHash(canonical::sha256_prefixed(text.as_bytes())))
 }
 
 /// Replace the value at a dotted `path` with `"[redacted]"`, if present.
@@ -279,6 +279,44 @@ mod tests {
             None,
         )
         .unwrap()
+    }
+
+    /// The hand-built canonical text is exactly what the generic canonicalizer gives.
+    #[test]
+    fn action_hash_matches_the_generic_canonical_form() {
+        #[derive(Serialize)]
+        struct Hashed<'a> {
+            schema: &'a str,
+            name: &'a str,
+            arguments: serde_json::Value,
+            principal: &'a str,
+            resource: Option<&'a str>,
+            environment: &'a str,
+        }
+        let arguments =
+            canonical::to_canonical(&json!({"b": [1.5, "\u{1F600}"], "a": {"q\"": null}})).unwrap();
+        let principal = Principal::new("agent:\"quoted\" é").unwrap();
+        for resource in [None, Some("payment:pi_1\n")] {
+            let generic = canonical::to_canonical(&Hashed {
+                schema: ACTION_SCHEMA,
+                name: "stripe.refund",
+                arguments: arguments.to_value(),
+                principal: principal.as_str(),
+                resource,
+                environment: "prod\u{7f}",
+            })
+            .unwrap()
+            .sha256();
+            let built = action_hash(
+                "stripe.refund",
+                &arguments,
+                &principal,
+                resource,
+                "prod\u{7f}",
+            )
+            .unwrap();
+            assert_eq!(built.as_str(), generic);
+        }
     }
 
     #[test]

@@ -577,9 +577,7 @@ impl Control {
         let attempt_id = random_id("att_");
         let draft = self.draft(&prepared, &attempt_id);
         if self.inner.policy.mode() == Mode::Observe {
-            return self
-                .observe(&request, &prepared, &attempt_id, draft, executor)
-                .await;
+            return self.observe(&request, &prepared, draft, executor).await;
         }
         match prepared.decision {
             Decision::Deny => {
@@ -1012,7 +1010,6 @@ impl Control {
         &self,
         request: &ActionRequest,
         prepared: &Prepared,
-        attempt_id: &str,
         draft: ReceiptDraft,
         executor: F,
     ) -> Result<Executed<T>, ControlError>
@@ -1046,7 +1043,6 @@ impl Control {
         };
         let mut observed = draft.with_outcome(ReceiptOutcome::Observed, Some(would));
         observed.detail = detail.clone();
-        let _ = attempt_id;
         let receipt = self
             .inner
             .store

@@ -343,6 +343,20 @@ pub trait Store: Send + Sync + 'static {
     async fn chain_head(&self) -> Result<Option<ChainHead>, StoreError>;
 }
 
+/// `delay` scaled by a random factor in [0.5, 1.5): the backoff both backends use between
+/// retries of a busy or conflicting transaction, so racing callers spread out.
+pub(crate) fn jitter(delay: std::time::Duration) -> std::time::Duration {
+    delay.mul_f64(rand::rng().random_range(0.5..1.5))
+}
+
+/// The file a `sqlite:` store URL names (`sqlite:PATH`, `sqlite://PATH`, options after `?`
+/// dropped), or `None` for any other URL. The path may be empty (which [`open_url`] refuses).
+pub fn sqlite_path(url: &str) -> Option<&str> {
+    let rest = url.strip_prefix("sqlite:")?;
+    let rest = rest.strip_prefix("//").unwrap_or(rest);
+    Some(rest.split_once('?').map_or(rest, |(path, _)| path))
+}
+
 /// A random identifier: `prefix` plus 20 lowercase base-32 characters (100 bits).
 pub(crate) fn random_id(prefix: &str) -> String {
     const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
@@ -373,12 +387,8 @@ pub fn open_url(url: &str) -> Result<std::sync::Arc<dyn Store>, StoreError> {
     if url == "memory:" || url == "memory://" {
         return Ok(std::sync::Arc::new(MemoryStore::new()));
     }
-    if let Some(rest) = url.strip_prefix("sqlite:") {
-        let rest = rest.strip_prefix("//").unwrap_or(rest);
-        let (path, query) = match rest.split_once('?') {
-            Some((path, query)) => (path, Some(query)),
-            None => (rest, None),
-        };
+    if let Some(path) = sqlite_path(url) {
+        let query = url.split_once('?').map(|(_, query)| query);
         if path.is_empty() {
             return Err(open_error(
                 "no file path: write `sqlite:PATH`, for example `sqlite:.countersign/countersign.db`",

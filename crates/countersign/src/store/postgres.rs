@@ -58,7 +58,6 @@ use std::collections::HashMap;
 use std::str::FromStr;
 use std::time::{Duration, Instant};
 
-use rand::Rng;
 use sqlx::postgres::{PgConnectOptions, PgPool, PgPoolOptions, PgRow};
 
 /// How long opening a store waits for the first connection before reporting the server
@@ -252,11 +251,6 @@ fn migration_failed(error: sqlx::Error) -> StoreError {
     StoreError::Backend {
         message: format!("migrating the store failed: {error}"),
     }
-}
-
-/// `delay` scaled by a random factor in [0.5, 1.5).
-fn jitter(delay: Duration) -> Duration {
-    delay.mul_f64(rand::rng().random_range(0.5..1.5))
 }
 
 /// Split a `postgres://` URL into sqlx's part and the store's options.
@@ -472,7 +466,7 @@ impl PostgresStore {
                     if is_conflict(&error) && started.elapsed() < self.options.retry_budget =>
                 {
                     drop(tx);
-                    tokio::time::sleep(jitter(delay)).await;
+                    tokio::time::sleep(crate::store::jitter(delay)).await;
                     delay = (delay * 2).min(Duration::from_millis(200));
                     continue;
                 }
@@ -525,7 +519,7 @@ impl PostgresStore {
                             waited: started.elapsed(),
                         });
                     }
-                    tokio::time::sleep(jitter(delay)).await;
+                    tokio::time::sleep(crate::store::jitter(delay)).await;
                     delay = (delay * 2).min(Duration::from_millis(200));
                 }
             }

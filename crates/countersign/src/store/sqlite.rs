@@ -26,7 +26,6 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rand::Rng;
 use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
 
 use crate::ActionHash;
@@ -193,7 +192,7 @@ impl SqliteStore {
             match Self::prepare(&connection, &options) {
                 Ok(()) => break,
                 Err(Attempt::Busy) if started.elapsed() < options.busy_budget => {
-                    std::thread::sleep(jitter(delay));
+                    std::thread::sleep(crate::store::jitter(delay));
                     delay = (delay * 2).min(Duration::from_millis(50));
                 }
                 Err(Attempt::Busy) => {
@@ -298,7 +297,7 @@ impl SqliteStore {
                             waited: started.elapsed(),
                         });
                     }
-                    tokio::time::sleep(jitter(delay)).await;
+                    tokio::time::sleep(crate::store::jitter(delay)).await;
                     delay = (delay * 2).min(Duration::from_millis(25));
                 }
             }
@@ -368,7 +367,7 @@ impl SqliteStore {
             match result {
                 Ok(value) => return Ok(value),
                 Err(error) if is_busy(&error) && started.elapsed() < self.options.busy_budget => {
-                    tokio::time::sleep(jitter(delay)).await;
+                    tokio::time::sleep(crate::store::jitter(delay)).await;
                     delay = (delay * 2).min(Duration::from_millis(25));
                 }
                 Err(error) if is_busy(&error) => {
@@ -389,11 +388,6 @@ fn map_read_error(error: rusqlite::Error) -> StoreError {
         },
         other => backend(other),
     }
-}
-
-/// `delay` scaled by a random factor in [0.5, 1.5).
-fn jitter(delay: Duration) -> Duration {
-    delay.mul_f64(rand::rng().random_range(0.5..1.5))
 }
 
 struct SqliteTxn<'a> {
