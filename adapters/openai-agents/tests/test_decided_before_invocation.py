@@ -15,6 +15,7 @@ import countersign
 from agents import Agent, RunState
 from conftest import Tools, call_ids, make_agent, outputs, receipts_for
 from countersign_openai_agents import DecisionNotFound, Gate
+from run_state import forge
 from scripted_model import Call, ScriptedModel
 
 
@@ -120,32 +121,6 @@ def test_b04_a_decision_that_cannot_be_found_is_a_typed_error(
         asyncio.run(elsewhere.run(agent, paused.to_state()))
     assert tools.count("refund", order="o1") == 0
     assert len(control.approvals()) == before
-
-
-def forge(blob: str, old: str, new: str) -> str:
-    """A client's edit of a saved run state: change an argument everywhere it appears. Newer
-    openai-agents releases bind a paused call to an unkeyed SHA-256 fingerprint of the call; a
-    client holding the blob recomputes it (here with the SDK's own function), so only the
-    kernel stands in the way."""
-    edited = blob.replace(old, new)
-    try:
-        from agents._tool_invocation import tool_invocation_identity
-    except ImportError:  # releases without per-call fingerprints
-        return edited
-    calls = [
-        item
-        for item in json.loads(blob)["generated_items"]
-        if isinstance(item.get("raw_item"), dict) and item["raw_item"].get("type") == "function_call"
-    ]
-    for item in calls:
-        raw = item["raw_item"]
-        changed = json.loads(json.dumps(raw).replace(old, new))
-        for name in (None, raw.get("name")):
-            before = tool_invocation_identity(raw, tool_name=name)
-            after = tool_invocation_identity(changed, tool_name=name)
-            if before and after:
-                edited = edited.replace(before[2], after[2])
-    return edited
 
 
 # B06 -------------------------------------------------------------------------------------------

@@ -90,10 +90,6 @@ fn applicability<A: Adapter>(adapter: &A, case: CaseId) -> Result<Option<CaseSta
             "decided before invocation: the framework asks before it invokes the tool, so no pass is replayed"
                 .to_owned(),
         ),
-        Suite::Durability if shape == Shape::DecidedBeforeInvocation => Some(
-            "decided before invocation: the paused call lives in the framework's run state and no kernel request exists for `countersign approve` until the tool is invoked"
-                .to_owned(),
-        ),
         Suite::Binding => {
             let dir = tempfile::tempdir()?;
             let interrupt = adapter.interrupt(&world_setup(dir.path()));
@@ -144,6 +140,10 @@ pub(crate) struct Scenario {
     asked: usize,
     /// How often the interrupt hands the kernel an answer.
     answered: usize,
+    /// Whether `answered` is checked. Not for a framework that decides before invocation: it
+    /// records the human's answer with the kernel's answer API (as `countersign approve`
+    /// does), and the answer shows in the receipts and approval states, which are checked.
+    answered_pinned: bool,
     /// How often the interrupt suspends, when the case pins it.
     suspended: Option<usize>,
     /// `kind/outcome[/reason]` of every receipt, in chain order.
@@ -167,6 +167,7 @@ impl Scenario {
             tool_calls: 0,
             asked: 0,
             answered: 0,
+            answered_pinned: true,
             suspended: None,
             receipts: Vec::new(),
             approvals: Vec::new(),
@@ -182,9 +183,30 @@ fn refund(payment_id: &str, amount: u64) -> Call {
     )
 }
 
-/// The scenario for case `name`, as the direct kernel path plays it.
+/// The scenario for case `name`, as the direct kernel path plays it, for an adapter of `shape`.
+///
+/// The two shapes differ in three places (docs/SPEC.md, part 2):
+/// - decided before invocation records the human's answer with the answer API, so the number of
+///   answers the interrupt hands over is not pinned (receipts and approval states are);
+/// - in `other_arguments`, the human answered the request they were shown (a recorded grant)
+///   and the framework's run state was edited afterwards: the grant stays unused and the
+///   attempt with the edited arguments is refused;
+/// - everything else, including how often a human is asked, is the same: a predicate that asks
+///   the kernel does not prompt again for an action already denied or already done.
 fn scenario(name: &str, shape: Shape) -> Scenario {
-    let decided = shape == Shape::DecidedBeforeInvocation;
+    let mut scenario = scenario_resumed(name);
+    if shape == Shape::DecidedBeforeInvocation {
+        scenario.answered_pinned = false;
+        if name == OTHER_ARGUMENTS {
+            scenario.receipts = vec!["answer/granted/approved", "attempt/refused/mismatch"];
+            scenario.approvals = vec!["granted"];
+        }
+    }
+    scenario
+}
+
+/// The scenario for case `name` as a resumed-in-place adapter plays it.
+fn scenario_resumed(name: &str) -> Scenario {
     match name {
         LOST_RESPONSE => Scenario {
             tool: Tool::scripted(&[Step::LoseResponse(
@@ -287,9 +309,8 @@ fn scenario(name: &str, shape: Shape) -> Scenario {
                 Want::Refused("ApprovalDenied", "approval_denied"),
             ],
             tool_calls: 1,
-            // The unchanged re-issue is refused without a new prompt (case B34); a framework
-            // that decides before invocation shows its own prompt first.
-            asked: if decided { 3 } else { 2 },
+            // The unchanged re-issue is refused without a new prompt (case B34).
+            asked: 2,
             answered: 2,
             receipts: vec![
                 "answer/granted/approved",
@@ -312,7 +333,7 @@ fn scenario(name: &str, shape: Shape) -> Scenario {
                 Want::Refused("DuplicateEffect", "duplicate"),
             ],
             tool_calls: 1,
-            asked: if decided { 2 } else { 1 },
+            asked: 1,
             answered: 1,
             receipts: vec![
                 "answer/granted/approved",
@@ -461,6 +482,8 @@ pub(crate) fn variant(error: &ControlError) -> &'static str {
 pub(crate) fn result_line(result: &Result<serde_json::Value, ControlError>) -> String {
     match result {
         Ok(_) => "ok".to_owned(),
+        // An internal error is never wanted: show what it says, so the report points at it.
+        Err(ControlError::Internal(message)) => format!("Internal({message})"),
         Err(error) => format!("{}({})", variant(error), error.reason()),
     }
 }
@@ -535,11 +558,13 @@ fn check(scenario: &Scenario, observed: &Observed) -> Result<(), String> {
         }
     }
     differences.eq("times a human was asked", observed.asked, scenario.asked);
-    differences.eq(
-        "answers the interrupt handed the kernel",
-        observed.answered,
-        scenario.answered,
-    );
+    if scenario.answered_pinned {
+        differences.eq(
+            "answers the interrupt handed the kernel",
+            observed.answered,
+            scenario.answered,
+        );
+    }
     if let Some(suspended) = scenario.suspended {
         differences.eq("interrupt suspensions", observed.suspended, suspended);
     }

@@ -45,6 +45,8 @@ pub struct Shown {
     pub action: String,
     /// The arguments shown (secrets redacted when they come from a [`PendingApproval`]).
     pub arguments: serde_json::Value,
+    /// When the kernel's request expires, when one exists at the pause.
+    pub expires_at: Option<Timestamp>,
 }
 
 impl Shown {
@@ -54,6 +56,7 @@ impl Shown {
             request_id: Some(pending.request_id.clone()),
             action: pending.action.clone(),
             arguments: pending.arguments.clone(),
+            expires_at: Some(pending.expires_at),
         }
     }
 
@@ -63,6 +66,7 @@ impl Shown {
             request_id: None,
             action: call.action.clone(),
             arguments: call.arguments.clone(),
+            expires_at: None,
         }
     }
 }
@@ -103,6 +107,9 @@ type Script = dyn Fn(&Shown) -> Option<HumanAnswer> + Send + Sync;
 pub struct Reviewer {
     script: Arc<Script>,
     asked: Arc<AtomicUsize>,
+    /// When set, every answer arrives after the request expired: the clock is moved past the
+    /// shown expiry (or a day ahead when none is shown) before the answer is handed back.
+    late: Option<ManualClock>,
 }
 
 impl std::fmt::Debug for Reviewer {
@@ -120,7 +127,14 @@ impl Reviewer {
         Reviewer {
             script: Arc::new(script),
             asked: Arc::new(AtomicUsize::new(0)),
+            late: None,
         }
+    }
+
+    /// This human, answering only after each request expired (on `clock`).
+    pub(crate) fn answering_late(mut self, clock: ManualClock) -> Reviewer {
+        self.late = Some(clock);
+        self
     }
 
     /// A human who approves exactly what is shown, as [`KIT_REVIEWER`].
@@ -137,7 +151,14 @@ impl Reviewer {
     /// must pause and the request stay pending: a wait ending is not a denial).
     pub fn review(&self, shown: &Shown) -> Option<HumanAnswer> {
         self.asked.fetch_add(1, Ordering::SeqCst);
-        (self.script)(shown)
+        let answer = (self.script)(shown);
+        if let (Some(_), Some(clock)) = (&answer, &self.late) {
+            match shown.expires_at {
+                Some(expires_at) => clock.set(expires_at.plus(Duration::from_secs(1))),
+                None => clock.advance(Duration::from_secs(24 * 60 * 60)),
+            }
+        }
+        answer
     }
 
     /// How many times a human was asked.
@@ -405,8 +426,18 @@ impl<I: FrameworkInterrupt + 'static> World<I> {
                 .map_err(|error| KitError::Io(std::io::Error::other(error.to_string())))?,
         );
         let clock = ManualClock::new(spec.clock_start);
+        // Late answers: a framework that decides before invocation records the human's answer
+        // through the kernel's answer API, so the human answers late; otherwise the proxy holds
+        // the interrupt's answer back until the request expired.
+        let late_human =
+            spec.late_answers && adapter.shape() == super::Shape::DecidedBeforeInvocation;
+        let reviewer = if late_human {
+            spec.reviewer.answering_late(clock.clone())
+        } else {
+            spec.reviewer
+        };
         let setup = Setup {
-            reviewer: spec.reviewer.clone(),
+            reviewer: reviewer.clone(),
             scratch: scratch.clone(),
         };
         let interrupt = adapter.interrupt(&setup);
@@ -414,7 +445,7 @@ impl<I: FrameworkInterrupt + 'static> World<I> {
         let proxy = CountingInterrupt {
             inner: Arc::clone(&interrupt) as Arc<dyn FrameworkInterrupt>,
             counts: Arc::clone(&counts),
-            late_answers: spec.late_answers.then(|| clock.clone()),
+            late_answers: (spec.late_answers && !late_human).then(|| clock.clone()),
         };
         let shared_clock: Arc<dyn Clock> = Arc::new(clock.clone());
         let provider = InterruptApprovalProvider::new(
@@ -435,7 +466,7 @@ impl<I: FrameworkInterrupt + 'static> World<I> {
             session: Session {
                 control,
                 interrupt,
-                reviewer: spec.reviewer,
+                reviewer,
                 tool: spec.tool,
                 scratch,
             },

@@ -237,6 +237,7 @@ impl Adapter for ToyAdapter {
                             .and_then(|id| ApprovalId::parse(id).ok()),
                         action: question["action"].as_str().unwrap_or_default().to_owned(),
                         arguments: question["arguments"].clone(),
+                        expires_at: None,
                     };
                     // Nobody answered: the flow stays paused; return the kernel's refusal.
                     let Some(answer) = session.reviewer().review(&shown) else {

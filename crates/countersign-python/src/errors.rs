@@ -63,8 +63,21 @@ fn did_run(error: &ControlError) -> &'static str {
     }
 }
 
-/// A kernel refusal as the matching `countersign` exception.
-pub fn control_error(py: Python<'_>, error: &ControlError, cause: Option<PyErr>) -> PyErr {
+/// A kernel refusal as the matching `countersign` exception. The exception also carries the
+/// kernel's error itself (attribute `_kernel_refusal`), so the conformance kit gets back exactly
+/// what the kernel refused with when a Python adapter lets the exception through.
+pub fn control_error(py: Python<'_>, error: ControlError, cause: Option<PyErr>) -> PyErr {
+    let built = control_exception(py, &error, cause);
+    if let Ok(refusal) = Py::new(py, crate::kit::KernelRefusal::new(error)) {
+        // Best effort: an exception that cannot take the attribute is still the right one.
+        let _ = built
+            .value(py)
+            .setattr(crate::kit::REFUSAL_ATTRIBUTE, refusal);
+    }
+    built
+}
+
+fn control_exception(py: Python<'_>, error: &ControlError, cause: Option<PyErr>) -> PyErr {
     let (class, fields) = match error {
         ControlError::InvalidArguments { action, source } => (
             "InvalidArguments",

@@ -18,6 +18,7 @@
 //! event or receipt except through it.
 
 mod errors;
+mod kit;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -72,9 +73,23 @@ impl Principal {
 #[pyclass(module = "countersign._native", frozen)]
 struct NativeControl {
     control: Control,
-    policy_path: PathBuf,
+    /// `None` for a control adopted from Rust (the conformance kit's).
+    policy_path: Option<PathBuf>,
     store_url: String,
-    principal: countersign::Principal,
+    /// `None` for a control adopted from Rust: its identity provider decides.
+    principal: Option<countersign::Principal>,
+}
+
+impl NativeControl {
+    /// A control built in Rust by an operator (the conformance kit), for Python to use.
+    fn adopt(control: Control, store_url: String) -> NativeControl {
+        NativeControl {
+            control,
+            policy_path: None,
+            store_url,
+            principal: None,
+        }
+    }
 }
 
 /// `.countersign/countersign.db` in the policy file's folder (as the CLI).
@@ -175,7 +190,7 @@ fn finish(
         Ok(done) => Ok((done.value, to_json(&done.receipt)?)),
         Err(error) => {
             let cause = raised.lock().ok().and_then(|mut slot| slot.take());
-            Err(control_error(py, &error, cause))
+            Err(control_error(py, error, cause))
         }
     }
 }
@@ -228,15 +243,15 @@ impl NativeControl {
         }
         Ok(NativeControl {
             control: builder.build(),
-            policy_path: policy,
+            policy_path: Some(policy),
             store_url: url,
-            principal: principal.inner,
+            principal: Some(principal.inner),
         })
     }
 
-    /// The policy file.
+    /// The policy file (`None` for a control built in Rust).
     #[getter]
-    fn policy_path(&self) -> PathBuf {
+    fn policy_path(&self) -> Option<PathBuf> {
         self.policy_path.clone()
     }
 
@@ -246,10 +261,10 @@ impl NativeControl {
         &self.store_url
     }
 
-    /// The principal's identifier.
+    /// The principal's identifier (`None` for a control built in Rust).
     #[getter]
-    fn principal(&self) -> &str {
-        self.principal.as_str()
+    fn principal(&self) -> Option<&str> {
+        self.principal.as_ref().map(countersign::Principal::as_str)
     }
 
     /// `enforce` or `observe`.
@@ -269,7 +284,7 @@ impl NativeControl {
         let evaluation = self
             .control
             .evaluate(&ActionRequest::from_json_text(action, arguments_json))
-            .map_err(|error| control_error(py, &error, None))?;
+            .map_err(|error| control_error(py, error, None))?;
         to_json(&evaluation)
     }
 
@@ -278,7 +293,7 @@ impl NativeControl {
         let arguments: serde_json::Value = serde_json::from_str(arguments_json)
             .map_err(|error| PyValueError::new_err(format!("arguments are not JSON: {error}")))?;
         countersign::needs_approval(&self.control, action, &arguments)
-            .map_err(|error| control_error(py, &error, None))
+            .map_err(|error| control_error(py, error, None))
     }
 
     /// Find or open the approval request for this call; JSON of the record, or `None`.
@@ -294,7 +309,7 @@ impl NativeControl {
         match opened {
             Ok(Some(record)) => Ok(Some(to_json(&record)?)),
             Ok(None) => Ok(None),
-            Err(error) => Err(control_error(py, &error, None)),
+            Err(error) => Err(control_error(py, error, None)),
         }
     }
 
@@ -463,5 +478,6 @@ fn parse_state(text: &str) -> PyResult<ApprovalState> {
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Principal>()?;
     module.add_class::<NativeControl>()?;
+    kit::register(module)?;
     Ok(())
 }

@@ -261,6 +261,14 @@ class Gate:
         self.control = control
         self._tools: dict[str, str] = {}
         self._ledger = _Ledger(ledger_path if ledger_path is not None else _default_ledger_path(control))
+        self._refusals: dict[str, CountersignError] = {}
+
+    def refusal(self, call_id: str) -> Optional[CountersignError]:
+        """The kernel's refusal behind the model-facing ``rejected`` / ``expired`` / ``pending``
+        result of call ``call_id`` (in this process), or ``None``. The model reads the result
+        as text; the host gets the typed refusal here (``reason``, ``request_id``, the
+        approver and note of a denial)."""
+        return self._refusals.get(call_id)
 
     # ----------------------------------------------------------------------------- tools
 
@@ -402,12 +410,15 @@ class Gate:
                 action, arguments, run, approval=request_id, timeout=timeout
             )
         except ApprovalDenied as refusal:
+            self._refusals[call_id] = refusal
             return not_executed_result(
                 "rejected", tool, request_id=refusal.request_id, reviewer_note=refusal.note
             )
         except ApprovalExpired as refusal:
+            self._refusals[call_id] = refusal
             return not_executed_result("expired", tool, request_id=refusal.request_id)
         except ApprovalRequired as refusal:
+            self._refusals[call_id] = refusal
             if call_id and request_id is None:
                 record = await asyncio.to_thread(self.control.approval, refusal.request_id)
                 if record is not None:
@@ -509,6 +520,7 @@ class Gate:
         """
         resolved = self._resolve(state, call)
         record = self.control.deny(resolved.request.request_id, approver=approver, note=note)
+        self._refuse_in_kernel(resolved)
         _sdk_reject(
             state,
             resolved.item,
@@ -535,6 +547,7 @@ class Gate:
             elif request.state == "granted" or request.state == "consumed":
                 state.approve(call.item)
             elif request.state == "denied":
+                self._refuse_in_kernel(call)
                 _sdk_reject(
                     state,
                     call.item,
@@ -546,12 +559,32 @@ class Gate:
                     ),
                 )
             else:
+                self._refuse_in_kernel(call)
                 _sdk_reject(
                     state,
                     call.item,
                     not_executed_result("expired", call.tool, request_id=request.request_id),
                 )
         return still_pending
+
+    def _refuse_in_kernel(self, call: PendingCall) -> None:
+        """Present a call the SDK will not invoke (denied, expired or void request) to the
+        kernel with the arguments its run state holds, so the kernel refuses it as itself and
+        the ended attempt leaves its receipt ("every attempt that ends leaves a receipt"). The
+        refusal is kept for :meth:`refusal`. Done once per call id in this process."""
+        if call.call_id in self._refusals:
+            return
+        arguments = call.arguments if isinstance(call.arguments, dict) else {}
+
+        def never(_: dict) -> None:
+            # The kernel refuses a denied, expired or void request before any executor runs;
+            # should it ever call this, the effect is reported as definitely not executed.
+            raise countersign.NotExecuted("refused by the human's answer; the tool was not run")
+
+        try:
+            self.control.execute(call.action, arguments, never, approval=call.request.request_id)
+        except CountersignError as refusal:
+            self._refusals[call.call_id] = refusal
 
     # ----------------------------------------------------------------------------- running
 

@@ -195,7 +195,17 @@ class Control:
         if isinstance(principal, str):
             principal = Principal(principal)
         self._native = _NativeControl(os.fspath(policy), principal, store_url, approval_ttl)
-        self.principal = principal
+        self.principal: Optional[Principal] = principal
+
+    @classmethod
+    def _adopt(cls, native: _NativeControl) -> "Control":
+        """A ``Control`` around a kernel built in Rust by its operator (the conformance kit's:
+        :mod:`countersign.conformance`). Its identity provider decides the principal, so
+        ``principal`` is ``None``."""
+        control = cls.__new__(cls)
+        control._native = native
+        control.principal = None
+        return control
 
     @property
     def store_url(self) -> str:
@@ -203,9 +213,10 @@ class Control:
         return self._native.store_url
 
     @property
-    def policy_path(self) -> str:
-        """The policy file."""
-        return os.fspath(self._native.policy_path)
+    def policy_path(self) -> Optional[str]:
+        """The policy file (``None`` for a kernel built in Rust, such as the conformance kit's)."""
+        path = self._native.policy_path
+        return None if path is None else os.fspath(path)
 
     @property
     def mode(self) -> str:
@@ -409,6 +420,7 @@ class Control:
 
     def __repr__(self) -> str:
         return (
-            f"Control(policy={self.policy_path!r}, principal={self.principal.id!r}, "
+            f"Control(policy={self.policy_path!r}, "
+            f"principal={None if self.principal is None else self.principal.id!r}, "
             f"store_url={self.store_url!r})"
         )

@@ -1,0 +1,255 @@
+"""The OpenAI Agents SDK adapter, checked by the Countersign adapter conformance kit.
+
+The kit (``countersign.conformance``, the Rust kit through the binding) builds each case's
+world and hands this adapter the kernel (``session.control``) and the tool's body
+(``session.run_tool``). Every call goes through the real SDK: a scripted model emits it, the
+SDK asks the gate's ``needs_approval``, pauses with ``result.interruptions``, and the scripted
+human (``session.review``) answers through :meth:`Gate.approve` / :meth:`Gate.reject`, exactly
+as a host application would; the run resumes with :meth:`Gate.run`.
+
+Run it directly to print the report (``python kit_adapter.py``); the kit also starts it that
+way for the durability case's second and third processes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import sys
+import uuid
+from pathlib import Path
+from typing import Any, Optional
+
+os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
+
+from agents import Agent, RunState, set_tracing_disabled  # noqa: E402
+
+from countersign import ApprovalExpired, conformance  # noqa: E402
+from countersign_openai_agents import Gate  # noqa: E402
+
+sys.path.insert(0, str(Path(__file__).parent))
+from run_state import forge  # noqa: E402
+from scripted_model import Call, ScriptedModel  # noqa: E402
+
+set_tracing_disabled(True)
+
+# The SDK's tool names allow no dots: the kit's actions under the names the model sees.
+TOOL_NAMES = {"kit.refund": "kit_refund", "kit.wire_transfer": "kit_wire_transfer"}
+
+
+class KitInterrupt:
+    """The SDK decides before invocation: the human's answer is recorded with the kernel's
+    answer API (:meth:`Gate.approve` / :meth:`Gate.reject`, the path ``countersign approve``
+    uses) before the SDK invokes the tool, so the kernel finds the request answered and never
+    needs this interrupt. If it is asked (a request still pending at invocation), it suspends:
+    a wait is never an answer."""
+
+    # The run state the SDK resumes holds the arguments the tool is invoked with, and the
+    # kernel re-checks their hash against the answered request: prevention.
+    carries_approved_arguments = True
+
+    def interrupt(self, pending: dict) -> Optional[dict]:
+        return None
+
+
+class OpenAIAgentsKitAdapter:
+    framework = "openai-agents"
+    shape = "decided_before_invocation"
+
+    def interrupt(self, setup: conformance.Setup) -> KitInterrupt:
+        return KitInterrupt()
+
+    def invoke(self, session: conformance.Session, action: str, arguments: dict) -> Any:
+        return asyncio.run(self._invoke(session, action, arguments))
+
+    def resume(self, session: conformance.Session, action: str, arguments: dict) -> Any:
+        return asyncio.run(self._resume(session, action, arguments))
+
+    # --------------------------------------------------------------------------------------
+
+    def _gate(self, session: conformance.Session) -> tuple[Gate, list]:
+        gate = Gate(session.control, ledger_path=os.path.join(session.scratch_dir, "calls.db"))
+
+        def body(**given: Any) -> str:
+            # The arguments the kernel handed over (the kit sends no nulls), to the kit's
+            # executor; its value is the tool's result as the model reads it (JSON text).
+            arguments = {key: value for key, value in given.items() if value is not None}
+            return json.dumps(session.run_tool(arguments))
+
+        @gate.tool(action="kit.refund", name="kit_refund")
+        def kit_refund(payment_id: str, amount: int, principal: Optional[str] = None) -> str:
+            """Refund a payment."""
+            return body(payment_id=payment_id, amount=amount, principal=principal)
+
+        @gate.tool(action="kit.wire_transfer", name="kit_wire_transfer")
+        def kit_wire_transfer(iban: str, amount: int) -> str:
+            """Wire money."""
+            return body(iban=iban, amount=amount)
+
+        return gate, [kit_refund, kit_wire_transfer]
+
+    def _agent(self, tools: list, action: str, arguments: dict, call_id: str) -> Agent:
+        script = [[Call(TOOL_NAMES[action], arguments, call_id)]]
+        return Agent(name="kit", instructions="Use the tools.", model=ScriptedModel(script), tools=tools)
+
+    async def _invoke(self, session: conformance.Session, action: str, arguments: dict) -> Any:
+        gate, tools = self._gate(session)
+        call_id = "call_" + uuid.uuid4().hex[:12]
+        agent = self._agent(tools, action, arguments, call_id)
+        result = await gate.run(agent, "Do what the user asked.")
+        return await self._settle(session, gate, agent, result, call_id, arguments)
+
+    async def _resume(self, session: conformance.Session, action: str, arguments: dict) -> Any:
+        saved = Path(session.scratch_dir) / "paused.json"
+        if not saved.exists():  # nothing paused: the identical call again
+            return await self._invoke(session, action, arguments)
+        paused = json.loads(saved.read_text())
+        gate, tools = self._gate(session)
+        agent = self._agent(tools, action, arguments, paused["call_id"])
+        state = await RunState.from_string(agent, paused["state"])
+        # Gate.run applies the kernel's recorded answers (here: `countersign approve` from
+        # another process) to the run state before resuming.
+        result = await gate.run(agent, state)
+        return await self._settle(session, gate, agent, result, paused["call_id"], arguments)
+
+    def _approve(self, gate: Gate, state: Any, call: Any, answer: dict) -> None:
+        try:
+            gate.approve(state, call, approver=answer["approver"], note=answer["note"])
+        except ApprovalExpired:
+            # Answered too late: tell the model (the kernel records the refused attempt)
+            # instead of resuming with an approval.
+            gate.apply_decisions(state)
+
+    def _reject(self, gate: Gate, state: Any, call: Any, answer: dict) -> None:
+        gate.reject(state, call, approver=answer["approver"], note=answer["note"])
+
+    async def _settle(
+        self,
+        session: conformance.Session,
+        gate: Gate,
+        agent: Agent,
+        result: Any,
+        call_id: str,
+        arguments: dict,
+    ) -> Any:
+        """Answer the run's pauses as the host would, until it ends; the call's value, or the
+        kernel's refusal raised."""
+        for _ in range(4):
+            pending = gate.pending(result)
+            if not pending:
+                break
+            state = result.to_state()
+            edited: Optional[dict] = None
+            for call in pending:
+                request = call.request
+                answer = session.review(
+                    {
+                        "request_id": request.request_id,
+                        "action": request.action,
+                        "arguments": request.arguments,
+                        "expires_at": request.expires_at,
+                    }
+                )
+                if answer is None:
+                    # Nobody answered: the run stays paused; save it for a later resume.
+                    saved = Path(session.scratch_dir) / "paused.json"
+                    saved.write_text(json.dumps({"call_id": call.call_id, "state": state.to_string()}))
+                    raise session.paused(request.request_id)
+                if answer["decision"] == "approve":
+                    self._approve(gate, state, call, answer)
+                else:
+                    self._reject(gate, state, call, answer)
+                if answer["arguments"] != request.arguments:
+                    edited = answer["arguments"]
+            if edited is not None:
+                # The answer is about other arguments: the run state the SDK resumes was edited
+                # after the pause (what a client holding the state can do).
+                blob = forge(
+                    state.to_string(),
+                    json.dumps(json.dumps(arguments))[1:-1],
+                    json.dumps(json.dumps(edited))[1:-1],
+                )
+                state = await RunState.from_string(agent, blob)
+            result = await gate.run(agent, state)
+        refusal = gate.refusal(call_id)
+        if refusal is not None:
+            # The model read "the tool did not run"; the host gets the kernel's refusal.
+            raise refusal
+        output = _output_of(result, call_id)
+        if output is None:
+            raise RuntimeError(f"the run ended without a result for call `{call_id}`")
+        return json.loads(output)
+
+
+# Deliberately broken variants: each must fail the suite it names, which shows the kit can fail
+# this adapter's shape (docs/conformance.md).
+
+
+class TrustsTheSdkFlag(OpenAIAgentsKitAdapter):
+    """Approves in the SDK's run state only; no answer reaches the kernel. Must fail `kernel`
+    (a matching answer authorizes nothing here: the kernel still waits)."""
+
+    framework = "openai-agents-broken-sdk-flag"
+
+    def _approve(self, gate: Gate, state: Any, call: Any, answer: dict) -> None:
+        state.approve(call.item)
+
+
+class RejectsInTheSdkOnly(OpenAIAgentsKitAdapter):
+    """Rejects in the SDK's run state only: no recorded denial, and the SDK's own rejection
+    text is all the caller gets. Must fail `denial`."""
+
+    framework = "openai-agents-broken-sdk-reject"
+
+    def _reject(self, gate: Gate, state: Any, call: Any, answer: dict) -> None:
+        state.reject(call.item)
+
+
+class ForgetsTheCallLedger(OpenAIAgentsKitAdapter):
+    """Presents no approval request when the tool runs (the kernel then looks for a grant for
+    whatever arguments arrive). Must fail `binding`: edited arguments are no longer recognised
+    as an answer about other arguments."""
+
+    framework = "openai-agents-broken-no-ledger"
+
+    def _gate(self, session: conformance.Session) -> tuple[Gate, list]:
+        gate, tools = super()._gate(session)
+        real_lookup = gate._ledger.lookup
+
+        def lookup(tool: str, call_id: str) -> Optional[str]:
+            # Only the pause sees the ledger; the invocation presents nothing.
+            if sys._getframe(1).f_code.co_name == "_invoke":
+                return None
+            return real_lookup(tool, call_id)
+
+        gate._ledger.lookup = lookup  # type: ignore[method-assign]
+        return gate, tools
+
+
+VARIANTS = {
+    adapter.framework: adapter
+    for adapter in (OpenAIAgentsKitAdapter, TrustsTheSdkFlag, RejectsInTheSdkOnly, ForgetsTheCallLedger)
+}
+
+
+def _output_of(result: Any, call_id: str) -> Optional[str]:
+    for item in result.to_input_list():
+        if isinstance(item, dict) and item.get("type") == "function_call_output":
+            if item.get("call_id") == call_id:
+                return item["output"]
+    return None
+
+
+def run_kit(framework: str = OpenAIAgentsKitAdapter.framework) -> conformance.Report:
+    """Run the kit against the adapter (or a broken variant) named ``framework``."""
+    return conformance.run(
+        VARIANTS[framework](),
+        relaunch=[sys.executable, os.path.abspath(__file__), framework],
+    )
+
+
+if __name__ == "__main__":
+    report = run_kit(*sys.argv[1:2])
+    print(report.text, end="")
+    sys.exit(0 if report.ok else 1)
