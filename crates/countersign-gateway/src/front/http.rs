@@ -6,7 +6,10 @@
 //! question, progress, a request from the upstream), an event stream that ends with the reply.
 //! `initialize` opens a session and its reply carries `Mcp-Session-Id`, which every later
 //! request must send back (missing: 400; unknown or ended: 404). GET opens the session's
-//! stream for messages unrelated to any request; DELETE ends the session.
+//! stream for messages unrelated to any request; DELETE ends the session. A later request that
+//! sends `MCP-Protocol-Version` must name the version its session negotiated at `initialize`
+//! (otherwise 400, MCP 2025-06-18 "Protocol Version Header"); one that sends none is served as
+//! the session negotiated (the specification's fallback for clients older than the header).
 //!
 //! Checks run before anything reaches a session, in this order: the path, `Host` (a loopback
 //! listener answers only to loopback names: DNS rebinding), `Origin` (the allow-list: 403),
@@ -35,6 +38,7 @@ use crate::{GatewayError, GatewayShared, HttpFrontConfig, PrincipalSource, Upstr
 
 use crate::HTTP_PATH as ENDPOINT;
 const SESSION_HEADER: &str = "mcp-session-id";
+const PROTOCOL_VERSION_HEADER: &str = "mcp-protocol-version";
 
 type Body = UnsyncBoxBody<Bytes, Infallible>;
 /// A refusal ready to send (boxed: a response is large).
@@ -55,6 +59,8 @@ struct HttpSession {
     principal: Principal,
     routes: Arc<Mutex<Routes>>,
     ended: Arc<Notify>,
+    /// The `protocolVersion` of the `initialize` reply, once seen.
+    protocol_version: Mutex<Option<String>>,
 }
 
 struct Front {
@@ -338,6 +344,20 @@ impl Front {
                 "forbidden: this session belongs to another principal: start your own with `initialize`",
             )));
         }
+        if let Some(sent) = headers.get(PROTOCOL_VERSION_HEADER) {
+            let negotiated = lock(&session.protocol_version).clone();
+            let sent = sent.to_str().unwrap_or_default();
+            if let Some(negotiated) = negotiated.filter(|negotiated| negotiated != sent) {
+                return Err(Box::new(refuse(
+                    StatusCode::BAD_REQUEST,
+                    codes::INVALID_REQUEST,
+                    &format!(
+                        "unsupported MCP protocol version `{}`: this session negotiated `{negotiated}` at `initialize`: send `MCP-Protocol-Version: {negotiated}`",
+                        countersign::evidence::printable(sent)
+                    ),
+                )));
+            }
+        }
         Ok((id.to_owned(), session))
     }
 
@@ -454,6 +474,14 @@ impl Front {
                 "the session ended before the reply: the upstream may have stopped; send `initialize` again",
             );
         };
+        if initializing
+            && is_final_reply(&first, &related)
+            && let Some(version) = first
+                .pointer("/result/protocolVersion")
+                .and_then(Value::as_str)
+        {
+            *lock(&session.protocol_version) = Some(version.to_owned());
+        }
         let mut response = if is_final_reply(&first, &related) {
             json_response(StatusCode::OK, &first)
         } else {
@@ -503,6 +531,7 @@ impl Front {
             principal,
             routes,
             ended: Arc::new(Notify::new()),
+            protocol_version: Mutex::new(None),
         });
         lock(&self.sessions).insert(id.clone(), Arc::clone(&http_session));
         // The session ends when its upstream closes or the client deletes it; dropping the

@@ -580,3 +580,51 @@ async fn messages_unrelated_to_any_request_arrive_on_the_get_stream() {
     let announced = events.next().await.expect("an event");
     assert_eq!(announced["method"], "notifications/tools/list_changed");
 }
+
+#[tokio::test]
+async fn a_protocol_version_header_must_name_the_version_the_session_negotiated() {
+    let server = default_server().await;
+    let response = post(&server.url, None, &initialize_body(json!({})), &[]).await;
+    assert_eq!(response.status(), 200);
+    let session = response
+        .headers()
+        .get("mcp-session-id")
+        .expect("a session id")
+        .to_str()
+        .expect("ascii")
+        .to_owned();
+    let reply: Value = response.json_value().await;
+    let negotiated = reply["result"]["protocolVersion"]
+        .as_str()
+        .expect("the initialize reply names a protocol version")
+        .to_owned();
+    let list = |id: u64| json!({"jsonrpc": "2.0", "id": id, "method": "tools/list"});
+
+    let matching = post(
+        &server.url,
+        Some(&session),
+        &list(2),
+        &[("mcp-protocol-version", &negotiated)],
+    )
+    .await;
+    assert_eq!(matching.status(), 200);
+
+    let other = post(
+        &server.url,
+        Some(&session),
+        &list(3),
+        &[("mcp-protocol-version", "1999-01-01")],
+    )
+    .await;
+    assert_eq!(other.status(), 400);
+    let refusal = other.json_value().await;
+    let message = refusal["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("`1999-01-01`") && message.contains(&format!("`{negotiated}`")),
+        "{refusal}"
+    );
+
+    // No header: served as the session negotiated (clients older than the header send none).
+    let without = post(&server.url, Some(&session), &list(4), &[]).await;
+    assert_eq!(without.status(), 200);
+}
