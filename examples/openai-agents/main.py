@@ -1,11 +1,13 @@
 """A support agent whose refunds are countersigned: the OpenAI Agents SDK + Countersign.
 
     python main.py                 # scripted model: offline, no API key
+    python main.py --wait          # you answer from another shell with `countersign approve`
     OPENAI_API_KEY=sk-... python main.py   # a real model
 
-The run pauses on the large refund (policy says `approve`), a human answers (here, the script
-answers for "human:alice"; from another shell you could run `countersign approve <id>`), and the
-resumed run refunds exactly what was approved, once. The receipt chain is verified at the end.
+The run pauses on the large refund (policy says `approve`), a human answers (the script answers
+for "human:alice"; with --wait it waits up to 10 minutes for your `countersign approve <id>` or
+`countersign deny <id>` from another shell), and the resumed run refunds exactly what was
+approved, once. The receipt chain is verified at the end.
 """
 
 from __future__ import annotations
@@ -62,6 +64,20 @@ def scripted_model():
     return Scripted()
 
 
+WAIT = "--wait" in sys.argv[1:]
+
+
+async def wait_for_answer(control: countersign.Control, request_id: str) -> None:
+    """Poll the kernel until someone answers `request_id` (or it expires), up to 10 minutes."""
+    for _ in range(600):
+        record = control.approval(request_id)
+        if record is not None and record.state != "pending":
+            print(f"  answered: {record.state} by {record.approver}")
+            return
+        await asyncio.sleep(1)
+    print("  nobody answered in 10 minutes; the call stays pending")
+
+
 async def main() -> None:
     # The operator's part: the policy, the store (a fresh SQLite file here) and the principal.
     workdir = Path(tempfile.mkdtemp(prefix="countersign-example-"))
@@ -97,8 +113,14 @@ async def main() -> None:
         state = await RunState.from_string(agent, saved)
         for call in gate.pending(state):
             print(f"paused: {call.tool} {call.request.arguments} -> {call.request.request_id}")
-            print(f"  (or: countersign --policy {policy} approve {call.request.request_id})")
-            gate.approve(state, call, approver="human:alice", note="customer verified")
+            command = f"countersign --policy {policy} approve {call.request.request_id}"
+            if WAIT:
+                print(f"  waiting for your answer; from another shell run:\n    {command}")
+                await wait_for_answer(control, call.request.request_id)
+            else:
+                print(f"  (with --wait you would answer it yourself: {command})")
+                gate.approve(state, call, approver="human:alice", note="customer verified")
+        # Gate.run applies answers recorded elsewhere (the CLI) before resuming.
         result = await gate.run(agent, state)
 
     print("final:", result.final_output)

@@ -2,10 +2,14 @@
 //!
 //! It protects a refund function with the policy in `examples/refunds/countersign.yaml` and a
 //! SQLite store in a temporary folder, then calls it three times: an allowed refund, a duplicate,
-//! and one large enough to need a human.
+//! and one large enough to need a human. The store is deleted when the example ends, so the
+//! example answers that approval itself (what `countersign approve` does for a store on disk)
+//! and sends the identical call again, which then runs once.
 
 use countersign::store::SqliteStore;
-use countersign::{Control, ControlError, ExecutorError, Policy, Principal, StaticIdentity};
+use countersign::{
+    AnswerDecision, Control, ControlError, ExecutorError, Policy, Principal, StaticIdentity,
+};
 
 #[derive(serde::Serialize, serde::Deserialize)]
 struct Refund {
@@ -40,7 +44,15 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         match refund.call(&call).await {
             Ok(done) => println!("{} (receipt #{})", done.value, done.receipt.seq),
             Err(ControlError::ApprovalRequired { request_id, .. }) => {
-                println!("waiting: run `countersign approve {request_id}`, then call again")
+                println!("waiting for approval {request_id}");
+                // With a store on disk, a person answers from any shell:
+                //   countersign approve <request id> --store-url sqlite:<path> --as human:alice
+                control
+                    .answer(&request_id, AnswerDecision::Approve, "human:alice", None)
+                    .await?;
+                println!("approved by human:alice; sending the identical call again");
+                let done = refund.call(&call).await?;
+                println!("{} (receipt #{})", done.value, done.receipt.seq);
             }
             Err(refusal) => println!("{refusal} (may retry: {})", refusal.may_retry()),
         }
