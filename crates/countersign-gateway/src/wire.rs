@@ -42,6 +42,15 @@ pub fn error_response(id: Value, error: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": error})
 }
 
+/// The message for a client message that does not parse: what the parser said (with its line
+/// and column), and what to send instead. `unit` is `line` (stdio) or `request` (HTTP). The
+/// parser refuses nesting deeper than 128 levels, which the message names.
+pub fn unparsable_message(error: &serde_json::Error, unit: &str) -> String {
+    format!(
+        "not JSON-RPC the gateway can read ({error}): send one JSON-RPC message per {unit}, nested at most 128 levels deep"
+    )
+}
+
 /// A JSON-RPC error object with a plain code and message.
 pub fn error_object(code: i64, message: impl Into<String>) -> Value {
     json!({"code": code, "message": message.into()})

@@ -412,11 +412,11 @@ impl Front {
         };
         let message: Value = match serde_json::from_slice(&body) {
             Ok(message) => message,
-            Err(_) => {
+            Err(error) => {
                 return refuse(
                     StatusCode::BAD_REQUEST,
                     codes::PARSE_ERROR,
-                    "not JSON: send one JSON-RPC message per request",
+                    &wire::unparsable_message(&error, "request"),
                 );
             }
         };

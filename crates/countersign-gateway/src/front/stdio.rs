@@ -70,12 +70,9 @@ where
         }
         match serde_json::from_str::<Value>(text) {
             Ok(message) => session.handle_client(message).await,
-            Err(_) => session.reply_directly(wire::error_response(
+            Err(error) => session.reply_directly(wire::error_response(
                 Value::Null,
-                wire::error_object(
-                    codes::PARSE_ERROR,
-                    "not JSON: send one JSON-RPC message per line",
-                ),
+                wire::error_object(codes::PARSE_ERROR, wire::unparsable_message(&error, "line")),
             )),
         }
     };

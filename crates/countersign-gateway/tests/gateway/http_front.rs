@@ -628,3 +628,24 @@ async fn a_protocol_version_header_must_name_the_version_the_session_negotiated(
     let without = post(&server.url, Some(&session), &list(4), &[]).await;
     assert_eq!(without.status(), 200);
 }
+
+#[tokio::test]
+async fn a_message_nested_too_deep_is_refused_saying_so_not_as_plain_not_json() {
+    let server = default_server().await;
+    let session = open_session(&server.url, json!({}), &[]).await;
+    let deep = format!(
+        r#"{{"jsonrpc":"2.0","id":2,"method":"tools/list","params":{{"x":{}1{}}}}}"#,
+        "[".repeat(200),
+        "]".repeat(200)
+    );
+    let response = post_raw(&server.url, Some(&session), deep, &[]).await;
+    assert_eq!(response.status(), 400);
+    let refusal = response.json_value().await;
+    assert_eq!(refusal["error"]["code"], -32700);
+    let message = refusal["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("recursion limit") && message.contains("128 levels"),
+        "{refusal}"
+    );
+    assert_eq!(server.upstream_calls(), 0);
+}
