@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
-use clap::Args;
+use clap::{ArgGroup, Args};
 use countersign::{Policy, Principal, store};
 use countersign_gateway::{
     Gateway, GatewayConfig, HeaderPrincipal, HttpFrontConfig, PrincipalSource, Upstream,
@@ -16,6 +16,7 @@ use crate::{Failure, Global};
 
 /// Arguments of `gateway`.
 #[derive(Debug, Args)]
+#[command(group(ArgGroup::new("upstream").required(true).args(["upstream_url", "command"])))]
 pub struct GatewayArgs {
     /// The upstream's name in action names: its tools become `mcp.<ALIAS>.<tool>`.
     #[arg(long, value_name = "NAME")]
@@ -67,12 +68,7 @@ pub struct GatewayArgs {
     #[arg(long, value_name = "BYTES", default_value_t = countersign_gateway::DEFAULT_MAX_MESSAGE_BYTES)]
     max_message_bytes: usize,
     /// The upstream MCP server's Streamable HTTP endpoint.
-    #[arg(
-        long,
-        value_name = "URL",
-        conflicts_with = "command",
-        required_unless_present = "command"
-    )]
+    #[arg(long, value_name = "URL", conflicts_with = "command")]
     upstream_url: Option<String>,
     /// The upstream MCP server's command, after `--`.
     #[arg(last = true, value_name = "UPSTREAM COMMAND")]
