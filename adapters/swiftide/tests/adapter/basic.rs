@@ -304,3 +304,51 @@ async fn a_denied_action_reaches_the_caller_as_itself() {
     assert_eq!(read["reason"], "unknown_action");
     assert_eq!(read["executed"], false);
 }
+
+/// FIXME(swiftide 0.32): a model turn that mixes an allowed call with one that pauses is not
+/// re-entered after the answer: swiftide re-runs a turn's calls only while none has an output
+/// (`maybe_tool_call_without_output`), and the allowed call has one. The approval is granted
+/// but nothing runs it; the model's next identical call would (README, "Where the framework
+/// shows through"). The unconsumed feedback also keeps swiftide's default context from stopping,
+/// so the run asks the model again until the agent's `limit`. This pins the behaviour so a
+/// swiftide change that fixes it is noticed.
+#[tokio::test]
+async fn a_turn_mixing_an_allowed_and_a_paused_call_is_not_re_entered_by_swiftide() {
+    let world = World::new();
+    let model = ScriptedModel::new(vec![vec![
+        call("c1", "refund", json!({"id": 10, "amount": 20})),
+        call("c2", "refund", json!({"id": 11, "amount": 900})),
+    ]]);
+    let mut agent = swiftide_agents::Agent::builder()
+        .llm(&model)
+        .tools([world.tool("refund")])
+        .no_system_prompt()
+        .limit(5)
+        .build()
+        .expect("the agent builds");
+    agent
+        .query("refund 10 and 11")
+        .await
+        .expect("the agent runs");
+    let (tool_call, pause) = agent
+        .stop_reason()
+        .and_then(Pause::from_stop_reason)
+        .expect("paused");
+    assert_eq!(tool_call.id(), "c2");
+    agent
+        .context()
+        .feedback_received(&tool_call, &approve(&pause, "human:alice"))
+        .await
+        .expect("feedback is held");
+    agent.run().await.expect("the agent resumes");
+    assert_eq!(
+        world.runs.of("refund"),
+        vec![json!({"amount": 20, "id": 10})]
+    );
+    assert_eq!(
+        world.approvals().await,
+        vec!["pending"],
+        "the answer never reached the kernel"
+    );
+    assert!(model_read(&agent, "c2").await.is_none());
+}

@@ -320,7 +320,7 @@ fn runs_of(world: &World, action: &str) -> usize {
 
 /// B09: a pause inside a loop (reject twice, approve the third round).
 ///
-/// Documented choice (docs/adapters.md, swiftide): after a human's no, the identical action is
+/// Documented choice (adapters/swiftide/README.md, "A re-ask after a no"): after a human's no, the identical action is
 /// refused `approval_denied` without a new prompt until the request expires, so a loop that asks
 /// again must ask about something different: here each round's close names its round.
 #[tokio::test]
