@@ -17,6 +17,7 @@ Commands:
   test                   run the whole test suite (what CI runs)
   bench [--quick]        run the benchmarks in release mode and print calls per second
   conformance [--json]   run the adapter conformance kit against every adapter in the workspace
+                         (swiftide's through its own test, text only)
   conformance --stores   run the store conformance kit against memory, SQLite and PostgreSQL
 ";
 
@@ -173,11 +174,31 @@ fn conformance_adapters(args: &[String]) -> Result<()> {
         "countersign-adapter-kit{}",
         std::env::consts::EXE_SUFFIX
     )));
-    kit.current_dir(&root)
-        .arg("--cli")
-        .arg(debug.join(format!("countersign{}", std::env::consts::EXE_SUFFIX)))
-        .args(args);
-    run(kit)
+    let cli = debug.join(format!("countersign{}", std::env::consts::EXE_SUFFIX));
+    kit.current_dir(&root).arg("--cli").arg(&cli).args(args);
+    run(kit)?;
+    // Rust framework adapters run the kit from their own test, so the conformance crate never
+    // depends on a framework: the swiftide adapter's prints its report (text only).
+    if !args.iter().any(|arg| arg == "--json") {
+        let mut swiftide = cargo();
+        swiftide
+            .current_dir(&root)
+            .env("COUNTERSIGN_BIN", &cli)
+            .args([
+                "test",
+                "--quiet",
+                "-p",
+                "countersign-swiftide",
+                "--test",
+                "adapter",
+                "--",
+                "adapter::conformance::swiftide_adapter_passes_the_countersign_kit",
+                "--exact",
+                "--nocapture",
+            ]);
+        run(swiftide)?;
+    }
+    Ok(())
 }
 
 /// Crates the kernel must never depend on: it knows nothing of MCP, CLIs, Python or agent

@@ -1,0 +1,336 @@
+//! A world for one test: a scratch SQLite store, a manual clock, the operator's control with an
+//! `InterruptApprovalProvider` around `SwiftideInterrupt`, a gate, counting executors, and a
+//! scripted model.
+
+use std::collections::{HashMap, VecDeque};
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex, OnceLock};
+
+use countersign::evidence::Receipt;
+use countersign::store::{SqliteStore, Store};
+use countersign::{
+    Clock, Control, ExecutorError, InterruptApprovalProvider, ManualClock, Policy, Principal,
+    StaticIdentity, Timestamp,
+};
+use countersign_swiftide::{ActionSpec, Gate, GatedTool, Outcome, SwiftideInterrupt};
+use serde_json::Value;
+use swiftide_agents::Agent;
+use swiftide_core::chat_completion::errors::LanguageModelError;
+use swiftide_core::chat_completion::{
+    ChatCompletion, ChatCompletionRequest, ChatCompletionResponse, ChatMessage, Tool, ToolCall,
+    ToolOutput, ToolSpec,
+};
+
+pub const POLICY: &str = "\
+schema: countersign.policy/v1
+mode: enforce
+environment: test
+approval_ttl: 10m
+actions:
+  refund:
+    effect: \"refund:{id}\"
+    rules:
+      - when: { amount: { lte: 100 } }
+        decision: allow
+      - decision: approve
+  delete:
+    effect: \"delete:{id}\"
+    decision: approve
+  log_ticket:
+    effect: \"log:{id}\"
+    decision: allow
+  notify:
+    effect: \"notify:{id}\"
+    decision: approve
+  send_reminder:
+    effect: \"reminder:{ticket}:{round}\"
+    decision: allow
+  close_ticket:
+    effect: \"close:{ticket}\"
+    decision: approve
+  drop_table:
+    decision: approve
+  read_file:
+    decision: approve
+  delete_file:
+    decision: approve
+";
+
+pub const PRINCIPAL: &str = "agent:swiftide-test";
+pub const START: Timestamp = Timestamp::from_millis(1_893_456_000_000);
+
+/// A model that plays a script: each completion emits the next turn's tool calls; when the
+/// script is done it answers with text and no tool call (the agent then stops).
+#[derive(Clone, Default)]
+pub struct ScriptedModel {
+    turns: Arc<Mutex<VecDeque<Vec<ToolCall>>>>,
+}
+
+impl ScriptedModel {
+    pub fn new(turns: Vec<Vec<ToolCall>>) -> ScriptedModel {
+        ScriptedModel {
+            turns: Arc::new(Mutex::new(turns.into())),
+        }
+    }
+}
+
+#[async_trait::async_trait]
+impl ChatCompletion for ScriptedModel {
+    async fn complete(
+        &self,
+        _request: &ChatCompletionRequest,
+    ) -> Result<ChatCompletionResponse, LanguageModelError> {
+        let next = self.turns.lock().expect("an unpoisoned lock").pop_front();
+        let mut builder = ChatCompletionResponse::builder();
+        match next {
+            Some(calls) => builder.tool_calls(calls),
+            None => builder.message("done".to_owned()),
+        };
+        Ok(builder.build().expect("a response builds"))
+    }
+}
+
+pub fn call(id: &str, name: &str, arguments: Value) -> ToolCall {
+    ToolCall::builder()
+        .id(id)
+        .name(name)
+        .args(arguments.to_string())
+        .build()
+        .expect("a tool call builds")
+}
+
+/// Every run of every executor, by action: the canonical arguments it got.
+#[derive(Clone, Default)]
+pub struct Runs(Arc<Mutex<HashMap<String, Vec<Value>>>>);
+
+impl Runs {
+    pub fn record(&self, action: &str, arguments: Value) {
+        self.0
+            .lock()
+            .expect("an unpoisoned lock")
+            .entry(action.to_owned())
+            .or_default()
+            .push(arguments);
+    }
+
+    pub fn count(&self, action: &str) -> usize {
+        self.0
+            .lock()
+            .expect("an unpoisoned lock")
+            .get(action)
+            .map_or(0, Vec::len)
+    }
+
+    pub fn of(&self, action: &str) -> Vec<Value> {
+        self.0
+            .lock()
+            .expect("an unpoisoned lock")
+            .get(action)
+            .cloned()
+            .unwrap_or_default()
+    }
+}
+
+pub struct World {
+    pub _dir: tempfile::TempDir,
+    pub store: Arc<dyn Store>,
+    pub clock: ManualClock,
+    pub gate: Gate,
+    pub runs: Runs,
+}
+
+impl World {
+    pub fn new() -> World {
+        World::with_policy(POLICY)
+    }
+
+    pub fn with_policy(policy: &str) -> World {
+        let dir = tempfile::tempdir().expect("a scratch folder");
+        let store: Arc<dyn Store> =
+            Arc::new(SqliteStore::open(dir.path().join("test.db")).expect("the store opens"));
+        let clock = ManualClock::new(START);
+        let shared_clock: Arc<dyn Clock> = Arc::new(clock.clone());
+        let gate = Gate::new(operator_control(policy, &store, shared_clock));
+        World {
+            _dir: dir,
+            store,
+            clock,
+            gate,
+            runs: Runs::default(),
+        }
+    }
+
+    /// A gated tool named `action` whose body records its run.
+    pub fn tool(&self, action: &str) -> GatedTool {
+        let runs = self.runs.clone();
+        let name = action.to_owned();
+        self.gate.function(
+            tool_spec(action),
+            ActionSpec::new(action),
+            move |arguments: Value| {
+                let runs = runs.clone();
+                let name = name.clone();
+                async move {
+                    runs.record(&name, arguments.clone());
+                    Ok::<_, ExecutorError>(format!("{name} done with {arguments}"))
+                }
+            },
+        )
+    }
+
+    pub fn agent(&self, model: &ScriptedModel, tools: Vec<Box<dyn Tool>>) -> Agent {
+        Agent::builder()
+            .llm(model)
+            .tools(tools)
+            .no_system_prompt()
+            .build()
+            .expect("the agent builds")
+    }
+
+    pub async fn receipts(&self) -> Vec<String> {
+        receipt_lines(self.store.as_ref()).await
+    }
+
+    pub async fn receipts_full(&self) -> Vec<Receipt> {
+        self.store
+            .receipts(0, 1000)
+            .await
+            .expect("receipts read")
+            .iter()
+            .map(|stored| stored.to_receipt().expect("a receipt parses"))
+            .collect()
+    }
+
+    /// The state of every approval request, sorted (requests made in one instant have no
+    /// order).
+    pub async fn approvals(&self) -> Vec<String> {
+        let mut states: Vec<String> = self
+            .store
+            .approvals(None)
+            .await
+            .expect("approvals read")
+            .iter()
+            .map(|record| record.state.as_str().to_owned())
+            .collect();
+        states.sort();
+        states
+    }
+}
+
+/// The operator's control, built as SPEC.md 2.1 says (the adapter never builds one).
+pub fn operator_control(policy: &str, store: &Arc<dyn Store>, clock: Arc<dyn Clock>) -> Control {
+    let policy = Policy::from_yaml_str(policy, None).expect("the policy loads");
+    let provider = InterruptApprovalProvider::new(
+        Arc::clone(store),
+        Arc::new(SwiftideInterrupt::new()),
+        Arc::clone(&clock),
+    );
+    Control::builder_shared(Arc::new(policy), Arc::clone(store))
+        .identity(StaticIdentity::new(
+            Principal::new(PRINCIPAL).expect("a principal"),
+        ))
+        .clock(clock)
+        .approval_provider(Arc::new(provider))
+        .build()
+}
+
+pub fn tool_spec(name: &str) -> ToolSpec {
+    ToolSpec::builder()
+        .name(name)
+        .description(format!("the {name} tool"))
+        .build()
+        .expect("a tool spec builds")
+}
+
+pub async fn receipt_lines(store: &dyn Store) -> Vec<String> {
+    let report = countersign::evidence::verify_store(store, None)
+        .await
+        .expect("the chain verifies");
+    assert!(report.first_break.is_none(), "the receipt chain is intact");
+    store
+        .receipts(0, 1000)
+        .await
+        .expect("receipts read")
+        .iter()
+        .map(|stored| {
+            let receipt = stored.to_receipt().expect("a receipt parses");
+            let kind = serde_json::to_value(receipt.kind).expect("a kind");
+            let mut line = format!(
+                "{}/{}",
+                kind.as_str().unwrap_or("?"),
+                receipt.outcome.as_str()
+            );
+            if let Some(reason) = &receipt.reason {
+                line.push('/');
+                line.push_str(reason);
+            }
+            line
+        })
+        .collect()
+}
+
+/// The text the model read for `tool_call_id`, if the call got an output.
+pub async fn model_read(agent: &Agent, tool_call_id: &str) -> Option<Value> {
+    agent
+        .history()
+        .await
+        .expect("history")
+        .into_iter()
+        .find_map(|message| match message {
+            ChatMessage::ToolOutput(call, ToolOutput::Text(text)) if call.id() == tool_call_id => {
+                Some(serde_json::from_str(&text).unwrap_or(Value::String(text)))
+            }
+            _ => None,
+        })
+}
+
+/// `Paused` / `Ran` / `Refused(reason)` per outcome, in order.
+pub fn outcome_lines(outcomes: &[Outcome]) -> Vec<String> {
+    outcomes
+        .iter()
+        .map(|outcome| match outcome {
+            Outcome::Ran { action, .. } => format!("ran {action}"),
+            Outcome::Paused { pause, .. } => format!("paused {}", pause.action),
+            Outcome::Refused {
+                action, refusal, ..
+            } => {
+                format!("refused {action} ({})", refusal.reason())
+            }
+            Outcome::EditRefused { edit, .. } => format!("edit refused {}", edit.action),
+        })
+        .collect()
+}
+
+/// The `countersign` command: `$COUNTERSIGN_BIN`, or built from the workspace once.
+pub fn cli() -> &'static PathBuf {
+    static CLI: OnceLock<PathBuf> = OnceLock::new();
+    CLI.get_or_init(|| {
+        if let Some(path) = std::env::var_os("COUNTERSIGN_BIN") {
+            return PathBuf::from(path);
+        }
+        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+            .ancestors()
+            .nth(2)
+            .expect("the adapter sits in the workspace")
+            .to_path_buf();
+        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+        let status = std::process::Command::new(cargo)
+            .current_dir(&root)
+            .args([
+                "build",
+                "--quiet",
+                "-p",
+                "countersign-cli",
+                "--bin",
+                "countersign",
+            ])
+            .status()
+            .expect("cargo runs");
+        assert!(status.success(), "building the countersign command failed");
+        let exe = std::env::current_exe().expect("the test binary has a path");
+        exe.parent()
+            .and_then(|deps| deps.parent())
+            .expect("the test binary lives in target/<profile>/deps")
+            .join(format!("countersign{}", std::env::consts::EXE_SUFFIX))
+    })
+}
