@@ -177,6 +177,8 @@ impl Adapter for SwiftideAdapter {
             request_id: ApprovalId::parse(&pause.request_id).ok(),
             action: pause.action.clone(),
             arguments: pause.arguments.clone(),
+            expires_at: serde_json::from_value(serde_json::Value::String(pause.expires_at.clone()))
+                .ok(),
         };
         // Nobody answered: the run stays paused (checkpointed); the kernel's refusal stands.
         let Some(answer) = session.reviewer().review(&shown) else {
