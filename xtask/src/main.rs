@@ -197,6 +197,22 @@ fn conformance_adapters(args: &[String]) -> Result<()> {
                 "--nocapture",
             ]);
         run(swiftide)?;
+        // The Python adapter runs the same kit through the binding, in the venv that
+        // `adapters/openai-agents/run-tests.sh` builds (`cargo xtask test` runs that first).
+        let python = target_dir(&root).join("py-venv").join("bin").join("python");
+        if python.is_file() {
+            let mut openai_agents = Command::new(python);
+            openai_agents
+                .current_dir(&root)
+                .env("COUNTERSIGN_BIN", &cli)
+                .arg("adapters/openai-agents/tests/kit_adapter.py");
+            run(openai_agents)?;
+        } else {
+            eprintln!(
+                "xtask: the openai-agents adapter's report needs its venv ({}): run `cargo xtask test` (or adapters/openai-agents/run-tests.sh) first",
+                python.display()
+            );
+        }
     }
     Ok(())
 }
