@@ -43,6 +43,7 @@
 mod feedback;
 mod gate;
 mod interrupt;
+mod resume;
 
 pub use feedback::{
     Edit, FEEDBACK_SCHEMA, FeedbackPayload, PAUSE_SCHEMA, Pause, approve, edit, model_message,
@@ -50,3 +51,4 @@ pub use feedback::{
 };
 pub use gate::{ActionSpec, CountersignAction, Gate, GatedTool, Halt, Outcome, Pass};
 pub use interrupt::{FRAMEWORK, SwiftideInterrupt};
+pub use resume::{ResumeError, Resumed, resume, waiting_calls};
