@@ -89,8 +89,8 @@ impl Pause {
     /// The tool call and the pause an agent stopped on, if it stopped on a Countersign pause.
     ///
     /// swiftide's stop reason names **one** tool call: when several gated calls of one model
-    /// turn pause together, the others are in [`crate::Gate::take_outcomes`] (and each surfaces
-    /// as the stop reason of a later resume).
+    /// turn pause together, the others are in [`crate::Gate::take_outcomes`] in-process, and
+    /// come back in [`crate::Resumed::paused`] from [`crate::resume`].
     pub fn from_stop_reason(reason: &StopReason) -> Option<(ToolCall, Pause)> {
         let (tool_call, payload) = reason.as_feedback_required()?;
         Some((tool_call.clone(), Pause::from_value(payload?)?))

@@ -36,6 +36,11 @@
 //! # Ok(()) }
 //! ```
 //!
+//! When a model turn mixes an allowed call with a paused one, or pauses several calls not all
+//! answered before the same `run`, swiftide 0.32 does not re-enter what is left after
+//! `feedback_received` + `run`: resume with [`resume`], which re-enters the waiting calls itself
+//! and returns the calls still waiting.
+//!
 //! See the crate's README for the shape (resumed in place), the binding (prevention) and every
 //! place swiftide shows through.
 #![forbid(unsafe_code)]
@@ -43,6 +48,7 @@
 mod feedback;
 mod gate;
 mod interrupt;
+mod resume;
 
 pub use feedback::{
     Edit, FEEDBACK_SCHEMA, FeedbackPayload, PAUSE_SCHEMA, Pause, approve, edit, model_message,
@@ -50,3 +56,4 @@ pub use feedback::{
 };
 pub use gate::{ActionSpec, CountersignAction, Gate, GatedTool, Halt, Outcome, Pass};
 pub use interrupt::{FRAMEWORK, SwiftideInterrupt};
+pub use resume::{ResumeError, Resumed, resume, waiting_calls};

@@ -305,15 +305,15 @@ async fn a_denied_action_reaches_the_caller_as_itself() {
     assert_eq!(read["executed"], false);
 }
 
-/// FIXME(swiftide 0.32): a model turn that mixes an allowed call with one that pauses is not
-/// re-entered after the answer: swiftide re-runs a turn's calls only while none has an output
-/// (`maybe_tool_call_without_output`), and the allowed call has one. The approval is granted
-/// but nothing runs it; the model's next identical call would (README, "Where the framework
-/// shows through"). The unconsumed feedback also keeps swiftide's default context from stopping,
-/// so the run asks the model again until the agent's `limit`. This pins the behaviour so a
-/// swiftide change that fixes it is noticed.
+/// swiftide 0.32 alone (`feedback_received` then `Agent::run`) does not re-enter a model turn
+/// that mixes an allowed call with one that pauses: it re-runs a turn's calls only while none
+/// has an output (`maybe_tool_call_without_output`), and the allowed call has one. The answer is
+/// never read, and the unread feedback keeps swiftide's default context from stopping, so the run
+/// asks the model again until the agent's `limit`. `countersign_swiftide::resume` re-enters such
+/// a turn (`tests/adapter/resume.rs`); this pins swiftide's own behaviour so a swiftide change
+/// is noticed.
 #[tokio::test]
-async fn a_turn_mixing_an_allowed_and_a_paused_call_is_not_re_entered_by_swiftide() {
+async fn swiftide_alone_does_not_re_enter_a_turn_mixing_an_allowed_and_a_paused_call() {
     let world = World::new();
     let model = ScriptedModel::new(vec![vec![
         call("c1", "refund", json!({"id": 10, "amount": 20})),
@@ -351,4 +351,7 @@ async fn a_turn_mixing_an_allowed_and_a_paused_call_is_not_re_entered_by_swiftid
         "the answer never reached the kernel"
     );
     assert!(model_read(&agent, "c2").await.is_none());
+    // The unread feedback kept the run asking the model: the first turn, then the agent's
+    // limit (5) of completions.
+    assert_eq!(model.requests().len(), 1 + 5);
 }

@@ -64,13 +64,20 @@ pub const START: Timestamp = Timestamp::from_millis(1_893_456_000_000);
 #[derive(Clone, Default)]
 pub struct ScriptedModel {
     turns: Arc<Mutex<VecDeque<Vec<ToolCall>>>>,
+    requests: Arc<Mutex<Vec<Vec<ChatMessage>>>>,
 }
 
 impl ScriptedModel {
     pub fn new(turns: Vec<Vec<ToolCall>>) -> ScriptedModel {
         ScriptedModel {
             turns: Arc::new(Mutex::new(turns.into())),
+            requests: Arc::default(),
         }
+    }
+
+    /// The messages of every completion request the model got, oldest first.
+    pub fn requests(&self) -> Vec<Vec<ChatMessage>> {
+        self.requests.lock().expect("an unpoisoned lock").clone()
     }
 }
 
@@ -78,8 +85,12 @@ impl ScriptedModel {
 impl ChatCompletion for ScriptedModel {
     async fn complete(
         &self,
-        _request: &ChatCompletionRequest,
+        request: &ChatCompletionRequest,
     ) -> Result<ChatCompletionResponse, LanguageModelError> {
+        self.requests
+            .lock()
+            .expect("an unpoisoned lock")
+            .push(request.messages().to_vec());
         let next = self.turns.lock().expect("an unpoisoned lock").pop_front();
         let mut builder = ChatCompletionResponse::builder();
         match next {
