@@ -113,7 +113,10 @@ async def main() -> None:
         state = await RunState.from_string(agent, saved)
         for call in gate.pending(state):
             print(f"paused: {call.tool} {call.request.arguments} -> {call.request.request_id}")
-            command = f"countersign --policy {policy} approve {call.request.request_id}"
+            command = (
+                f"countersign --policy {policy} approve {call.request.request_id} "
+                "--as human:<you>"
+            )
             if WAIT:
                 print(f"  waiting for your answer; from another shell run:\n    {command}")
                 await wait_for_answer(control, call.request.request_id)

@@ -441,10 +441,12 @@ impl Adapter for PyAdapter {
                 carries,
                 broken: None,
             },
+            // A broken interrupt claims to carry arguments, so the `binding` case runs (and
+            // fails on the interrupt) instead of being reported not applicable.
             Err(reason) => PyInterrupt {
                 object: None,
                 framework: self.framework.clone(),
-                carries: false,
+                carries: true,
                 broken: Some(format!("adapter.interrupt(setup) failed: {reason}")),
             },
         })

@@ -256,6 +256,10 @@ class Control:
         ``granted`` (answered yes, unused) or ``denied`` (a human's no that still stands).
         Idempotent for one action hash.
 
+        Writes no receipt: a refusal raised here is not recorded. An adapter that asks this
+        as its approval predicate should answer "no approval needed" on a refusal and let
+        :meth:`execute` refuse the call, so the ended attempt leaves its receipt.
+
         Raises:
             InvalidArguments, BadTemplate, NoPrincipal; DuplicateEffect or AmbiguousEffect
             when the effect would be refused anyway (nobody is asked); StoreError.

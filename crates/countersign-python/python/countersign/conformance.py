@@ -123,6 +123,22 @@ class _Bridge:
     handles)."""
 
     def __init__(self, adapter: Any) -> None:
+        missing = [
+            name
+            for name, callable_ in (
+                ("framework", False),
+                ("shape", False),
+                ("interrupt", True),
+                ("invoke", True),
+            )
+            if not hasattr(adapter, name) or (callable_ and not callable(getattr(adapter, name)))
+        ]
+        if missing:
+            raise TypeError(
+                f"{type(adapter).__name__} is not an adapter the kit can run: it lacks "
+                + ", ".join(f"`{name}`" for name in missing)
+                + " (see the countersign.conformance module documentation)"
+            )
         self._adapter = adapter
         self.framework = adapter.framework
         self.shape = adapter.shape
@@ -145,6 +161,13 @@ class _Bridge:
 
 class _Interrupt:
     def __init__(self, inner: Any) -> None:
+        for name in ("carries_approved_arguments", "interrupt"):
+            if not hasattr(inner, name):
+                # Never read as "false": that would make the `binding` suite not applicable.
+                raise TypeError(
+                    f"the interrupt {type(inner).__name__} lacks `{name}`: an interrupt has "
+                    "`carries_approved_arguments` (bool) and `interrupt(pending)`"
+                )
         self.inner = inner
         self.carries_approved_arguments = bool(inner.carries_approved_arguments)
 
