@@ -209,6 +209,13 @@ pub fn answer_error(py: Python<'_>, error: &AnswerError) -> PyErr {
             json!({"request_id": request_id, "expires_at": expires_at}),
         ),
         AnswerError::NoApprover => ("NoApprover", json!({})),
+        AnswerError::SelfApproval {
+            request_id,
+            approver,
+        } => (
+            "SelfApproval",
+            json!({"request_id": request_id, "approver": approver}),
+        ),
         AnswerError::Store(_) => ("StoreError", json!({"after_run": false})),
     };
     let may_retry = matches!(error, AnswerError::Store(source) if source.is_transient());

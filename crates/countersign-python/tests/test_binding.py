@@ -73,6 +73,22 @@ def test_approval_required_then_approved_runs_once(control) -> None:
     assert control.approval(record.request_id).state == "consumed"
 
 
+def test_the_agent_cannot_answer_its_own_request(control) -> None:
+    @control.protect("stripe.refund")
+    def refund(payment_id: str, amount: int) -> str:
+        return "ok"
+
+    with pytest.raises(countersign.ApprovalRequired) as raised:
+        refund("pi_self", 900)
+    request_id = raised.value.request_id
+    for answer in (control.approve, control.deny):
+        with pytest.raises(countersign.SelfApproval) as refused:
+            answer(request_id, approver="agent:test")
+        assert refused.value.reason == "self_approval"
+        assert refused.value.approver == "agent:test"
+    assert control.approval(request_id).state == "pending"
+
+
 def test_denied_request_is_refused_with_the_note(control) -> None:
     def never(arguments: dict) -> str:
         raise AssertionError("must not run")

@@ -349,6 +349,16 @@ impl ApprovalProvider for InterruptApprovalProvider {
         if self.interrupt.carries_approved_arguments() {
             answered_about_pending(pending, answer.arguments.as_ref())?;
         }
+        if answer.approver == pending.principal {
+            return Err(ControlError::InterruptFailed {
+                request_id: pending.request_id.clone(),
+                framework: self.interrupt.framework().to_owned(),
+                message: format!(
+                    "the answer names `{}`, the principal that asked, as its approver: a different identity must answer",
+                    answer.approver
+                ),
+            });
+        }
         record_answer(
             self.store.as_ref(),
             &pending.request_id,
@@ -445,19 +455,25 @@ pub enum AnswerPlan {
     Expire,
     /// The request already expired.
     Expired,
+    /// The approver is the request's principal: refuse (nobody approves their own action).
+    SelfApproval,
 }
 
 /// Decide what an answer does to `record` at `now` (first answer wins; no skew allowance).
 ///
 /// A repeat is idempotent only when it is *identical*: the same decision by the same approver.
 /// The same decision by someone else is refused with the stored one, so a second person is never
-/// told their answer was recorded when it was not.
+/// told their answer was recorded when it was not. An answer by the request's own principal is
+/// refused whatever the state: the identity that asked never answers (separation of duties).
 pub fn plan_answer(
     record: &ApprovalRecord,
     decision: AnswerDecision,
     approver: &str,
     now: Timestamp,
 ) -> AnswerPlan {
+    if approver == record.principal {
+        return AnswerPlan::SelfApproval;
+    }
     match record.state {
         ApprovalState::Pending if now >= record.expires_at => AnswerPlan::Expire,
         ApprovalState::Pending => AnswerPlan::Apply,

@@ -339,6 +339,9 @@ impl ControlError {
             AnswerError::NoApprover => {
                 ControlError::Internal("an interrupt answered without an approver".to_owned())
             }
+            AnswerError::SelfApproval { request_id, .. } => ControlError::Internal(format!(
+                "an interrupt answered approval `{request_id}` as its own principal"
+            )),
             AnswerError::Store(source) => ControlError::Store {
                 after_run: false,
                 source,
@@ -382,6 +385,17 @@ pub enum AnswerError {
     /// The answer named no approver.
     #[error("an answer needs an approver: say who is answering (for example `--as alice`)")]
     NoApprover,
+    /// The approver is the principal that asked for the approval: an action is never approved
+    /// (or denied) by the identity that requested it.
+    #[error(
+        "`{approver}` asked for approval `{request_id}` and cannot answer it: a different identity (a person, such as `--as human:alice`) must answer"
+    )]
+    SelfApproval {
+        /// The request.
+        request_id: ApprovalId,
+        /// The approver named, who is the request's principal.
+        approver: String,
+    },
     /// The store failed; the answer may not be recorded: check with `countersign inspect`.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -402,6 +416,7 @@ impl AnswerError {
             AnswerError::AlreadyDecided { .. } => "already_decided",
             AnswerError::Expired { .. } => "expired",
             AnswerError::NoApprover => "no_approver",
+            AnswerError::SelfApproval { .. } => "self_approval",
             AnswerError::Store(source) => source.reason(),
         }
     }

@@ -54,6 +54,7 @@ from .errors import (
     NotExecuted,
     OutcomeUnknown,
     PolicyError,
+    SelfApproval,
     StoreError,
 )
 
@@ -381,7 +382,8 @@ class Control:
         answer is a success.
 
         Raises:
-            ApprovalUnknown, AlreadyDecided, ApprovalExpired, NoApprover, StoreError.
+            ApprovalUnknown, AlreadyDecided, ApprovalExpired, NoApprover, SelfApproval,
+            StoreError.
         """
         return ApprovalRequest._from_json(self._native.answer(request_id, True, approver, note))
 
@@ -392,7 +394,8 @@ class Control:
         and an identical call is refused without asking again until the request's expiry.
 
         Raises:
-            ApprovalUnknown, AlreadyDecided, ApprovalExpired, NoApprover, StoreError.
+            ApprovalUnknown, AlreadyDecided, ApprovalExpired, NoApprover, SelfApproval,
+            StoreError.
         """
         return ApprovalRequest._from_json(self._native.answer(request_id, False, approver, note))
 

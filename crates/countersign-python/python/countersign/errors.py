@@ -38,6 +38,7 @@ __all__ = [
     "InterruptFailed",
     "AlreadyDecided",
     "NoApprover",
+    "SelfApproval",
     "DuplicateEffect",
     "AmbiguousEffect",
     "NotExecuted",
@@ -243,6 +244,15 @@ class NoApprover(CountersignError):
     """An answer must say who is answering: an anonymous answer authorizes nothing."""
 
     default_reason = "no_approver"
+
+
+class SelfApproval(CountersignError):
+    """The approver named is the principal that asked for the approval: the identity that
+    requests an action never answers for it. Attributes: ``request_id``, ``approver``."""
+
+    default_reason = "self_approval"
+    request_id: str
+    approver: str
 
 
 class DuplicateEffect(CountersignError):

@@ -240,7 +240,28 @@ proptest! {
                 AnswerPlan::Repeat => prop_assert_eq!(Some(decision.state()), first),
                 AnswerPlan::AlreadyDecided { state } => prop_assert_eq!(Some(state), first),
                 AnswerPlan::Expired => prop_assert_eq!(current.state, ApprovalState::Expired),
+                AnswerPlan::SelfApproval => prop_assert!(false, "human:a is not the principal"),
             }
         }
     }
+}
+
+#[test]
+fn the_principal_that_asked_never_answers_in_any_state() {
+    use AnswerDecision::*;
+    use ApprovalState::*;
+    for state in [Pending, Granted, Denied, Consumed, Expired, Void] {
+        for decision in [Approve, Reject] {
+            assert_eq!(
+                plan_answer(&record(state, 100), decision, "agent:a", at(50)),
+                AnswerPlan::SelfApproval,
+                "{state:?} {decision:?}"
+            );
+        }
+    }
+    // Another identity with a similar name is a different approver.
+    assert_eq!(
+        plan_answer(&record(Pending, 100), Approve, "agent:a2", at(50)),
+        AnswerPlan::Apply
+    );
 }

@@ -1302,6 +1302,8 @@ async fn concurrent_answers_have_one_winner() {
 struct ScriptedInterrupt {
     answer: Option<(AnswerDecision, Option<Value>)>,
     asked: AtomicUsize,
+    /// Who the answer names (default `human:alice`).
+    approver: Option<&'static str>,
 }
 
 #[async_trait::async_trait]
@@ -1323,7 +1325,7 @@ impl crate::approval::FrameworkInterrupt for ScriptedInterrupt {
             None => Err(crate::approval::InterruptError::Suspended),
             Some((decision, arguments)) => Ok(crate::approval::ApprovalAnswer {
                 decision: *decision,
-                approver: "human:alice".to_owned(),
+                approver: self.approver.unwrap_or("human:alice").to_owned(),
                 note: None,
                 arguments: arguments.clone(),
             }),
@@ -1334,10 +1336,18 @@ impl crate::approval::FrameworkInterrupt for ScriptedInterrupt {
 fn world_with_interrupt(
     answer: Option<(AnswerDecision, Option<Value>)>,
 ) -> (World, Arc<ScriptedInterrupt>) {
+    world_with_interrupt_as(answer, None)
+}
+
+fn world_with_interrupt_as(
+    answer: Option<(AnswerDecision, Option<Value>)>,
+    approver: Option<&'static str>,
+) -> (World, Arc<ScriptedInterrupt>) {
     let world = World::new(Backend::Sqlite, REFUNDS);
     let interrupt = Arc::new(ScriptedInterrupt {
         answer,
         asked: AtomicUsize::new(0),
+        approver,
     });
     let clock: Arc<dyn Clock> = Arc::new(world.clock.clone());
     let provider = crate::approval::InterruptApprovalProvider::new(
@@ -1461,4 +1471,55 @@ async fn request_approval_opens_one_request_per_hash_and_runs_nothing() {
                     || receipt.outcome == ReceiptOutcome::Committed)
         );
     }
+}
+
+#[tokio::test]
+async fn the_principal_that_asked_cannot_answer_its_own_request() {
+    for backend in BACKENDS {
+        let world = World::new(backend, REFUNDS);
+        let id = request_id(&world.call("notify", json!({"to": "s"})).await.unwrap_err());
+        let principal = world.store.approval(&id).await.unwrap().unwrap().principal;
+        for decision in [AnswerDecision::Approve, AnswerDecision::Reject] {
+            let refused = world
+                .control
+                .answer(&id, decision, &principal, None)
+                .await
+                .unwrap_err();
+            assert_eq!(refused.reason(), "self_approval", "{refused}");
+            assert!(
+                refused.to_string().contains("a different identity"),
+                "{refused}"
+            );
+        }
+        // Nothing was recorded: the request still waits, and the call still needs a person.
+        let stored = world.store.approval(&id).await.unwrap().unwrap();
+        assert_eq!(stored.state, ApprovalState::Pending);
+        assert_eq!(
+            world
+                .call("notify", json!({"to": "s"}))
+                .await
+                .unwrap_err()
+                .reason(),
+            "approval_required"
+        );
+        assert_eq!(world.calls(), 0);
+    }
+}
+
+#[tokio::test]
+async fn an_interrupt_answering_as_the_principal_authorizes_nothing() {
+    let (world, _) = world_with_interrupt_as(
+        Some((AnswerDecision::Approve, Some(json!({"to": "a"})))),
+        Some("agent:test"),
+    );
+    let error = world.call("notify", json!({"to": "a"})).await.unwrap_err();
+    assert_eq!(error.reason(), "interrupt_failed", "{error}");
+    assert!(
+        error.to_string().contains("the principal that asked"),
+        "{error}"
+    );
+    assert_eq!(world.calls(), 0);
+    let requests = world.store.approvals(None).await.unwrap();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].state, ApprovalState::Pending);
 }

@@ -242,6 +242,10 @@ pub fn answer_approval<T: Txn + ?Sized>(
                 expires_at: record.expires_at,
             }))
         }
+        AnswerPlan::SelfApproval => Ok(Err(AnswerError::SelfApproval {
+            request_id: record.id.clone(),
+            approver: answer.approver.clone(),
+        })),
         AnswerPlan::Expired => Ok(Err(AnswerError::Expired {
             request_id: record.id,
             expires_at: record.expires_at,

@@ -259,6 +259,10 @@ pub(crate) async fn answer_approval(
                 expires_at: record.expires_at,
             }))
         }
+        AnswerPlan::SelfApproval => Ok(Err(AnswerError::SelfApproval {
+            request_id: record.id.clone(),
+            approver: answer.approver.clone(),
+        })),
         AnswerPlan::Expired => Ok(Err(AnswerError::Expired {
             request_id: record.id,
             expires_at: record.expires_at,
