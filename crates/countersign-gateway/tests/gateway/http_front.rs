@@ -130,8 +130,8 @@ fn initialize_body(capabilities: Value) -> Value {
         "clientInfo": {"name": "http-test", "version": "0"}}})
 }
 
-/// Initialize a session and send `notifications/initialized`; returns the session id.
-async fn open_session(url: &str, capabilities: Value, extra: &[(&str, &str)]) -> String {
+/// Send `initialize`; the new session's id and the reply.
+async fn initialize(url: &str, capabilities: Value, extra: &[(&str, &str)]) -> (String, Value) {
     let response = post(url, None, &initialize_body(capabilities), extra).await;
     assert_eq!(response.status(), 200);
     assert!(content_type(&response).starts_with("application/json"));
@@ -142,7 +142,12 @@ async fn open_session(url: &str, capabilities: Value, extra: &[(&str, &str)]) ->
         .to_str()
         .expect("ascii")
         .to_owned();
-    let reply: Value = response.json_value().await;
+    (session, response.json_value().await)
+}
+
+/// Initialize a session and send `notifications/initialized`; returns the session id.
+async fn open_session(url: &str, capabilities: Value, extra: &[(&str, &str)]) -> String {
+    let (session, reply) = initialize(url, capabilities, extra).await;
     assert_eq!(reply["result"]["serverInfo"]["name"], "s", "{reply}");
     let initialized = post(
         url,
@@ -584,16 +589,7 @@ async fn messages_unrelated_to_any_request_arrive_on_the_get_stream() {
 #[tokio::test]
 async fn a_protocol_version_header_must_name_the_version_the_session_negotiated() {
     let server = default_server().await;
-    let response = post(&server.url, None, &initialize_body(json!({})), &[]).await;
-    assert_eq!(response.status(), 200);
-    let session = response
-        .headers()
-        .get("mcp-session-id")
-        .expect("a session id")
-        .to_str()
-        .expect("ascii")
-        .to_owned();
-    let reply: Value = response.json_value().await;
+    let (session, reply) = initialize(&server.url, json!({}), &[]).await;
     let negotiated = reply["result"]["protocolVersion"]
         .as_str()
         .expect("the initialize reply names a protocol version")
