@@ -18,7 +18,7 @@ use swiftide_agents::{Agent, DefaultContext, StopReason};
 use swiftide_core::ToolFeedback;
 use swiftide_core::chat_completion::ChatMessage;
 
-use super::support::{ScriptedModel, cli, tool_spec};
+use super::support::{ScriptedModel, answer_and_run, cli, pause_of, tool_spec};
 
 struct SwiftideAdapter;
 
@@ -168,7 +168,7 @@ impl Adapter for SwiftideAdapter {
     ) -> Result<Value, ControlError> {
         let (gate, mut agent) = Self::agent(session, call, None).await;
         agent.query("go").await.expect("the agent runs");
-        let Some((tool_call, pause)) = agent.stop_reason().and_then(Pause::from_stop_reason) else {
+        let Some((tool_call, pause)) = pause_of(&agent) else {
             return Self::finish(&gate, &agent).await;
         };
         Self::save(session, call, &agent).await;
@@ -184,12 +184,7 @@ impl Adapter for SwiftideAdapter {
         let Some(answer) = session.reviewer().review(&shown) else {
             return paused;
         };
-        agent
-            .context()
-            .feedback_received(&tool_call, &feedback(&answer))
-            .await
-            .expect("feedback is held");
-        agent.run().await.expect("the agent resumes");
+        answer_and_run(&mut agent, &tool_call, &feedback(&answer)).await;
         // One answer per pause (SPEC.md 2.4): a second pause is returned, not asked again.
         Self::finish(&gate, &agent).await
     }
@@ -208,12 +203,7 @@ impl Adapter for SwiftideAdapter {
             Pause::from_stop_reason(&checkpoint.stop_reason).expect("the checkpoint paused");
         // Re-enter the paused call with no answer: an answer given out of band is found by the
         // kernel; a replay after the call committed is refused as a duplicate.
-        agent
-            .context()
-            .feedback_received(&tool_call, &recheck(Some(&pause)))
-            .await
-            .expect("feedback is held");
-        agent.run().await.expect("the agent resumes");
+        answer_and_run(&mut agent, &tool_call, &recheck(Some(&pause))).await;
         Self::finish(&gate, &agent).await
     }
 }

@@ -15,7 +15,8 @@ use swiftide_core::ToolFeedback;
 use swiftide_core::chat_completion::ChatMessage;
 
 use super::support::{
-    POLICY, ScriptedModel, call, cli, operator_control, outcome_lines, receipt_lines, tool_spec,
+    POLICY, ScriptedModel, answer_and_run, call, cli, operator_control, outcome_lines,
+    receipt_lines, tool_spec,
 };
 
 const RESUME_ENV: &str = "COUNTERSIGN_SWIFTIDE_TEST_RESUME";
@@ -88,12 +89,7 @@ async fn resume_phase(dir: &Path) {
         .stop_reason
         .as_feedback_required()
         .expect("the saved run stopped for feedback");
-    agent
-        .context()
-        .feedback_received(tool_call, &saved.feedback)
-        .await
-        .expect("feedback is held");
-    agent.run().await.expect("the agent resumes");
+    answer_and_run(&mut agent, tool_call, &saved.feedback).await;
     let lines = outcome_lines(&gate_outcomes.gate().take_outcomes());
     std::fs::write(
         dir.join(format!("resumed-{}.json", std::process::id())),

@@ -1,25 +1,14 @@
 //! `resume`: turns swiftide 0.32 does not re-enter by itself (a completed call beside a paused
 //! one), answered in one resume, in process and from a serialized history.
 
-use countersign_swiftide::{Outcome, Pause, ResumeError, approve, reject, resume, waiting_calls};
+use countersign_swiftide::{Pause, ResumeError, approve, reject, resume, waiting_calls};
 use serde_json::{Value, json};
 use swiftide_agents::{Agent, DefaultContext, StopReason};
 use swiftide_core::chat_completion::{ChatMessage, ToolCall, ToolOutput};
 
-use super::support::{ScriptedModel, World, call, model_read, outcome_lines};
-
-/// An agent with a loop limit: a run that never stops would ask the model `LIMIT` more times.
-const LIMIT: usize = 5;
-
-fn agent(world: &World, model: &ScriptedModel) -> Agent {
-    Agent::builder()
-        .llm(model)
-        .tools([world.tool("refund")])
-        .no_system_prompt()
-        .limit(LIMIT)
-        .build()
-        .expect("the agent builds")
-}
+use super::support::{
+    TWO_REFUNDS_LIMIT, World, call, expect_pause, model_read, outcome_lines, pauses,
+};
 
 /// The ids of the tool outputs in one completion request, in order.
 fn outputs_read(request: &[ChatMessage]) -> Vec<String> {
@@ -34,35 +23,11 @@ fn outputs_read(request: &[ChatMessage]) -> Vec<String> {
         .collect()
 }
 
-/// Every pause the gate logged, by tool call.
-fn pauses(outcomes: Vec<Outcome>) -> Vec<(ToolCall, Pause)> {
-    outcomes
-        .into_iter()
-        .filter_map(|outcome| match outcome {
-            Outcome::Paused {
-                tool_call, pause, ..
-            } => Some((tool_call, *pause)),
-            _ => None,
-        })
-        .collect()
-}
-
 #[tokio::test]
 async fn resume_runs_a_paused_call_beside_an_allowed_one_once_and_the_model_reads_both() {
     let world = World::new();
-    let model = ScriptedModel::new(vec![vec![
-        call("c1", "refund", json!({"id": 10, "amount": 20})),
-        call("c2", "refund", json!({"id": 11, "amount": 900})),
-    ]]);
-    let mut agent = agent(&world, &model);
-    agent
-        .query("refund 10 and 11")
-        .await
-        .expect("the agent runs");
-    let (tool_call, pause) = agent
-        .stop_reason()
-        .and_then(Pause::from_stop_reason)
-        .expect("paused");
+    let (model, mut agent) = world.two_refunds((10, 20), (11, 900)).await;
+    let (tool_call, pause) = expect_pause(&agent, "paused");
     assert_eq!(tool_call.id(), "c2");
     assert_eq!(world.runs.count("refund"), 1);
     let waiting = waiting_calls(&agent).await.expect("history");
@@ -126,16 +91,8 @@ async fn resume_runs_a_paused_call_beside_an_allowed_one_once_and_the_model_read
 #[tokio::test]
 async fn two_paused_calls_of_one_turn_are_answered_in_one_resume_one_approved_one_rejected() {
     let world = World::new();
-    let model = ScriptedModel::new(vec![vec![
-        call("c1", "refund", json!({"id": 20, "amount": 900})),
-        call("c2", "refund", json!({"id": 21, "amount": 800})),
-    ]]);
-    let mut agent = agent(&world, &model);
-    agent
-        .query("refund 20 and 21")
-        .await
-        .expect("the agent runs");
-    let paused = pauses(world.gate.take_outcomes());
+    let (model, mut agent) = world.two_refunds((20, 900), (21, 800)).await;
+    let paused = pauses(&world.gate.take_outcomes());
     assert_eq!(paused.len(), 2);
     assert_ne!(paused[0].1.request_id, paused[1].1.request_id);
     assert_eq!(world.approvals().await, vec!["pending", "pending"]);
@@ -194,17 +151,9 @@ async fn two_paused_calls_of_one_turn_are_answered_in_one_resume_one_approved_on
 #[tokio::test]
 async fn answering_one_of_two_paused_calls_returns_the_other_on_its_first_request() {
     let world = World::new();
-    let model = ScriptedModel::new(vec![vec![
-        call("c1", "refund", json!({"id": 30, "amount": 900})),
-        call("c2", "refund", json!({"id": 31, "amount": 800})),
-    ]]);
-    let mut first = agent(&world, &model);
-    first
-        .query("refund 30 and 31")
-        .await
-        .expect("the agent runs");
+    let (model, first) = world.two_refunds((30, 900), (31, 800)).await;
     let stop_reason = first.stop_reason().cloned().expect("stopped");
-    let first_pauses = pauses(world.gate.take_outcomes());
+    let first_pauses = pauses(&world.gate.take_outcomes());
     let saved = serde_json::to_vec(&(first.history().await.expect("history"), &stop_reason))
         .expect("serializes");
     drop(first);
@@ -221,7 +170,7 @@ async fn answering_one_of_two_paused_calls_returns_the_other_on_its_first_reques
         .context(context)
         .tools([world.tool("refund")])
         .no_system_prompt()
-        .limit(LIMIT)
+        .limit(TWO_REFUNDS_LIMIT)
         .build()
         .expect("the agent builds");
     let (tool_call, pause) = Pause::from_stop_reason(&stop_reason).expect("paused");

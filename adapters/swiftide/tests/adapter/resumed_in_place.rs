@@ -4,26 +4,28 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 
 use countersign::{ActionRequest, ControlError, ExecutorError};
-use countersign_swiftide::{
-    FEEDBACK_SCHEMA, FeedbackPayload, Gate, Halt, Outcome, Pause, approve, edit, reject,
-};
+use countersign_swiftide::{FEEDBACK_SCHEMA, FeedbackPayload, Gate, Halt, approve, edit, reject};
 use serde_json::{Value, json};
+use swiftide_agents::Agent;
 use swiftide_core::AgentContext;
 use swiftide_core::chat_completion::errors::ToolError;
 use swiftide_core::chat_completion::{Tool, ToolCall, ToolOutput, ToolSpec};
 
-use super::support::{Runs, ScriptedModel, World, call, model_read, outcome_lines, tool_spec};
+use super::support::{
+    Runs, ScriptedModel, World, answer_and_run, call, expect_pause, hold_feedback, model_read,
+    outcome_lines, pause_of, pauses, run_to_pause, tool_spec,
+};
 
-fn pauses(outcomes: &[Outcome]) -> Vec<(ToolCall, Pause)> {
-    outcomes
-        .iter()
-        .filter_map(|outcome| match outcome {
-            Outcome::Paused {
-                tool_call, pause, ..
-            } => Some((tool_call.clone(), Pause::clone(pause))),
-            _ => None,
-        })
-        .collect()
+/// An agent over the gated `delete` tool whose model asks, in one turn, to delete 1 (`c1`) and
+/// 2 (`c2`).
+fn two_deletes(world: &World) -> Agent {
+    world.agent_making(
+        vec![
+            call("c1", "delete", json!({"id": 1})),
+            call("c2", "delete", json!({"id": 2})),
+        ],
+        &["delete"],
+    )
 }
 
 /// B07: parallel pauses get distinct ids; each answer reaches exactly its own call.
@@ -31,11 +33,7 @@ fn pauses(outcomes: &[Outcome]) -> Vec<(ToolCall, Pause)> {
 async fn b07_parallel_pauses_have_distinct_ids_and_answers_reach_their_own_call() {
     for reverse in [false, true] {
         let world = World::new();
-        let model = ScriptedModel::new(vec![vec![
-            call("c1", "delete", json!({"id": 1})),
-            call("c2", "delete", json!({"id": 2})),
-        ]]);
-        let mut agent = world.agent(&model, vec![world.tool("delete").into()]);
+        let mut agent = two_deletes(&world);
         agent.query("delete 1 and 2").await.expect("the agent runs");
         let paused = pauses(&world.gate.take_outcomes());
         assert_eq!(paused.len(), 2, "both calls paused");
@@ -48,10 +46,7 @@ async fn b07_parallel_pauses_have_distinct_ids_and_answers_reach_their_own_call(
         let (c2, p2) = by_call("c2");
         assert_eq!(p1.arguments, json!({"id": 1}));
         // swiftide's stop reason names one of them.
-        let (stopped_on, _) = agent
-            .stop_reason()
-            .and_then(Pause::from_stop_reason)
-            .expect("stopped on a pause");
+        let (stopped_on, _) = expect_pause(&agent, "stopped on a pause");
         assert!(stopped_on == c1 || stopped_on == c2);
 
         let mut answers = vec![
@@ -62,11 +57,7 @@ async fn b07_parallel_pauses_have_distinct_ids_and_answers_reach_their_own_call(
             answers.reverse();
         }
         for (tool_call, feedback) in &answers {
-            agent
-                .context()
-                .feedback_received(tool_call, feedback)
-                .await
-                .expect("feedback is held");
+            hold_feedback(&agent, tool_call, feedback).await;
         }
         agent.run().await.expect("the agent resumes");
         assert_eq!(
@@ -88,11 +79,7 @@ async fn b07_parallel_pauses_have_distinct_ids_and_answers_reach_their_own_call(
 #[tokio::test]
 async fn b07_an_answer_with_an_unknown_pause_id_is_not_applied() {
     let world = World::new();
-    let model = ScriptedModel::new(vec![vec![
-        call("c1", "delete", json!({"id": 1})),
-        call("c2", "delete", json!({"id": 2})),
-    ]]);
-    let mut agent = world.agent(&model, vec![world.tool("delete").into()]);
+    let mut agent = two_deletes(&world);
     agent.query("delete 1 and 2").await.expect("the agent runs");
     let paused = pauses(&world.gate.take_outcomes());
     let unknown = "apr_00000000000000000000000000000000";
@@ -104,11 +91,7 @@ async fn b07_an_answer_with_an_unknown_pause_id_is_not_applied() {
             arguments: Some(pause.arguments.clone()),
             ..FeedbackPayload::default()
         };
-        agent
-            .context()
-            .feedback_received(tool_call, &payload.into_feedback(true))
-            .await
-            .expect("feedback is held");
+        hold_feedback(&agent, tool_call, &payload.into_feedback(true)).await;
     }
     agent.run().await.expect("the agent resumes");
     assert_eq!(world.runs.count("delete"), 0);
@@ -168,6 +151,19 @@ impl From<Scripted> for Box<dyn Tool> {
     fn from(tool: Scripted) -> Box<dyn Tool> {
         Box::new(tool)
     }
+}
+
+/// An agent over the `Scripted` tool `name` running `body`, whose model calls it once (`c1`)
+/// with `arguments`.
+fn scripted_agent(world: &World, name: &'static str, body: Body, arguments: Value) -> Agent {
+    let tool = Scripted {
+        gate: world.gate.clone(),
+        name,
+        runs: world.runs.clone(),
+        body,
+    };
+    let model = ScriptedModel::one_turn(vec![call("c1", name, arguments)]);
+    world.agent(&model, vec![tool.into()])
 }
 
 fn handle_ticket(
@@ -254,35 +250,15 @@ async fn step(
 #[tokio::test]
 async fn b08_two_approvals_in_one_tool_run_each_effect_once() {
     let world = World::new();
-    let tool = Scripted {
-        gate: world.gate.clone(),
-        name: "handle_ticket",
-        runs: world.runs.clone(),
-        body: handle_ticket,
-    };
-    let model = ScriptedModel::new(vec![vec![call("c1", "handle_ticket", json!({"id": 7}))]]);
-    let mut agent = world.agent(&model, vec![tool.into()]);
+    let mut agent = scripted_agent(&world, "handle_ticket", handle_ticket, json!({"id": 7}));
     agent.query("handle 7").await.expect("the agent runs");
     let mut prompted = Vec::new();
     for _ in 0..2 {
-        let (tool_call, pause) = agent
-            .stop_reason()
-            .and_then(Pause::from_stop_reason)
-            .expect("paused");
+        let (tool_call, pause) = expect_pause(&agent, "paused");
         prompted.push(pause.action_hash.clone());
-        agent
-            .context()
-            .feedback_received(&tool_call, &approve(&pause, "human:alice"))
-            .await
-            .expect("feedback is held");
-        agent.run().await.expect("the agent resumes");
+        answer_and_run(&mut agent, &tool_call, &approve(&pause, "human:alice")).await;
     }
-    assert!(
-        agent
-            .stop_reason()
-            .and_then(Pause::from_stop_reason)
-            .is_none()
-    );
+    assert!(pause_of(&agent).is_none());
     assert_eq!(
         (
             runs_of(&world, "log_ticket"),
@@ -326,40 +302,20 @@ fn runs_of(world: &World, action: &str) -> usize {
 #[tokio::test]
 async fn b09_a_pause_in_a_loop_runs_each_round_once() {
     let world = World::new();
-    let tool = Scripted {
-        gate: world.gate.clone(),
-        name: "chase_ticket",
-        runs: world.runs.clone(),
-        body: chase_ticket,
-    };
-    let model = ScriptedModel::new(vec![vec![call("c1", "chase_ticket", json!({"ticket": 9}))]]);
-    let mut agent = world.agent(&model, vec![tool.into()]);
+    let mut agent = scripted_agent(&world, "chase_ticket", chase_ticket, json!({"ticket": 9}));
     agent.query("chase 9").await.expect("the agent runs");
     let mut pause_ids = Vec::new();
     for round in 1..=3 {
-        let (tool_call, pause) = agent
-            .stop_reason()
-            .and_then(Pause::from_stop_reason)
-            .expect("paused");
+        let (tool_call, pause) = expect_pause(&agent, "paused");
         pause_ids.push(pause.request_id.clone());
         let feedback = if round < 3 {
             reject(&pause, "human:alice", Some("not yet"))
         } else {
             approve(&pause, "human:alice")
         };
-        agent
-            .context()
-            .feedback_received(&tool_call, &feedback)
-            .await
-            .expect("feedback is held");
-        agent.run().await.expect("the agent resumes");
+        answer_and_run(&mut agent, &tool_call, &feedback).await;
     }
-    assert!(
-        agent
-            .stop_reason()
-            .and_then(Pause::from_stop_reason)
-            .is_none()
-    );
+    assert!(pause_of(&agent).is_none());
     assert_eq!(world.runs.count("send_reminder"), 3, "not 6");
     assert_eq!(world.runs.count("close_ticket"), 1);
     assert_eq!(pause_ids.iter().collect::<HashSet<_>>().len(), 3);
@@ -379,23 +335,10 @@ async fn b09_a_pause_in_a_loop_runs_each_round_once() {
 async fn b10_a_rejected_call_pushed_straight_into_execution_does_not_run() {
     let world = World::new();
     let drop_table = world.tool("drop_table");
-    let model = ScriptedModel::new(vec![vec![call(
-        "c1",
-        "drop_table",
-        json!({"name": "users"}),
-    )]]);
+    let model = ScriptedModel::one_turn(vec![call("c1", "drop_table", json!({"name": "users"}))]);
     let mut agent = world.agent(&model, vec![drop_table.clone().into()]);
-    agent.query("drop users").await.expect("the agent runs");
-    let (tool_call, pause) = agent
-        .stop_reason()
-        .and_then(Pause::from_stop_reason)
-        .expect("paused");
-    agent
-        .context()
-        .feedback_received(&tool_call, &reject(&pause, "human:alice", None))
-        .await
-        .expect("feedback is held");
-    agent.run().await.expect("the agent resumes");
+    let (tool_call, pause) = run_to_pause(&mut agent, "drop users").await;
+    answer_and_run(&mut agent, &tool_call, &reject(&pause, "human:alice", None)).await;
     assert_eq!(world.runs.count("drop_table"), 0);
 
     // A harness pushes the same call straight into the tool, skipping the agent's messages.
@@ -407,11 +350,7 @@ async fn b10_a_rejected_call_pushed_straight_into_execution_does_not_run() {
     let read: Value = serde_json::from_str(output.as_text().expect("text")).expect("json");
     assert_eq!(read["reason"], "approval_denied");
     // And again with swiftide's own "approved" feedback attached: still the kernel's no.
-    agent
-        .context()
-        .feedback_received(&tool_call, &swiftide_core::ToolFeedback::approved())
-        .await
-        .expect("feedback is held");
+    hold_feedback(&agent, &tool_call, &swiftide_core::ToolFeedback::approved()).await;
     drop_table
         .invoke(agent.context(), &tool_call)
         .await
@@ -433,37 +372,25 @@ async fn b10_a_rejected_call_pushed_straight_into_execution_does_not_run() {
     );
 }
 
+/// The model's one turn in the B11 cases: read `/a` (call `c1`).
+fn read_a() -> Vec<ToolCall> {
+    vec![call("c1", "read_file", json!({"path": "/a"}))]
+}
+
 /// B11 (a): an edit that changes the tool is a new action: policy decides it again, and the
 /// original approval cannot authorize it.
 #[tokio::test]
 async fn b11_an_edit_to_another_tool_is_decided_again_and_needs_its_own_approval() {
     let world = World::new();
-    let model = ScriptedModel::new(vec![vec![call("c1", "read_file", json!({"path": "/a"}))]]);
-    let mut agent = world.agent(
-        &model,
-        vec![
-            world.tool("read_file").into(),
-            world.tool("delete_file").into(),
-        ],
-    );
-    agent.query("read /a").await.expect("the agent runs");
-    let (tool_call, original) = agent
-        .stop_reason()
-        .and_then(Pause::from_stop_reason)
-        .expect("paused");
-    agent
-        .context()
-        .feedback_received(
-            &tool_call,
-            &edit(&original, "delete_file", json!({"path": "/a"})),
-        )
-        .await
-        .expect("feedback is held");
-    agent.run().await.expect("the agent resumes");
-    let (tool_call, edited) = agent
-        .stop_reason()
-        .and_then(Pause::from_stop_reason)
-        .expect("the edited action pauses for its own approval");
+    let mut agent = world.agent_making(read_a(), &["read_file", "delete_file"]);
+    let (tool_call, original) = run_to_pause(&mut agent, "read /a").await;
+    answer_and_run(
+        &mut agent,
+        &tool_call,
+        &edit(&original, "delete_file", json!({"path": "/a"})),
+    )
+    .await;
+    let (tool_call, edited) = expect_pause(&agent, "the edited action pauses for its own approval");
     assert_eq!(edited.action, "delete_file");
     assert_ne!(edited.action_hash, original.action_hash, "a new hash");
     assert_ne!(edited.request_id, original.request_id, "a new request");
@@ -486,28 +413,15 @@ async fn b11_an_edit_to_another_tool_is_decided_again_and_needs_its_own_approval
         edit: edited.edit.clone(),
         ..FeedbackPayload::default()
     };
-    agent
-        .context()
-        .feedback_received(&tool_call, &stale.into_feedback(true))
-        .await
-        .expect("feedback is held");
-    agent.run().await.expect("the agent resumes");
+    answer_and_run(&mut agent, &tool_call, &stale.into_feedback(true)).await;
     assert_eq!(
         world.runs.count("delete_file") + world.runs.count("read_file"),
         0
     );
-    let (tool_call, again) = agent
-        .stop_reason()
-        .and_then(Pause::from_stop_reason)
-        .expect("still paused on the edited request");
+    let (tool_call, again) = expect_pause(&agent, "still paused on the edited request");
     assert_eq!(again.request_id, edited.request_id);
 
-    agent
-        .context()
-        .feedback_received(&tool_call, &approve(&again, "human:admin"))
-        .await
-        .expect("feedback is held");
-    agent.run().await.expect("the agent resumes");
+    answer_and_run(&mut agent, &tool_call, &approve(&again, "human:admin")).await;
     assert_eq!(world.runs.of("delete_file"), vec![json!({"path": "/a"})]);
     assert_eq!(world.runs.count("read_file"), 0);
     // The original request was never answered: it cannot authorize anything.
@@ -522,29 +436,15 @@ async fn b11_an_edit_to_a_denied_tool_is_refused_by_policy() {
         "  delete_file:\n    decision: deny\n",
     );
     let world = World::with_policy(&policy);
-    let model = ScriptedModel::new(vec![vec![call("c1", "read_file", json!({"path": "/a"}))]]);
-    let mut agent = world.agent(
-        &model,
-        vec![
-            world.tool("read_file").into(),
-            world.tool("delete_file").into(),
-        ],
-    );
-    agent.query("read /a").await.expect("the agent runs");
-    let (tool_call, original) = agent
-        .stop_reason()
-        .and_then(Pause::from_stop_reason)
-        .expect("paused");
+    let mut agent = world.agent_making(read_a(), &["read_file", "delete_file"]);
+    let (tool_call, original) = run_to_pause(&mut agent, "read /a").await;
     world.gate.take_outcomes();
-    agent
-        .context()
-        .feedback_received(
-            &tool_call,
-            &edit(&original, "delete_file", json!({"path": "/a"})),
-        )
-        .await
-        .expect("feedback is held");
-    agent.run().await.expect("the agent resumes");
+    answer_and_run(
+        &mut agent,
+        &tool_call,
+        &edit(&original, "delete_file", json!({"path": "/a"})),
+    )
+    .await;
     assert_eq!(
         world.runs.count("delete_file") + world.runs.count("read_file"),
         0
@@ -561,35 +461,19 @@ async fn b11_an_edit_to_a_denied_tool_is_refused_by_policy() {
 #[tokio::test]
 async fn b11_an_edit_of_the_arguments_is_approved_under_the_edited_hash() {
     let world = World::new();
-    let model = ScriptedModel::new(vec![vec![call("c1", "read_file", json!({"path": "/a"}))]]);
-    let mut agent = world.agent(&model, vec![world.tool("read_file").into()]);
-    agent.query("read /a").await.expect("the agent runs");
-    let (tool_call, original) = agent
-        .stop_reason()
-        .and_then(Pause::from_stop_reason)
-        .expect("paused");
-    agent
-        .context()
-        .feedback_received(
-            &tool_call,
-            &edit(&original, "read_file", json!({"path": "/b"})),
-        )
-        .await
-        .expect("feedback is held");
-    agent.run().await.expect("the agent resumes");
-    let (tool_call, edited) = agent
-        .stop_reason()
-        .and_then(Pause::from_stop_reason)
-        .expect("paused on the edited call");
+    let mut agent = world.agent_making(read_a(), &["read_file"]);
+    let (tool_call, original) = run_to_pause(&mut agent, "read /a").await;
+    answer_and_run(
+        &mut agent,
+        &tool_call,
+        &edit(&original, "read_file", json!({"path": "/b"})),
+    )
+    .await;
+    let (tool_call, edited) = expect_pause(&agent, "paused on the edited call");
     assert_eq!(edited.arguments, json!({"path": "/b"}));
     assert_ne!(edited.action_hash, original.action_hash);
     assert_eq!(world.runs.count("read_file"), 0);
-    agent
-        .context()
-        .feedback_received(&tool_call, &approve(&edited, "human:alice"))
-        .await
-        .expect("feedback is held");
-    agent.run().await.expect("the agent resumes");
+    answer_and_run(&mut agent, &tool_call, &approve(&edited, "human:alice")).await;
     assert_eq!(world.runs.of("read_file"), vec![json!({"path": "/b"})]);
     let records = world.store.approvals(None).await.expect("approvals");
     assert_eq!(records.len(), 2);

@@ -12,9 +12,10 @@ use countersign::{
     Clock, Control, ExecutorError, InterruptApprovalProvider, ManualClock, Policy, Principal,
     StaticIdentity, Timestamp,
 };
-use countersign_swiftide::{ActionSpec, Gate, GatedTool, Outcome, SwiftideInterrupt};
-use serde_json::Value;
+use countersign_swiftide::{ActionSpec, Gate, GatedTool, Outcome, Pause, SwiftideInterrupt};
+use serde_json::{Value, json};
 use swiftide_agents::Agent;
+use swiftide_core::ToolFeedback;
 use swiftide_core::chat_completion::errors::LanguageModelError;
 use swiftide_core::chat_completion::{
     ChatCompletion, ChatCompletionRequest, ChatCompletionResponse, ChatMessage, Tool, ToolCall,
@@ -56,6 +57,10 @@ actions:
     decision: approve
 ";
 
+/// The loop limit of [`World::two_refunds`]'s agent: a run that never stops asks the model this
+/// many more times.
+pub const TWO_REFUNDS_LIMIT: usize = 5;
+
 pub const PRINCIPAL: &str = "agent:swiftide-test";
 pub const START: Timestamp = Timestamp::from_millis(1_893_456_000_000);
 
@@ -73,6 +78,11 @@ impl ScriptedModel {
             turns: Arc::new(Mutex::new(turns.into())),
             requests: Arc::default(),
         }
+    }
+
+    /// A model whose script is one turn making `calls`.
+    pub fn one_turn(calls: Vec<ToolCall>) -> ScriptedModel {
+        ScriptedModel::new(vec![calls])
     }
 
     /// The messages of every completion request the model got, oldest first.
@@ -198,6 +208,56 @@ impl World {
             .expect("the agent builds")
     }
 
+    /// An agent with a loop limit: a run that never stops asks the model `limit` more times.
+    pub fn agent_with_limit(
+        &self,
+        model: &ScriptedModel,
+        tools: Vec<Box<dyn Tool>>,
+        limit: usize,
+    ) -> Agent {
+        Agent::builder()
+            .llm(model)
+            .tools(tools)
+            .no_system_prompt()
+            .limit(limit)
+            .build()
+            .expect("the agent builds")
+    }
+
+    /// One turn asking to refund `first` (call `c1`) and `second` (call `c2`), each an
+    /// `(id, amount)`, run by an agent over the gated `refund` tool with a loop limit of
+    /// [`TWO_REFUNDS_LIMIT`]. Returns the model (to read its requests) and the agent, stopped
+    /// after the turn.
+    pub async fn two_refunds(
+        &self,
+        first: (u64, u64),
+        second: (u64, u64),
+    ) -> (ScriptedModel, Agent) {
+        let model = ScriptedModel::one_turn(vec![
+            call("c1", "refund", json!({"id": first.0, "amount": first.1})),
+            call("c2", "refund", json!({"id": second.0, "amount": second.1})),
+        ]);
+        let mut agent = self.agent_with_limit(&model, self.tools(&["refund"]), TWO_REFUNDS_LIMIT);
+        agent
+            .query(format!("refund {} and {}", first.0, second.0))
+            .await
+            .expect("the agent runs");
+        (model, agent)
+    }
+
+    /// The gated tools named `actions` (see [`World::tool`]).
+    pub fn tools(&self, actions: &[&str]) -> Vec<Box<dyn Tool>> {
+        actions
+            .iter()
+            .map(|action| self.tool(action).into())
+            .collect()
+    }
+
+    /// An agent over the gated tools named `actions`, whose model makes one turn of `calls`.
+    pub fn agent_making(&self, calls: Vec<ToolCall>, actions: &[&str]) -> Agent {
+        self.agent(&ScriptedModel::one_turn(calls), self.tools(actions))
+    }
+
     pub async fn receipts(&self) -> Vec<String> {
         receipt_lines(self.store.as_ref()).await
     }
@@ -293,6 +353,53 @@ pub async fn model_read(agent: &Agent, tool_call_id: &str) -> Option<Value> {
             }
             _ => None,
         })
+}
+
+/// The Countersign pause the agent stopped on, if it stopped on one.
+pub fn pause_of(agent: &Agent) -> Option<(ToolCall, Pause)> {
+    agent.stop_reason().and_then(Pause::from_stop_reason)
+}
+
+/// The Countersign pause the agent stopped on; panics with `expectation` if it did not.
+pub fn expect_pause(agent: &Agent, expectation: &str) -> (ToolCall, Pause) {
+    pause_of(agent).expect(expectation)
+}
+
+/// Asks the agent `prompt` and returns the Countersign pause its run stopped on.
+pub async fn run_to_pause(agent: &mut Agent, prompt: &str) -> (ToolCall, Pause) {
+    agent
+        .query(prompt.to_owned())
+        .await
+        .expect("the agent runs");
+    expect_pause(agent, "the agent stopped on a Countersign pause")
+}
+
+/// Hands `feedback` for `tool_call` to the agent's context, for its next run to read.
+pub async fn hold_feedback(agent: &Agent, tool_call: &ToolCall, feedback: &ToolFeedback) {
+    agent
+        .context()
+        .feedback_received(tool_call, feedback)
+        .await
+        .expect("feedback is held");
+}
+
+/// Answers `tool_call` with `feedback` and runs the agent on (swiftide's own resume).
+pub async fn answer_and_run(agent: &mut Agent, tool_call: &ToolCall, feedback: &ToolFeedback) {
+    hold_feedback(agent, tool_call, feedback).await;
+    agent.run().await.expect("the agent resumes");
+}
+
+/// Every pause the gate logged, with its tool call, in order.
+pub fn pauses(outcomes: &[Outcome]) -> Vec<(ToolCall, Pause)> {
+    outcomes
+        .iter()
+        .filter_map(|outcome| match outcome {
+            Outcome::Paused {
+                tool_call, pause, ..
+            } => Some((tool_call.clone(), Pause::clone(pause))),
+            _ => None,
+        })
+        .collect()
 }
 
 /// `Paused` / `Ran` / `Refused(reason)` per outcome, in order.
