@@ -542,7 +542,7 @@ impl Control {
                 .effect_key
                 .as_ref()
                 .map(|key| key.as_str().to_owned()),
-            arguments: Some(action.redacted_arguments.to_value()),
+            arguments: Some(action.redacted_arguments.clone()),
             decision: Some(prepared.decision.as_str().to_owned()),
             mode: Some(self.inner.policy.mode().as_str().to_owned()),
             policy_hash: Some(self.inner.policy.hash().to_owned()),

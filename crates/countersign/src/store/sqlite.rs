@@ -592,6 +592,39 @@ impl Txn for SqliteTxn<'_> {
         self.check(result).map(drop)
     }
 
+    fn complete_effect(
+        &mut self,
+        key: &EffectKey,
+        attempt_id: &str,
+        state: EffectState,
+        detail: Option<&str>,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        // One conditional update instead of a read and a whole-row replace; the row count says
+        // whether this attempt still held the reservation.
+        let result = self
+            .transaction
+            .prepare_cached(
+                "UPDATE effects SET state = ?3, detail = ?4, updated_at = ?5 WHERE key = ?1 AND attempt_id = ?2 AND state = 'reserved'",
+            )
+            .and_then(|mut statement| {
+                statement.execute(params![
+                    key.as_str(),
+                    attempt_id,
+                    state.as_str(),
+                    detail,
+                    now.as_millis(),
+                ])
+            });
+        match self.check(result)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            rows => Err(StoreError::Corrupt {
+                detail: format!("completing effect `{key}` touched {rows} rows"),
+            }),
+        }
+    }
+
     fn chain_head(&mut self) -> Result<Option<ChainHead>, StoreError> {
         let result = self
             .transaction
