@@ -282,8 +282,10 @@ def table_rows(store: str) -> dict:
 
 
 def writes(harness: Harness) -> dict:
-    """Rows each scenario adds per call (both libraries: table counts after N calls minus
-    after 0), and ctrlrun's transactions and statements per call (its sqlite3 trace)."""
+    """Rows each scenario adds per call (table counts after N calls minus after 0) and pages
+    written to the WAL per call, for both libraries; ctrlrun's transactions and statements per
+    call (its sqlite3 trace). Countersign's side runs through the Python binding: the same
+    kernel and store as from Rust."""
     calls = 20
     report = {}
     for scenario, _ in SCENARIOS:
@@ -297,6 +299,12 @@ def writes(harness: Harness) -> dict:
             added = {name: (rows_after[name] - rows_before.get(name, 0)) / calls
                      for name in rows_after if rows_after[name] != rows_before.get(name, 0)}
             entry: dict = {"rows_per_call": added}
+            command = harness.command(library, scenario, calls, harness.fresh_store())
+            command.append("--count-wal-frames")
+            out = subprocess.run(command, check=True, capture_output=True, text=True).stdout
+            counted = json.loads(out.strip().splitlines()[-1])
+            entry["wal_pages_per_call"] = counted["wal_frames"] / calls
+            entry["transactions_per_call"] = counted["transactions"] / calls
             if library == "ctrlrun":
                 command = harness.command(library, scenario, calls, harness.fresh_store())
                 command.append("--count-statements")
@@ -308,9 +316,10 @@ def writes(harness: Harness) -> dict:
 
 
 def print_writes(report: dict) -> None:
-    print("\n### What one call writes (rows added per call, by table)\n")
-    print("| scenario | ctrlrun rows | ctrlrun transactions / statements | Countersign rows |")
-    print("|---|---|---|---|")
+    print("\n### What one call writes (per call: rows added by table; pages written to the WAL)\n")
+    print("| scenario | ctrlrun rows | ctrlrun transactions (statements) | ctrlrun WAL pages "
+          "| Countersign rows | Countersign transactions | Countersign WAL pages |")
+    print("|---|---|---|---:|---|---:|---:|")
     for scenario, label in SCENARIOS:
         ctrlrun = report[scenario]["ctrlrun"]
         ours = report[scenario]["countersign-python"]
@@ -320,8 +329,10 @@ def print_writes(report: dict) -> None:
             return ", ".join(f"{name} {count:g}" for name, count in sorted(added.items())) or "none"
 
         per_call = ctrlrun["per_call"]
-        print(f"| {label} | {rows(ctrlrun)} | {per_call['transactions']:g} transactions, "
-              f"{per_call['writes']:g} writes, {per_call['reads']:g} reads | {rows(ours)} |")
+        print(f"| {label} | {rows(ctrlrun)} | {ctrlrun['transactions_per_call']:g} "
+              f"({per_call['writes']:g} writes, {per_call['reads']:g} reads) "
+              f"| {ctrlrun['wal_pages_per_call']:.1f} | {rows(ours)} "
+              f"| {ours['transactions_per_call']:g} | {ours['wal_pages_per_call']:.1f} |")
 
 
 def versions(harness: Harness) -> dict:

@@ -150,6 +150,7 @@ def main() -> None:
     parser.add_argument("--prefix", default="")
     parser.add_argument("--wait-go", action="store_true")
     parser.add_argument("--count-statements", action="store_true")
+    parser.add_argument("--count-wal-frames", action="store_true")
     args = parser.parse_args()
 
     runner_type = CountersignRunner if args.library == "countersign" else CtrlrunRunner
@@ -160,6 +161,8 @@ def main() -> None:
         if args.library != "ctrlrun":
             sys.exit("--count-statements: only ctrlrun's connection is visible from Python")
         runner.store._connection().set_trace_callback(statements.append)
+    if args.count_wal_frames:
+        wal_frames(args.store, reset=True)
     if args.wait_go:
         print("ready", flush=True)
         sys.stdin.readline()
@@ -180,7 +183,57 @@ def main() -> None:
     }
     if args.count_statements:
         report["statements"] = count_statements(statements)
+    if args.count_wal_frames:
+        report["wal_frames"], report["transactions"] = wal_frames(args.store, reset=False)
     print(json.dumps(report), flush=True)
+
+
+WAL_COUNTER = """
+import sqlite3, struct, sys
+store, mode = sys.argv[1], sys.argv[2]
+commits = 0
+if mode == "PASSIVE":
+    # Read the WAL as written so far: a frame whose header carries a database size ends a
+    # transaction (https://www.sqlite.org/fileformat.html#the_write_ahead_log). Frames with
+    # other salts are left over from before the reset and are not counted.
+    try:
+        with open(store + "-wal", "rb") as handle:
+            data = handle.read()
+    except FileNotFoundError:
+        data = b""
+    page_size = struct.unpack(">I", data[8:12])[0] if len(data) >= 32 else 0
+    salts = data[16:24]
+    offset = 32
+    while page_size and offset + 24 + page_size <= len(data):
+        header = data[offset:offset + 24]
+        if header[8:16] != salts:
+            break
+        if struct.unpack(">I", header[4:8])[0] != 0:
+            commits += 1
+        offset += 24 + page_size
+connection = sqlite3.connect(store, isolation_level=None)
+busy, frames, _ = connection.execute(f"PRAGMA wal_checkpoint({mode})").fetchone()
+print(-1 if busy else frames, commits)
+"""
+
+
+def wal_frames(store: str, reset: bool) -> tuple[int, int]:
+    """(Pages written to the WAL, transactions committed) since the last reset; each frame is
+    one page image. With `reset`, checkpoint everything and empty the WAL first. Asks from
+    another process: two SQLite libraries in one process (Python's and the one in
+    Countersign's wheel) would break each other's POSIX locks. Exact while the WAL stays under
+    the automatic checkpoint (1,000 pages)."""
+    import subprocess
+
+    mode = "TRUNCATE" if reset else "PASSIVE"
+    out = subprocess.run(
+        [sys.executable, "-c", WAL_COUNTER, store, mode],
+        check=True, capture_output=True, text=True,
+    ).stdout.split()
+    frames, commits = int(out[0]), int(out[1])
+    if frames < 0:
+        raise RuntimeError("the WAL could not be checkpointed: the database is busy")
+    return frames, commits
 
 
 def count_statements(statements: list[str]) -> dict:
