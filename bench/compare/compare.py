@@ -390,6 +390,8 @@ def main() -> None:
         print(f"ctrlrun {v['ctrlrun']}, countersign (Python package) {v['countersign_python']}, "
               f"Python {v['python']}, SQLite {v['python_sqlite']} (Python's); {v['cores']} cores, "
               f"{v['memory']}; load average at start {load():.1f}")
+        if args.quick:
+            print("--quick: tiny counts, one round; checks the harness, measures nothing")
         if "scenarios" in parts:
             report["scenarios"] = scenarios(harness)
             print_scenarios(report["scenarios"])
