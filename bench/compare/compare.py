@@ -259,18 +259,20 @@ def growth(harness: Harness) -> dict:
 
 def print_growth(report: dict) -> None:
     libraries = report["libraries"]
-    print("\n### allow + effect key as the receipt log grows (µs per call, median)\n")
+    print("\n### allow + effect key as the receipt log grows (µs per call, median; "
+          "change from the row above)\n")
     print("| calls already made | " + " | ".join(
         f"{library} (receipts in log)" for library in libraries) + " | load avg |")
     print("|---:|" + "---:|" * len(libraries) + "---|")
-    base = report["rows"][0]["per_call_us"]
+    previous = report["rows"][0]["per_call_us"]
     for row in report["rows"]:
         cells = []
         for library in libraries:
             us = row["per_call_us"][library]
-            change = (us / base[library] - 1) * 100
+            change = (us / previous[library] - 1) * 100
             cells.append(f"{us:,.0f} µs ({row['receipts'][library]:,}; {change:+.0f}%)")
         print(f"| {row['calls_before']:,} | " + " | ".join(cells) + f" | {row['load']} |")
+        previous = row["per_call_us"]
 
 
 def table_rows(store: str) -> dict:
