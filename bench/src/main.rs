@@ -5,6 +5,8 @@
 //! folder; the report is the median calls per second. Figures are printed, never asserted:
 //! performance targets live here, not in tests.
 
+mod compare;
+
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -16,22 +18,7 @@ use countersign::{
 };
 use serde_json::json;
 
-const POLICY: &str = r#"
-schema: countersign.policy/v1
-environment: bench
-actions:
-  tool.noop:
-    decision: allow
-  stripe.refund:
-    effect: "refund:{payment_id}"
-    resource: "payment:{payment_id}"
-    rules:
-      - when: { amount: { lte: 50000 } }
-        decision: allow
-      - when: { amount: { lte: 1000000 } }
-        decision: approve
-      - decision: deny
-"#;
+use crate::compare::POLICY;
 
 struct Settings {
     iterations: usize,
@@ -40,6 +27,10 @@ struct Settings {
 
 fn main() -> Result<()> {
     let args: Vec<String> = std::env::args().skip(1).collect();
+    // One timed run for `bench/compare/compare.py` (prints JSON; see `compare.rs`).
+    if args.iter().any(|arg| arg == "--compare-worker") {
+        return compare::worker(&args);
+    }
     let quick = args.iter().any(|arg| arg == "--quick");
     // `--only TEXT`: run only the scenarios whose name contains TEXT (for profiling).
     let only = args
@@ -126,7 +117,7 @@ fn ten_arguments(n: usize) -> serde_json::Value {
     })
 }
 
-async fn noop(_: serde_json::Value) -> Result<(), ExecutorError> {
+pub(crate) async fn noop(_: serde_json::Value) -> Result<(), ExecutorError> {
     Ok(())
 }
 

@@ -16,6 +16,8 @@ cargo xtask <command>
 Commands:
   test                   run the whole test suite (what CI runs)
   bench [--quick]        run the benchmarks in release mode and print calls per second
+  bench --compare [...]  Countersign side by side with ctrlrun (bench/compare/run.sh; options
+                         after --compare go to compare.py, e.g. --only scenarios)
   conformance [--json]   run the adapter conformance kit against every adapter in the workspace
                          (swiftide's through its own test, text only)
   conformance --stores   run the store conformance kit against memory, SQLite and PostgreSQL
@@ -102,6 +104,12 @@ fn test(_args: &[String]) -> Result<()> {
         .current_dir(&root)
         .arg("adapters/openai-agents/run-tests.sh");
     run(python)?;
+    // The side-by-side comparison with ctrlrun, once with tiny counts (reuses that debug wheel).
+    let mut compare = Command::new("bash");
+    compare
+        .current_dir(&root)
+        .args(["bench/compare/run.sh", "--smoke"]);
+    run(compare)?;
     // The conformance reports, as a user of the kit sees them.
     conformance_adapters(&[])?;
     conformance_stores::run(&["--stores".to_owned()])?;
@@ -110,6 +118,14 @@ fn test(_args: &[String]) -> Result<()> {
 
 /// `cargo xtask bench`: the benchmarks, built in release mode.
 fn bench(args: &[String]) -> Result<()> {
+    if let Some(position) = args.iter().position(|arg| arg == "--compare") {
+        let mut compare = Command::new("bash");
+        compare
+            .current_dir(project_root())
+            .arg("bench/compare/run.sh")
+            .args(&args[position + 1..]);
+        return run(compare);
+    }
     let quick = args.iter().any(|arg| arg == "--quick");
     let mut bench = cargo();
     bench

@@ -10,6 +10,7 @@ use countersign::policy::LoadError;
 use countersign::{AnswerError, ControlError, DidRun, StoreError};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
+use pyo3::sync::PyOnceLock;
 use pyo3::types::PyDict;
 use serde_json::{Value, json};
 
@@ -37,13 +38,25 @@ fn build(
         did_run,
         may_retry,
     } = said;
+    // Looked up once per interpreter: importing on every refusal cost more than the refusal.
+    static FROM_KERNEL: PyOnceLock<Py<PyAny>> = PyOnceLock::new();
     let made = (|| -> PyResult<PyErr> {
-        let module = py.import("countersign.errors")?;
-        let fields_text = fields.to_string();
+        let from_kernel = FROM_KERNEL.get_or_try_init(py, || {
+            py.import("countersign.errors")?
+                .getattr("_from_kernel")
+                .map(Bound::unbind)
+        })?;
         let kwargs = PyDict::new(py);
         kwargs.set_item("cause", cause.map(|error| error.into_value(py)))?;
-        let instance = module.getattr("_from_kernel")?.call(
-            (class, message, reason, did_run, may_retry, fields_text),
+        let instance = from_kernel.bind(py).call(
+            (
+                class,
+                message,
+                reason,
+                did_run,
+                may_retry,
+                crate::value_to_py(py, &fields)?,
+            ),
             Some(&kwargs),
         )?;
         Ok(PyErr::from_value(instance))

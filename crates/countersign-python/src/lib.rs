@@ -32,6 +32,7 @@ use countersign::{
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
+use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString};
 
 use crate::errors::{answer_error, control_error, load_error, store_error};
 
@@ -178,8 +179,89 @@ fn request(
     Ok(request)
 }
 
-/// The result of a kernel call that ran: the executor's value and the receipt JSON.
-type Ran = (Py<PyAny>, String);
+/// The result of a kernel call that ran: the executor's value and the receipt (a dict).
+type Ran = (Py<PyAny>, Py<PyDict>);
+
+/// A JSON value as the Python objects `json.loads` would give for its text (serde_json's
+/// `Value`: integers that fit `i64`/`u64` become `int`, other numbers `float`).
+fn value_to_py<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
+    use serde_json::Value;
+    Ok(match value {
+        Value::Null => py.None().into_bound(py),
+        Value::Bool(flag) => PyBool::new(py, *flag).to_owned().into_any(),
+        Value::Number(number) => match (number.as_i64(), number.as_u64()) {
+            (Some(integer), _) => integer.into_pyobject(py)?.into_any(),
+            (None, Some(integer)) => integer.into_pyobject(py)?.into_any(),
+            // INVARIANT (finite-numbers): serde_json numbers are finite; NaN never occurs.
+            (None, None) => PyFloat::new(py, number.as_f64().unwrap_or(f64::NAN)).into_any(),
+        },
+        Value::String(text) => PyString::new(py, text).into_any(),
+        Value::Array(items) => {
+            let list = PyList::empty(py);
+            for item in items {
+                list.append(value_to_py(py, item)?)?;
+            }
+            list.into_any()
+        }
+        Value::Object(members) => {
+            let dict = PyDict::new(py);
+            for (key, member) in members {
+                dict.set_item(key, value_to_py(py, member)?)?;
+            }
+            dict.into_any()
+        }
+    })
+}
+
+/// A receipt as the dict `json.loads` gives for its `countersign.receipt/v1` JSON, built
+/// directly (no JSON text in between): the same keys, in the same order, with the same values.
+/// `test_executed_receipt_is_the_stored_receipt` (tests/test_binding.py) holds the two equal.
+fn receipt_to_py<'py>(
+    py: Python<'py>,
+    receipt: &countersign::Receipt,
+) -> PyResult<Bound<'py, PyDict>> {
+    let dict = PyDict::new(py);
+    fn text(value: &Option<String>) -> Option<&str> {
+        value.as_deref()
+    }
+    dict.set_item("schema", &receipt.schema)?;
+    dict.set_item("seq", receipt.seq)?;
+    dict.set_item("prev_hash", &receipt.prev_hash)?;
+    dict.set_item("recorded_at", receipt.recorded_at.to_rfc3339())?;
+    let kind = serde_json::to_value(receipt.kind).map_err(json_error)?;
+    dict.set_item("kind", value_to_py(py, &kind)?)?;
+    dict.set_item("outcome", receipt.outcome.as_str())?;
+    dict.set_item("reason", text(&receipt.reason))?;
+    dict.set_item("attempt_id", text(&receipt.attempt_id))?;
+    dict.set_item("action", text(&receipt.action))?;
+    dict.set_item("action_hash", text(&receipt.action_hash))?;
+    dict.set_item("principal", text(&receipt.principal))?;
+    dict.set_item("resource", text(&receipt.resource))?;
+    dict.set_item("environment", text(&receipt.environment))?;
+    dict.set_item("effect_key", text(&receipt.effect_key))?;
+    match &receipt.arguments {
+        Some(arguments) => dict.set_item("arguments", value_to_py(py, arguments)?)?,
+        None => dict.set_item("arguments", py.None())?,
+    }
+    dict.set_item("decision", text(&receipt.decision))?;
+    dict.set_item("mode", text(&receipt.mode))?;
+    dict.set_item("approval_id", text(&receipt.approval_id))?;
+    dict.set_item("approver", text(&receipt.approver))?;
+    dict.set_item("note", text(&receipt.note))?;
+    dict.set_item("policy_hash", text(&receipt.policy_hash))?;
+    dict.set_item("approval_policy_hash", text(&receipt.approval_policy_hash))?;
+    dict.set_item("detail", text(&receipt.detail))?;
+    if !receipt.hash.is_empty() {
+        dict.set_item("hash", &receipt.hash)?;
+    }
+    Ok(dict)
+}
+
+fn json_error(error: serde_json::Error) -> PyErr {
+    errors::internal(&format!(
+        "a kernel record could not be written as JSON: {error}"
+    ))
+}
 
 fn finish(
     py: Python<'_>,
@@ -187,7 +269,7 @@ fn finish(
     raised: &Raised,
 ) -> PyResult<Ran> {
     match result {
-        Ok(done) => Ok((done.value, to_json(&done.receipt)?)),
+        Ok(done) => Ok((done.value, receipt_to_py(py, &done.receipt)?.unbind())),
         Err(error) => {
             let cause = raised.lock().ok().and_then(|mut slot| slot.take());
             Err(control_error(py, error, cause))
@@ -331,9 +413,14 @@ impl NativeControl {
         let result = py.detach(move || {
             runtime().block_on(control.execute(request, move |canonical| {
                 let outcome = Python::attach(|py| {
-                    let text = canonical.to_string();
+                    // Failing here (out of memory) is before the executor ran: not executed.
+                    let arguments = value_to_py(py, &canonical).map_err(|error| {
+                        ExecutorError::not_executed(format!(
+                            "the arguments could not be handed to the executor: {error}"
+                        ))
+                    })?;
                     executor
-                        .call1(py, (text,))
+                        .call1(py, (arguments,))
                         .map_err(|error| executor_error(py, error, &bridge))
                 });
                 async move { outcome }

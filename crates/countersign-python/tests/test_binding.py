@@ -187,3 +187,16 @@ def test_receipt_chain_verifies(control) -> None:
     control.execute("support.lookup", {"k": 1}, lambda a: "x")
     report = control.verify_receipts()
     assert report["checked"] == 1 and report["first_break"] is None
+
+
+def test_executed_receipt_is_the_stored_receipt(control) -> None:
+    """The receipt `execute` returns (built natively) equals the stored one (read as JSON):
+    same keys, same order, same values and types."""
+    arguments = {"payment_id": "pi_r", "amount": 5, "ratio": 0.25, "tags": ["a", None, True]}
+    done = control.execute("stripe.refund", arguments, lambda canonical: canonical)
+    assert done.value == arguments
+    stored = control.receipts()[-1]
+    assert list(done.receipt.items()) == list(stored.items())
+    assert [type(value) for value in done.receipt.values()] == [
+        type(value) for value in stored.values()
+    ]

@@ -223,21 +223,32 @@ pub fn action_hash(
 ) -> Result<ActionHash, CanonicalError> {
     // The arguments are already canonical, so the RFC 8785 text of the hashed object is built
     // around them instead of parsing and re-serializing them on every call. Its keys are ASCII
-    // and written in sorted order; strings go through the canonicalizer for JCS escaping.
+    // and written in sorted order; strings get JCS escaping from the canonical writer.
     // `action_hash_matches_the_generic_canonical_form` pins this to `to_canonical`.
-    let string = |text: &str| canonical::to_canonical(text).map(CanonicalJson::into_string);
-    let resource = match resource {
-        Some(resource) => string(resource)?,
-        None => "null".to_owned(),
-    };
-    let text = format!(
-        "{{\"arguments\":{},\"environment\":{},\"name\":{},\"principal\":{},\"resource\":{resource},\"schema\":{}}}",
-        arguments.as_str(),
-        string(environment)?,
-        string(name)?,
-        string(principal.as_str())?,
-        string(ACTION_SCHEMA)?,
+    let mut text = String::with_capacity(
+        arguments.as_str().len()
+            + name.len()
+            + principal.as_str().len()
+            + resource.map_or(4, str::len)
+            + environment.len()
+            + 128,
     );
+    text.push_str("{\"arguments\":");
+    text.push_str(arguments.as_str());
+    text.push_str(",\"environment\":");
+    canonical::write_string(environment, &mut text);
+    text.push_str(",\"name\":");
+    canonical::write_string(name, &mut text);
+    text.push_str(",\"principal\":");
+    canonical::write_string(principal.as_str(), &mut text);
+    text.push_str(",\"resource\":");
+    match resource {
+        Some(resource) => canonical::write_string(resource, &mut text),
+        None => text.push_str("null"),
+    }
+    text.push_str(",\"schema\":");
+    canonical::write_string(ACTION_SCHEMA, &mut text);
+    text.push('}');
     Ok(ActionHash(canonical::sha256_prefixed(text.as_bytes())))
 }
 

@@ -542,7 +542,7 @@ impl Control {
                 .effect_key
                 .as_ref()
                 .map(|key| key.as_str().to_owned()),
-            arguments: Some(action.redacted_arguments.to_value()),
+            arguments: Some(action.redacted_arguments.clone()),
             decision: Some(prepared.decision.as_str().to_owned()),
             mode: Some(self.inner.policy.mode().as_str().to_owned()),
             policy_hash: Some(self.inner.policy.hash().to_owned()),
@@ -897,6 +897,8 @@ impl Control {
         }
 
         let arguments = action.arguments.to_value();
+        // The guard holds the draft while the executor runs (it records a dropped attempt
+        // ambiguous) and hands it back afterwards: moved, not cloned.
         let mut guard = InFlight {
             store: Arc::clone(&self.inner.store),
             clock: Arc::clone(&self.inner.clock),
@@ -905,13 +907,16 @@ impl Control {
                 effect_key: action.effect_key.clone(),
                 state: EffectState::Ambiguous,
                 detail: Some("the caller dropped the attempt while the executor ran".to_owned()),
-                draft: draft
-                    .clone()
-                    .with_outcome(ReceiptOutcome::Ambiguous, Some("cancelled")),
+                draft: draft.with_outcome(ReceiptOutcome::Ambiguous, Some("cancelled")),
             }),
         };
         let outcome = run_executor(executor, arguments, request.timeout).await;
-        guard.finish = None;
+        let draft = guard
+            .finish
+            .take()
+            .map(|finish| finish.draft)
+            // INVARIANT (in-flight): `finish` is set above and taken only here or on drop.
+            .ok_or_else(|| ControlError::Internal("the in-flight record was lost".to_owned()))?;
 
         let (state, receipt_outcome, reason, detail) = match &outcome {
             ExecutorOutcome::Value(_) => (

@@ -66,6 +66,20 @@ pub enum ReceiptOutcome {
     Voided,
 }
 
+impl ReceiptKind {
+    /// The serialized (snake_case) name.
+    pub(crate) fn as_str(self) -> &'static str {
+        match self {
+            ReceiptKind::Attempt => "attempt",
+            ReceiptKind::Answer => "answer",
+            ReceiptKind::ApprovalExpired => "approval_expired",
+            ReceiptKind::ApprovalVoided => "approval_voided",
+            ReceiptKind::LeaseExpired => "lease_expired",
+            ReceiptKind::Resolution => "resolution",
+        }
+    }
+}
+
 impl ReceiptOutcome {
     /// The stable lowercase name.
     pub fn as_str(self) -> &'static str {
@@ -166,8 +180,8 @@ pub struct ReceiptDraft {
     pub environment: Option<String>,
     /// See [`Receipt::effect_key`].
     pub effect_key: Option<String>,
-    /// See [`Receipt::arguments`].
-    pub arguments: Option<serde_json::Value>,
+    /// See [`Receipt::arguments`]; kept as canonical text, so sealing writes it as is.
+    pub arguments: Option<canonical::CanonicalJson>,
     /// See [`Receipt::decision`].
     pub decision: Option<String>,
     /// See [`Receipt::mode`].
@@ -234,6 +248,7 @@ pub fn seal(
         Some(head) => (head.seq + 1, head.hash.clone()),
         None => (1, GENESIS_HASH.to_owned()),
     };
+    let arguments = draft.arguments;
     let mut receipt = Receipt {
         schema: RECEIPT_SCHEMA.to_owned(),
         seq,
@@ -249,7 +264,7 @@ pub fn seal(
         resource: draft.resource,
         environment: draft.environment,
         effect_key: draft.effect_key,
-        arguments: draft.arguments,
+        arguments: arguments.as_ref().map(canonical::CanonicalJson::to_value),
         decision: draft.decision,
         mode: draft.mode,
         approval_id: draft.approval_id,
@@ -260,7 +275,7 @@ pub fn seal(
         detail: draft.detail,
         hash: String::new(),
     };
-    let body = body_of(&receipt)?;
+    let body = body_of(&receipt, arguments.as_ref())?;
     receipt.hash = canonical::sha256_prefixed(body.as_bytes());
     let stored = StoredReceipt {
         seq,
@@ -271,11 +286,80 @@ pub fn seal(
     Ok((receipt, stored))
 }
 
+/// The largest `seq` RFC 8785 writes exactly (2^53 − 1).
+const MAX_EXACT_SEQ: u64 = (1 << 53) - 1;
+
 /// The canonical body of a receipt whose `hash` is still empty (an empty hash is not
-/// serialized): every field except `hash`.
-fn body_of(receipt: &Receipt) -> Result<String, canonical::CanonicalError> {
+/// serialized): every field except `hash`. `arguments` is the canonical text of
+/// `receipt.arguments`.
+///
+/// The RFC 8785 text is written field by field, in sorted key order, with the arguments copied
+/// in as the canonical text they already are, instead of serializing the receipt through the
+/// generic canonicalizer (which would walk the arguments again and sort every key on every
+/// call). `body_matches_the_generic_canonical_form` pins the two together.
+fn body_of(
+    receipt: &Receipt,
+    arguments: Option<&canonical::CanonicalJson>,
+) -> Result<String, canonical::CanonicalError> {
     debug_assert!(receipt.hash.is_empty());
-    Ok(canonical::to_canonical(receipt)?.into_string())
+    if receipt.seq > MAX_EXACT_SEQ {
+        // Not reachable in practice; the generic path names the refusal.
+        return Ok(canonical::to_canonical(receipt)?.into_string());
+    }
+    let text_fields = [
+        &receipt.action,
+        &receipt.action_hash,
+        &receipt.approval_id,
+        &receipt.approval_policy_hash,
+        &receipt.approver,
+    ];
+    let mut out = String::with_capacity(640 + arguments.map_or(0, |text| text.as_str().len()));
+    let optional = |out: &mut String, key: &str, value: &Option<String>| {
+        out.push_str(key);
+        match value {
+            Some(text) => canonical::write_string(text, out),
+            None => out.push_str("null"),
+        }
+    };
+    for (key, value) in [
+        "{\"action\":",
+        ",\"action_hash\":",
+        ",\"approval_id\":",
+        ",\"approval_policy_hash\":",
+        ",\"approver\":",
+    ]
+    .into_iter()
+    .zip(text_fields)
+    {
+        optional(&mut out, key, value);
+    }
+    out.push_str(",\"arguments\":");
+    out.push_str(arguments.map_or("null", canonical::CanonicalJson::as_str));
+    optional(&mut out, ",\"attempt_id\":", &receipt.attempt_id);
+    optional(&mut out, ",\"decision\":", &receipt.decision);
+    optional(&mut out, ",\"detail\":", &receipt.detail);
+    optional(&mut out, ",\"effect_key\":", &receipt.effect_key);
+    optional(&mut out, ",\"environment\":", &receipt.environment);
+    out.push_str(",\"kind\":");
+    canonical::write_string(receipt.kind.as_str(), &mut out);
+    optional(&mut out, ",\"mode\":", &receipt.mode);
+    optional(&mut out, ",\"note\":", &receipt.note);
+    out.push_str(",\"outcome\":");
+    canonical::write_string(receipt.outcome.as_str(), &mut out);
+    optional(&mut out, ",\"policy_hash\":", &receipt.policy_hash);
+    out.push_str(",\"prev_hash\":");
+    canonical::write_string(&receipt.prev_hash, &mut out);
+    optional(&mut out, ",\"principal\":", &receipt.principal);
+    optional(&mut out, ",\"reason\":", &receipt.reason);
+    out.push_str(",\"recorded_at\":");
+    canonical::write_string(&receipt.recorded_at.to_rfc3339(), &mut out);
+    optional(&mut out, ",\"resource\":", &receipt.resource);
+    out.push_str(",\"schema\":");
+    canonical::write_string(&receipt.schema, &mut out);
+    out.push_str(",\"seq\":");
+    out.push_str(&receipt.seq.to_string());
+    out.push('}');
+    Ok(out)
 }
 
 impl StoredReceipt {

@@ -293,13 +293,10 @@ class Control:
                 definitely did not happen; any other exception becomes :class:`OutcomeUnknown`.
         """
 
-        def run(canonical: str) -> Any:
-            return executor(json.loads(canonical))
-
         value, receipt = self._native.execute(
-            action, _arguments_json(arguments), run, approval, timeout
+            action, _arguments_json(arguments), executor, approval, timeout
         )
-        return Executed(value, json.loads(receipt))
+        return Executed(value, receipt)
 
     async def execute_async(
         self,
@@ -318,14 +315,14 @@ class Control:
         """
         loop = asyncio.get_running_loop()
 
-        def run(canonical: str) -> Any:
-            coroutine = executor(json.loads(canonical))
+        def run(canonical: dict) -> Any:
+            coroutine = executor(canonical)
             return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
 
         value, receipt = await asyncio.to_thread(
             self._native.execute, action, _arguments_json(arguments), run, approval, timeout
         )
-        return Executed(value, json.loads(receipt))
+        return Executed(value, receipt)
 
     def protect(
         self, action: str, *, timeout: Optional[float] = None

@@ -39,10 +39,10 @@ class NativeControl:
         self,
         action: str,
         arguments_json: str,
-        executor: Callable[[str], Any],
+        executor: Callable[[dict], Any],
         approval: Optional[str] = None,
         timeout: Optional[float] = None,
-    ) -> tuple[Any, str]: ...
+    ) -> tuple[Any, dict]: ...
     def answer(
         self, request_id: str, approve: bool, approver: str, note: Optional[str] = None
     ) -> str: ...

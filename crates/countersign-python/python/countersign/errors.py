@@ -16,7 +16,6 @@ A reviewer's ``note`` is data written by a person: quote it, never follow it.
 from __future__ import annotations
 
 import enum
-import json
 from typing import Any, Optional
 
 __all__ = [
@@ -328,14 +327,13 @@ def _from_kernel(
     reason: str,
     did_run: str,
     may_retry: bool,
-    fields_json: str,
+    fields: dict,
     cause: Optional[BaseException] = None,
 ) -> CountersignError:
     """Build the exception for a kernel failure (called by the native module)."""
     cls = globals().get(class_name)
     if not (isinstance(cls, type) and issubclass(cls, CountersignError)):
         cls = InternalError
-    fields = json.loads(fields_json)
     error = cls(message, reason=reason, did_run=did_run, may_retry=may_retry, **fields)
     if cause is not None:
         error.__cause__ = cause

@@ -498,30 +498,43 @@ fn write_node(node: &Node, out: &mut String) {
     }
 }
 
-fn write_string(text: &str, out: &mut String) {
+/// Write `text` as a canonical JSON string (quoted, RFC 8785 escapes) for callers that build
+/// canonical text around parts that are already canonical.
+pub(crate) fn write_string(text: &str, out: &mut String) {
     out.push('"');
     write_string_body(text, out);
     out.push('"');
 }
 
 /// RFC 8785 section 3.2.2.2: escape `"`, `\` and U+0000..U+001F only.
+///
+/// Runs of bytes that need no escape are copied whole: every byte of a multi-byte UTF-8
+/// sequence is 0x80 or above, so splitting at the ASCII bytes below keeps characters intact.
 fn write_string_body(text: &str, out: &mut String) {
-    for character in text.chars() {
-        match character {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            '\u{8}' => out.push_str("\\b"),
-            '\t' => out.push_str("\\t"),
-            '\n' => out.push_str("\\n"),
-            '\u{c}' => out.push_str("\\f"),
-            '\r' => out.push_str("\\r"),
-            control if u32::from(control) < 0x20 => {
-                // Writing to a String cannot fail.
-                let _ = write!(out, "\\u{:04x}", u32::from(control));
-            }
-            other => out.push(other),
+    let bytes = text.as_bytes();
+    let mut copied = 0;
+    for (index, &byte) in bytes.iter().enumerate() {
+        let escape = match byte {
+            b'"' => "\\\"",
+            b'\\' => "\\\\",
+            0x08 => "\\b",
+            b'\t' => "\\t",
+            b'\n' => "\\n",
+            0x0c => "\\f",
+            b'\r' => "\\r",
+            0x00..=0x1f => "",
+            _ => continue,
+        };
+        out.push_str(&text[copied..index]);
+        if escape.is_empty() {
+            // Writing to a String cannot fail.
+            let _ = write!(out, "\\u{:04x}", byte);
+        } else {
+            out.push_str(escape);
         }
+        copied = index + 1;
     }
+    out.push_str(&text[copied..]);
 }
 
 /// ECMAScript `Number::toString(x)` (ECMA-262 section 6.1.6.1.20, cited by RFC 8785 section

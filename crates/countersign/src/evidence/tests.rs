@@ -5,7 +5,9 @@ fn draft(n: u64) -> ReceiptDraft {
         kind: Some(ReceiptKind::Attempt),
         outcome: Some(ReceiptOutcome::Committed),
         action: Some(format!("action.{n}")),
-        arguments: Some(serde_json::json!({"n": n, "text": "世界"})),
+        arguments: Some(
+            canonical::to_canonical(&serde_json::json!({"n": n, "text": "世界"})).unwrap(),
+        ),
         ..ReceiptDraft::default()
     }
 }
@@ -171,4 +173,77 @@ fn printable_escapes_what_could_forge_or_hide_text() {
     assert_eq!(printable("x\u{202e}gpj.exe"), "x\\u{202e}gpj.exe");
     assert_eq!(printable("nul\u{0}\u{1b}[31m"), "nul\\u{0}\\u{1b}[31m");
     assert_eq!(printable("zero\u{200b}width"), "zero\\u{200b}width");
+}
+
+/// The hand-written body is exactly the generic canonical form of the receipt, for every kind,
+/// every outcome, absent and present fields, and text that needs escaping.
+#[test]
+fn body_matches_the_generic_canonical_form() {
+    let kinds = [
+        ReceiptKind::Attempt,
+        ReceiptKind::Answer,
+        ReceiptKind::ApprovalExpired,
+        ReceiptKind::ApprovalVoided,
+        ReceiptKind::LeaseExpired,
+        ReceiptKind::Resolution,
+    ];
+    let outcomes = [
+        ReceiptOutcome::Committed,
+        ReceiptOutcome::Failed,
+        ReceiptOutcome::Ambiguous,
+        ReceiptOutcome::Refused,
+        ReceiptOutcome::Observed,
+        ReceiptOutcome::Granted,
+        ReceiptOutcome::Denied,
+        ReceiptOutcome::Expired,
+        ReceiptOutcome::Voided,
+    ];
+    let awkward =
+        "quote \" backslash \\ newline \n tab \t nul \u{0} bell \u{7} del \u{7f} é 世界 \u{1F600}";
+    let full = |n: usize| ReceiptDraft {
+        kind: Some(kinds[n % kinds.len()]),
+        outcome: Some(outcomes[n % outcomes.len()]),
+        reason: Some(format!("reason {n}")),
+        attempt_id: Some("att_x".to_owned()),
+        action: Some(awkward.to_owned()),
+        action_hash: Some("sha256:ab".to_owned()),
+        principal: Some("agent:\"p\"".to_owned()),
+        resource: Some("payment:pi_1\r".to_owned()),
+        environment: Some("test".to_owned()),
+        effect_key: Some("refund:pi_1".to_owned()),
+        arguments: Some(
+            canonical::to_canonical(&serde_json::json!({
+                "z": [1.5, 1e21, -3, null, true], "a": {"\u{1F600}": awkward, "é": 0.1}
+            }))
+            .unwrap(),
+        ),
+        decision: Some("allow".to_owned()),
+        mode: Some("enforce".to_owned()),
+        approval_id: Some("apr_1".to_owned()),
+        approver: Some(awkward.to_owned()),
+        note: Some(awkward.to_owned()),
+        policy_hash: Some("sha256:cd".to_owned()),
+        approval_policy_hash: Some("sha256:ef".to_owned()),
+        detail: Some(awkward.to_owned()),
+    };
+    let drafts = (0..kinds.len() * outcomes.len())
+        .map(full)
+        .chain([ReceiptDraft::default(), draft(7)]);
+    for (n, draft) in drafts.enumerate() {
+        let head = (n % 2 == 1).then(|| ChainHead {
+            seq: 41 + n as u64,
+            hash: "sha256:00".to_owned(),
+        });
+        let (receipt, stored) = seal(
+            draft,
+            head.as_ref(),
+            Timestamp::from_millis(1_700_000_000_123),
+        )
+        .unwrap();
+        let mut unhashed = receipt.clone();
+        unhashed.hash = String::new();
+        let generic = canonical::to_canonical(&unhashed).unwrap().into_string();
+        assert_eq!(stored.body, generic, "receipt {n}");
+        assert_eq!(receipt.hash, canonical::sha256_prefixed(generic.as_bytes()));
+    }
 }

@@ -26,7 +26,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use rusqlite::{Connection, OptionalExtension, TransactionBehavior, params};
+use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::ActionHash;
 use crate::action::canonical;
@@ -206,6 +206,8 @@ impl SqliteStore {
                 Err(Attempt::Failed(error)) => return Err(error),
             }
         }
+        // Every statement of the store stays prepared (rusqlite keeps 16 by default).
+        connection.set_prepared_statement_cache_capacity(32);
         Ok(SqliteStore {
             connection: Mutex::new(connection),
             path,
@@ -311,7 +313,7 @@ impl SqliteStore {
         commit_refusals: bool,
         operation: &mut impl FnMut(&mut SqliteTxn<'_>) -> Result<Result<R, E>, StoreError>,
     ) -> Result<Result<Result<R, E>, StoreError>, ()> {
-        let mut connection = match self.connection.lock() {
+        let connection = match self.connection.lock() {
             Ok(connection) => connection,
             Err(_) => {
                 return Ok(Err(StoreError::Backend {
@@ -319,14 +321,15 @@ impl SqliteStore {
                 }));
             }
         };
-        let transaction = match connection.transaction_with_behavior(TransactionBehavior::Immediate)
-        {
+        // BEGIN and COMMIT are cached statements: parsing them again for every transaction was
+        // a measurable share of a call (issue #8).
+        let transaction = match Immediate::begin(&connection) {
             Ok(transaction) => transaction,
             Err(error) if is_busy(&error) => return Err(()),
             Err(error) => return Ok(Err(backend(error))),
         };
         let mut txn = SqliteTxn {
-            transaction: &transaction,
+            transaction: transaction.connection,
             busy: false,
         };
         let result = operation(&mut txn);
@@ -377,6 +380,39 @@ impl SqliteStore {
                 }
                 Err(error) => return Err(map_read_error(error)),
             }
+        }
+    }
+}
+
+/// One `BEGIN IMMEDIATE` transaction on a connection, rolled back when dropped uncommitted (as
+/// rusqlite's `Transaction`, with BEGIN and COMMIT run as cached statements).
+struct Immediate<'c> {
+    connection: &'c Connection,
+    open: bool,
+}
+
+impl<'c> Immediate<'c> {
+    fn begin(connection: &'c Connection) -> rusqlite::Result<Immediate<'c>> {
+        connection.prepare_cached("BEGIN IMMEDIATE")?.execute([])?;
+        Ok(Immediate {
+            connection,
+            open: true,
+        })
+    }
+
+    /// Commit; on failure the transaction is rolled back when `self` drops.
+    fn commit(mut self) -> rusqlite::Result<()> {
+        self.connection.prepare_cached("COMMIT")?.execute([])?;
+        self.open = false;
+        Ok(())
+    }
+}
+
+impl Drop for Immediate<'_> {
+    fn drop(&mut self) {
+        if self.open && !self.connection.is_autocommit() {
+            // A failed rollback leaves nothing to do: SQLite rolls back on close.
+            let _ = self.connection.execute_batch("ROLLBACK");
         }
     }
 }
@@ -590,6 +626,39 @@ impl Txn for SqliteTxn<'_> {
                 ])
             });
         self.check(result).map(drop)
+    }
+
+    fn complete_effect(
+        &mut self,
+        key: &EffectKey,
+        attempt_id: &str,
+        state: EffectState,
+        detail: Option<&str>,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        // One conditional update instead of a read and a whole-row replace; the row count says
+        // whether this attempt still held the reservation.
+        let result = self
+            .transaction
+            .prepare_cached(
+                "UPDATE effects SET state = ?3, detail = ?4, updated_at = ?5 WHERE key = ?1 AND attempt_id = ?2 AND state = 'reserved'",
+            )
+            .and_then(|mut statement| {
+                statement.execute(params![
+                    key.as_str(),
+                    attempt_id,
+                    state.as_str(),
+                    detail,
+                    now.as_millis(),
+                ])
+            });
+        match self.check(result)? {
+            0 => Ok(false),
+            1 => Ok(true),
+            rows => Err(StoreError::Corrupt {
+                detail: format!("completing effect `{key}` touched {rows} rows"),
+            }),
+        }
     }
 
     fn chain_head(&mut self) -> Result<Option<ChainHead>, StoreError> {

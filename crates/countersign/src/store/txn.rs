@@ -36,6 +36,33 @@ pub trait Txn {
     fn effect(&mut self, key: &EffectKey) -> Result<Option<EffectRecord>, StoreError>;
     /// Insert or overwrite an effect record.
     fn put_effect(&mut self, record: &EffectRecord) -> Result<(), StoreError>;
+    /// Record an attempt's outcome on its effect: if `attempt_id` still holds the record `key`
+    /// in `reserved`, move it to `state` with `detail`, updated at `now`, and return true;
+    /// otherwise write nothing and return false (compare-and-set).
+    ///
+    /// The default reads the record and writes it back; a backend may do the same in one
+    /// conditional update.
+    fn complete_effect(
+        &mut self,
+        key: &EffectKey,
+        attempt_id: &str,
+        state: EffectState,
+        detail: Option<&str>,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        match self.effect(key)? {
+            Some(mut record)
+                if record.attempt_id == attempt_id && record.state == EffectState::Reserved =>
+            {
+                record.state = state;
+                record.updated_at = now;
+                record.detail = detail.map(str::to_owned);
+                self.put_effect(&record)?;
+                Ok(true)
+            }
+            _ => Ok(false),
+        }
+    }
     /// The newest receipt.
     fn chain_head(&mut self) -> Result<Option<ChainHead>, StoreError>;
     /// Append a sealed receipt (its `seq` is the head's plus one).
@@ -78,7 +105,7 @@ pub(crate) fn approval_draft(
         resource: record.resource.clone(),
         environment: Some(record.environment.clone()),
         effect_key: record.effect_key.clone(),
-        arguments: Some(record.arguments.to_value()),
+        arguments: Some(record.arguments.clone()),
         approval_id: Some(record.id.as_str().to_owned()),
         approver: record.approver.clone(),
         note: record.note.clone(),
@@ -373,17 +400,16 @@ pub fn finish_attempt<T: Txn + ?Sized>(
     now: Timestamp,
 ) -> Result<Receipt, StoreError> {
     let mut draft = finish.draft;
-    if let Some(key) = &finish.effect_key {
+    if let Some(key) = &finish.effect_key
+        && !txn.complete_effect(
+            key,
+            &finish.attempt_id,
+            finish.state,
+            finish.detail.as_deref(),
+            now,
+        )?
+    {
         match txn.effect(key)? {
-            Some(mut record)
-                if record.attempt_id == finish.attempt_id
-                    && record.state == EffectState::Reserved =>
-            {
-                record.state = finish.state;
-                record.updated_at = now;
-                record.detail = finish.detail.clone();
-                txn.put_effect(&record)?;
-            }
             Some(record) => {
                 // INVARIANT (no-release): a record this attempt no longer holds is never
                 // overwritten; the receipt says what this attempt saw.
