@@ -201,10 +201,11 @@ fn conformance_adapters(args: &[String]) -> Result<()> {
             .current_dir(&root)
             .env("COUNTERSIGN_BIN", &cli)
             .args([
+                // `--workspace`, not `-p countersign-swiftide`: the same feature resolution as
+                // the workspace test run, so nothing is compiled a second time.
                 "test",
                 "--quiet",
-                "-p",
-                "countersign-swiftide",
+                "--workspace",
                 "--test",
                 "adapter",
                 "--",
