@@ -44,10 +44,15 @@ pub struct Pause {
     /// Set when the paused action is a reviewer's edit of the tool call: what it was edited
     /// from. Every later answer for this tool call carries it again ([`approve`] does).
     pub edit: Option<Edit>,
-    /// Set when the feedback this pass received named another request (`apr_…`): that feedback
-    /// answered nothing, and the run paused again on `request_id`.
+    /// Set when the feedback this pass received answered nothing, and the run paused again on
+    /// `request_id`: the other request it named (`apr_…`), or [`NOT_AN_ANSWER`] when it carried
+    /// no Countersign answer at all (swiftide's own payload-less `ToolFeedback::approved()`).
     pub ignored_feedback: Option<String>,
 }
+
+/// [`Pause::ignored_feedback`] for feedback that carried no Countersign answer: build answers
+/// with [`approve`] or [`reject`], which name the request and the arguments shown.
+pub const NOT_AN_ANSWER: &str = "feedback without a Countersign answer";
 
 impl Pause {
     pub(crate) fn new(

@@ -474,7 +474,12 @@ impl Pass {
             return Err(Halt::Refused(refusal));
         };
         let ignored = match (&slot.answer, slot.answer_used) {
-            (Some(answer), false) => answer.request_id.clone(),
+            (Some(answer), false) => Some(
+                answer
+                    .request_id
+                    .clone()
+                    .unwrap_or_else(|| crate::feedback::NOT_AN_ANSWER.to_owned()),
+            ),
             _ => None,
         };
         let edit = slot.answer.as_ref().and_then(|answer| answer.edit.clone());

@@ -51,8 +51,8 @@ mod interrupt;
 mod resume;
 
 pub use feedback::{
-    Edit, FEEDBACK_SCHEMA, FeedbackPayload, PAUSE_SCHEMA, Pause, approve, edit, model_message,
-    recheck, reject,
+    Edit, FEEDBACK_SCHEMA, FeedbackPayload, NOT_AN_ANSWER, PAUSE_SCHEMA, Pause, approve, edit,
+    model_message, recheck, reject,
 };
 pub use gate::{ActionSpec, CountersignAction, Gate, GatedTool, Halt, Outcome, Pass};
 pub use interrupt::{FRAMEWORK, SwiftideInterrupt};

@@ -197,6 +197,11 @@ async fn swiftide_feedback_without_a_request_id_answers_nothing() {
         again.request_id, first.request_id,
         "the same request, not a new one"
     );
+    // The host can tell its feedback answered nothing.
+    assert_eq!(
+        again.ignored_feedback.as_deref(),
+        Some(countersign_swiftide::NOT_AN_ANSWER)
+    );
     assert_eq!(world.approvals().await, vec!["pending"]);
     assert!(world.receipts().await.is_empty());
 }
