@@ -103,7 +103,8 @@ _NOT_EXECUTED_TEXT = {
         "not happen later. Ask the user whether to request approval again."
     ),
     "pending": (
-        "This call is waiting for a human decision and has not run. Do not assume it happened."
+        "This call is waiting for a human decision and has not run. Do not assume it happened; "
+        "tell the user it needs approval, and send the identical call again once it is approved."
     ),
 }
 
