@@ -555,14 +555,31 @@ pub async fn verify(
         return Ok(ExitCode::SUCCESS);
     }
     let store = open_existing(global).await?;
-    if !global.json {
-        return verify_chain(store.as_ref(), args.anchor.as_deref(), false, out).await;
-    }
     let anchor = read_anchor(args.anchor.as_deref())?;
     let report = evidence::verify_store(store.as_ref(), anchor.as_ref()).await?;
-    write_json(
-        out,
-        &serde_json::json!({"policy": policy_summary, "store": global.store_url(), "chain": report}),
-    )?;
-    Ok(exit_for(&report))
+    // The effects table is what the kernel consults before running an effect and it is not
+    // chained: compare it with the receipts (only meaningful on an intact chain).
+    let effects = match report.first_break {
+        None => Some(evidence::cross_check_effects(store.as_ref()).await?),
+        Some(_) => None,
+    };
+    let agree = effects
+        .as_ref()
+        .is_none_or(|check| check.disagreements.is_empty());
+    if global.json {
+        write_json(
+            out,
+            &serde_json::json!({"policy": policy_summary, "store": global.store_url(), "chain": report, "effects": effects}),
+        )?;
+    } else {
+        render::verify_report(&report, out)?;
+        if let Some(check) = &effects {
+            render::effect_check(check, out)?;
+        }
+    }
+    Ok(if agree {
+        exit_for(&report)
+    } else {
+        ExitCode::FAILURE
+    })
 }

@@ -100,6 +100,33 @@ pub fn receipts_table(receipts: &[Receipt]) -> Table {
     table
 }
 
+/// The effects table compared with the receipts (`countersign verify`).
+pub fn effect_check(
+    check: &countersign::evidence::EffectCheck,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    if check.disagreements.is_empty() {
+        return writeln!(
+            out,
+            "effects agree with the receipts: {} settled effect(s) checked",
+            check.checked
+        );
+    }
+    writeln!(
+        out,
+        "effects DISAGREE with the receipts ({} of {} checked):",
+        check.disagreements.len(),
+        check.checked
+    )?;
+    for disagreement in &check.disagreements {
+        writeln!(out, "  {disagreement}")?;
+    }
+    writeln!(
+        out,
+        "the effects table was changed outside Countersign; the receipts are the record: find what wrote to the store, and restore the table from a backup before the agent runs again"
+    )
+}
+
 /// The verification report, in words.
 pub fn verify_report(report: &VerifyReport, out: &mut dyn Write) -> io::Result<()> {
     match &report.first_break {

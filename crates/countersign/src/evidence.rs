@@ -681,6 +681,149 @@ pub async fn verify_store(
     Ok(verifier.finish(anchor))
 }
 
+/// An effect whose row in the store disagrees with what its receipts record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct EffectDisagreement {
+    /// The effect key.
+    pub effect_key: String,
+    /// The state in the effects table (`None`: no row).
+    pub table: Option<crate::effect::EffectState>,
+    /// The state its receipts end in (`None`: no receipt records an outcome for it).
+    pub receipts: Option<crate::effect::EffectState>,
+}
+
+impl std::fmt::Display for EffectDisagreement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let key = printable(&self.effect_key);
+        match (self.table, self.receipts) {
+            (None, Some(receipts)) => write!(
+                f,
+                "effect `{key}` has no row in the effects table, but its receipts end `{}`: the row was deleted, so the effect could run again",
+                receipts.as_str()
+            ),
+            (Some(table), None) => write!(
+                f,
+                "effect `{key}` is `{}` in the effects table, but no receipt records an outcome for it: the row was written outside Countersign",
+                table.as_str()
+            ),
+            (Some(table), Some(receipts)) => write!(
+                f,
+                "effect `{key}` is `{}` in the effects table, but its receipts end `{}`: the table was edited",
+                table.as_str(),
+                receipts.as_str()
+            ),
+            (None, None) => write!(f, "effect `{key}`: nothing recorded"),
+        }
+    }
+}
+
+/// What [`cross_check_effects`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct EffectCheck {
+    /// Effect rows with a settled state (committed, failed, ambiguous) that were compared.
+    pub checked: u64,
+    /// Every disagreement, in effect-key order.
+    pub disagreements: Vec<EffectDisagreement>,
+}
+
+/// The effect state a receipt leaves its key in, if it changes it.
+fn effect_state_after(receipt: &Receipt) -> Option<crate::effect::EffectState> {
+    use crate::effect::EffectState;
+    match (receipt.kind, receipt.outcome) {
+        (ReceiptKind::Attempt | ReceiptKind::Resolution, ReceiptOutcome::Committed) => {
+            Some(EffectState::Committed)
+        }
+        (ReceiptKind::Attempt | ReceiptKind::Resolution, ReceiptOutcome::Failed) => {
+            Some(EffectState::Failed)
+        }
+        (ReceiptKind::Attempt, ReceiptOutcome::Ambiguous) | (ReceiptKind::LeaseExpired, _) => {
+            Some(EffectState::Ambiguous)
+        }
+        _ => None,
+    }
+}
+
+/// Compare the effects table with the receipt chain: every settled effect row (committed,
+/// failed, ambiguous) must be the state its key's receipts end in, and every key whose receipts
+/// record an outcome must still have its row. The effects table is what the kernel consults
+/// before running an effect, and it is not hash-chained: an edited or deleted row could let an
+/// effect run again, and this is how `countersign verify` notices. Rows still `reserved` (an
+/// attempt in flight, or one whose lease lapsed) are not compared; keys with `observed`
+/// receipts (observe mode) are skipped. Run it on an intact chain ([`verify_store`]).
+///
+/// # Errors
+///
+/// [`crate::StoreError`] when the store cannot be read, or `Corrupt` for a receipt whose body
+/// does not parse.
+///
+/// # Cancel safety
+///
+/// Read-only.
+pub async fn cross_check_effects(
+    store: &dyn crate::store::Store,
+) -> Result<EffectCheck, crate::error::StoreError> {
+    use std::collections::{BTreeMap, BTreeSet};
+    const PAGE: usize = 2_000;
+    let mut ended: BTreeMap<String, crate::effect::EffectState> = BTreeMap::new();
+    let mut observed: BTreeSet<String> = BTreeSet::new();
+    let mut after = 0;
+    loop {
+        let page = store.receipts(after, PAGE).await?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        for stored in &page {
+            let receipt =
+                stored
+                    .to_receipt()
+                    .map_err(|detail| crate::error::StoreError::Corrupt {
+                        detail: format!("receipt {} does not parse: {detail}", stored.seq),
+                    })?;
+            let Some(key) = receipt.effect_key.clone() else {
+                continue;
+            };
+            if receipt.outcome == ReceiptOutcome::Observed {
+                observed.insert(key);
+            } else if let Some(state) = effect_state_after(&receipt) {
+                ended.insert(key, state);
+            }
+        }
+        if page.len() < PAGE {
+            break;
+        }
+    }
+    let mut check = EffectCheck::default();
+    let mut rows = BTreeSet::new();
+    for effect in store.effects(None).await? {
+        let key = effect.key.as_str().to_owned();
+        rows.insert(key.clone());
+        if effect.state == crate::effect::EffectState::Reserved || observed.contains(&key) {
+            continue;
+        }
+        check.checked += 1;
+        let receipts = ended.get(&key).copied();
+        if receipts != Some(effect.state) {
+            check.disagreements.push(EffectDisagreement {
+                effect_key: key,
+                table: Some(effect.state),
+                receipts,
+            });
+        }
+    }
+    for (key, state) in ended {
+        if !rows.contains(&key) && !observed.contains(&key) {
+            check.disagreements.push(EffectDisagreement {
+                effect_key: key,
+                table: None,
+                receipts: Some(state),
+            });
+        }
+    }
+    check
+        .disagreements
+        .sort_by(|a, b| a.effect_key.cmp(&b.effect_key));
+    Ok(check)
+}
+
 /// `text` made safe to show a person in a terminal or a log line: control characters (newlines
 /// included) and Unicode bidirectional and invisible formatting characters (U+061C, U+200B to
 /// U+200F, U+202A to U+202E, U+2060 to U+2069, U+FEFF) are written as `\u{…}` escapes, so a

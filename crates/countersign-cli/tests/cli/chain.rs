@@ -1,5 +1,6 @@
 //! `receipts --verify` and `verify`: an intact chain passes; an edited receipt is named; deleted
-//! newest receipts are caught with an anchor and, without one, the output says they cannot be.
+//! newest receipts are caught with an anchor and, without one, the output says they cannot be;
+//! `verify` also compares the effects table with the receipts.
 
 use crate::support::{Run, Sandbox};
 
@@ -60,6 +61,40 @@ fn an_edited_receipt_is_named_as_the_first_break() {
     let run = sandbox.run(&["verify"]);
     assert_eq!(run.status, Some(1), "{run:?}");
     assert!(run.stdout.contains("chain BROKEN at receipt 3"), "{run:?}");
+}
+
+#[test]
+fn an_edited_effects_table_is_caught_by_verify_though_the_chain_is_intact() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    // Flipping a committed refund to `failed` would let it run again; the receipts are untouched.
+    let changed = raw_store(&sandbox)
+        .execute(
+            "UPDATE effects SET state = 'failed' WHERE key = 'refund:pi_1001'",
+            [],
+        )
+        .expect("edit the effects table");
+    assert_eq!(changed, 1);
+
+    let run = sandbox.run(&["verify"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(run.stdout.contains("chain intact"), "{run:?}");
+    assert!(
+        run.stdout.contains(
+            "effect `refund:pi_1001` is `failed` in the effects table, but its receipts end `committed`"
+        ),
+        "{run:?}"
+    );
+    snapshot(&sandbox, "verify_effects_edited", &run);
+
+    let run = sandbox.run(&["verify", "--json"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(report["chain"]["first_break"], serde_json::Value::Null);
+    let disagreements = &report["effects"]["disagreements"];
+    assert_eq!(disagreements[0]["effect_key"], "refund:pi_1001");
+    assert_eq!(disagreements[0]["table"], "failed");
+    assert_eq!(disagreements[0]["receipts"], "committed");
 }
 
 #[test]

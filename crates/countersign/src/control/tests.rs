@@ -1523,3 +1523,118 @@ async fn an_interrupt_answering_as_the_principal_authorizes_nothing() {
     assert_eq!(requests.len(), 1);
     assert_eq!(requests[0].state, ApprovalState::Pending);
 }
+
+#[tokio::test]
+async fn an_edited_or_deleted_effect_row_disagrees_with_its_receipts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("test.db");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).unwrap());
+    let world = World::with_store(store, REFUNDS, Some(dir));
+    for payment in ["pi_1", "pi_2", "pi_3"] {
+        world
+            .call(
+                "stripe.refund",
+                json!({"payment_id": payment, "amount": 10}),
+            )
+            .await
+            .unwrap();
+    }
+    let intact = crate::evidence::cross_check_effects(world.store.as_ref())
+        .await
+        .unwrap();
+    assert_eq!((intact.checked, intact.disagreements.len()), (3, 0));
+
+    // Someone with write access to the file flips one outcome and deletes another row: either
+    // would let the effect run again, and neither touches the hash-chained receipts.
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    raw.execute(
+        "UPDATE effects SET state = 'failed' WHERE key = 'refund:pi_1'",
+        [],
+    )
+    .unwrap();
+    raw.execute("DELETE FROM effects WHERE key = 'refund:pi_2'", [])
+        .unwrap();
+    drop(raw);
+    let check = crate::evidence::cross_check_effects(world.store.as_ref())
+        .await
+        .unwrap();
+    assert_eq!(check.checked, 2);
+    let found: Vec<String> = check
+        .disagreements
+        .iter()
+        .map(ToString::to_string)
+        .collect();
+    assert_eq!(
+        found,
+        [
+            "effect `refund:pi_1` is `failed` in the effects table, but its receipts end `committed`: the table was edited",
+            "effect `refund:pi_2` has no row in the effects table, but its receipts end `committed`: the row was deleted, so the effect could run again",
+        ]
+    );
+    // The chain itself is intact: only the cross-check sees it.
+    let chain = crate::evidence::verify_store(world.store.as_ref(), None)
+        .await
+        .unwrap();
+    assert!(chain.first_break.is_none());
+}
+
+#[tokio::test]
+async fn effects_agree_with_receipts_through_failure_ambiguity_and_resolution() {
+    for backend in BACKENDS {
+        let world = World::new(backend, REFUNDS);
+        // A definite failure, then a retry that commits.
+        let failed = world
+            .control
+            .execute(
+                ActionRequest::new(
+                    "stripe.refund",
+                    &json!({"payment_id": "pi_f", "amount": 10}),
+                ),
+                |_| async { Err::<String, _>(ExecutorError::not_executed("card network down")) },
+            )
+            .await;
+        assert!(failed.is_err());
+        world
+            .call("stripe.refund", json!({"payment_id": "pi_f", "amount": 10}))
+            .await
+            .unwrap();
+        // An unknown outcome, resolved by a person.
+        let lost = world
+            .control
+            .execute(
+                ActionRequest::new(
+                    "stripe.refund",
+                    &json!({"payment_id": "pi_a", "amount": 10}),
+                ),
+                |_| async { Err::<String, _>(ExecutorError::failed("connection reset")) },
+            )
+            .await;
+        assert!(lost.is_err());
+        let before = crate::evidence::cross_check_effects(world.store.as_ref())
+            .await
+            .unwrap();
+        assert_eq!(
+            (before.checked, before.disagreements.len()),
+            (2, 0),
+            "{backend:?}"
+        );
+        world
+            .control
+            .resolve(
+                &crate::EffectKey::new("refund:pi_a").unwrap(),
+                crate::EffectState::Committed,
+                "human:ops",
+                None,
+            )
+            .await
+            .unwrap();
+        let after = crate::evidence::cross_check_effects(world.store.as_ref())
+            .await
+            .unwrap();
+        assert_eq!(
+            (after.checked, after.disagreements.len()),
+            (2, 0),
+            "{backend:?}"
+        );
+    }
+}
