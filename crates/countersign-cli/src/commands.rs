@@ -559,22 +559,31 @@ pub async fn verify(
     let report = evidence::verify_store(store.as_ref(), anchor.as_ref()).await?;
     // The effects table is what the kernel consults before running an effect and it is not
     // chained: compare it with the receipts (only meaningful on an intact chain).
-    let effects = match report.first_break {
-        None => Some(evidence::cross_check_effects(store.as_ref()).await?),
-        Some(_) => None,
+    let (effects, approvals) = match report.first_break {
+        None => (
+            Some(evidence::cross_check_effects(store.as_ref()).await?),
+            Some(evidence::cross_check_approvals(store.as_ref()).await?),
+        ),
+        Some(_) => (None, None),
     };
     let agree = effects
         .as_ref()
-        .is_none_or(|check| check.disagreements.is_empty());
+        .is_none_or(|check| check.disagreements.is_empty())
+        && approvals
+            .as_ref()
+            .is_none_or(|check| check.disagreements.is_empty());
     if global.json {
         write_json(
             out,
-            &serde_json::json!({"policy": policy_summary, "store": global.store_url(), "chain": report, "effects": effects}),
+            &serde_json::json!({"policy": policy_summary, "store": global.store_url(), "chain": report, "effects": effects, "approvals": approvals}),
         )?;
     } else {
         render::verify_report(&report, out)?;
         if let Some(check) = &effects {
             render::effect_check(check, out)?;
+        }
+        if let Some(check) = &approvals {
+            render::approval_check(check, out)?;
         }
     }
     Ok(if agree {

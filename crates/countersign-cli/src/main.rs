@@ -83,8 +83,8 @@ enum Command {
     /// Show everything recorded about one approval (apr_…), attempt (att_…), effect key or
     /// action hash (sha256:…).
     Inspect(commands::InspectArgs),
-    /// Check that the policy loads, the receipt chain is intact, and the effects table agrees
-    /// with the receipts.
+    /// Check that the policy loads, the receipt chain is intact, and the effects and granted
+    /// approvals agree with the receipts.
     Verify(commands::VerifyArgs),
     /// Put Countersign in front of an MCP tool server: `countersign gateway --alias NAME
     /// --principal WHO -- UPSTREAM COMMAND…`, or `--upstream-url URL` for an HTTP upstream.

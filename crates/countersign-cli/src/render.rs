@@ -127,6 +127,33 @@ pub fn effect_check(
     )
 }
 
+/// The `granted` approval rows compared with the receipts (`countersign verify`).
+pub fn approval_check(
+    check: &countersign::evidence::ApprovalCheck,
+    out: &mut dyn Write,
+) -> io::Result<()> {
+    if check.disagreements.is_empty() {
+        return writeln!(
+            out,
+            "granted approvals agree with the receipts: {} checked",
+            check.checked
+        );
+    }
+    writeln!(
+        out,
+        "granted approvals DISAGREE with the receipts ({} of {} checked):",
+        check.disagreements.len(),
+        check.checked
+    )?;
+    for disagreement in &check.disagreements {
+        writeln!(out, "  {disagreement}")?;
+    }
+    writeln!(
+        out,
+        "the approvals table was changed outside Countersign; the receipts are the record: stop the agent, find what wrote to the store, and restore the table from a backup"
+    )
+}
+
 /// The verification report, in words.
 pub fn verify_report(report: &VerifyReport, out: &mut dyn Write) -> io::Result<()> {
     match &report.first_break {

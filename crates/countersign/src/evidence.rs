@@ -763,34 +763,19 @@ pub async fn cross_check_effects(
     store: &dyn crate::store::Store,
 ) -> Result<EffectCheck, crate::error::StoreError> {
     use std::collections::{BTreeMap, BTreeSet};
-    const PAGE: usize = 2_000;
     let mut ended: BTreeMap<String, crate::effect::EffectState> = BTreeMap::new();
     let mut observed: BTreeSet<String> = BTreeSet::new();
-    let mut after = 0;
-    loop {
-        let page = store.receipts(after, PAGE).await?;
-        let Some(last) = page.last() else { break };
-        after = last.seq;
-        for stored in &page {
-            let receipt =
-                stored
-                    .to_receipt()
-                    .map_err(|detail| crate::error::StoreError::Corrupt {
-                        detail: format!("receipt {} does not parse: {detail}", stored.seq),
-                    })?;
-            let Some(key) = receipt.effect_key.clone() else {
-                continue;
-            };
-            if receipt.outcome == ReceiptOutcome::Observed {
-                observed.insert(key);
-            } else if let Some(state) = effect_state_after(&receipt) {
-                ended.insert(key, state);
-            }
+    for_each_receipt(store, |receipt| {
+        let Some(key) = receipt.effect_key.clone() else {
+            return;
+        };
+        if receipt.outcome == ReceiptOutcome::Observed {
+            observed.insert(key);
+        } else if let Some(state) = effect_state_after(&receipt) {
+            ended.insert(key, state);
         }
-        if page.len() < PAGE {
-            break;
-        }
-    }
+    })
+    .await?;
     let mut check = EffectCheck::default();
     let mut rows = BTreeSet::new();
     for effect in store.effects(None).await? {
@@ -821,6 +806,124 @@ pub async fn cross_check_effects(
     check
         .disagreements
         .sort_by(|a, b| a.effect_key.cmp(&b.effect_key));
+    Ok(check)
+}
+
+/// Every receipt in `store`, oldest first, parsed, handed to `visit` page by page (bounded
+/// memory).
+async fn for_each_receipt(
+    store: &dyn crate::store::Store,
+    mut visit: impl FnMut(Receipt),
+) -> Result<(), crate::error::StoreError> {
+    const PAGE: usize = 2_000;
+    let mut after = 0;
+    loop {
+        let page = store.receipts(after, PAGE).await?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        for stored in &page {
+            visit(
+                stored
+                    .to_receipt()
+                    .map_err(|detail| crate::error::StoreError::Corrupt {
+                        detail: format!("receipt {} does not parse: {detail}", stored.seq),
+                    })?,
+            );
+        }
+        if page.len() < PAGE {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// A `granted` approval row that its receipts do not back.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ApprovalDisagreement {
+    /// The request id.
+    pub request_id: String,
+    /// What its receipts end in: `granted`, `denied`, `consumed`, `expired`, `voided`, or
+    /// `None` when no receipt records an answer.
+    pub receipts: Option<&'static str>,
+}
+
+impl std::fmt::Display for ApprovalDisagreement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let id = printable(&self.request_id);
+        match self.receipts {
+            None => write!(
+                f,
+                "approval `{id}` is `granted` in the approvals table, but no receipt records anyone answering it: the row was written outside Countersign and would authorize an action nobody approved"
+            ),
+            Some(ended) => write!(
+                f,
+                "approval `{id}` is `granted` in the approvals table, but its receipts end `{ended}`: the table was edited and would authorize an action again"
+            ),
+        }
+    }
+}
+
+/// What [`cross_check_approvals`] found.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ApprovalCheck {
+    /// `granted` rows compared.
+    pub checked: u64,
+    /// Every disagreement, in request-id order.
+    pub disagreements: Vec<ApprovalDisagreement>,
+}
+
+/// Compare the approvals table with the receipts: every `granted` row — the state that
+/// authorizes an action — must be backed by a `granted` answer receipt for that request that no
+/// later receipt superseded (an attempt that consumed it, an expiry, a voiding). Other states
+/// authorize nothing and are not compared. Run it on an intact chain ([`verify_store`]).
+///
+/// # Errors
+///
+/// As [`cross_check_effects`].
+///
+/// # Cancel safety
+///
+/// Read-only.
+pub async fn cross_check_approvals(
+    store: &dyn crate::store::Store,
+) -> Result<ApprovalCheck, crate::error::StoreError> {
+    let mut ended: std::collections::BTreeMap<String, &'static str> = Default::default();
+    for_each_receipt(store, |receipt| {
+        let Some(id) = receipt.approval_id.clone() else {
+            return;
+        };
+        let state = match (receipt.kind, receipt.outcome) {
+            (ReceiptKind::Answer, ReceiptOutcome::Granted) => "granted",
+            (ReceiptKind::Answer, ReceiptOutcome::Denied) => "denied",
+            (ReceiptKind::ApprovalExpired, _) => "expired",
+            (ReceiptKind::ApprovalVoided, _) => "voided",
+            (
+                ReceiptKind::Attempt,
+                ReceiptOutcome::Committed | ReceiptOutcome::Failed | ReceiptOutcome::Ambiguous,
+            ) => "consumed",
+            _ => return,
+        };
+        ended.insert(id, state);
+    })
+    .await?;
+    let mut check = ApprovalCheck::default();
+    for record in store
+        .approvals(Some(crate::approval::ApprovalState::Granted))
+        .await?
+    {
+        check.checked += 1;
+        let id = record.id.as_str().to_owned();
+        let receipts = ended.get(&id).copied();
+        if receipts != Some("granted") {
+            check.disagreements.push(ApprovalDisagreement {
+                request_id: id,
+                receipts,
+            });
+        }
+    }
+    check
+        .disagreements
+        .sort_by(|a, b| a.request_id.cmp(&b.request_id));
     Ok(check)
 }
 

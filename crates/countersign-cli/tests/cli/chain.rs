@@ -157,3 +157,32 @@ fn an_empty_log_has_no_anchor_to_export() {
         "the receipt log is empty: there is nothing to anchor yet"
     );
 }
+
+#[test]
+fn a_forged_grant_is_caught_by_verify() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    // The demo's used approval (pi_1002) set back to granted would authorize the refund again.
+    let changed = raw_store(&sandbox)
+        .execute(
+            "UPDATE approvals SET state = 'granted' WHERE state = 'consumed'",
+            [],
+        )
+        .expect("edit the approvals table");
+    assert!(changed >= 1);
+    let run = sandbox.run(&["verify"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("granted approvals DISAGREE with the receipts")
+            && run.stdout.contains("but its receipts end `consumed`"),
+        "{run:?}"
+    );
+    let run = sandbox.run(&["verify", "--json"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(
+        report["approvals"]["disagreements"][0]["receipts"],
+        "consumed"
+    );
+}

@@ -1638,3 +1638,52 @@ async fn effects_agree_with_receipts_through_failure_ambiguity_and_resolution() 
         );
     }
 }
+
+#[tokio::test]
+async fn a_granted_approval_row_must_be_backed_by_its_receipts() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("test.db");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).unwrap());
+    let world = World::with_store(store, REFUNDS, Some(dir));
+    // Used: asked, approved, run once.
+    let used = request_id(&world.call("notify", json!({"to": "u"})).await.unwrap_err());
+    world.approve(&used).await;
+    world.call("notify", json!({"to": "u"})).await.unwrap();
+    // Answered and not yet used: a legitimate grant.
+    let waiting = request_id(&world.call("notify", json!({"to": "w"})).await.unwrap_err());
+    world.approve(&waiting).await;
+    // Never answered.
+    let unanswered = request_id(&world.call("notify", json!({"to": "n"})).await.unwrap_err());
+    let intact = crate::evidence::cross_check_approvals(world.store.as_ref())
+        .await
+        .unwrap();
+    assert_eq!((intact.checked, intact.disagreements.len()), (1, 0));
+
+    // A used grant set back to granted (a replay), and an unanswered request set to granted (a
+    // forged approval): both would authorize an action no person approved now.
+    let raw = rusqlite::Connection::open(&path).unwrap();
+    for id in [&used, &unanswered] {
+        raw.execute(
+            "UPDATE approvals SET state = 'granted' WHERE id = ?1",
+            [id.as_str()],
+        )
+        .unwrap();
+    }
+    drop(raw);
+    let check = crate::evidence::cross_check_approvals(world.store.as_ref())
+        .await
+        .unwrap();
+    assert_eq!(check.checked, 3);
+    let mut found: Vec<(String, Option<&str>)> = check
+        .disagreements
+        .iter()
+        .map(|d| (d.request_id.clone(), d.receipts))
+        .collect();
+    found.sort();
+    let mut want = vec![
+        (used.as_str().to_owned(), Some("consumed")),
+        (unanswered.as_str().to_owned(), None),
+    ];
+    want.sort();
+    assert_eq!(found, want);
+}
