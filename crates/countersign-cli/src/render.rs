@@ -108,13 +108,13 @@ pub fn effect_check(
     if check.disagreements.is_empty() {
         return writeln!(
             out,
-            "effects agree with the receipts: {} settled effect(s) checked",
+            "effects agree with the receipts: {} effect row(s) checked",
             check.checked
         );
     }
     writeln!(
         out,
-        "effects DISAGREE with the receipts ({} of {} checked):",
+        "effects DISAGREE with the receipts ({} disagreement(s); {} effect row(s) checked):",
         check.disagreements.len(),
         check.checked
     )?;
@@ -141,7 +141,7 @@ pub fn approval_check(
     }
     writeln!(
         out,
-        "granted approvals DISAGREE with the receipts ({} of {} checked):",
+        "granted approvals DISAGREE with the receipts ({} disagreement(s); {} granted row(s) checked):",
         check.disagreements.len(),
         check.checked
     )?;

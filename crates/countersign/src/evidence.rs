@@ -720,7 +720,7 @@ impl std::fmt::Display for EffectDisagreement {
 /// What [`cross_check_effects`] found.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct EffectCheck {
-    /// Effect rows with a settled state (committed, failed, ambiguous) that were compared.
+    /// Effect rows compared.
     pub checked: u64,
     /// Every disagreement, in effect-key order.
     pub disagreements: Vec<EffectDisagreement>,
@@ -744,12 +744,13 @@ fn effect_state_after(receipt: &Receipt) -> Option<crate::effect::EffectState> {
 }
 
 /// Compare the effects table with the receipt chain: every settled effect row (committed,
-/// failed, ambiguous) must be the state its key's receipts end in, and every key whose receipts
-/// record an outcome must still have its row. The effects table is what the kernel consults
-/// before running an effect, and it is not hash-chained: an edited or deleted row could let an
-/// effect run again, and this is how `countersign verify` notices. Rows still `reserved` (an
-/// attempt in flight, or one whose lease lapsed) are not compared; keys with `observed`
-/// receipts (observe mode) are skipped. Run it on an intact chain ([`verify_store`]).
+/// failed, ambiguous) must be the state its key's receipts end in; a `reserved` row (an attempt
+/// in flight, or one whose lease lapsed) may only follow no outcome or a definite failure; and
+/// every key whose receipts record an outcome must still have its row. The effects table is
+/// what the kernel consults before running an effect, and it is not hash-chained: an edited or
+/// deleted row could let an effect run again, and this is how `countersign verify` notices.
+/// Keys with `observed` receipts (observe mode) are skipped. Run it on an intact chain
+/// ([`verify_store`]).
 ///
 /// # Errors
 ///
@@ -779,14 +780,21 @@ pub async fn cross_check_effects(
     let mut check = EffectCheck::default();
     let mut rows = BTreeSet::new();
     for effect in store.effects(None).await? {
+        use crate::effect::EffectState;
         let key = effect.key.as_str().to_owned();
         rows.insert(key.clone());
-        if effect.state == crate::effect::EffectState::Reserved || observed.contains(&key) {
+        if observed.contains(&key) {
             continue;
         }
         check.checked += 1;
         let receipts = ended.get(&key).copied();
-        if receipts != Some(effect.state) {
+        let agrees = match effect.state {
+            // A reservation follows no outcome yet (the first attempt, in flight or lapsed) or
+            // a definite failure (a retry); never a commit, and never an unresolved ambiguity.
+            EffectState::Reserved => matches!(receipts, None | Some(EffectState::Failed)),
+            settled => receipts == Some(settled),
+        };
+        if !agrees {
             check.disagreements.push(EffectDisagreement {
                 effect_key: key,
                 table: Some(effect.state),

@@ -1554,6 +1554,13 @@ async fn an_edited_or_deleted_effect_row_disagrees_with_its_receipts() {
     .unwrap();
     raw.execute("DELETE FROM effects WHERE key = 'refund:pi_2'", [])
         .unwrap();
+    // A committed effect set back to reserved blocks it (its lapsed lease reads as ambiguous),
+    // and is just as much an edit.
+    raw.execute(
+        "UPDATE effects SET state = 'reserved' WHERE key = 'refund:pi_3'",
+        [],
+    )
+    .unwrap();
     drop(raw);
     let check = crate::evidence::cross_check_effects(world.store.as_ref())
         .await
@@ -1569,6 +1576,7 @@ async fn an_edited_or_deleted_effect_row_disagrees_with_its_receipts() {
         [
             "effect `refund:pi_1` is `failed` in the effects table, but its receipts end `committed`: the table was edited",
             "effect `refund:pi_2` has no row in the effects table, but its receipts end `committed`: the row was deleted, so the effect could run again",
+            "effect `refund:pi_3` is `reserved` in the effects table, but its receipts end `committed`: the table was edited",
         ]
     );
     // The chain itself is intact: only the cross-check sees it.
