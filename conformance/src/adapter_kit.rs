@@ -263,6 +263,44 @@ pub struct KitOptions {
     pub relaunch: Relaunch,
 }
 
+/// The `countersign` command for a kit run from a test in this workspace: `$COUNTERSIGN_BIN`
+/// if set, else `countersign` built with cargo in `workspace` (the same profile as the
+/// running test binary) and found beside it in `target/<profile>/`.
+///
+/// # Errors
+///
+/// Why cargo could not be run, or that the build failed.
+pub fn workspace_cli(workspace: &std::path::Path) -> Result<PathBuf, String> {
+    if let Some(path) = std::env::var_os("COUNTERSIGN_BIN") {
+        return Ok(PathBuf::from(path));
+    }
+    let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
+    let status = std::process::Command::new(cargo)
+        .current_dir(workspace)
+        .args([
+            "build",
+            "--quiet",
+            "-p",
+            "countersign-cli",
+            "--bin",
+            "countersign",
+        ])
+        .status()
+        .map_err(|error| format!("cannot run cargo: {error}"))?;
+    if !status.success() {
+        return Err(format!(
+            "building the countersign command failed ({status})"
+        ));
+    }
+    let exe = std::env::current_exe()
+        .map_err(|error| format!("cannot find the running test binary: {error}"))?;
+    // target/<profile>/deps/<test binary> → target/<profile>/countersign
+    exe.parent()
+        .and_then(std::path::Path::parent)
+        .map(|profile| profile.join(format!("countersign{}", std::env::consts::EXE_SUFFIX)))
+        .ok_or_else(|| "the test binary does not live in target/<profile>/deps".to_owned())
+}
+
 /// Why the kit could not run at all (as opposed to a case failing).
 #[derive(Debug)]
 pub enum KitError {

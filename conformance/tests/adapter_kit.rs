@@ -29,32 +29,10 @@ pub fn options() -> KitOptions {
 pub fn cli() -> &'static PathBuf {
     static CLI: OnceLock<PathBuf> = OnceLock::new();
     CLI.get_or_init(|| {
-        if let Some(path) = std::env::var_os("COUNTERSIGN_BIN") {
-            return PathBuf::from(path);
-        }
-        let root = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        let workspace = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
             .parent()
-            .expect("the conformance crate sits in the workspace")
-            .to_path_buf();
-        let cargo = std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned());
-        let status = std::process::Command::new(cargo)
-            .current_dir(&root)
-            .args([
-                "build",
-                "--quiet",
-                "-p",
-                "countersign-cli",
-                "--bin",
-                "countersign",
-            ])
-            .status()
-            .expect("cargo runs");
-        assert!(status.success(), "building the countersign command failed");
-        let exe = std::env::current_exe().expect("the test binary has a path");
-        // target/<profile>/deps/<test binary> → target/<profile>/countersign
-        exe.parent()
-            .and_then(|deps| deps.parent())
-            .expect("the test binary lives in target/<profile>/deps")
-            .join(format!("countersign{}", std::env::consts::EXE_SUFFIX))
+            .expect("the conformance crate sits in the workspace");
+        countersign_conformance::adapter_kit::workspace_cli(workspace)
+            .unwrap_or_else(|error| panic!("{error}"))
     })
 }

@@ -566,12 +566,8 @@ pub async fn verify(
         ),
         Some(_) => (None, None),
     };
-    let agree = effects
-        .as_ref()
-        .is_none_or(|check| check.disagreements.is_empty())
-        && approvals
-            .as_ref()
-            .is_none_or(|check| check.disagreements.is_empty());
+    let agree = effects.as_ref().is_none_or(evidence::StateCheck::agrees)
+        && approvals.as_ref().is_none_or(evidence::StateCheck::agrees);
     if global.json {
         write_json(
             out,
@@ -580,10 +576,20 @@ pub async fn verify(
     } else {
         render::verify_report(&report, out)?;
         if let Some(check) = &effects {
-            render::effect_check(check, out)?;
+            render::state_check(
+                "effects",
+                check,
+                "the effects table was changed outside Countersign; the receipts are the record: find what wrote to the store, and restore the table from a backup before the agent runs again",
+                out,
+            )?;
         }
         if let Some(check) = &approvals {
-            render::approval_check(check, out)?;
+            render::state_check(
+                "granted approvals",
+                check,
+                "the approvals table was changed outside Countersign; the receipts are the record: stop the agent, find what wrote to the store, and restore the table from a backup",
+                out,
+            )?;
         }
     }
     Ok(if agree {

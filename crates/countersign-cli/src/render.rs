@@ -100,58 +100,31 @@ pub fn receipts_table(receipts: &[Receipt]) -> Table {
     table
 }
 
-/// The effects table compared with the receipts (`countersign verify`).
-pub fn effect_check(
-    check: &countersign::evidence::EffectCheck,
+/// A state table compared with the receipts (`countersign verify`): `what` names the rows
+/// (`effects`, `granted approvals`), `advice` is the next step when they disagree.
+pub fn state_check<D: std::fmt::Display>(
+    what: &str,
+    check: &countersign::evidence::StateCheck<D>,
+    advice: &str,
     out: &mut dyn Write,
 ) -> io::Result<()> {
-    if check.disagreements.is_empty() {
+    if check.agrees() {
         return writeln!(
             out,
-            "effects agree with the receipts: {} effect row(s) checked",
+            "{what} agree with the receipts: {} row(s) checked",
             check.checked
         );
     }
     writeln!(
         out,
-        "effects DISAGREE with the receipts ({} disagreement(s); {} effect row(s) checked):",
+        "{what} DISAGREE with the receipts ({} disagreement(s); {} row(s) checked):",
         check.disagreements.len(),
         check.checked
     )?;
     for disagreement in &check.disagreements {
         writeln!(out, "  {disagreement}")?;
     }
-    writeln!(
-        out,
-        "the effects table was changed outside Countersign; the receipts are the record: find what wrote to the store, and restore the table from a backup before the agent runs again"
-    )
-}
-
-/// The `granted` approval rows compared with the receipts (`countersign verify`).
-pub fn approval_check(
-    check: &countersign::evidence::ApprovalCheck,
-    out: &mut dyn Write,
-) -> io::Result<()> {
-    if check.disagreements.is_empty() {
-        return writeln!(
-            out,
-            "granted approvals agree with the receipts: {} checked",
-            check.checked
-        );
-    }
-    writeln!(
-        out,
-        "granted approvals DISAGREE with the receipts ({} disagreement(s); {} granted row(s) checked):",
-        check.disagreements.len(),
-        check.checked
-    )?;
-    for disagreement in &check.disagreements {
-        writeln!(out, "  {disagreement}")?;
-    }
-    writeln!(
-        out,
-        "the approvals table was changed outside Countersign; the receipts are the record: stop the agent, find what wrote to the store, and restore the table from a backup"
-    )
+    writeln!(out, "{advice}")
 }
 
 /// The verification report, in words.

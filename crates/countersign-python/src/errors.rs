@@ -76,11 +76,15 @@ fn did_run(error: &ControlError) -> &'static str {
     }
 }
 
-/// A kernel refusal as the matching `countersign` exception. The exception also carries the
-/// kernel's error itself (attribute `_kernel_refusal`), so the conformance kit gets back exactly
-/// what the kernel refused with when a Python adapter lets the exception through.
+/// A kernel refusal as the matching `countersign` exception. While the conformance kit runs in
+/// this process, the exception also carries the kernel's error itself (attribute
+/// `_kernel_refusal`), so the kit gets back exactly what the kernel refused with when a Python
+/// adapter lets the exception through; otherwise nothing is added to the refusal path.
 pub fn control_error(py: Python<'_>, error: ControlError, cause: Option<PyErr>) -> PyErr {
     let built = control_exception(py, &error, cause);
+    if !crate::kit::running() {
+        return built;
+    }
     if let Ok(refusal) = Py::new(py, crate::kit::KernelRefusal::new(error)) {
         // Best effort: an exception that cannot take the attribute is still the right one.
         let _ = built

@@ -57,6 +57,15 @@ impl KernelRefusal {
 /// The attribute of a `countersign` exception that holds its [`KernelRefusal`].
 pub(crate) const REFUSAL_ATTRIBUTE: &str = "_kernel_refusal";
 
+/// Set while [`run_adapter_kit`] runs in this process: only then do refusals carry the kernel's
+/// error (the attribute costs an allocation on every refusal, which users' calls need not pay).
+static RUNNING: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Is the kit running in this process?
+pub(crate) fn running() -> bool {
+    RUNNING.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Run `work` on a thread of its own (outside the Tokio runtime) and wait for it.
 fn on_own_thread<T: Send>(work: impl FnOnce() -> T + Send) -> Option<T> {
     std::thread::scope(|scope| scope.spawn(work).join().ok())
@@ -517,7 +526,9 @@ pub(crate) fn run_adapter_kit(
         },
     };
     let adapter = PyAdapter::new(py, adapter)?;
+    RUNNING.store(true, std::sync::atomic::Ordering::Relaxed);
     let ran = py.detach(|| runtime().block_on(adapter_kit::run(&adapter, &options)));
+    RUNNING.store(false, std::sync::atomic::Ordering::Relaxed);
     let report = ran.map_err(|error| PyRuntimeError::new_err(error.to_string()))?;
     Ok((
         report.is_ok(),

@@ -349,16 +349,6 @@ impl ApprovalProvider for InterruptApprovalProvider {
         if self.interrupt.carries_approved_arguments() {
             answered_about_pending(pending, answer.arguments.as_ref())?;
         }
-        if answer.approver == pending.principal {
-            return Err(ControlError::InterruptFailed {
-                request_id: pending.request_id.clone(),
-                framework: self.interrupt.framework().to_owned(),
-                message: format!(
-                    "the answer names `{}`, the principal that asked, as its approver: a different identity must answer",
-                    answer.approver
-                ),
-            });
-        }
         record_answer(
             self.store.as_ref(),
             &pending.request_id,
@@ -368,7 +358,19 @@ impl ApprovalProvider for InterruptApprovalProvider {
             self.clock.now(),
         )
         .await
-        .map_err(ControlError::from_answer_error)?;
+        .map_err(|error| match error {
+            // The rule lives in `plan_answer`; here it is the framework's answer that broke it.
+            crate::error::AnswerError::SelfApproval { approver, .. } => {
+                ControlError::InterruptFailed {
+                    request_id: pending.request_id.clone(),
+                    framework: self.interrupt.framework().to_owned(),
+                    message: format!(
+                        "the answer names `{approver}`, the principal that asked, as its approver: a different identity must answer"
+                    ),
+                }
+            }
+            other => ControlError::from_answer_error(other),
+        })?;
         Ok(ProviderOutcome::Answered)
     }
 }

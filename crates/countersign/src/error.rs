@@ -339,6 +339,7 @@ impl ControlError {
             AnswerError::NoApprover => {
                 ControlError::Internal("an interrupt answered without an approver".to_owned())
             }
+            // `InterruptApprovalProvider` maps this one itself, naming the framework.
             AnswerError::SelfApproval { request_id, .. } => ControlError::Internal(format!(
                 "an interrupt answered approval `{request_id}` as its own principal"
             )),

@@ -717,14 +717,34 @@ impl std::fmt::Display for EffectDisagreement {
     }
 }
 
-/// What [`cross_check_effects`] found.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct EffectCheck {
-    /// Effect rows compared.
+/// What a comparison of a state table with the receipts found ([`cross_check_effects`],
+/// [`cross_check_approvals`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StateCheck<D> {
+    /// Rows compared.
     pub checked: u64,
-    /// Every disagreement, in effect-key order.
-    pub disagreements: Vec<EffectDisagreement>,
+    /// Every disagreement, in key order.
+    pub disagreements: Vec<D>,
 }
+
+impl<D> Default for StateCheck<D> {
+    fn default() -> Self {
+        StateCheck {
+            checked: 0,
+            disagreements: Vec::new(),
+        }
+    }
+}
+
+impl<D> StateCheck<D> {
+    /// True when every compared row agrees with the receipts.
+    pub fn agrees(&self) -> bool {
+        self.disagreements.is_empty()
+    }
+}
+
+/// What [`cross_check_effects`] found.
+pub type EffectCheck = StateCheck<EffectDisagreement>;
 
 /// The effect state a receipt leaves its key in, if it changes it.
 fn effect_state_after(receipt: &Receipt) -> Option<crate::effect::EffectState> {
@@ -871,14 +891,8 @@ impl std::fmt::Display for ApprovalDisagreement {
     }
 }
 
-/// What [`cross_check_approvals`] found.
-#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
-pub struct ApprovalCheck {
-    /// `granted` rows compared.
-    pub checked: u64,
-    /// Every disagreement, in request-id order.
-    pub disagreements: Vec<ApprovalDisagreement>,
-}
+/// What [`cross_check_approvals`] found (`checked` counts `granted` rows).
+pub type ApprovalCheck = StateCheck<ApprovalDisagreement>;
 
 /// Compare the approvals table with the receipts: every `granted` row — the state that
 /// authorizes an action — must be backed by a `granted` answer receipt for that request that no
