@@ -49,6 +49,7 @@ pub mod error;
 pub mod evidence;
 pub mod policy;
 pub mod store;
+pub mod token;
 
 pub use action::{Action, ActionHash, Principal, canonical};
 pub use approval::{
