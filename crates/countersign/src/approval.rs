@@ -11,8 +11,11 @@
 //! granted ──► void                      the action's policy entry changed since the request
 //! ```
 //!
-//! The first answer wins; a second, different answer is refused with the stored decision, and an
-//! identical repeat is an idempotent success (case B30). A caller that stops waiting changes
+//! Every answer is judged by the [`ApprovalRule`] stored with the request when it was opened
+//! (who may answer, how many must, what identity is required: [`crate::approver`]). The first
+//! *decisive* answer wins: the quorum's last yes grants, and any entitled no denies. A second,
+//! different answer is refused with the stored decision, and an identical repeat (the same
+//! decision by the same approver) is an idempotent success that writes nothing (case B30). A caller that stops waiting changes
 //! nothing (case B31). Expiry compares against one clock with no skew allowance (case B32).
 //!
 //! Every transition is decided by a pure function here ([`plan_answer`], [`plan_take`],
@@ -24,6 +27,7 @@ use std::sync::Arc;
 use serde::Serialize;
 
 use crate::action::{ActionHash, REDACTED, canonical};
+use crate::approver::{ApprovalRule, Approver, Channel, Credential};
 use crate::clock::Timestamp;
 use crate::error::ControlError;
 use crate::store::Store;
@@ -161,17 +165,65 @@ pub struct ApprovalRecord {
     pub expires_at: Timestamp,
     /// When it was answered, if it was.
     pub answered_at: Option<Timestamp>,
-    /// Who answered.
+    /// Who gave the decisive answer (the quorum's last yes, or the no).
     pub approver: Option<String>,
-    /// The approver's note, quoted as data.
+    /// The decisive answer's note, quoted as data.
     pub note: Option<String>,
     /// When it was consumed, if it was.
     pub consumed_at: Option<Timestamp>,
     /// The attempt that consumed it (`att_…`).
     pub consumed_by: Option<String>,
+    /// The rule every answer is judged by, fixed when the request was opened.
+    pub rule: ApprovalRule,
+    /// Every answer that counted, oldest first (one per approver).
+    pub answers: Vec<RecordedAnswer>,
+}
+
+/// One answer that counted towards a request's decision, as stored.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RecordedAnswer {
+    /// Who answered, with the groups that were judged, the channel and the authentication.
+    pub approver: Approver,
+    /// Approve or reject.
+    pub decision: AnswerDecision,
+    /// When (UTC, RFC 3339 with milliseconds).
+    pub answered_at: Timestamp,
+    /// Their note, quoted as data.
+    pub note: Option<String>,
+    /// Did the surface echo the action hash it showed the approver? False only for answers
+    /// through the programmatic API or the CLI without `--hash`.
+    pub hash_confirmed: bool,
 }
 
 impl ApprovalRecord {
+    /// The yes answers given so far.
+    pub fn approvals_given(&self) -> u32 {
+        let count = self
+            .answers
+            .iter()
+            .filter(|answer| answer.decision == AnswerDecision::Approve)
+            .count();
+        u32::try_from(count).unwrap_or(u32::MAX)
+    }
+
+    /// The approvers whose yes granted it (empty unless it was granted).
+    pub fn granted_by(&self) -> Vec<&Approver> {
+        if !matches!(self.state, ApprovalState::Granted | ApprovalState::Consumed)
+            && self
+                .answers
+                .iter()
+                .all(|answer| answer.decision != AnswerDecision::Approve)
+        {
+            return Vec::new();
+        }
+        self.answers
+            .iter()
+            .filter(|answer| answer.decision == AnswerDecision::Approve)
+            .map(|answer| &answer.approver)
+            .collect()
+    }
+
     /// Is it expired at `now`? Expiry is `now >= expires_at`, with no skew allowance.
     pub fn is_expired_at(&self, now: Timestamp) -> bool {
         self.state == ApprovalState::Expired
@@ -192,21 +244,77 @@ impl ApprovalRecord {
             action_hash: self.action_hash.clone(),
             created_at: self.created_at,
             expires_at: self.expires_at,
+            approvers: self.rule.summary(),
+            quorum: self.rule.quorum,
+            approvals_given: self.approvals_given(),
         }
     }
 }
 
-/// A human's decision.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+/// A human's decision: the closed set every surface maps its answer onto.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, serde::Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum AnswerDecision {
-    /// Yes: grant the request.
+    /// Yes: grant the request (once the quorum is reached).
     Approve,
-    /// No: deny the request.
+    /// No: deny the request. Written `deny` (or `reject`) by every surface.
     Reject,
 }
 
+/// A submitted decision that is not one of the closed set (case B38): `null`, `true`, `1`,
+/// `"yes"`, `{}`, an empty string, a missing key... It changes nothing and is recorded as a
+/// refused answer.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct InvalidDecision {
+    /// What was submitted, as compact JSON (`null` for a missing key).
+    pub given: String,
+}
+
 impl AnswerDecision {
+    /// The decision a surface submitted, strictly: only the JSON strings `"approve"`, `"deny"`
+    /// and `"reject"` are decisions. Everything else — booleans, numbers, `"true"`, `"yes"`,
+    /// other case, objects, `null` or a missing value (`None`) — is an [`InvalidDecision`].
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidDecision`] holding what was given.
+    pub fn from_submitted(
+        value: Option<&serde_json::Value>,
+    ) -> Result<AnswerDecision, InvalidDecision> {
+        match value {
+            Some(serde_json::Value::String(text)) => AnswerDecision::parse(text),
+            Some(other) => Err(InvalidDecision {
+                given: other.to_string(),
+            }),
+            None => Err(InvalidDecision {
+                given: "null".to_owned(),
+            }),
+        }
+    }
+
+    /// Parse decision text strictly: `approve`, `deny` or `reject`, nothing else.
+    ///
+    /// # Errors
+    ///
+    /// [`InvalidDecision`] holding the text as a JSON string.
+    pub fn parse(text: &str) -> Result<AnswerDecision, InvalidDecision> {
+        match text {
+            "approve" => Ok(AnswerDecision::Approve),
+            "deny" | "reject" => Ok(AnswerDecision::Reject),
+            other => Err(InvalidDecision {
+                given: serde_json::Value::String(other.to_owned()).to_string(),
+            }),
+        }
+    }
+
+    /// `approve` or `reject`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            AnswerDecision::Approve => "approve",
+            AnswerDecision::Reject => "reject",
+        }
+    }
+
     /// The state an answer moves a pending request to.
     pub fn state(self) -> ApprovalState {
         match self {
@@ -217,13 +325,19 @@ impl AnswerDecision {
 }
 
 /// What a human answered, as a framework hands it back.
-#[derive(Clone, Debug, PartialEq, Serialize)]
+///
+/// `approver` is what the operator's application knows about the person answering, passed on
+/// the resuming call — an approver token ([`Credential::Token`]), or a bare name, which counts
+/// as asserted. Never a name read from model output, tool arguments or run state.
+#[derive(Clone, Debug, PartialEq)]
 pub struct ApprovalAnswer {
     /// Approve or reject.
     pub decision: AnswerDecision,
-    /// Who answered (for example `human:alice`). Required: an anonymous answer authorizes
-    /// nothing.
-    pub approver: String,
+    /// Who answered. Required: an anonymous answer authorizes nothing.
+    pub approver: Credential,
+    /// The action hash the framework showed the human (from the pause payload). When set and
+    /// different from the request's, the answer is refused `mismatch`.
+    pub shown_hash: Option<ActionHash>,
     /// An optional note, kept and quoted as data.
     pub note: Option<String>,
     /// The arguments the human answered about, for frameworks whose resume carries them
@@ -254,6 +368,12 @@ pub struct PendingApproval {
     pub created_at: Timestamp,
     /// When it expires (UTC, RFC 3339 when serialized).
     pub expires_at: Timestamp,
+    /// Who may answer, in one line (the stored rule's summary).
+    pub approvers: String,
+    /// How many distinct approvers must say yes.
+    pub quorum: u32,
+    /// How many have so far.
+    pub approvals_given: u32,
 }
 
 /// Why a framework's interrupt gave no answer.
@@ -349,28 +469,17 @@ impl ApprovalProvider for InterruptApprovalProvider {
         if self.interrupt.carries_approved_arguments() {
             answered_about_pending(pending, answer.arguments.as_ref())?;
         }
-        record_answer(
-            self.store.as_ref(),
-            &pending.request_id,
-            answer.decision,
-            &answer.approver,
-            answer.note.as_deref(),
-            self.clock.now(),
-        )
-        .await
-        .map_err(|error| match error {
-            // The rule lives in `plan_answer`; here it is the framework's answer that broke it.
-            crate::error::AnswerError::SelfApproval { approver, .. } => {
-                ControlError::InterruptFailed {
-                    request_id: pending.request_id.clone(),
-                    framework: self.interrupt.framework().to_owned(),
-                    message: format!(
-                        "the answer names `{approver}`, the principal that asked, as its approver: a different identity must answer"
-                    ),
-                }
-            }
-            other => ControlError::from_answer_error(other),
-        })?;
+        let submitted = crate::store::RecordAnswer {
+            request_id: pending.request_id.clone(),
+            decision: Ok(answer.decision),
+            approver: answer.approver,
+            channel: Channel::Interrupt(self.interrupt.framework().to_owned()),
+            shown_hash: answer.shown_hash,
+            note: answer.note,
+        };
+        submit_answer(self.store.as_ref(), submitted, self.clock.now())
+            .await
+            .map_err(ControlError::from_answer_error)?;
         Ok(ProviderOutcome::Answered)
     }
 }
@@ -409,18 +518,46 @@ fn answered_about_pending(
     Ok(())
 }
 
-/// Record a human's answer: the one path the CLI, the Python helpers and the interrupt provider
-/// share.
+/// Record a human's answer: the one path every surface shares (the CLI, the approval service,
+/// the Python helpers, the interrupt provider, the gateway).
+///
+/// The store judges it against the request's stored rule, in one transaction with the answer
+/// and its receipt; a refused answer changes nothing but writes a refusal receipt naming who
+/// sent it and why.
 ///
 /// # Errors
 ///
-/// [`crate::AnswerError`]: unknown request, already decided (with the stored decision), expired,
-/// or a store failure.
+/// [`crate::AnswerError`]: unknown request, an invalid decision, no approver, a token that
+/// does not verify, not entitled, self-approval, a hash echo that does not match, already
+/// decided (with the stored decision), expired, or a store failure.
 ///
 /// # Cancel safety
 ///
 /// One store transaction: dropping the future either leaves the answer unrecorded or recorded,
 /// never half.
+pub async fn submit_answer(
+    store: &dyn Store,
+    answer: crate::store::RecordAnswer,
+    now: Timestamp,
+) -> Result<ApprovalRecord, crate::error::AnswerError> {
+    if let Credential::Asserted(name) = &answer.approver
+        && name.trim().is_empty()
+    {
+        return Err(crate::error::AnswerError::NoApprover);
+    }
+    store.answer_approval(answer, now).await
+}
+
+/// [`submit_answer`] for the programmatic API: an asserted `approver` through
+/// [`Channel::Api`], with no hash echo (the answer receipt records `hash_confirmed: false`).
+///
+/// # Errors
+///
+/// As [`submit_answer`].
+///
+/// # Cancel safety
+///
+/// As [`submit_answer`].
 pub async fn record_answer(
     store: &dyn Store,
     request_id: &ApprovalId,
@@ -429,26 +566,38 @@ pub async fn record_answer(
     note: Option<&str>,
     now: Timestamp,
 ) -> Result<ApprovalRecord, crate::error::AnswerError> {
-    if approver.trim().is_empty() {
-        return Err(crate::error::AnswerError::NoApprover);
-    }
     let answer = crate::store::RecordAnswer {
         request_id: request_id.clone(),
-        decision,
-        approver: approver.to_owned(),
+        decision: Ok(decision),
+        approver: Credential::Asserted(approver.to_owned()),
+        channel: Channel::Api,
+        shown_hash: None,
         note: note.map(str::to_owned),
     };
-    store.answer_approval(answer, now).await
+    submit_answer(store, answer, now).await
 }
 
-/// What to do with an answer, given the stored request.
+/// What to do with an answer from an approver the rule already accepted, given the stored
+/// request.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub enum AnswerPlan {
-    /// Record it.
-    Apply,
-    /// The same decision is already stored: succeed without writing.
+    /// Record it and move the request to `to`: `granted` (the quorum's last yes) or `denied`
+    /// (any entitled no).
+    Decide {
+        /// The new state.
+        to: ApprovalState,
+    },
+    /// Record a yes that leaves the request pending: `given` of `needed` approvals so far.
+    Count {
+        /// Yes answers after this one.
+        given: u32,
+        /// The quorum.
+        needed: u32,
+    },
+    /// The same approver already gave this decision: succeed without writing.
     Repeat,
-    /// A different decision (or a later state) is stored: refuse with it.
+    /// A different decision by this approver, or a decided request: refuse with the stored
+    /// state.
     AlreadyDecided {
         /// The stored state.
         state: ApprovalState,
@@ -457,33 +606,98 @@ pub enum AnswerPlan {
     Expire,
     /// The request already expired.
     Expired,
-    /// The approver is the request's principal: refuse (nobody approves their own action).
-    SelfApproval,
 }
 
-/// Decide what an answer does to `record` at `now` (first answer wins; no skew allowance).
+/// Decide what an accepted approver's answer does to `record` at `now` (the first decisive
+/// answer wins; no skew allowance).
 ///
-/// A repeat is idempotent only when it is *identical*: the same decision by the same approver.
-/// The same decision by someone else is refused with the stored one, so a second person is never
-/// told their answer was recorded when it was not. An answer by the request's own principal is
-/// refused whatever the state: the identity that asked never answers (separation of duties).
+/// Who may answer is decided before this, by [`crate::approver::judge`] against the stored
+/// rule. Here: each approver counts once; a repeat is idempotent only when it is *identical*
+/// (the same decision by the same approver); the same decision by someone else on a decided
+/// request is refused with the stored one, so a second person is never told their answer was
+/// recorded when it was not. A pending request needs `rule.quorum` distinct yeses; one no
+/// denies it.
 pub fn plan_answer(
     record: &ApprovalRecord,
     decision: AnswerDecision,
-    approver: &str,
+    approver_id: &str,
     now: Timestamp,
 ) -> AnswerPlan {
-    if approver == record.principal {
-        return AnswerPlan::SelfApproval;
-    }
     match record.state {
-        ApprovalState::Pending if now >= record.expires_at => AnswerPlan::Expire,
-        ApprovalState::Pending => AnswerPlan::Apply,
-        ApprovalState::Expired => AnswerPlan::Expired,
-        state if state == decision.state() && record.approver.as_deref() == Some(approver) => {
-            AnswerPlan::Repeat
+        ApprovalState::Pending | ApprovalState::Granted if now >= record.expires_at => {
+            AnswerPlan::Expire
         }
-        state => AnswerPlan::AlreadyDecided { state },
+        ApprovalState::Expired => AnswerPlan::Expired,
+        state => {
+            let earlier = record
+                .answers
+                .iter()
+                .find(|answer| answer.approver.id == approver_id);
+            match (earlier, state) {
+                (Some(earlier), _) if earlier.decision == decision => AnswerPlan::Repeat,
+                (Some(_), state) => AnswerPlan::AlreadyDecided { state },
+                (None, ApprovalState::Pending) => match decision {
+                    AnswerDecision::Reject => AnswerPlan::Decide {
+                        to: ApprovalState::Denied,
+                    },
+                    AnswerDecision::Approve => {
+                        let given = record.approvals_given().saturating_add(1);
+                        let needed = record.rule.quorum.max(1);
+                        if given >= needed {
+                            AnswerPlan::Decide {
+                                to: ApprovalState::Granted,
+                            }
+                        } else {
+                            AnswerPlan::Count { given, needed }
+                        }
+                    }
+                },
+                (None, state) => AnswerPlan::AlreadyDecided { state },
+            }
+        }
+    }
+}
+
+/// The approver a [`Credential`] stands for under `rule`, at `now`, through `channel`.
+///
+/// A bare name is [`crate::approver::Authentication::Asserted`], with groups from the rule's
+/// directory only. A token is verified by [`crate::token::verify`] against the keys stored
+/// with the rule; its `sub` is the id and its `groups` claim adds to the directory's.
+///
+/// # Errors
+///
+/// `Err(None)` for an empty name (an anonymous answer); `Err(Some(detail))` for a token that
+/// does not verify, with what is wrong (never the token itself).
+pub fn approver_of(
+    rule: &ApprovalRule,
+    credential: &Credential,
+    channel: Channel,
+    now: Timestamp,
+) -> Result<Approver, Option<String>> {
+    use crate::approver::Authentication;
+    match credential {
+        Credential::Asserted(name) => {
+            let name = name.trim();
+            if name.is_empty() {
+                return Err(None);
+            }
+            Ok(rule.approver(name, &[], channel, Authentication::Asserted))
+        }
+        Credential::Token(token) => {
+            let keys = rule
+                .keys
+                .iter()
+                .filter_map(|text| crate::token::PublicKey::parse(text).ok())
+                .collect::<Vec<_>>();
+            let verified =
+                crate::token::verify(token, &keys, now).map_err(|error| Some(error.to_string()))?;
+            Ok(rule.approver(
+                &verified.subject,
+                &verified.groups,
+                channel,
+                Authentication::Token,
+            ))
+        }
     }
 }
 

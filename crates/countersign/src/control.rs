@@ -30,9 +30,11 @@ use crate::approval::{
     self, AnswerDecision, ApprovalId, ApprovalProvider, ApprovalRecord, ApprovalState,
     ProviderOutcome,
 };
+use crate::approver::{ApprovalRule, Channel, Credential};
 use crate::clock::{Clock, SystemClock, Timestamp};
 use crate::effect::{
-    EffectKey, EffectRecord, EffectState, ExecutorError, ReconcileHook, Reconciled, RetryDecision,
+    AttemptContext, EffectKey, EffectRecord, EffectState, ExecutorError, ReconcileHook, Reconciled,
+    RetryDecision,
 };
 use crate::error::{AnswerError, ControlError, ResolveError, StoreError};
 use crate::evidence::{
@@ -41,7 +43,7 @@ use crate::evidence::{
 use crate::policy::{Decision, Mode, Policy, Template};
 use crate::store::{
     BeginAttempt, BeginOutcome, BeginRefusal, EffectClaim, FinishAttempt, NewApproval, OpenOutcome,
-    PresentedApproval, ResolveEffect, Store, random_id,
+    PresentedApproval, RecordAnswer, ResolveEffect, Resolver, Store, random_id,
 };
 
 /// Vouches for the principal of every action (never taken from model output or arguments).
@@ -272,6 +274,11 @@ struct Prepared {
     reason: &'static str,
     fingerprint: String,
     approval_ttl: Duration,
+    /// The rule a request opened for this call is judged by (set for `approve` decisions).
+    approval_rule: Option<ApprovalRule>,
+    /// Who may resolve this call's effect, when the entry says (set when there is an effect
+    /// key and the entry has `resolvers` or an `approval` block).
+    resolvers: Option<ApprovalRule>,
 }
 
 enum ExecutorOutcome<T> {
@@ -443,6 +450,12 @@ impl Control {
             (Decision::Deny, "rule" | "action_default") => "denied",
             (_, code) => code,
         };
+        let approval_rule = (decided.decision == Decision::Approve)
+            .then(|| policy.approval_rule(&decided, action.principal.as_str()));
+        let resolvers = match (&action.effect_key, entry) {
+            (Some(_), Some(entry)) => policy.resolver_rule(entry, action.principal.as_str()),
+            _ => None,
+        };
         Ok(Prepared {
             decision: decided.decision,
             reason,
@@ -452,8 +465,10 @@ impl Control {
             approval_ttl: self
                 .inner
                 .approval_ttl
-                .or_else(|| entry.and_then(|entry| entry.approval_ttl()))
+                .or_else(|| decided.approval_ttl())
                 .unwrap_or_else(|| policy.approval_ttl()),
+            approval_rule,
+            resolvers,
             action,
         })
     }
@@ -546,8 +561,25 @@ impl Control {
             decision: Some(prepared.decision.as_str().to_owned()),
             mode: Some(self.inner.policy.mode().as_str().to_owned()),
             policy_hash: Some(self.inner.policy.hash().to_owned()),
+            attempt_started_at: Some(self.now()),
             ..ReceiptDraft::default()
         }
+    }
+
+    /// What the effect record an attempt reserves keeps about it (see
+    /// [`crate::effect::AttemptContext`]); `None` without an effect key.
+    fn attempt_context(&self, prepared: &Prepared, draft: &ReceiptDraft) -> Option<AttemptContext> {
+        let action = &prepared.action;
+        action.effect_key.as_ref()?;
+        Some(AttemptContext {
+            action: action.name.clone(),
+            principal: action.principal.as_str().to_owned(),
+            environment: action.environment.clone(),
+            policy_hash: self.inner.policy.hash().to_owned(),
+            started_at: draft.attempt_started_at.unwrap_or_else(|| self.now()),
+            approval_id: None,
+            resolvers: prepared.resolvers.clone(),
+        })
     }
 
     /// Decide `request` and, if allowed or approved, run `executor` at most once with the
@@ -641,6 +673,7 @@ impl Control {
                         fingerprint: DENIED_BY_POLICY.to_owned(),
                     }),
                     effect: None,
+                    context: None,
                     refusal_draft: draft,
                 };
                 return match self
@@ -779,6 +812,8 @@ impl Control {
             note: None,
             consumed_at: None,
             consumed_by: None,
+            rule: prepared.approval_rule.clone().unwrap_or_default(),
+            answers: Vec::new(),
         };
         NewApproval {
             record,
@@ -850,6 +885,7 @@ impl Control {
                         key,
                         lease_until: now.plus(self.inner.lease),
                     }),
+                    context: self.attempt_context(prepared, &draft),
                     refusal_draft: draft.clone(),
                 };
                 match self
@@ -865,6 +901,8 @@ impl Control {
                             draft.approver = record.approver.clone();
                             draft.note = record.note.clone();
                             draft.approval_policy_hash = Some(record.policy_hash.clone());
+                            draft.approvers =
+                                Some(record.granted_by().into_iter().cloned().collect());
                         }
                         break;
                     }
@@ -996,13 +1034,14 @@ impl Control {
         let resolve = ResolveEffect {
             key: record.key.clone(),
             to,
-            resolver: "reconcile-hook".to_owned(),
+            resolver: Resolver::Hook,
             note: None,
         };
         match self.inner.store.resolve_effect(resolve, self.now()).await {
             Ok(_) => Ok(Some(to)),
-            // Someone else resolved it first: go by what is stored now.
-            Err(ResolveError::Refused { .. }) => Ok(None),
+            // Someone else resolved it first: go by what is stored now. (The hook is never
+            // judged as a person, so `NotPermitted` cannot come back; treat it the same.)
+            Err(ResolveError::Refused { .. } | ResolveError::NotPermitted { .. }) => Ok(None),
             Err(ResolveError::Store(source)) => Err(ControlError::Store {
                 after_run: false,
                 source,
@@ -1071,11 +1110,13 @@ impl Control {
         }
     }
 
-    /// Record a human's answer to an approval request (the path `countersign approve` uses).
+    /// Record a human's answer as the programmatic API: an asserted `approver` through
+    /// [`Channel::Api`], with no hash echo. Judged by the request's stored rule like every
+    /// answer; [`Control::submit_answer`] takes a token, a channel and the hash shown.
     ///
     /// # Errors
     ///
-    /// [`AnswerError`]: unknown, already decided (an identical repeat is a success), expired.
+    /// [`AnswerError`]: see [`approval::submit_answer`].
     pub async fn answer(
         &self,
         request_id: &ApprovalId,
@@ -1094,6 +1135,20 @@ impl Control {
         .await
     }
 
+    /// Record an answer as a surface submits it (the one closed answer contract: see
+    /// [`approval::submit_answer`]).
+    ///
+    /// # Errors
+    ///
+    /// [`AnswerError`]: see [`approval::submit_answer`].
+    ///
+    /// # Cancel safety
+    ///
+    /// One store transaction.
+    pub async fn submit_answer(&self, answer: RecordAnswer) -> Result<ApprovalRecord, AnswerError> {
+        approval::submit_answer(self.inner.store.as_ref(), answer, self.now()).await
+    }
+
     /// Resolve an ambiguous effect to `committed` or `failed`.
     ///
     /// # Errors
@@ -1109,7 +1164,10 @@ impl Control {
         let resolve = ResolveEffect {
             key: key.clone(),
             to,
-            resolver: resolver.to_owned(),
+            resolver: Resolver::Person {
+                credential: Credential::Asserted(resolver.to_owned()),
+                channel: Channel::Api,
+            },
             note: note.map(str::to_owned),
         };
         self.inner.store.resolve_effect(resolve, self.now()).await

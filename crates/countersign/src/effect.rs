@@ -142,6 +142,31 @@ pub struct EffectRecord {
     pub resolved_by: Option<String>,
     /// Free text: the executor's error, the resolver's note.
     pub detail: Option<String>,
+    /// What the reserving attempt was: its action, principal, environment, policy, start and
+    /// approval, so that a receipt written later without that attempt (a lapsed lease, a
+    /// resolution) still names them. `None` for records stored before schema version 2.
+    pub attempt: Option<AttemptContext>,
+}
+
+/// The reserving attempt, as kept on its effect record (canonical JSON in the store).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct AttemptContext {
+    /// The action name.
+    pub action: String,
+    /// The principal.
+    pub principal: String,
+    /// The environment.
+    pub environment: String,
+    /// The policy hash that decided the attempt.
+    pub policy_hash: String,
+    /// When the attempt began (UTC, RFC 3339 with milliseconds).
+    pub started_at: Timestamp,
+    /// The approval it consumed (`apr_…`), if any.
+    pub approval_id: Option<String>,
+    /// Who may resolve the effect if it becomes ambiguous, when that is not the default
+    /// (anyone) and no consumed approval's rule says it.
+    pub resolvers: Option<crate::approver::ApprovalRule>,
 }
 
 /// What the retry table says about a new attempt on an effect key.

@@ -146,6 +146,21 @@ pub enum ControlError {
         /// The voided request.
         request_id: ApprovalId,
     },
+    /// The answer handed back through a framework's interrupt was refused (`not_entitled`,
+    /// `not_authenticated`, `self_approval`, `invalid_decision`, `mismatch`, `already_decided`,
+    /// `no_approver`): it authorizes nothing, and the request stays as it was for an entitled
+    /// approver to answer.
+    #[error(
+        "not executed: the answer to approval `{request_id}` was refused ({reason}): {message}"
+    )]
+    AnswerRefused {
+        /// The request.
+        request_id: ApprovalId,
+        /// The answer refusal's stable reason code.
+        reason: &'static str,
+        /// What happened and what to do next.
+        message: String,
+    },
     /// The framework's interrupt failed; the request stays pending.
     #[error(
         "not executed: asking for approval `{request_id}` through {framework} failed: {message}"
@@ -267,6 +282,7 @@ impl ControlError {
             ControlError::ApprovalUnknown { .. } => "unknown_request",
             ControlError::ApprovalVoid { .. } => "policy_changed",
             ControlError::InterruptFailed { .. } => "interrupt_failed",
+            ControlError::AnswerRefused { reason, .. } => reason,
             ControlError::DuplicateEffect {
                 in_progress: true, ..
             } => "in_progress",
@@ -308,6 +324,7 @@ impl ControlError {
             | ControlError::ApprovalExpired { .. }
             | ControlError::ApprovalVoid { .. }
             | ControlError::InterruptFailed { .. }
+            | ControlError::AnswerRefused { .. }
             | ControlError::DuplicateEffect {
                 in_progress: true, ..
             } => true,
@@ -328,21 +345,36 @@ impl ControlError {
                 expires_at,
             },
             AnswerError::AlreadyDecided {
-                request_id, state, ..
-            } => match state {
-                ApprovalState::Consumed => ControlError::ApprovalConsumed { request_id },
-                ApprovalState::Void => ControlError::ApprovalVoid { request_id },
-                _ => ControlError::Internal(format!(
-                    "approval `{request_id}` was already decided ({state}) while the pipeline held it"
-                )),
+                request_id,
+                state: ApprovalState::Consumed,
+                ..
+            } => ControlError::ApprovalConsumed { request_id },
+            AnswerError::AlreadyDecided {
+                request_id,
+                state: ApprovalState::Void,
+                ..
+            } => ControlError::ApprovalVoid { request_id },
+            refused @ AnswerError::AlreadyDecided { .. } => ControlError::AnswerRefused {
+                request_id: refused
+                    .request_id()
+                    .cloned()
+                    .unwrap_or_else(|| ApprovalId::from_stored(String::new())),
+                reason: refused.reason(),
+                message: refused.to_string(),
             },
-            AnswerError::NoApprover => {
-                ControlError::Internal("an interrupt answered without an approver".to_owned())
-            }
-            // `InterruptApprovalProvider` maps this one itself, naming the framework.
-            AnswerError::SelfApproval { request_id, .. } => ControlError::Internal(format!(
-                "an interrupt answered approval `{request_id}` as its own principal"
-            )),
+            refused @ (AnswerError::NoApprover
+            | AnswerError::SelfApproval { .. }
+            | AnswerError::InvalidDecision { .. }
+            | AnswerError::NotAuthenticated { .. }
+            | AnswerError::NotEntitled { .. }
+            | AnswerError::Mismatch { .. }) => ControlError::AnswerRefused {
+                request_id: refused
+                    .request_id()
+                    .cloned()
+                    .unwrap_or_else(|| ApprovalId::from_stored(String::new())),
+                reason: refused.reason(),
+                message: refused.to_string(),
+            },
             AnswerError::Store(source) => ControlError::Store {
                 after_run: false,
                 source,
@@ -386,16 +418,72 @@ pub enum AnswerError {
     /// The answer named no approver.
     #[error("an answer needs an approver: say who is answering (for example `--as alice`)")]
     NoApprover,
-    /// The approver is the principal that asked for the approval: an action is never approved
-    /// (or denied) by the identity that requested it.
+    /// The approver is the principal that asked for the approval, or shares a group with it
+    /// under `distinct_from_requester: true`: an action is never approved (or denied) by the
+    /// identity that requested it. A refusal receipt was written; the request is unchanged.
     #[error(
-        "`{approver}` asked for approval `{request_id}` and cannot answer it: a different identity (a person, such as `--as human:alice`) must answer"
+        "`{approver}` cannot answer approval `{request_id}`: {}: a different identity must answer",
+        self_reason(shared_group)
     )]
     SelfApproval {
         /// The request.
         request_id: ApprovalId,
-        /// The approver named, who is the request's principal.
+        /// The approver named.
         approver: String,
+        /// The group it shares with the requesting principal, when that is the reason.
+        shared_group: Option<String>,
+    },
+    /// The submitted decision is not `approve` or `deny` (case B38). A refusal receipt was
+    /// written; the request is unchanged.
+    #[error(
+        "`{given}` is not a decision for approval `{request_id}`: answer `approve` or `deny`; the request is unchanged"
+    )]
+    InvalidDecision {
+        /// The request.
+        request_id: ApprovalId,
+        /// What was submitted, as compact JSON.
+        given: String,
+    },
+    /// The request's rule requires an authenticated approver and the answer's identity is
+    /// asserted, or its token did not verify. A refusal receipt was written; the request is
+    /// unchanged.
+    #[error(
+        "approval `{request_id}` needs an authenticated approver: {detail}: pass an approver token with `--token-file FILE` or `COUNTERSIGN_APPROVER_TOKEN` (`countersign approver token` issues one)"
+    )]
+    NotAuthenticated {
+        /// The request.
+        request_id: ApprovalId,
+        /// Who the answer claimed to be, when known (never the token).
+        approver: Option<String>,
+        /// What is wrong.
+        detail: String,
+    },
+    /// No entitlement pattern of the request's stored rule matches the approver. A refusal
+    /// receipt was written; the request is unchanged.
+    #[error(
+        "`{approver}` may not answer approval `{request_id}`: it may be answered by {approvers}; ask one of them"
+    )]
+    NotEntitled {
+        /// The request.
+        request_id: ApprovalId,
+        /// The approver named.
+        approver: String,
+        /// Who may answer (the stored rule's summary).
+        approvers: String,
+    },
+    /// The action hash the surface showed is not the request's: the person saw a different
+    /// action (a stale card, an edited payload). A refusal receipt was written; the request is
+    /// unchanged.
+    #[error(
+        "the answer to approval `{request_id}` was given about {shown}, but the request is for {action_hash}: look at the request again (`countersign inspect {request_id}`) and answer what it shows"
+    )]
+    Mismatch {
+        /// The request.
+        request_id: ApprovalId,
+        /// The hash the surface echoed, or `(none)` when a surface that must echo it did not.
+        shown: String,
+        /// The request's action hash.
+        action_hash: ActionHash,
     },
     /// The store failed; the answer may not be recorded: check with `countersign inspect`.
     #[error(transparent)]
@@ -410,6 +498,34 @@ fn by_suffix(approver: &Option<String>) -> String {
 }
 
 impl AnswerError {
+    /// The request the answer was for, when the error knows it.
+    pub fn request_id(&self) -> Option<&ApprovalId> {
+        match self {
+            AnswerError::Unknown { request_id }
+            | AnswerError::AlreadyDecided { request_id, .. }
+            | AnswerError::Expired { request_id, .. }
+            | AnswerError::SelfApproval { request_id, .. }
+            | AnswerError::InvalidDecision { request_id, .. }
+            | AnswerError::NotAuthenticated { request_id, .. }
+            | AnswerError::NotEntitled { request_id, .. }
+            | AnswerError::Mismatch { request_id, .. } => Some(request_id),
+            AnswerError::NoApprover | AnswerError::Store(_) => None,
+        }
+    }
+
+    /// Was the answer refused by the rule or the contract (a refusal receipt was written and
+    /// the request is unchanged), as opposed to a state that no answer can change?
+    pub fn is_refused_answer(&self) -> bool {
+        matches!(
+            self,
+            AnswerError::SelfApproval { .. }
+                | AnswerError::InvalidDecision { .. }
+                | AnswerError::NotAuthenticated { .. }
+                | AnswerError::NotEntitled { .. }
+                | AnswerError::Mismatch { .. }
+        )
+    }
+
     /// The stable reason code.
     pub fn reason(&self) -> &'static str {
         match self {
@@ -418,8 +534,21 @@ impl AnswerError {
             AnswerError::Expired { .. } => "expired",
             AnswerError::NoApprover => "no_approver",
             AnswerError::SelfApproval { .. } => "self_approval",
+            AnswerError::InvalidDecision { .. } => "invalid_decision",
+            AnswerError::NotAuthenticated { .. } => "not_authenticated",
+            AnswerError::NotEntitled { .. } => "not_entitled",
+            AnswerError::Mismatch { .. } => "mismatch",
             AnswerError::Store(source) => source.reason(),
         }
+    }
+}
+
+fn self_reason(shared_group: &Option<String>) -> String {
+    match shared_group {
+        Some(group) => format!(
+            "it shares the group `{group}` with the principal that asked, and the rule wants an approver from outside it"
+        ),
+        None => "it is the principal that asked".to_owned(),
     }
 }
 
@@ -433,6 +562,18 @@ pub enum ResolveError {
         effect_key: EffectKey,
         /// Why.
         refusal: ResolveRefusal,
+    },
+    /// The resolver may not resolve this effect (`no_approver`, `not_authenticated`,
+    /// `not_entitled`, `self_approval`); a refusal receipt was written and the effect is
+    /// unchanged.
+    #[error("cannot resolve `{effect_key}` ({reason}): {message}")]
+    NotPermitted {
+        /// The key.
+        effect_key: EffectKey,
+        /// The stable reason code.
+        reason: &'static str,
+        /// What happened and what to do next.
+        message: String,
     },
     /// The store failed.
     #[error(transparent)]

@@ -16,8 +16,17 @@ use serde::{Deserialize, Serialize};
 use crate::action::canonical;
 use crate::clock::Timestamp;
 
-/// The receipt format's schema string.
-pub const RECEIPT_SCHEMA: &str = "countersign.receipt/v1";
+/// The receipt format's schema string this build writes.
+///
+/// `v2` adds, each written only when set: `approvals_given` and `approvals_needed` (a quorum's
+/// count), `approver_groups`, `channel`, `authentication` and `hash_confirmed` (who answered and
+/// how that was known), `approvers` (those whose yes granted the approval an attempt consumed)
+/// and `attempt_started_at`. [`verify`] reads chains that mix `v1` and `v2` receipts: each
+/// receipt's hash covers its own stored body, whatever its version.
+pub const RECEIPT_SCHEMA: &str = "countersign.receipt/v2";
+
+/// The schema strings [`verify`] accepts.
+pub const RECEIPT_SCHEMAS: [&str; 2] = ["countersign.receipt/v1", RECEIPT_SCHEMA];
 
 /// The `prev_hash` of the first receipt: `sha256:` and 64 zeros.
 pub const GENESIS_HASH: &str =
@@ -64,6 +73,9 @@ pub enum ReceiptOutcome {
     Expired,
     /// An approval was voided.
     Voided,
+    /// An approver's yes was counted; the request needs more approvals (`approvals_given` of
+    /// `approvals_needed`).
+    Counted,
 }
 
 impl ReceiptKind {
@@ -93,12 +105,14 @@ impl ReceiptOutcome {
             ReceiptOutcome::Denied => "denied",
             ReceiptOutcome::Expired => "expired",
             ReceiptOutcome::Voided => "voided",
+            ReceiptOutcome::Counted => "counted",
         }
     }
 }
 
-/// One receipt. Its serialized form (`countersign.receipt/v1`) is a stable, hashed format:
-/// fields are only ever added in a new schema version.
+/// One receipt. Its serialized form ([`RECEIPT_SCHEMA`]) is a stable, hashed format: fields are
+/// only ever added in a new schema version, and the fields `v2` added are left out of the body
+/// when unset.
 ///
 /// Shapes: hashes are `sha256:` + 64 lowercase hex; times are UTC RFC 3339 with milliseconds;
 /// `arguments` are canonical with secrets replaced by `"[redacted]"`.
@@ -152,6 +166,30 @@ pub struct Receipt {
     pub approval_policy_hash: Option<String>,
     /// Free text: the executor's error, a lease note.
     pub detail: Option<String>,
+    /// v2: yes answers counted so far on the request (answer receipts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals_given: Option<u32>,
+    /// v2: the request's quorum (answer receipts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvals_needed: Option<u32>,
+    /// v2: the groups the answering approver was judged with (answer and resolution receipts).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approver_groups: Option<Vec<String>>,
+    /// v2: the channel the answer came through (`cli`, `service`, `interrupt:<framework>`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub channel: Option<String>,
+    /// v2: how the approver was authenticated (`asserted`, `token`, `oidc`, ...).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub authentication: Option<String>,
+    /// v2: did the surface echo the action hash it showed the approver (answer receipts)?
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hash_confirmed: Option<bool>,
+    /// v2: the approvers whose yes granted the approval this attempt consumed.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub approvers: Option<Vec<crate::approver::Approver>>,
+    /// v2: when the attempt this receipt ends began (UTC, RFC 3339 with milliseconds).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub attempt_started_at: Option<Timestamp>,
     /// This receipt's hash over every other field.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub hash: String,
@@ -198,6 +236,22 @@ pub struct ReceiptDraft {
     pub approval_policy_hash: Option<String>,
     /// See [`Receipt::detail`].
     pub detail: Option<String>,
+    /// See [`Receipt::approvals_given`].
+    pub approvals_given: Option<u32>,
+    /// See [`Receipt::approvals_needed`].
+    pub approvals_needed: Option<u32>,
+    /// See [`Receipt::approver_groups`].
+    pub approver_groups: Option<Vec<String>>,
+    /// See [`Receipt::channel`].
+    pub channel: Option<String>,
+    /// See [`Receipt::authentication`].
+    pub authentication: Option<String>,
+    /// See [`Receipt::hash_confirmed`].
+    pub hash_confirmed: Option<bool>,
+    /// See [`Receipt::approvers`].
+    pub approvers: Option<Vec<crate::approver::Approver>>,
+    /// See [`Receipt::attempt_started_at`].
+    pub attempt_started_at: Option<Timestamp>,
 }
 
 impl ReceiptDraft {
@@ -273,6 +327,14 @@ pub fn seal(
         policy_hash: draft.policy_hash,
         approval_policy_hash: draft.approval_policy_hash,
         detail: draft.detail,
+        approvals_given: draft.approvals_given,
+        approvals_needed: draft.approvals_needed,
+        approver_groups: draft.approver_groups,
+        channel: draft.channel,
+        authentication: draft.authentication,
+        hash_confirmed: draft.hash_confirmed,
+        approvers: draft.approvers,
+        attempt_started_at: draft.attempt_started_at,
         hash: String::new(),
     };
     let body = body_of(&receipt, arguments.as_ref())?;
@@ -306,13 +368,6 @@ fn body_of(
         // Not reachable in practice; the generic path names the refusal.
         return Ok(canonical::to_canonical(receipt)?.into_string());
     }
-    let text_fields = [
-        &receipt.action,
-        &receipt.action_hash,
-        &receipt.approval_id,
-        &receipt.approval_policy_hash,
-        &receipt.approver,
-    ];
     let mut out = String::with_capacity(640 + arguments.map_or(0, |text| text.as_str().len()));
     let optional = |out: &mut String, key: &str, value: &Option<String>| {
         out.push_str(key);
@@ -321,25 +376,73 @@ fn body_of(
             None => out.push_str("null"),
         }
     };
-    for (key, value) in [
-        "{\"action\":",
-        ",\"action_hash\":",
-        ",\"approval_id\":",
+    // v2 fields: written only when set (then as canonical JSON), in their sorted place.
+    let present = |out: &mut String, key: &str, value: Option<String>| {
+        if let Some(text) = value {
+            out.push_str(key);
+            out.push_str(&text);
+        }
+    };
+    let number = |value: Option<u32>| value.map(|number| number.to_string());
+    let text = |value: &Option<String>| {
+        value.as_ref().map(|text| {
+            let mut quoted = String::new();
+            canonical::write_string(text, &mut quoted);
+            quoted
+        })
+    };
+    optional(&mut out, "{\"action\":", &receipt.action);
+    optional(&mut out, ",\"action_hash\":", &receipt.action_hash);
+    optional(&mut out, ",\"approval_id\":", &receipt.approval_id);
+    optional(
+        &mut out,
         ",\"approval_policy_hash\":",
-        ",\"approver\":",
-    ]
-    .into_iter()
-    .zip(text_fields)
-    {
-        optional(&mut out, key, value);
-    }
+        &receipt.approval_policy_hash,
+    );
+    present(
+        &mut out,
+        ",\"approvals_given\":",
+        number(receipt.approvals_given),
+    );
+    present(
+        &mut out,
+        ",\"approvals_needed\":",
+        number(receipt.approvals_needed),
+    );
+    optional(&mut out, ",\"approver\":", &receipt.approver);
+    present(
+        &mut out,
+        ",\"approver_groups\":",
+        canonical_of(receipt.approver_groups.as_ref())?,
+    );
+    present(
+        &mut out,
+        ",\"approvers\":",
+        canonical_of(receipt.approvers.as_ref())?,
+    );
     out.push_str(",\"arguments\":");
     out.push_str(arguments.map_or("null", canonical::CanonicalJson::as_str));
     optional(&mut out, ",\"attempt_id\":", &receipt.attempt_id);
+    present(
+        &mut out,
+        ",\"attempt_started_at\":",
+        text(&receipt.attempt_started_at.map(Timestamp::to_rfc3339)),
+    );
+    present(
+        &mut out,
+        ",\"authentication\":",
+        text(&receipt.authentication),
+    );
+    present(&mut out, ",\"channel\":", text(&receipt.channel));
     optional(&mut out, ",\"decision\":", &receipt.decision);
     optional(&mut out, ",\"detail\":", &receipt.detail);
     optional(&mut out, ",\"effect_key\":", &receipt.effect_key);
     optional(&mut out, ",\"environment\":", &receipt.environment);
+    present(
+        &mut out,
+        ",\"hash_confirmed\":",
+        receipt.hash_confirmed.map(|flag| flag.to_string()),
+    );
     out.push_str(",\"kind\":");
     canonical::write_string(receipt.kind.as_str(), &mut out);
     optional(&mut out, ",\"mode\":", &receipt.mode);
@@ -362,6 +465,20 @@ fn body_of(
     Ok(out)
 }
 
+impl Receipt {
+    /// Does it carry any field `countersign.receipt/v2` added?
+    fn has_v2_fields(&self) -> bool {
+        self.approvals_given.is_some()
+            || self.approvals_needed.is_some()
+            || self.approver_groups.is_some()
+            || self.channel.is_some()
+            || self.authentication.is_some()
+            || self.hash_confirmed.is_some()
+            || self.approvers.is_some()
+            || self.attempt_started_at.is_some()
+    }
+}
+
 impl StoredReceipt {
     /// Parse the body back into a [`Receipt`].
     ///
@@ -379,6 +496,15 @@ impl StoredReceipt {
         }
         serde_json::from_value(value).map_err(|error| error.to_string())
     }
+}
+
+/// The canonical JSON text of a structured receipt field, if set.
+fn canonical_of<T: Serialize>(
+    value: Option<&T>,
+) -> Result<Option<String>, canonical::CanonicalError> {
+    value
+        .map(|value| canonical::to_canonical(value).map(canonical::CanonicalJson::into_string))
+        .transpose()
 }
 
 /// An externally kept reference point: the chain's head when it was exported.
@@ -594,6 +720,23 @@ impl Verifier {
             return Err(ChainBreak::Unreadable {
                 seq: receipt.seq,
                 detail: "its body names a different position in the chain".to_owned(),
+            });
+        }
+        if !RECEIPT_SCHEMAS.contains(&parsed.schema.as_str()) {
+            return Err(ChainBreak::Unreadable {
+                seq: receipt.seq,
+                detail: format!(
+                    "its schema `{}` is not one this Countersign reads ({}): upgrade Countersign",
+                    parsed.schema,
+                    RECEIPT_SCHEMAS.join(", ")
+                ),
+            });
+        }
+        if parsed.schema == RECEIPT_SCHEMAS[0] && parsed.has_v2_fields() {
+            return Err(ChainBreak::Unreadable {
+                seq: receipt.seq,
+                detail: "it says `countersign.receipt/v1` but carries fields only v2 has"
+                    .to_owned(),
             });
         }
         Ok(())

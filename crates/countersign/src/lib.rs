@@ -42,6 +42,7 @@
 
 pub mod action;
 pub mod approval;
+pub mod approver;
 pub mod clock;
 pub mod control;
 pub mod effect;

@@ -50,6 +50,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
+use crate::approver::{ApprovalRule, Requirement};
+
 mod condition;
 mod error;
 mod load;
@@ -80,6 +82,10 @@ pub struct Policy {
     mode: Mode,
     environment: String,
     approval_ttl: Duration,
+    /// `directory`: identity → group names (sorted).
+    directory: BTreeMap<String, Vec<String>>,
+    /// `approvers.keys`, in inline `ed25519:` form.
+    keys: Vec<String>,
     /// Entries in the order written.
     entries: Vec<ActionEntry>,
     /// Exact action names to their index in `entries`.
@@ -100,7 +106,8 @@ impl Policy {
     /// A [`LoadError`] with the kind of problem and its 1-based line and column; text over
     /// [`MAX_POLICY_BYTES`] is [`LoadErrorKind::TooLarge`].
     pub fn from_yaml_str(text: &str, source: Option<&Path>) -> Result<Policy, LoadError> {
-        load::from_text(text).map_err(|error| with_file(error, source))
+        load::from_text(text, source.and_then(Path::parent))
+            .map_err(|error| with_file(error, source))
     }
 
     /// Read, parse and validate the policy file at `path`.
@@ -110,7 +117,7 @@ impl Policy {
     /// that is not UTF-8 is [`LoadErrorKind::NotUtf8`].
     pub fn load(path: &Path) -> Result<Policy, LoadError> {
         let bytes = load::read_capped(path).map_err(|error| with_file(error, Some(path)))?;
-        load::from_bytes(&bytes).map_err(|error| with_file(error, Some(path)))
+        load::from_bytes(&bytes, path.parent()).map_err(|error| with_file(error, Some(path)))
     }
 
     /// The policy hash: `sha256:` plus 64 lowercase hex digits over the canonical JSON of the
@@ -134,6 +141,55 @@ impl Policy {
     /// days). An entry's own `approval_ttl` overrides it.
     pub fn approval_ttl(&self) -> Duration {
         self.approval_ttl
+    }
+
+    /// The `directory`: identity → group names (sorted, unique).
+    pub fn directory(&self) -> &BTreeMap<String, Vec<String>> {
+        &self.directory
+    }
+
+    /// The public keys that may sign approver tokens (`approvers.keys`), in inline `ed25519:`
+    /// form.
+    pub fn approver_keys(&self) -> &[String] {
+        &self.keys
+    }
+
+    /// The rule an approval request opened now for `principal` under `decided` is judged by
+    /// for its whole life: the matching rule's `approval` block, else the entry's, else the
+    /// default (anyone but the requester, one answer, asserted allowed); the entry's
+    /// `resolvers`; the principal's groups and the whole directory; the approver keys.
+    pub fn approval_rule(&self, decided: &PolicyDecision<'_>, principal: &str) -> ApprovalRule {
+        let spec = decided.approval();
+        let resolvers = decided.entry.and_then(|entry| entry.resolvers.clone());
+        self.rule_from(spec, resolvers, principal)
+    }
+
+    /// The resolver rule an effect reserved under `entry` keeps, when it is not the default:
+    /// `Some` exactly when the entry has a `resolvers` list or an `approval` block.
+    pub fn resolver_rule(&self, entry: &ActionEntry, principal: &str) -> Option<ApprovalRule> {
+        if entry.resolvers.is_none() && entry.approval.is_none() {
+            return None;
+        }
+        Some(self.rule_from(entry.approval.as_ref(), entry.resolvers.clone(), principal))
+    }
+
+    fn rule_from(
+        &self,
+        spec: Option<&ApprovalSpec>,
+        resolvers: Option<Vec<String>>,
+        principal: &str,
+    ) -> ApprovalRule {
+        let default = ApprovalRule::default();
+        ApprovalRule {
+            approvers: spec.map_or(default.approvers, |spec| spec.approvers.clone()),
+            quorum: spec.map_or(1, |spec| spec.quorum),
+            distinct_from_requester: spec.is_some_and(|spec| spec.distinct_from_requester),
+            require: spec.map_or(Requirement::Asserted, |spec| spec.require),
+            resolvers,
+            requester_groups: self.directory.get(principal).cloned().unwrap_or_default(),
+            directory: self.directory.clone(),
+            keys: self.keys.clone(),
+        }
     }
 
     /// Decide `action` against its canonical `arguments` (a JSON object). Pure, no I/O.
@@ -276,6 +332,45 @@ pub struct PolicyDecision<'p> {
     pub entry: Option<&'p ActionEntry>,
 }
 
+impl PolicyDecision<'_> {
+    /// The `approval` block that governs an `approve` decision: the matching rule's, else the
+    /// entry's, else none (the default rule).
+    pub fn approval(&self) -> Option<&ApprovalSpec> {
+        let entry = self.entry?;
+        let from_rule = match (&entry.body, self.reason) {
+            (EntryBody::Rules(rules), DecisionReason::Rule { index }) => {
+                rules.get(index).and_then(|rule| rule.approval.as_ref())
+            }
+            _ => None,
+        };
+        from_rule.or(entry.approval.as_ref())
+    }
+
+    /// The approval TTL this decision sets: the governing `approval` block's `ttl`, else the
+    /// entry's `approval_ttl`; `None` means the policy-wide TTL.
+    pub fn approval_ttl(&self) -> Option<Duration> {
+        self.approval()
+            .and_then(|spec| spec.ttl)
+            .or_else(|| self.entry.and_then(ActionEntry::approval_ttl))
+    }
+}
+
+/// An `approval` block, of an entry or of a rule: who may approve, how many must, and what
+/// identity is required (docs/policy.md, "Who may approve").
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApprovalSpec {
+    /// Entitlement patterns (`human:alice`, `human:*`, `group:finance`, `*`); default `["*"]`.
+    pub approvers: Vec<String>,
+    /// Distinct approvals needed, 1 to 100; default 1.
+    pub quorum: u32,
+    /// Refuse approvers sharing a group with the requesting principal; default false.
+    pub distinct_from_requester: bool,
+    /// `asserted` (default) or `authenticated`.
+    pub require: Requirement,
+    /// `ttl`: this block's approval TTL (the alias of `approval_ttl`).
+    pub ttl: Option<Duration>,
+}
+
 /// One entry under `actions`: an action name or pattern with its decision or rules.
 #[derive(Debug, Clone)]
 pub struct ActionEntry {
@@ -284,6 +379,8 @@ pub struct ActionEntry {
     effect: Option<Template>,
     resource: Option<Template>,
     approval_ttl: Option<Duration>,
+    approval: Option<ApprovalSpec>,
+    resolvers: Option<Vec<String>>,
     secret_arguments: Vec<String>,
     not_executed_on_error: bool,
     fingerprint: String,
@@ -300,6 +397,8 @@ struct Rule {
     /// Empty for a rule without `when` (it always matches).
     conditions: Vec<Condition>,
     decision: Decision,
+    /// This rule's own `approval` block, which replaces the entry's for calls it decides.
+    approval: Option<ApprovalSpec>,
 }
 
 impl ActionEntry {
@@ -318,9 +417,20 @@ impl ActionEntry {
         self.resource.as_ref()
     }
 
-    /// This entry's own approval TTL (whole seconds), overriding [`Policy::approval_ttl`].
+    /// This entry's own approval TTL (whole seconds; `approval_ttl` or `approval.ttl`),
+    /// overriding [`Policy::approval_ttl`].
     pub fn approval_ttl(&self) -> Option<Duration> {
         self.approval_ttl
+    }
+
+    /// This entry's `approval` block, if it has one.
+    pub fn approval(&self) -> Option<&ApprovalSpec> {
+        self.approval.as_ref()
+    }
+
+    /// This entry's `resolvers`, if it lists them (otherwise its approvers resolve).
+    pub fn resolvers(&self) -> Option<&[String]> {
+        self.resolvers.as_deref()
     }
 
     /// Top-level argument names that are credentials or volatile: the kernel leaves them out

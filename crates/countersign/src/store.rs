@@ -25,12 +25,16 @@ pub mod memory;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod sqlite;
+mod stored;
 pub mod txn;
 
 use rand::Rng;
 
 use crate::action::ActionHash;
-use crate::approval::{AnswerDecision, ApprovalId, ApprovalRecord, ApprovalState, TakeRefusal};
+use crate::approval::{
+    AnswerDecision, ApprovalId, ApprovalRecord, ApprovalState, InvalidDecision, TakeRefusal,
+};
+use crate::approver::{Channel, Credential};
 use crate::clock::Timestamp;
 use crate::effect::{EffectKey, EffectRecord, EffectState, RetryDecision};
 use crate::error::{AnswerError, ResolveError, StoreError};
@@ -102,6 +106,9 @@ pub struct BeginAttempt {
     pub approval: Option<PresentedApproval>,
     /// The effect key to reserve, if any.
     pub effect: Option<EffectClaim>,
+    /// The attempt's context, kept on the effect record it reserves (see
+    /// [`crate::effect::AttemptContext`]); its `approval_id` is filled in by the store.
+    pub context: Option<crate::effect::AttemptContext>,
     /// The receipt to write if the attempt is refused (outcome and reason are filled in).
     pub refusal_draft: ReceiptDraft,
 }
@@ -183,16 +190,23 @@ pub struct FinishAttempt {
     pub draft: ReceiptDraft,
 }
 
-/// A human's answer to record.
+/// A human's answer to record: the one closed answer contract every surface submits.
 #[derive(Clone, Debug)]
 pub struct RecordAnswer {
     /// The request.
     pub request_id: ApprovalId,
-    /// Approve or reject.
-    pub decision: AnswerDecision,
-    /// Who answered.
-    pub approver: String,
-    /// Their note.
+    /// Approve or reject; an [`InvalidDecision`] is recorded as a refused answer and changes
+    /// nothing (case B38).
+    pub decision: Result<AnswerDecision, InvalidDecision>,
+    /// Who answers: a verified token or an asserted name.
+    pub approver: Credential,
+    /// Where the answer came from.
+    pub channel: Channel,
+    /// The action hash the surface showed the approver; refused `mismatch` when it is not the
+    /// request's. Only [`Channel::Api`] and [`Channel::Cli`] may leave it out (the receipt then
+    /// records `hash_confirmed: false`).
+    pub shown_hash: Option<ActionHash>,
+    /// Their note, kept as data.
     pub note: Option<String>,
 }
 
@@ -203,11 +217,30 @@ pub struct ResolveEffect {
     pub key: EffectKey,
     /// `committed` or `failed`.
     pub to: EffectState,
-    /// Who resolved it (a person, or `reconcile-hook`).
-    pub resolver: String,
+    /// Who resolves it.
+    pub resolver: Resolver,
     /// Their note.
     pub note: Option<String>,
 }
+
+/// Who resolves an ambiguous effect.
+#[derive(Clone, Debug)]
+pub enum Resolver {
+    /// The operator's [`crate::ReconcileHook`], configured on the control (recorded as
+    /// `reconcile-hook`).
+    Hook,
+    /// A person, judged by the effect's resolver rule (the consumed approval's rule, or the
+    /// entry's `resolvers:`; by default anyone) like an answer.
+    Person {
+        /// Who.
+        credential: Credential,
+        /// Where from.
+        channel: Channel,
+    },
+}
+
+/// The name a resolution by the reconcile hook records.
+pub const RECONCILE_HOOK: &str = "reconcile-hook";
 
 /// The storage every backend provides. Each method is one atomic transaction.
 ///

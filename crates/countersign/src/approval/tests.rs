@@ -21,7 +21,31 @@ fn record(state: ApprovalState, expires_at: i64) -> ApprovalRecord {
         note: None,
         consumed_at: None,
         consumed_by: None,
+        rule: ApprovalRule::default(),
+        answers: Vec::new(),
     }
+}
+
+/// `record` with these answers already counted (each by `human:<name>`, at time 0).
+fn with_answers(state: ApprovalState, answers: &[(&str, AnswerDecision)]) -> ApprovalRecord {
+    let mut record = record(state, 100);
+    record.answers = answers
+        .iter()
+        .map(|(name, decision)| RecordedAnswer {
+            approver: Approver {
+                id: format!("human:{name}"),
+                groups: Vec::new(),
+                channel: Channel::Cli,
+                authentication: crate::approver::Authentication::Asserted,
+            },
+            decision: *decision,
+            answered_at: at(0),
+            note: None,
+            hash_confirmed: false,
+        })
+        .collect();
+    record.approver = answers.last().map(|(name, _)| format!("human:{name}"));
+    record
 }
 
 fn at(millis: i64) -> Timestamp {
@@ -32,50 +56,91 @@ fn at(millis: i64) -> Timestamp {
 fn answer_table() {
     use AnswerDecision::*;
     use ApprovalState::*;
+    let granted = AnswerPlan::Decide { to: Granted };
     assert_eq!(
         plan_answer(&record(Pending, 100), Approve, "human:a", at(99)),
-        AnswerPlan::Apply
+        granted
+    );
+    assert_eq!(
+        plan_answer(&record(Pending, 100), Reject, "human:a", at(99)),
+        AnswerPlan::Decide { to: Denied }
     );
     assert_eq!(
         plan_answer(&record(Pending, 100), Approve, "human:a", at(100)),
         AnswerPlan::Expire
     );
-    let answered = |state, approver: &str| ApprovalRecord {
-        approver: Some(approver.to_owned()),
-        ..record(state, 100)
-    };
     let plan = |record: ApprovalRecord, decision, approver: &str| {
         plan_answer(&record, decision, approver, at(50))
     };
     // An identical repeat (same decision, same approver) is idempotent.
     assert_eq!(
-        plan(answered(Granted, "human:a"), Approve, "human:a"),
+        plan(with_answers(Granted, &[("a", Approve)]), Approve, "human:a"),
         AnswerPlan::Repeat
     );
     assert_eq!(
-        plan(answered(Denied, "human:a"), Reject, "human:a"),
+        plan(with_answers(Denied, &[("a", Reject)]), Reject, "human:a"),
         AnswerPlan::Repeat
     );
     // The same decision by someone else is not recorded: they are told who answered first.
     assert_eq!(
-        plan(answered(Granted, "human:a"), Approve, "human:b"),
+        plan(with_answers(Granted, &[("a", Approve)]), Approve, "human:b"),
         AnswerPlan::AlreadyDecided { state: Granted }
     );
     assert_eq!(
-        plan(answered(Granted, "human:a"), Reject, "human:a"),
+        plan(with_answers(Granted, &[("a", Approve)]), Reject, "human:a"),
         AnswerPlan::AlreadyDecided { state: Granted }
     );
     assert_eq!(
-        plan(answered(Denied, "human:a"), Approve, "human:a"),
+        plan(with_answers(Denied, &[("a", Reject)]), Approve, "human:a"),
         AnswerPlan::AlreadyDecided { state: Denied }
     );
     assert_eq!(
-        plan(answered(Consumed, "human:a"), Approve, "human:a"),
+        plan(
+            with_answers(Consumed, &[("a", Approve)]),
+            Approve,
+            "human:b"
+        ),
         AnswerPlan::AlreadyDecided { state: Consumed }
     );
     assert_eq!(
         plan_answer(&record(Expired, 100), Approve, "human:a", at(0)),
         AnswerPlan::Expired
+    );
+}
+
+#[test]
+fn a_quorum_of_two_needs_two_distinct_approvers() {
+    use AnswerDecision::*;
+    use ApprovalState::*;
+    let mut pending = record(Pending, 100);
+    pending.rule.quorum = 2;
+    assert_eq!(
+        plan_answer(&pending, Approve, "human:a", at(1)),
+        AnswerPlan::Count {
+            given: 1,
+            needed: 2
+        }
+    );
+    let mut one = with_answers(Pending, &[("a", Approve)]);
+    one.rule.quorum = 2;
+    // The same approver twice is one approval (an idempotent repeat), never the second.
+    assert_eq!(
+        plan_answer(&one, Approve, "human:a", at(1)),
+        AnswerPlan::Repeat
+    );
+    // A different decision by the same approver is refused.
+    assert_eq!(
+        plan_answer(&one, Reject, "human:a", at(1)),
+        AnswerPlan::AlreadyDecided { state: Pending }
+    );
+    assert_eq!(
+        plan_answer(&one, Approve, "human:b", at(1)),
+        AnswerPlan::Decide { to: Granted }
+    );
+    // One no from anyone else denies it, whatever was counted.
+    assert_eq!(
+        plan_answer(&one, Reject, "human:c", at(1)),
+        AnswerPlan::Decide { to: Denied }
     );
 }
 
@@ -218,50 +283,81 @@ proptest! {
         prop_assert_eq!(plan == TakePlan::Consume, expected);
     }
 
-    /// A model of the request lifecycle: after any sequence of answers at any times, at most one
-    /// decision is stored and it is the first one given in time.
+    /// A model of the request lifecycle with a quorum: after any sequence of answers by any
+    /// approvers at any times, the request is granted exactly when `quorum` distinct approvers
+    /// said yes before any no and before expiry; denied exactly when a no came first; and once
+    /// decided it never changes.
     #[test]
-    fn first_answer_wins(answers in proptest::collection::vec((any::<bool>(), 0i64..200), 1..8)) {
+    fn the_first_decisive_answer_wins(
+        quorum in 1u32..4,
+        answers in proptest::collection::vec((0usize..4, any::<bool>(), 0i64..200), 1..12),
+    ) {
         let mut current = record(ApprovalState::Pending, 100);
-        let mut first: Option<ApprovalState> = None;
-        for (approve, now) in answers {
+        current.rule.quorum = quorum;
+        let mut yes: Vec<usize> = Vec::new();
+        let mut decided: Option<ApprovalState> = None;
+        for (who, approve, now) in answers {
+            let approver = format!("human:{who}");
             let decision = if approve { AnswerDecision::Approve } else { AnswerDecision::Reject };
-            match plan_answer(&current, decision, "human:a", at(now)) {
-                AnswerPlan::Apply => {
-                    prop_assert!(first.is_none());
-                    current.state = decision.state();
-                    current.approver = Some("human:a".to_owned());
-                    first = Some(current.state);
+            let earlier = current.answers.iter().find(|a| a.approver.id == approver).map(|a| a.decision);
+            match plan_answer(&current, decision, &approver, at(now)) {
+                AnswerPlan::Decide { to } => {
+                    prop_assert!(decided.is_none());
+                    prop_assert!(now < 100);
+                    prop_assert!(earlier.is_none());
+                    if to == ApprovalState::Granted {
+                        prop_assert!(approve);
+                        prop_assert_eq!(yes.len() + 1, quorum as usize);
+                    } else {
+                        prop_assert!(!approve);
+                    }
+                    current.state = to;
+                    decided = Some(to);
+                    yes.push(who);
+                    current.answers.push(answer_by(&approver, decision));
+                }
+                AnswerPlan::Count { given, needed } => {
+                    prop_assert!(approve && decided.is_none() && earlier.is_none());
+                    prop_assert_eq!(needed, quorum);
+                    prop_assert!(given < quorum);
+                    yes.push(who);
+                    prop_assert_eq!(given as usize, yes.len());
+                    current.answers.push(answer_by(&approver, decision));
                 }
                 AnswerPlan::Expire => {
-                    prop_assert!(first.is_none());
+                    // Pending or granted-but-unused past its TTL: it expires (never a decision).
+                    prop_assert!(now >= 100);
+                    prop_assert!(decided.is_none() || decided == Some(ApprovalState::Granted));
                     current.state = ApprovalState::Expired;
+                    decided = None;
                 }
-                AnswerPlan::Repeat => prop_assert_eq!(Some(decision.state()), first),
-                AnswerPlan::AlreadyDecided { state } => prop_assert_eq!(Some(state), first),
+                AnswerPlan::Repeat => prop_assert_eq!(earlier, Some(decision)),
+                AnswerPlan::AlreadyDecided { state } => {
+                    prop_assert!(decided == Some(state) || earlier.is_some_and(|e| e != decision));
+                }
                 AnswerPlan::Expired => prop_assert_eq!(current.state, ApprovalState::Expired),
-                AnswerPlan::SelfApproval => prop_assert!(false, "human:a is not the principal"),
             }
         }
+        // Never more yes answers than the quorum, each approver at most once.
+        let mut ids: Vec<&str> = current.answers.iter().map(|a| a.approver.id.as_str()).collect();
+        ids.sort_unstable();
+        ids.dedup();
+        prop_assert_eq!(ids.len(), current.answers.len());
+        prop_assert!(current.approvals_given() <= quorum);
     }
 }
 
-#[test]
-fn the_principal_that_asked_never_answers_in_any_state() {
-    use AnswerDecision::*;
-    use ApprovalState::*;
-    for state in [Pending, Granted, Denied, Consumed, Expired, Void] {
-        for decision in [Approve, Reject] {
-            assert_eq!(
-                plan_answer(&record(state, 100), decision, "agent:a", at(50)),
-                AnswerPlan::SelfApproval,
-                "{state:?} {decision:?}"
-            );
-        }
+fn answer_by(id: &str, decision: AnswerDecision) -> RecordedAnswer {
+    RecordedAnswer {
+        approver: Approver {
+            id: id.to_owned(),
+            groups: Vec::new(),
+            channel: Channel::Api,
+            authentication: crate::approver::Authentication::Asserted,
+        },
+        decision,
+        answered_at: at(0),
+        note: None,
+        hash_confirmed: false,
     }
-    // Another identity with a similar name is a different approver.
-    assert_eq!(
-        plan_answer(&record(Pending, 100), Approve, "agent:a2", at(50)),
-        AnswerPlan::Apply
-    );
 }

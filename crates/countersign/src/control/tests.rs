@@ -783,6 +783,7 @@ async fn an_expired_lease_becomes_ambiguous_and_is_never_released() {
                 key: key.clone(),
                 lease_until: world.clock.now().plus(DEFAULT_LEASE),
             }),
+            context: None,
             refusal_draft: ReceiptDraft::default(),
         };
         assert!(matches!(
@@ -1318,14 +1319,15 @@ impl crate::approval::FrameworkInterrupt for ScriptedInterrupt {
 
     async fn interrupt(
         &self,
-        _pending: crate::approval::PendingApproval,
+        pending: crate::approval::PendingApproval,
     ) -> Result<crate::approval::ApprovalAnswer, crate::approval::InterruptError> {
         self.asked.fetch_add(1, Ordering::SeqCst);
         match &self.answer {
             None => Err(crate::approval::InterruptError::Suspended),
             Some((decision, arguments)) => Ok(crate::approval::ApprovalAnswer {
                 decision: *decision,
-                approver: self.approver.unwrap_or("human:alice").to_owned(),
+                approver: self.approver.unwrap_or("human:alice").into(),
+                shown_hash: Some(pending.action_hash.clone()),
                 note: None,
                 arguments: arguments.clone(),
             }),
@@ -1513,7 +1515,7 @@ async fn an_interrupt_answering_as_the_principal_authorizes_nothing() {
         Some("agent:test"),
     );
     let error = world.call("notify", json!({"to": "a"})).await.unwrap_err();
-    assert_eq!(error.reason(), "interrupt_failed", "{error}");
+    assert_eq!(error.reason(), "self_approval", "{error}");
     assert!(
         error.to_string().contains("the principal that asked"),
         "{error}"

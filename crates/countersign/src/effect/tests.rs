@@ -12,6 +12,7 @@ fn record(state: EffectState, lease_until: i64) -> EffectRecord {
         updated_at: Timestamp::from_millis(0),
         resolved_by: None,
         detail: None,
+        attempt: None,
     }
 }
 

@@ -289,6 +289,45 @@ pub enum LoadErrorKind {
         /// What is wrong with it.
         problem: NumberProblem,
     },
+    /// An entry sets its approval TTL twice, as `approval_ttl` and as `approval.ttl`.
+    #[error("`approval_ttl` and `approval.ttl` both set the TTL of `{action}`: keep one")]
+    TtlTwice {
+        /// The action key.
+        action: String,
+    },
+    /// `quorum` is not a whole number from 1 to 100.
+    #[error("invalid `quorum` `{found}`: expected a whole number from 1 to 100")]
+    InvalidQuorum {
+        /// The value as written.
+        found: String,
+    },
+    /// `require` is not `asserted` or `authenticated`.
+    #[error("unknown `require` `{found}`: expected `asserted` or `authenticated`{}", suggest(*suggestion))]
+    UnknownRequirement {
+        /// The value as written.
+        found: String,
+        /// The closest value, if close.
+        suggestion: Option<&'static str>,
+    },
+    /// An approver, resolver or directory entry that is not an identity pattern.
+    #[error("invalid approver `{found}`: {expected}")]
+    InvalidApprover {
+        /// The value as written.
+        found: String,
+        /// What is accepted.
+        expected: &'static str,
+    },
+    /// An `approval` block whose `approvers` list is empty: nobody could ever approve.
+    #[error("empty `approvers`: list who may approve, such as `group:finance` or `human:*`")]
+    EmptyApprovers,
+    /// A public key in `approvers.keys` that cannot be read or is not an Ed25519 public key.
+    #[error("invalid approver key `{key}`: {message}")]
+    InvalidKey {
+        /// The key or file as written.
+        key: String,
+        /// What is wrong.
+        message: String,
+    },
     /// A bug in Countersign: the parsed policy could not be hashed.
     #[error("internal error while hashing the policy: {detail}: please report this bug")]
     Internal {
@@ -331,6 +370,12 @@ impl LoadErrorKind {
             LoadErrorKind::DuplicateSecret { .. } => "duplicate_secret",
             LoadErrorKind::InvalidDuration { .. } => "invalid_duration",
             LoadErrorKind::NumberNotRepresentable { .. } => "number_not_representable",
+            LoadErrorKind::TtlTwice { .. } => "ttl_twice",
+            LoadErrorKind::InvalidQuorum { .. } => "invalid_quorum",
+            LoadErrorKind::UnknownRequirement { .. } => "unknown_requirement",
+            LoadErrorKind::InvalidApprover { .. } => "invalid_approver",
+            LoadErrorKind::EmptyApprovers => "empty_approvers",
+            LoadErrorKind::InvalidKey { .. } => "invalid_key",
             LoadErrorKind::Internal { .. } => "internal",
         }
     }
@@ -348,24 +393,46 @@ pub enum KeyPlace {
     Rule,
     /// The `mcp` mapping of an entry (options the MCP gateway reads).
     Mcp,
+    /// An `approval` mapping (of an entry or a rule): who may approve.
+    Approval,
+    /// The top-level `approvers` mapping (the keys that sign approver tokens).
+    Approvers,
 }
 
 impl KeyPlace {
     /// The keys accepted in this place, in documentation order.
     pub fn expected_keys(self) -> &'static [&'static str] {
         match self {
-            KeyPlace::Policy => &["schema", "mode", "environment", "approval_ttl", "actions"],
+            KeyPlace::Policy => &[
+                "schema",
+                "mode",
+                "environment",
+                "approval_ttl",
+                "approvers",
+                "directory",
+                "actions",
+            ],
             KeyPlace::Action => &[
                 "effect",
                 "resource",
                 "approval_ttl",
+                "approval",
+                "resolvers",
                 "secret_arguments",
                 "rules",
                 "decision",
                 "mcp",
             ],
-            KeyPlace::Rule => &["when", "decision"],
+            KeyPlace::Rule => &["when", "decision", "approval"],
             KeyPlace::Mcp => &["not_executed_on_error"],
+            KeyPlace::Approval => &[
+                "approvers",
+                "quorum",
+                "distinct_from_requester",
+                "require",
+                "ttl",
+            ],
+            KeyPlace::Approvers => &["keys"],
         }
     }
 
@@ -376,6 +443,8 @@ impl KeyPlace {
             KeyPlace::Action => "action",
             KeyPlace::Rule => "rule",
             KeyPlace::Mcp => "mcp options",
+            KeyPlace::Approval => "approval",
+            KeyPlace::Approvers => "approvers",
         }
     }
 }

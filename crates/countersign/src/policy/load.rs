@@ -13,7 +13,10 @@ use super::error::{
 };
 use super::template::{Template, is_field_path};
 use super::yaml::{self, Node, NodeValue};
-use super::{ActionEntry, Decision, EntryBody, MAX_POLICY_BYTES, Mode, Policy, Rule, SCHEMA};
+use super::{
+    ActionEntry, ApprovalSpec, Decision, EntryBody, MAX_POLICY_BYTES, Mode, Policy, Rule, SCHEMA,
+};
+use crate::approver::Requirement;
 
 const DECISIONS: &[&str] = &["allow", "approve", "deny"];
 const MODES: &[&str] = &["enforce", "observe"];
@@ -51,11 +54,12 @@ pub(crate) fn read_capped(path: &Path) -> Result<Vec<u8>, LoadError> {
     Ok(bytes)
 }
 
-/// Load from raw bytes: size cap, UTF-8 check, then [`from_text`].
-pub(crate) fn from_bytes(bytes: &[u8]) -> Result<Policy, LoadError> {
+/// Load from raw bytes: size cap, UTF-8 check, then [`from_text`]. `base` is the folder that
+/// relative key files (`approvers.keys`) are read from.
+pub(crate) fn from_bytes(bytes: &[u8], base: Option<&Path>) -> Result<Policy, LoadError> {
     check_size(bytes.len())?;
     match std::str::from_utf8(bytes) {
-        Ok(text) => from_text(text),
+        Ok(text) => from_text(text, base),
         Err(error) => {
             let valid = bytes.get(..error.valid_up_to()).unwrap_or_default();
             // The prefix up to `valid_up_to` is valid UTF-8 by definition.
@@ -78,10 +82,10 @@ fn check_size(size: usize) -> Result<(), LoadError> {
 }
 
 /// Load from text: size cap, YAML, then validation.
-pub(crate) fn from_text(text: &str) -> Result<Policy, LoadError> {
+pub(crate) fn from_text(text: &str, base: Option<&Path>) -> Result<Policy, LoadError> {
     check_size(text.len())?;
     let root = yaml::parse(text)?;
-    build_policy(&root)
+    build_policy(&root, base)
 }
 
 fn error_at(node: &Node, kind: LoadErrorKind) -> LoadError {
@@ -150,7 +154,7 @@ fn get<'a>(entries: &'a Entries, name: &str) -> Option<&'a Node> {
         .map(|(_, value)| value)
 }
 
-fn build_policy(root: &Node) -> Result<Policy, LoadError> {
+fn build_policy(root: &Node, base: Option<&Path>) -> Result<Policy, LoadError> {
     let empty = Vec::new();
     let entries: &Entries = match &root.value {
         NodeValue::Null => &empty,
@@ -219,6 +223,14 @@ fn build_policy(root: &Node) -> Result<Policy, LoadError> {
         None => DEFAULT_APPROVAL_TTL,
         Some(node) => duration(node)?,
     };
+    let directory = match get(entries, "directory") {
+        None => BTreeMap::new(),
+        Some(node) => directory(node)?,
+    };
+    let keys = match get(entries, "approvers") {
+        None => Vec::new(),
+        Some(node) => approver_keys(node, base)?,
+    };
     let Some(actions_node) = get(entries, "actions") else {
         return Err(error_at(
             root,
@@ -262,18 +274,29 @@ fn build_policy(root: &Node) -> Result<Policy, LoadError> {
     // INVARIANT (longest-prefix-first): see `Policy::patterns`.
     patterns.sort_by(|(a, _), (b, _)| b.len().cmp(&a.len()).then_with(|| a.cmp(b)));
 
-    let document = json!({
+    let mut document = json!({
         "schema": SCHEMA,
         "mode": mode.as_str(),
         "environment": environment,
         "approval_ttl_seconds": approval_ttl.as_secs(),
         "actions": Value::Object(documents),
     });
+    // Written only when set, so a policy without them keeps the hash it had before they existed.
+    if let Value::Object(map) = &mut document {
+        if !directory.is_empty() {
+            map.insert("directory".into(), json!(directory));
+        }
+        if !keys.is_empty() {
+            map.insert("approvers".into(), json!({ "keys": keys }));
+        }
+    }
     let hash = hash_of(&document)?;
     Ok(Policy {
         mode,
         environment,
         approval_ttl,
+        directory,
+        keys,
         entries: parsed,
         exact,
         patterns,
@@ -338,9 +361,32 @@ fn build_entry(key: &str, body: &Node) -> Result<(ActionEntry, Value), LoadError
             document.insert(name.into(), json!(value.as_str()));
         }
     }
-    let approval_ttl = get(entries, "approval_ttl").map(duration).transpose()?;
+    let approval = get(entries, "approval").map(approval_spec).transpose()?;
+    let approval_ttl = match (get(entries, "approval_ttl"), &approval) {
+        (Some(node), Some((spec, _))) if spec.ttl.is_some() => {
+            return Err(error_at(
+                node,
+                LoadErrorKind::TtlTwice {
+                    action: key.to_owned(),
+                },
+            ));
+        }
+        (Some(node), _) => Some(duration(node)?),
+        (None, Some((spec, _))) => spec.ttl,
+        (None, None) => None,
+    };
     if let Some(ttl) = approval_ttl {
         document.insert("approval_ttl_seconds".into(), json!(ttl.as_secs()));
+    }
+    // Written only when set, so entries without them keep their fingerprints.
+    if let Some((_, approval_document)) = &approval {
+        document.insert("approval".into(), approval_document.clone());
+    }
+    let resolvers = get(entries, "resolvers")
+        .map(|node| identity_patterns(node, "resolvers"))
+        .transpose()?;
+    if let Some(resolvers) = &resolvers {
+        document.insert("resolvers".into(), json!(resolvers));
     }
     let not_executed_on_error = match get(entries, "mcp") {
         None => false,
@@ -388,6 +434,8 @@ fn build_entry(key: &str, body: &Node) -> Result<(ActionEntry, Value), LoadError
         effect,
         resource,
         approval_ttl,
+        approval: approval.map(|(spec, _)| spec),
+        resolvers,
         secret_arguments,
         not_executed_on_error,
         fingerprint,
@@ -481,6 +529,233 @@ fn template(
     Ok(Some(template))
 }
 
+const REQUIREMENTS: &[&str] = &["asserted", "authenticated"];
+
+/// The largest `quorum` the loader accepts.
+const MAX_QUORUM: i128 = 100;
+
+/// An `approval` block (of an entry or a rule) and its document for the fingerprint.
+fn approval_spec(node: &Node) -> Result<(ApprovalSpec, Value), LoadError> {
+    let entries = mapping(
+        node,
+        "approval",
+        "a mapping such as `{ approvers: [\"group:finance\"], quorum: 2 }`",
+    )?;
+    check_keys(entries, KeyPlace::Approval)?;
+    let approvers = match get(entries, "approvers") {
+        Some(node) => {
+            let approvers = identity_patterns(node, "approvers")?;
+            if approvers.is_empty() {
+                return Err(error_at(node, LoadErrorKind::EmptyApprovers));
+            }
+            approvers
+        }
+        None => vec!["*".to_owned()],
+    };
+    let quorum = match get(entries, "quorum") {
+        None => 1,
+        Some(node) => match &node.value {
+            NodeValue::Integer(value) if (1..=MAX_QUORUM).contains(value) => {
+                u32::try_from(*value).unwrap_or(1)
+            }
+            other => {
+                let found = match other {
+                    NodeValue::Integer(value) => value.to_string(),
+                    NodeValue::Float(value) => value.to_string(),
+                    NodeValue::String(text) => text.clone(),
+                    _ => node.value.kind_name().to_owned(),
+                };
+                return Err(error_at(node, LoadErrorKind::InvalidQuorum { found }));
+            }
+        },
+    };
+    let distinct_from_requester = match get(entries, "distinct_from_requester") {
+        None => false,
+        Some(flag) => match &flag.value {
+            NodeValue::Bool(flag) => *flag,
+            _ => {
+                return Err(wrong_type(
+                    flag,
+                    "distinct_from_requester",
+                    "`true` or `false`",
+                ));
+            }
+        },
+    };
+    let require = match get(entries, "require") {
+        None => Requirement::Asserted,
+        Some(node) => match string(node, "require", "`asserted` or `authenticated`")? {
+            "asserted" => Requirement::Asserted,
+            "authenticated" => Requirement::Authenticated,
+            other => {
+                return Err(error_at(
+                    node,
+                    LoadErrorKind::UnknownRequirement {
+                        found: other.to_owned(),
+                        suggestion: closest(other, REQUIREMENTS),
+                    },
+                ));
+            }
+        },
+    };
+    let ttl = get(entries, "ttl").map(duration).transpose()?;
+    let mut document = json!({
+        "approvers": approvers,
+        "quorum": quorum,
+        "distinct_from_requester": distinct_from_requester,
+        "require": require.as_str(),
+    });
+    if let (Some(ttl), Value::Object(map)) = (ttl, &mut document) {
+        map.insert("ttl_seconds".into(), json!(ttl.as_secs()));
+    }
+    Ok((
+        ApprovalSpec {
+            approvers,
+            quorum,
+            distinct_from_requester,
+            require,
+            ttl,
+        },
+        document,
+    ))
+}
+
+/// A list of identity patterns (`approvers`, `resolvers`): `human:alice`, `human:*`,
+/// `group:finance`, `*`.
+fn identity_patterns(node: &Node, key: &str) -> Result<Vec<String>, LoadError> {
+    let expected = "a list of identities such as `human:alice`, `human:*` or `group:finance`";
+    let NodeValue::Sequence(items) = &node.value else {
+        return Err(wrong_type(node, key, expected));
+    };
+    let mut patterns = Vec::with_capacity(items.len());
+    for item in items {
+        let text = string(item, key, expected)?;
+        check_identity(item, text, true)?;
+        if !patterns.iter().any(|known: &String| known == text) {
+            patterns.push(text.to_owned());
+        }
+    }
+    Ok(patterns)
+}
+
+/// An identity (or, with `pattern`, an identity pattern): non-empty, no whitespace or control
+/// characters, at most one `*` and only at the end, and `group:` followed by a name.
+fn check_identity(node: &Node, text: &str, pattern: bool) -> Result<(), LoadError> {
+    let fail = |expected| {
+        Err(error_at(
+            node,
+            LoadErrorKind::InvalidApprover {
+                found: text.to_owned(),
+                expected,
+            },
+        ))
+    };
+    if text.is_empty() || text.chars().any(|c| c.is_whitespace() || c.is_control()) {
+        return fail("an identity is a non-empty name without spaces, such as `human:alice`");
+    }
+    let stars = text.matches('*').count();
+    if (!pattern && stars > 0) || stars > 1 || (stars == 1 && !text.ends_with('*')) {
+        return fail(if pattern {
+            "`*` may appear once, at the end, as in `human:*`"
+        } else {
+            "a directory names one identity: no `*`"
+        });
+    }
+    if text == "group:" {
+        return fail("`group:` must be followed by a group name, as in `group:finance`");
+    }
+    Ok(())
+}
+
+/// The top-level `directory`: identity → list of group names.
+fn directory(node: &Node) -> Result<BTreeMap<String, Vec<String>>, LoadError> {
+    let entries = mapping(
+        node,
+        "directory",
+        "a mapping of identities to lists of groups, such as `human:alice: [finance]`",
+    )?;
+    let mut directory = BTreeMap::new();
+    for (key, value) in entries {
+        let id = key_text(key, "directory")?;
+        check_identity(key, id, false)?;
+        if id.starts_with("group:") {
+            return Err(error_at(
+                key,
+                LoadErrorKind::InvalidApprover {
+                    found: id.to_owned(),
+                    expected: "the directory lists people and agents, not groups",
+                },
+            ));
+        }
+        let expected = "a list of group names such as `[finance, ops]`";
+        let NodeValue::Sequence(items) = &value.value else {
+            return Err(wrong_type(value, id, expected));
+        };
+        let mut groups = Vec::with_capacity(items.len());
+        for item in items {
+            let group = string(item, id, expected)?;
+            if group.starts_with("group:") || group.contains('*') {
+                return Err(error_at(
+                    item,
+                    LoadErrorKind::InvalidApprover {
+                        found: group.to_owned(),
+                        expected: "a group name alone, such as `finance` (no `group:` prefix, no `*`)",
+                    },
+                ));
+            }
+            check_identity(item, group, false)?;
+            groups.push(group.to_owned());
+        }
+        groups.sort();
+        groups.dedup();
+        directory.insert(id.to_owned(), groups);
+    }
+    Ok(directory)
+}
+
+/// The top-level `approvers` block: `keys`, a list of Ed25519 public keys, each inline
+/// (`ed25519:` + base64url) or a public-key file (relative to the policy's folder). Returns
+/// them in inline form.
+fn approver_keys(node: &Node, base: Option<&Path>) -> Result<Vec<String>, LoadError> {
+    let entries = mapping(node, "approvers", "a mapping with `keys`")?;
+    check_keys(entries, KeyPlace::Approvers)?;
+    let Some(keys_node) = get(entries, "keys") else {
+        return Ok(Vec::new());
+    };
+    let expected = "a list of public keys (`ed25519:...`) or public-key files";
+    let NodeValue::Sequence(items) = &keys_node.value else {
+        return Err(wrong_type(keys_node, "keys", expected));
+    };
+    let mut keys = Vec::with_capacity(items.len());
+    for item in items {
+        let text = string(item, "keys", expected)?;
+        let parsed = if text.starts_with("ed25519:") || text.starts_with("-----BEGIN") {
+            crate::token::PublicKey::parse(text)
+        } else {
+            let path = Path::new(text);
+            let path = match base {
+                Some(base) if path.is_relative() => base.join(path),
+                _ => path.to_path_buf(),
+            };
+            crate::token::PublicKey::load(&path)
+        };
+        let key = parsed.map_err(|error| {
+            error_at(
+                item,
+                LoadErrorKind::InvalidKey {
+                    key: text.to_owned(),
+                    message: error.to_string(),
+                },
+            )
+        })?;
+        let inline = key.to_string();
+        if !keys.contains(&inline) {
+            keys.push(inline);
+        }
+    }
+    Ok(keys)
+}
+
 fn duration(node: &Node) -> Result<Duration, LoadError> {
     let text = string(node, "approval_ttl", "a duration such as `15m`")?;
     let fail = |problem| {
@@ -566,15 +841,20 @@ fn rules(node: &Node, secrets: &[String]) -> Result<(Vec<Rule>, Vec<Value>), Loa
                 (conditions, Some(document))
             }
         };
+        let approval = get(entries, "approval").map(approval_spec).transpose()?;
         let mut document = Map::new();
         document.insert("decision".into(), json!(decision.as_str()));
         if let Some(when_document) = when_document {
             document.insert("when".into(), when_document);
         }
+        if let Some((_, approval_document)) = &approval {
+            document.insert("approval".into(), approval_document.clone());
+        }
         documents.push(Value::Object(document));
         rules.push(Rule {
             conditions,
             decision,
+            approval: approval.map(|(spec, _)| spec),
         });
     }
     Ok((rules, documents))

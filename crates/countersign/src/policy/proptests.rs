@@ -251,7 +251,7 @@ proptest! {
 
     #[test]
     fn loader_never_panics_on_arbitrary_bytes(bytes in prop::collection::vec(any::<u8>(), 0..512)) {
-        if let Ok(policy) = load::from_bytes(&bytes) {
+        if let Ok(policy) = load::from_bytes(&bytes, None) {
             prop_assert!(policy.hash().starts_with("sha256:"));
         }
     }
@@ -270,7 +270,7 @@ proptest! {
                 _ => bytes.push(byte),
             }
         }
-        match load::from_bytes(&bytes) {
+        match load::from_bytes(&bytes, None) {
             Ok(policy) => prop_assert!(policy.hash().starts_with("sha256:")),
             Err(error) => prop_assert!(!error.kind.code().is_empty()),
         }

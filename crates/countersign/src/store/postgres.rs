@@ -72,19 +72,22 @@ use crate::clock::Timestamp;
 use crate::effect::{EffectKey, EffectRecord, EffectState};
 use crate::error::{AnswerError, ResolveError, StoreError};
 use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
+use crate::store::stored;
 use crate::store::{
     BeginAttempt, BeginOutcome, FinishAttempt, NewApproval, OpenOutcome, RecordAnswer,
     ResolveEffect, Store,
 };
 
-/// The schema version this build migrates to, writes and reads.
-pub const SCHEMA_VERSION: i64 = 1;
+/// The schema version this build migrates to, writes and reads (2: issue #12; see
+/// [`crate::store::sqlite::SCHEMA_VERSION`] for what it added).
+pub const SCHEMA_VERSION: i64 = 2;
 
 /// The forward-only migrations: version `n` is applied to a database at version `n − 1`.
 /// Never edit an applied migration; add the next one.
-const MIGRATIONS: &[(i64, &str)] = &[(
-    1,
-    "
+const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        1,
+        "
 CREATE TABLE approvals (
     id TEXT PRIMARY KEY,
     action_hash TEXT NOT NULL,
@@ -131,7 +134,16 @@ CREATE TABLE chain_head (
 );
 INSERT INTO chain_head (id, seq, hash) VALUES (1, 0, '');
 ",
-)];
+    ),
+    (
+        2,
+        "
+ALTER TABLE approvals ADD COLUMN rule TEXT;
+ALTER TABLE approvals ADD COLUMN answers TEXT;
+ALTER TABLE effects ADD COLUMN attempt TEXT;
+",
+    ),
+];
 
 /// The isolation level of the store's transactions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -595,13 +607,13 @@ impl PostgresStore {
 
 macro_rules! approval_columns {
     () => {
-        "id, action_hash, action, arguments, principal, resource, environment, effect_key, policy_hash, entry_fingerprint, state, created_at, expires_at, answered_at, approver, note, consumed_at, consumed_by"
+        "id, action_hash, action, arguments, principal, resource, environment, effect_key, policy_hash, entry_fingerprint, state, created_at, expires_at, answered_at, approver, note, consumed_at, consumed_by, rule, answers"
     };
 }
 
 macro_rules! effect_columns {
     () => {
-        "key, state, action_hash, attempt_id, attempts, lease_until, updated_at, resolved_by, detail"
+        "key, state, action_hash, attempt_id, attempts, lease_until, updated_at, resolved_by, detail, attempt"
     };
 }
 
@@ -613,9 +625,36 @@ fn decode(error: sqlx::Error) -> StoreError {
     corrupt(error.to_string())
 }
 
+/// What the compare-and-set of `update_approval` checks: the row's `state` and raw `answers`
+/// text as read.
+fn approval_version(row: &PgRow) -> Result<(String, Option<String>), StoreError> {
+    Ok((
+        row.try_get(10).map_err(decode)?,
+        row.try_get(19).map_err(decode)?,
+    ))
+}
+
 fn approval_from_row(row: &PgRow) -> Result<ApprovalRecord, StoreError> {
     let arguments: String = row.try_get(3).map_err(decode)?;
     let state: String = row.try_get(10).map_err(decode)?;
+    let state =
+        ApprovalState::parse(&state).ok_or_else(|| corrupt(format!("approval state `{state}`")))?;
+    let approver: Option<String> = row.try_get(14).map_err(decode)?;
+    let note: Option<String> = row.try_get(15).map_err(decode)?;
+    let answered_at = row
+        .try_get::<Option<i64>, _>(13)
+        .map_err(decode)?
+        .map(Timestamp::from_millis);
+    let (rule, answers) = stored::rule_and_answers(
+        row.try_get::<Option<String>, _>(18)
+            .map_err(decode)?
+            .as_deref(),
+        row.try_get::<Option<String>, _>(19)
+            .map_err(decode)?
+            .as_deref(),
+        (state, approver.as_deref(), note.as_deref(), answered_at),
+    )
+    .map_err(corrupt)?;
     let millis = |index: usize| -> Result<Option<Timestamp>, StoreError> {
         Ok(row
             .try_get::<Option<i64>, _>(index)
@@ -634,15 +673,16 @@ fn approval_from_row(row: &PgRow) -> Result<ApprovalRecord, StoreError> {
         effect_key: row.try_get(7).map_err(decode)?,
         policy_hash: row.try_get(8).map_err(decode)?,
         entry_fingerprint: row.try_get(9).map_err(decode)?,
-        state: ApprovalState::parse(&state)
-            .ok_or_else(|| corrupt(format!("approval state `{state}`")))?,
+        state,
         created_at: Timestamp::from_millis(row.try_get(11).map_err(decode)?),
         expires_at: Timestamp::from_millis(row.try_get(12).map_err(decode)?),
-        answered_at: millis(13)?,
-        approver: row.try_get(14).map_err(decode)?,
-        note: row.try_get(15).map_err(decode)?,
+        answered_at,
+        approver,
+        note,
         consumed_at: millis(16)?,
         consumed_by: row.try_get(17).map_err(decode)?,
+        rule,
+        answers,
     })
 }
 
@@ -662,6 +702,12 @@ fn effect_from_row(row: &PgRow) -> Result<EffectRecord, StoreError> {
         updated_at: Timestamp::from_millis(row.try_get(6).map_err(decode)?),
         resolved_by: row.try_get(7).map_err(decode)?,
         detail: row.try_get(8).map_err(decode)?,
+        attempt: stored::attempt(
+            row.try_get::<Option<String>, _>(9)
+                .map_err(decode)?
+                .as_deref(),
+        )
+        .map_err(corrupt)?,
     })
 }
 
@@ -685,8 +731,8 @@ pub(crate) struct PgTxn {
     transaction: Transaction<'static, Postgres>,
     /// Effect key → `(state, attempt_id)` as read, or `None` when it had no record.
     read_effects: HashMap<String, Option<(String, String)>>,
-    /// Approval id → state as read.
-    read_approvals: HashMap<String, String>,
+    /// Approval id → `(state, answers)` columns as read (or as this transaction wrote them).
+    read_approvals: HashMap<String, (String, Option<String>)>,
     /// Has this transaction written anything?
     wrote: bool,
 }
@@ -707,11 +753,9 @@ impl PgTxn {
         .await
         .map_err(classify)?;
         let record = row.as_ref().map(approval_from_row).transpose()?;
-        if let Some(record) = &record {
-            self.read_approvals.insert(
-                record.id.as_str().to_owned(),
-                record.state.as_str().to_owned(),
-            );
+        if let (Some(record), Some(row)) = (&record, &row) {
+            self.read_approvals
+                .insert(record.id.as_str().to_owned(), approval_version(row)?);
         }
         Ok(record)
     }
@@ -736,15 +780,12 @@ impl PgTxn {
         .fetch_all(&mut *self.transaction)
         .await
         .map_err(classify)?;
-        let records = rows
-            .iter()
-            .map(approval_from_row)
-            .collect::<Result<Vec<_>, _>>()?;
-        for record in &records {
-            self.read_approvals.insert(
-                record.id.as_str().to_owned(),
-                record.state.as_str().to_owned(),
-            );
+        let mut records = Vec::with_capacity(rows.len());
+        for row in &rows {
+            let record = approval_from_row(row)?;
+            self.read_approvals
+                .insert(record.id.as_str().to_owned(), approval_version(row)?);
+            records.push(record);
         }
         Ok(records)
     }
@@ -755,10 +796,11 @@ impl PgTxn {
         record: &ApprovalRecord,
     ) -> Result<(), PgFailure> {
         self.wrote = true;
+        let answers = stored::answers_text(&record.answers);
         sqlx::query(concat!(
             "INSERT INTO approvals (",
             approval_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18)"
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"
         ))
         .bind(record.id.as_str())
         .bind(record.action_hash.as_str())
@@ -778,12 +820,14 @@ impl PgTxn {
         .bind(&record.note)
         .bind(record.consumed_at.map(Timestamp::as_millis))
         .bind(&record.consumed_by)
+        .bind(stored::rule_text(&record.rule))
+        .bind(&answers)
         .execute(&mut *self.transaction)
         .await
         .map_err(classify)?;
         self.read_approvals.insert(
             record.id.as_str().to_owned(),
-            record.state.as_str().to_owned(),
+            (record.state.as_str().to_owned(), Some(answers)),
         );
         Ok(())
     }
@@ -802,8 +846,10 @@ impl PgTxn {
             }));
         };
         self.wrote = true;
+        let (expected_state, expected_answers) = expected;
+        let answers = stored::answers_text(&record.answers);
         let result = sqlx::query(
-            "UPDATE approvals SET state = $2, answered_at = $3, approver = $4, note = $5, consumed_at = $6, consumed_by = $7 WHERE id = $1 AND state = $8",
+            "UPDATE approvals SET state = $2, answered_at = $3, approver = $4, note = $5, consumed_at = $6, consumed_by = $7, answers = $10 WHERE id = $1 AND state = $8 AND answers IS NOT DISTINCT FROM $9",
         )
         .bind(record.id.as_str())
         .bind(record.state.as_str())
@@ -812,7 +858,9 @@ impl PgTxn {
         .bind(&record.note)
         .bind(record.consumed_at.map(Timestamp::as_millis))
         .bind(&record.consumed_by)
-        .bind(&expected)
+        .bind(&expected_state)
+        .bind(&expected_answers)
+        .bind(&answers)
         .execute(&mut *self.transaction)
         .await
         .map_err(classify)?;
@@ -822,7 +870,7 @@ impl PgTxn {
         }
         self.read_approvals.insert(
             record.id.as_str().to_owned(),
-            record.state.as_str().to_owned(),
+            (record.state.as_str().to_owned(), Some(answers)),
         );
         Ok(())
     }
@@ -869,7 +917,7 @@ impl PgTxn {
             None => sqlx::query(concat!(
                 "INSERT INTO effects (",
                 effect_columns!(),
-                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9) ON CONFLICT (key) DO NOTHING"
+                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (key) DO NOTHING"
             ))
             .bind(record.key.as_str())
             .bind(record.state.as_str())
@@ -880,10 +928,11 @@ impl PgTxn {
             .bind(record.updated_at.as_millis())
             .bind(&record.resolved_by)
             .bind(&record.detail)
+            .bind(stored::attempt_text(record.attempt.as_ref()))
             .execute(&mut *self.transaction)
             .await,
             Some((state, attempt_id)) => sqlx::query(
-                "UPDATE effects SET state = $2, action_hash = $3, attempt_id = $4, attempts = $5, lease_until = $6, updated_at = $7, resolved_by = $8, detail = $9 WHERE key = $1 AND state = $10 AND attempt_id = $11",
+                "UPDATE effects SET state = $2, action_hash = $3, attempt_id = $4, attempts = $5, lease_until = $6, updated_at = $7, resolved_by = $8, detail = $9, attempt = $12 WHERE key = $1 AND state = $10 AND attempt_id = $11",
             )
             .bind(record.key.as_str())
             .bind(record.state.as_str())
@@ -896,6 +945,7 @@ impl PgTxn {
             .bind(&record.detail)
             .bind(state)
             .bind(attempt_id)
+            .bind(stored::attempt_text(record.attempt.as_ref()))
             .execute(&mut *self.transaction)
             .await,
         }

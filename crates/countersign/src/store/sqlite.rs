@@ -35,6 +35,7 @@ use crate::clock::Timestamp;
 use crate::effect::{EffectKey, EffectRecord, EffectState};
 use crate::error::{AnswerError, ResolveError, StoreError};
 use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
+use crate::store::stored;
 use crate::store::txn::{self, Txn};
 use crate::store::{
     BeginAttempt, BeginOutcome, FinishAttempt, NewApproval, OpenOutcome, RecordAnswer,
@@ -42,7 +43,22 @@ use crate::store::{
 };
 
 /// The schema version this build writes and reads.
-pub const SCHEMA_VERSION: i64 = 1;
+///
+/// 2 (issue #12): approvals gain `rule` (the stored approval rule, canonical JSON) and `answers`
+/// (every answer that counted, JSON), effects gain `attempt` (the reserving attempt's context,
+/// JSON). Rows written at version 1 keep NULL there and read as the default rule, the one
+/// recorded answer, and no context.
+pub const SCHEMA_VERSION: i64 = 2;
+
+/// The forward-only migrations: version `n` is applied to a database at version `n − 1`, all of
+/// them in the one `BEGIN IMMEDIATE` transaction that opens the store. Never edit one; add the
+/// next.
+const MIGRATIONS: &[(i64, &str)] = &[(
+    2,
+    "ALTER TABLE approvals ADD COLUMN rule TEXT;
+     ALTER TABLE approvals ADD COLUMN answers TEXT;
+     ALTER TABLE effects ADD COLUMN attempt TEXT;",
+)];
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -243,26 +259,29 @@ impl SqliteStore {
                     |row| row.get(0),
                 )
                 .optional()?;
-            match found.map(|text| text.parse::<i64>()) {
-                None => {
-                    connection.execute(
-                        "INSERT INTO meta (key, value) VALUES ('schema_version', ?1)",
-                        params![SCHEMA_VERSION.to_string()],
-                    )?;
-                }
+            // `SCHEMA` makes the version-1 tables; a file without a version is new, at 1.
+            let found = match found.map(|text| text.parse::<i64>()) {
+                None => 1,
                 Some(Ok(found)) if found > SCHEMA_VERSION => {
                     return Err(Attempt::Failed(StoreError::Incompatible {
                         found,
                         supported: SCHEMA_VERSION,
                     }));
                 }
-                Some(Ok(_)) => {}
+                Some(Ok(found)) => found,
                 Some(Err(_)) => {
                     return Err(Attempt::Failed(StoreError::Corrupt {
                         detail: "unreadable schema_version".to_owned(),
                     }));
                 }
+            };
+            for (_, sql) in MIGRATIONS.iter().filter(|(version, _)| *version > found) {
+                connection.execute_batch(sql)?;
             }
+            connection.execute(
+                "INSERT INTO meta (key, value) VALUES ('schema_version', ?1) ON CONFLICT (key) DO UPDATE SET value = excluded.value",
+                params![SCHEMA_VERSION.max(found).to_string()],
+            )?;
             Ok(())
         })();
         match result {
@@ -442,7 +461,7 @@ impl SqliteTxn<'_> {
     }
 }
 
-const APPROVAL_COLUMNS: &str = "id, action_hash, action, arguments, principal, resource, environment, effect_key, policy_hash, entry_fingerprint, state, created_at, expires_at, answered_at, approver, note, consumed_at, consumed_by";
+const APPROVAL_COLUMNS: &str = "id, action_hash, action, arguments, principal, resource, environment, effect_key, policy_hash, entry_fingerprint, state, created_at, expires_at, answered_at, approver, note, consumed_at, consumed_by, rule, answers";
 
 fn corrupt(detail: String) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, detail.into())
@@ -451,6 +470,17 @@ fn corrupt(detail: String) -> rusqlite::Error {
 fn approval_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRecord> {
     let arguments: String = row.get(3)?;
     let state: String = row.get(10)?;
+    let state =
+        ApprovalState::parse(&state).ok_or_else(|| corrupt(format!("approval state `{state}`")))?;
+    let approver: Option<String> = row.get(14)?;
+    let note: Option<String> = row.get(15)?;
+    let answered_at = row.get::<_, Option<i64>>(13)?.map(Timestamp::from_millis);
+    let (rule, answers) = stored::rule_and_answers(
+        row.get::<_, Option<String>>(18)?.as_deref(),
+        row.get::<_, Option<String>>(19)?.as_deref(),
+        (state, approver.as_deref(), note.as_deref(), answered_at),
+    )
+    .map_err(corrupt)?;
     Ok(ApprovalRecord {
         id: ApprovalId::from_stored(row.get(0)?),
         action_hash: ActionHash::from_stored(row.get::<_, String>(1)?),
@@ -463,20 +493,20 @@ fn approval_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRecord
         effect_key: row.get(7)?,
         policy_hash: row.get(8)?,
         entry_fingerprint: row.get(9)?,
-        state: ApprovalState::parse(&state)
-            .ok_or_else(|| corrupt(format!("approval state `{state}`")))?,
+        state,
         created_at: Timestamp::from_millis(row.get(11)?),
         expires_at: Timestamp::from_millis(row.get(12)?),
-        answered_at: row.get::<_, Option<i64>>(13)?.map(Timestamp::from_millis),
-        approver: row.get(14)?,
-        note: row.get(15)?,
+        answered_at,
+        approver,
+        note,
         consumed_at: row.get::<_, Option<i64>>(16)?.map(Timestamp::from_millis),
         consumed_by: row.get(17)?,
+        rule,
+        answers,
     })
 }
 
-const EFFECT_COLUMNS: &str =
-    "key, state, action_hash, attempt_id, attempts, lease_until, updated_at, resolved_by, detail";
+const EFFECT_COLUMNS: &str = "key, state, action_hash, attempt_id, attempts, lease_until, updated_at, resolved_by, detail, attempt";
 
 fn effect_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<EffectRecord> {
     let key: String = row.get(0)?;
@@ -492,6 +522,7 @@ fn effect_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<EffectRecord> {
         updated_at: Timestamp::from_millis(row.get(6)?),
         resolved_by: row.get(7)?,
         detail: row.get(8)?,
+        attempt: stored::attempt(row.get::<_, Option<String>>(9)?.as_deref()).map_err(corrupt)?,
     })
 }
 
@@ -540,7 +571,7 @@ impl Txn for SqliteTxn<'_> {
         let result = self
             .transaction
             .prepare_cached(&format!(
-                "INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18)"
+                "INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"
             ))
             .and_then(|mut statement| {
                 statement.execute(params![
@@ -562,6 +593,8 @@ impl Txn for SqliteTxn<'_> {
                     record.note,
                     record.consumed_at.map(Timestamp::as_millis),
                     record.consumed_by,
+                    stored::rule_text(&record.rule),
+                    stored::answers_text(&record.answers),
                 ])
             });
         self.check(result).map(drop)
@@ -571,7 +604,7 @@ impl Txn for SqliteTxn<'_> {
         let result = self
             .transaction
             .prepare_cached(
-                "UPDATE approvals SET state = ?2, answered_at = ?3, approver = ?4, note = ?5, consumed_at = ?6, consumed_by = ?7 WHERE id = ?1",
+                "UPDATE approvals SET state = ?2, answered_at = ?3, approver = ?4, note = ?5, consumed_at = ?6, consumed_by = ?7, answers = ?8 WHERE id = ?1",
             )
             .and_then(|mut statement| {
                 statement.execute(params![
@@ -582,6 +615,7 @@ impl Txn for SqliteTxn<'_> {
                     record.note,
                     record.consumed_at.map(Timestamp::as_millis),
                     record.consumed_by,
+                    stored::answers_text(&record.answers),
                 ])
             });
         match self.check(result)? {
@@ -610,7 +644,7 @@ impl Txn for SqliteTxn<'_> {
         let result = self
             .transaction
             .prepare_cached(&format!(
-                "INSERT OR REPLACE INTO effects ({EFFECT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)"
+                "INSERT OR REPLACE INTO effects ({EFFECT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
             ))
             .and_then(|mut statement| {
                 statement.execute(params![
@@ -623,6 +657,7 @@ impl Txn for SqliteTxn<'_> {
                     record.updated_at.as_millis(),
                     record.resolved_by,
                     record.detail,
+                    stored::attempt_text(record.attempt.as_ref()),
                 ])
             });
         self.check(result).map(drop)

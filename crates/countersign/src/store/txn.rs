@@ -7,8 +7,11 @@
 //! again after a busy database rolled it back.
 
 use crate::approval::{
-    AnswerPlan, ApprovalRecord, ApprovalState, OpenPlan, TakePlan, plan_answer, plan_open,
-    plan_take,
+    AnswerPlan, ApprovalRecord, ApprovalState, OpenPlan, RecordedAnswer, TakePlan, approver_of,
+    plan_answer, plan_open, plan_take,
+};
+use crate::approver::{
+    ApprovalRule, Approver, Authentication, Channel, Ineligible, judge, judge_resolver,
 };
 use crate::clock::Timestamp;
 use crate::effect::{EffectRecord, EffectState, RetryDecision, resolution_allowed, retry_decision};
@@ -18,7 +21,7 @@ use crate::evidence::{
 };
 use crate::store::{
     BeginAttempt, BeginOutcome, BeginRefusal, FinishAttempt, NewApproval, OpenOutcome,
-    RecordAnswer, ResolveEffect,
+    RECONCILE_HOOK, RecordAnswer, ResolveEffect, Resolver,
 };
 use crate::{ActionHash, ApprovalId, EffectKey};
 
@@ -139,6 +142,56 @@ fn mark_approval<T: Txn + ?Sized>(
     Ok(record)
 }
 
+/// A receipt about an effect record written without its attempt (a lapsed lease, a
+/// resolution): it names the attempt's action, principal, environment, policy, start and the
+/// approval it consumed with the approvers who granted it, from the record's context.
+pub(crate) fn effect_draft(
+    record: &EffectRecord,
+    approval: Option<&ApprovalRecord>,
+    kind: ReceiptKind,
+    outcome: ReceiptOutcome,
+    reason: &str,
+) -> ReceiptDraft {
+    let mut draft = ReceiptDraft {
+        kind: Some(kind),
+        outcome: Some(outcome),
+        reason: Some(reason.to_owned()),
+        attempt_id: Some(record.attempt_id.clone()),
+        action_hash: Some(record.action_hash.clone()),
+        effect_key: Some(record.key.as_str().to_owned()),
+        detail: record.detail.clone(),
+        ..ReceiptDraft::default()
+    };
+    if let Some(context) = &record.attempt {
+        draft.action = Some(context.action.clone());
+        draft.principal = Some(context.principal.clone());
+        draft.environment = Some(context.environment.clone());
+        draft.policy_hash = Some(context.policy_hash.clone());
+        draft.attempt_started_at = Some(context.started_at);
+        draft.approval_id = context.approval_id.clone();
+    }
+    if let Some(approval) = approval {
+        draft.approval_policy_hash = Some(approval.policy_hash.clone());
+        draft.approvers = Some(approval.granted_by().into_iter().cloned().collect());
+    }
+    draft
+}
+
+/// The approval an effect record's attempt consumed, if its context names one.
+fn consumed_approval<T: Txn + ?Sized>(
+    txn: &mut T,
+    record: &EffectRecord,
+) -> Result<Option<ApprovalRecord>, StoreError> {
+    match record
+        .attempt
+        .as_ref()
+        .and_then(|context| context.approval_id.as_deref())
+    {
+        Some(id) => txn.approval(&ApprovalId::from_stored(id.to_owned())),
+        None => Ok(None),
+    }
+}
+
 /// Record that a lapsed lease left an effect ambiguous, with its receipt.
 fn mark_lease_expired<T: Txn + ?Sized>(
     txn: &mut T,
@@ -152,16 +205,14 @@ fn mark_lease_expired<T: Txn + ?Sized>(
         record.attempt_id, record.lease_until
     ));
     txn.put_effect(&record)?;
-    let draft = ReceiptDraft {
-        kind: Some(ReceiptKind::LeaseExpired),
-        outcome: Some(ReceiptOutcome::Ambiguous),
-        reason: Some("lease_expired".to_owned()),
-        attempt_id: Some(record.attempt_id.clone()),
-        action_hash: Some(record.action_hash.clone()),
-        effect_key: Some(record.key.as_str().to_owned()),
-        detail: record.detail.clone(),
-        ..ReceiptDraft::default()
-    };
+    let approval = consumed_approval(txn, &record)?;
+    let draft = effect_draft(
+        &record,
+        approval.as_ref(),
+        ReceiptKind::LeaseExpired,
+        ReceiptOutcome::Ambiguous,
+        "lease_expired",
+    );
     append(txn, draft, now)?;
     Ok(record)
 }
@@ -227,56 +278,251 @@ pub fn open_approval<T: Txn + ?Sized>(
     })
 }
 
+/// What an answer does, decided from the stored request alone: the pure plan both kinds of
+/// backend apply (this module's [`answer_approval`] and the PostgreSQL twin).
+#[derive(Debug)]
+pub(crate) enum AnswerStep {
+    /// Write the updated request and its answer receipt.
+    Write {
+        record: ApprovalRecord,
+        receipt: ReceiptDraft,
+    },
+    /// An identical repeat: succeed, write nothing.
+    Repeat(ApprovalRecord),
+    /// Move the (pending, past its TTL) request to `expired` with its receipt, then refuse.
+    Expire {
+        record: ApprovalRecord,
+        error: AnswerError,
+    },
+    /// Refuse, leaving the request as it was; write the refusal receipt if there is one (every
+    /// refusal by the rule or the contract has one; an unknown request or a missing approver
+    /// has nothing to attach it to).
+    Refuse {
+        error: AnswerError,
+        receipt: Option<ReceiptDraft>,
+    },
+}
+
+/// The receipt of an answer (counted, decisive or refused) by `approver`.
+fn answer_draft(
+    record: &ApprovalRecord,
+    approver: Option<&Approver>,
+    channel: &Channel,
+    outcome: ReceiptOutcome,
+    reason: &str,
+) -> ReceiptDraft {
+    let mut draft = approval_draft(record, ReceiptKind::Answer, outcome, reason);
+    draft.channel = Some(channel.as_str().into_owned());
+    draft.approvals_needed = Some(record.rule.quorum);
+    draft.approvals_given = Some(record.approvals_given());
+    if let Some(approver) = approver {
+        draft.approver = Some(approver.id.clone());
+        draft.approver_groups = Some(approver.groups.clone());
+        draft.authentication = Some(approver.authentication.as_str().to_owned());
+    }
+    draft
+}
+
+/// Decide what `answer` does to `record` at `now`. Order: the credential becomes an approver
+/// (a token must verify); the decision must be one of the closed set; the stored rule judges
+/// the approver; the echoed hash must be the request's; then the state machine
+/// ([`plan_answer`]) with quorum.
+pub(crate) fn answer_step(
+    record: Option<ApprovalRecord>,
+    answer: RecordAnswer,
+    now: Timestamp,
+) -> AnswerStep {
+    let Some(mut record) = record else {
+        return AnswerStep::Refuse {
+            error: AnswerError::Unknown {
+                request_id: answer.request_id,
+            },
+            receipt: None,
+        };
+    };
+    let channel = answer.channel;
+    let refuse = |record: &ApprovalRecord, approver: Option<&Approver>, error: AnswerError| {
+        let mut receipt = answer_draft(
+            record,
+            approver,
+            &channel,
+            ReceiptOutcome::Refused,
+            error.reason(),
+        );
+        receipt.note = answer.note.clone();
+        receipt.detail = Some(error.to_string());
+        AnswerStep::Refuse {
+            error,
+            receipt: Some(receipt),
+        }
+    };
+    let approver = match approver_of(&record.rule, &answer.approver, channel.clone(), now) {
+        Ok(approver) => approver,
+        Err(None) => {
+            return AnswerStep::Refuse {
+                error: AnswerError::NoApprover,
+                receipt: None,
+            };
+        }
+        Err(Some(detail)) => {
+            let mut step = refuse(
+                &record,
+                None,
+                AnswerError::NotAuthenticated {
+                    request_id: record.id.clone(),
+                    approver: None,
+                    detail,
+                },
+            );
+            if let AnswerStep::Refuse {
+                receipt: Some(receipt),
+                ..
+            } = &mut step
+            {
+                receipt.authentication = Some(Authentication::Token.as_str().to_owned());
+            }
+            return step;
+        }
+    };
+    let decision = match answer.decision {
+        Ok(decision) => decision,
+        Err(invalid) => {
+            let error = AnswerError::InvalidDecision {
+                request_id: record.id.clone(),
+                given: invalid.given,
+            };
+            return refuse(&record, Some(&approver), error);
+        }
+    };
+    if let Err(ineligible) = judge(&record.rule, &record.principal, &approver) {
+        let error = match ineligible {
+            Ineligible::NotAuthenticated => AnswerError::NotAuthenticated {
+                request_id: record.id.clone(),
+                approver: Some(approver.id.clone()),
+                detail: format!(
+                    "`{}` is asserted (typed, not verified) and the rule requires an authenticated approver",
+                    approver.id
+                ),
+            },
+            Ineligible::NotEntitled => AnswerError::NotEntitled {
+                request_id: record.id.clone(),
+                approver: approver.id.clone(),
+                approvers: record.rule.summary(),
+            },
+            Ineligible::SelfApproval { shared_group } => AnswerError::SelfApproval {
+                request_id: record.id.clone(),
+                approver: approver.id.clone(),
+                shared_group,
+            },
+        };
+        return refuse(&record, Some(&approver), error);
+    }
+    let hash_confirmed = match &answer.shown_hash {
+        Some(shown) if shown != &record.action_hash => {
+            let error = AnswerError::Mismatch {
+                request_id: record.id.clone(),
+                shown: shown.as_str().to_owned(),
+                action_hash: record.action_hash.clone(),
+            };
+            return refuse(&record, Some(&approver), error);
+        }
+        Some(_) => true,
+        None if channel.requires_hash_echo() => {
+            let error = AnswerError::Mismatch {
+                request_id: record.id.clone(),
+                shown: "(none)".to_owned(),
+                action_hash: record.action_hash.clone(),
+            };
+            return refuse(&record, Some(&approver), error);
+        }
+        None => false,
+    };
+    let recorded = RecordedAnswer {
+        approver: approver.clone(),
+        decision,
+        answered_at: now,
+        note: answer.note.clone(),
+        hash_confirmed,
+    };
+    let (outcome, reason) = match plan_answer(&record, decision, &approver.id, now) {
+        AnswerPlan::Decide { to } => {
+            record.state = to;
+            record.answered_at = Some(now);
+            record.approver = Some(approver.id.clone());
+            record.note = answer.note;
+            record.answers.push(recorded);
+            match to {
+                ApprovalState::Granted => (ReceiptOutcome::Granted, "approved"),
+                _ => (ReceiptOutcome::Denied, "rejected"),
+            }
+        }
+        AnswerPlan::Count { .. } => {
+            record.answers.push(recorded);
+            (ReceiptOutcome::Counted, "approved")
+        }
+        AnswerPlan::Repeat => return AnswerStep::Repeat(record),
+        AnswerPlan::AlreadyDecided { state } => {
+            let first = record.approver.clone().or_else(|| {
+                record
+                    .answers
+                    .iter()
+                    .find(|earlier| earlier.approver.id == approver.id)
+                    .map(|earlier| earlier.approver.id.clone())
+            });
+            let error = AnswerError::AlreadyDecided {
+                request_id: record.id.clone(),
+                state,
+                approver: first,
+            };
+            return refuse(&record, Some(&approver), error);
+        }
+        AnswerPlan::Expire => {
+            let error = AnswerError::Expired {
+                request_id: record.id.clone(),
+                expires_at: record.expires_at,
+            };
+            return AnswerStep::Expire { record, error };
+        }
+        AnswerPlan::Expired => {
+            return AnswerStep::Refuse {
+                error: AnswerError::Expired {
+                    request_id: record.id.clone(),
+                    expires_at: record.expires_at,
+                },
+                receipt: None,
+            };
+        }
+    };
+    let mut receipt = answer_draft(&record, Some(&approver), &channel, outcome, reason);
+    receipt.note = record.answers.last().and_then(|latest| latest.note.clone());
+    receipt.hash_confirmed = Some(hash_confirmed);
+    AnswerStep::Write { record, receipt }
+}
+
 /// [`crate::Store::answer_approval`]. Returns the stored request after the answer.
 pub fn answer_approval<T: Txn + ?Sized>(
     txn: &mut T,
     answer: RecordAnswer,
     now: Timestamp,
 ) -> Result<Result<ApprovalRecord, AnswerError>, StoreError> {
-    let Some(mut record) = txn.approval(&answer.request_id)? else {
-        return Ok(Err(AnswerError::Unknown {
-            request_id: answer.request_id,
-        }));
-    };
-    match plan_answer(&record, answer.decision, &answer.approver, now) {
-        AnswerPlan::Apply => {
-            record.state = answer.decision.state();
-            record.answered_at = Some(now);
-            record.approver = Some(answer.approver);
-            record.note = answer.note;
+    let record = txn.approval(&answer.request_id)?;
+    match answer_step(record, answer, now) {
+        AnswerStep::Write { record, receipt } => {
             txn.update_approval(&record)?;
-            let (outcome, reason) = match record.state {
-                ApprovalState::Granted => (ReceiptOutcome::Granted, "approved"),
-                _ => (ReceiptOutcome::Denied, "rejected"),
-            };
-            append(
-                txn,
-                approval_draft(&record, ReceiptKind::Answer, outcome, reason),
-                now,
-            )?;
+            append(txn, receipt, now)?;
             Ok(Ok(record))
         }
-        AnswerPlan::Repeat => Ok(Ok(record)),
-        AnswerPlan::AlreadyDecided { state } => Ok(Err(AnswerError::AlreadyDecided {
-            request_id: record.id,
-            state,
-            approver: record.approver,
-        })),
-        AnswerPlan::Expire => {
-            let record = mark_approval(txn, record, ApprovalState::Expired, now)?;
-            Ok(Err(AnswerError::Expired {
-                request_id: record.id,
-                expires_at: record.expires_at,
-            }))
+        AnswerStep::Repeat(record) => Ok(Ok(record)),
+        AnswerStep::Expire { record, error } => {
+            mark_approval(txn, record, ApprovalState::Expired, now)?;
+            Ok(Err(error))
         }
-        AnswerPlan::SelfApproval => Ok(Err(AnswerError::SelfApproval {
-            request_id: record.id.clone(),
-            approver: answer.approver.clone(),
-        })),
-        AnswerPlan::Expired => Ok(Err(AnswerError::Expired {
-            request_id: record.id,
-            expires_at: record.expires_at,
-        })),
+        AnswerStep::Refuse { error, receipt } => {
+            if let Some(receipt) = receipt {
+                append(txn, receipt, now)?;
+            }
+            Ok(Err(error))
+        }
     }
 }
 
@@ -378,19 +624,49 @@ pub fn begin_attempt<T: Txn + ?Sized>(
         None => None,
     };
     if let Some(claim) = begin.effect {
-        txn.put_effect(&EffectRecord {
-            key: claim.key,
-            state: EffectState::Reserved,
-            action_hash: begin.action_hash.as_str().to_owned(),
-            attempt_id: begin.attempt_id.clone(),
+        txn.put_effect(&reservation(
+            claim,
+            &begin.action_hash,
+            &begin.attempt_id,
             attempts,
-            lease_until: claim.lease_until,
-            updated_at: now,
-            resolved_by: None,
-            detail: None,
-        })?;
+            begin.context,
+            consumed.as_ref(),
+            now,
+        ))?;
     }
     Ok(BeginOutcome::Started { approval: consumed })
+}
+
+/// The effect record an attempt's reservation writes; both backends build it here.
+pub(crate) fn reservation(
+    claim: crate::store::EffectClaim,
+    action_hash: &ActionHash,
+    attempt_id: &str,
+    attempts: u32,
+    context: Option<crate::effect::AttemptContext>,
+    consumed: Option<&ApprovalRecord>,
+    now: Timestamp,
+) -> EffectRecord {
+    let attempt = context.map(|mut context| {
+        if let Some(approval) = consumed {
+            context.approval_id = Some(approval.id.as_str().to_owned());
+            // The consumed approval's rule says who may resolve; no copy is needed.
+            context.resolvers = None;
+        }
+        context
+    });
+    EffectRecord {
+        key: claim.key,
+        state: EffectState::Reserved,
+        action_hash: action_hash.as_str().to_owned(),
+        attempt_id: attempt_id.to_owned(),
+        attempts,
+        lease_until: claim.lease_until,
+        updated_at: now,
+        resolved_by: None,
+        detail: None,
+        attempt,
+    }
 }
 
 /// [`crate::Store::finish_attempt`].
@@ -435,44 +711,184 @@ pub fn finish_attempt<T: Txn + ?Sized>(
     append(txn, draft, now)
 }
 
+/// What a resolution does, decided from the stored effect (and the approval its attempt
+/// consumed) alone: the plan both kinds of backend apply.
+#[derive(Debug)]
+pub(crate) enum ResolveStep {
+    /// Write the resolved record and its receipt.
+    Write {
+        record: EffectRecord,
+        receipt: ReceiptDraft,
+    },
+    /// Refuse; write the refusal receipt, if any (a resolver the rule refuses gets one).
+    Refuse {
+        error: ResolveError,
+        receipt: Option<ReceiptDraft>,
+    },
+}
+
+/// Decide what `resolve` does to `record` at `now`: a person is judged by the effect's
+/// resolver rule (the consumed approval's rule, else the attempt's `resolvers`, else the
+/// default: anyone but the principal); then the retry table says whether the state allows it.
+pub(crate) fn resolve_step(
+    record: Option<EffectRecord>,
+    approval: Option<&ApprovalRecord>,
+    resolve: ResolveEffect,
+    now: Timestamp,
+) -> ResolveStep {
+    let Some(mut record) = record else {
+        return ResolveStep::Refuse {
+            error: ResolveError::Refused {
+                effect_key: resolve.key,
+                refusal: crate::effect::ResolveRefusal::Unknown,
+            },
+            receipt: None,
+        };
+    };
+    let mut resolver_fields = None;
+    let resolved_by = match resolve.resolver {
+        Resolver::Hook => RECONCILE_HOOK.to_owned(),
+        Resolver::Person {
+            credential,
+            channel,
+        } => {
+            let context = record.attempt.as_ref();
+            let default_rule = ApprovalRule::default();
+            let rule = approval
+                .map(|approval| &approval.rule)
+                .or_else(|| context.and_then(|context| context.resolvers.as_ref()))
+                .unwrap_or(&default_rule);
+            let principal = context.map_or("", |context| context.principal.as_str());
+            let refuse = |record: &EffectRecord,
+                          approver: Option<&Approver>,
+                          reason: &'static str,
+                          message: String| {
+                let mut receipt = effect_draft(
+                    record,
+                    approval,
+                    ReceiptKind::Resolution,
+                    ReceiptOutcome::Refused,
+                    reason,
+                );
+                receipt.channel = Some(channel.as_str().into_owned());
+                if let Some(approver) = approver {
+                    receipt.approver = Some(approver.id.clone());
+                    receipt.approver_groups = Some(approver.groups.clone());
+                    receipt.authentication = Some(approver.authentication.as_str().to_owned());
+                }
+                receipt.detail = Some(message.clone());
+                receipt.note = resolve.note.clone();
+                ResolveStep::Refuse {
+                    error: ResolveError::NotPermitted {
+                        effect_key: record.key.clone(),
+                        reason,
+                        message,
+                    },
+                    receipt: Some(receipt),
+                }
+            };
+            let approver = match approver_of(rule, &credential, channel.clone(), now) {
+                Ok(approver) => approver,
+                Err(None) => {
+                    return ResolveStep::Refuse {
+                        error: ResolveError::NotPermitted {
+                            effect_key: record.key.clone(),
+                            reason: "no_approver",
+                            message: "a resolution needs a resolver: say who is resolving (for example `--as human:alice`)".to_owned(),
+                        },
+                        receipt: None,
+                    };
+                }
+                Err(Some(detail)) => {
+                    return refuse(
+                        &record,
+                        None,
+                        "not_authenticated",
+                        format!("the approver token does not verify: {detail}"),
+                    );
+                }
+            };
+            if let Err(ineligible) = judge_resolver(rule, principal, &approver) {
+                let message = match &ineligible {
+                    Ineligible::NotAuthenticated => format!(
+                        "`{}` is asserted and resolving `{}` needs an authenticated resolver: pass an approver token with `--token-file FILE`",
+                        approver.id, record.key
+                    ),
+                    Ineligible::NotEntitled => format!(
+                        "`{}` may not resolve `{}`: it may be resolved by {}",
+                        approver.id,
+                        record.key,
+                        rule.resolver_patterns().join(", ")
+                    ),
+                    Ineligible::SelfApproval { .. } => format!(
+                        "`{}` ran the attempt behind `{}` and cannot resolve it: a different identity must",
+                        approver.id, record.key
+                    ),
+                };
+                return refuse(&record, Some(&approver), ineligible.reason(), message);
+            }
+            let id = approver.id.clone();
+            resolver_fields = Some((approver, channel));
+            id
+        }
+    };
+    if let Err(refusal) = resolution_allowed(&record, resolve.to, now) {
+        return ResolveStep::Refuse {
+            error: ResolveError::Refused {
+                effect_key: resolve.key,
+                refusal,
+            },
+            receipt: None,
+        };
+    }
+    record.state = resolve.to;
+    record.updated_at = now;
+    record.resolved_by = Some(resolved_by.clone());
+    record.detail = resolve.note.clone();
+    let outcome = match resolve.to {
+        EffectState::Committed => ReceiptOutcome::Committed,
+        _ => ReceiptOutcome::Failed,
+    };
+    let mut receipt = effect_draft(
+        &record,
+        approval,
+        ReceiptKind::Resolution,
+        outcome,
+        "resolved",
+    );
+    receipt.approver = Some(resolved_by);
+    receipt.note = resolve.note;
+    receipt.detail = None;
+    if let Some((approver, channel)) = resolver_fields {
+        receipt.approver_groups = Some(approver.groups);
+        receipt.authentication = Some(approver.authentication.as_str().to_owned());
+        receipt.channel = Some(channel.as_str().into_owned());
+    }
+    ResolveStep::Write { record, receipt }
+}
+
 /// [`crate::Store::resolve_effect`].
 pub fn resolve_effect<T: Txn + ?Sized>(
     txn: &mut T,
     resolve: ResolveEffect,
     now: Timestamp,
 ) -> Result<Result<EffectRecord, ResolveError>, StoreError> {
-    let Some(mut record) = txn.effect(&resolve.key)? else {
-        return Ok(Err(ResolveError::Refused {
-            effect_key: resolve.key,
-            refusal: crate::effect::ResolveRefusal::Unknown,
-        }));
+    let record = txn.effect(&resolve.key)?;
+    let approval = match &record {
+        Some(record) => consumed_approval(txn, record)?,
+        None => None,
     };
-    if let Err(refusal) = resolution_allowed(&record, resolve.to, now) {
-        return Ok(Err(ResolveError::Refused {
-            effect_key: resolve.key,
-            refusal,
-        }));
+    match resolve_step(record, approval.as_ref(), resolve, now) {
+        ResolveStep::Write { record, receipt } => {
+            txn.put_effect(&record)?;
+            append(txn, receipt, now)?;
+            Ok(Ok(record))
+        }
+        ResolveStep::Refuse { error, receipt } => {
+            if let Some(receipt) = receipt {
+                append(txn, receipt, now)?;
+            }
+            Ok(Err(error))
+        }
     }
-    record.state = resolve.to;
-    record.updated_at = now;
-    record.resolved_by = Some(resolve.resolver.clone());
-    record.detail = resolve.note.clone();
-    txn.put_effect(&record)?;
-    let outcome = match resolve.to {
-        EffectState::Committed => ReceiptOutcome::Committed,
-        _ => ReceiptOutcome::Failed,
-    };
-    let draft = ReceiptDraft {
-        kind: Some(ReceiptKind::Resolution),
-        outcome: Some(outcome),
-        reason: Some("resolved".to_owned()),
-        attempt_id: Some(record.attempt_id.clone()),
-        action_hash: Some(record.action_hash.clone()),
-        effect_key: Some(record.key.as_str().to_owned()),
-        approver: Some(resolve.resolver),
-        note: resolve.note,
-        ..ReceiptDraft::default()
-    };
-    append(txn, draft, now)?;
-    Ok(Ok(record))
 }

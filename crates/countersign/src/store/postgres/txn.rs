@@ -7,16 +7,15 @@
 //! function of what it reads, so that is safe).
 
 use crate::ApprovalId;
-use crate::approval::{
-    AnswerPlan, ApprovalRecord, ApprovalState, OpenPlan, TakePlan, plan_answer, plan_open,
-    plan_take,
-};
+use crate::approval::{ApprovalRecord, ApprovalState, OpenPlan, TakePlan, plan_open, plan_take};
 use crate::clock::Timestamp;
-use crate::effect::{EffectRecord, EffectState, RetryDecision, resolution_allowed, retry_decision};
+use crate::effect::{EffectRecord, EffectState, RetryDecision, retry_decision};
 use crate::error::{AnswerError, ResolveError, StoreError};
 use crate::evidence::{self, Receipt, ReceiptDraft, ReceiptKind, ReceiptOutcome};
 use crate::store::postgres::{PgFailure, PgTxn};
-use crate::store::txn::approval_draft;
+use crate::store::txn::{
+    AnswerStep, ResolveStep, answer_step, approval_draft, effect_draft, reservation, resolve_step,
+};
 use crate::store::{
     BeginAttempt, BeginOutcome, BeginRefusal, FinishAttempt, NewApproval, OpenOutcome,
     RecordAnswer, ResolveEffect,
@@ -141,18 +140,31 @@ async fn mark_lease_expired(
         record.attempt_id, record.lease_until
     ));
     txn.put_effect(&record).await?;
-    let draft = ReceiptDraft {
-        kind: Some(ReceiptKind::LeaseExpired),
-        outcome: Some(ReceiptOutcome::Ambiguous),
-        reason: Some("lease_expired".to_owned()),
-        attempt_id: Some(record.attempt_id.clone()),
-        action_hash: Some(record.action_hash.clone()),
-        effect_key: Some(record.key.as_str().to_owned()),
-        detail: record.detail.clone(),
-        ..ReceiptDraft::default()
-    };
+    let approval = consumed_approval(txn, &record).await?;
+    let draft = effect_draft(
+        &record,
+        approval.as_ref(),
+        ReceiptKind::LeaseExpired,
+        ReceiptOutcome::Ambiguous,
+        "lease_expired",
+    );
     append(txn, draft, now).await?;
     Ok(record)
+}
+
+/// The approval an effect record's attempt consumed, if its context names one.
+async fn consumed_approval(
+    txn: &mut PgTxn,
+    record: &EffectRecord,
+) -> Result<Option<ApprovalRecord>, PgFailure> {
+    match record
+        .attempt
+        .as_ref()
+        .and_then(|context| context.approval_id.as_deref())
+    {
+        Some(id) => txn.approval(&ApprovalId::from_stored(id.to_owned())).await,
+        None => Ok(None),
+    }
 }
 
 /// [`crate::Store::open_approval`].
@@ -222,51 +234,24 @@ pub(crate) async fn answer_approval(
     answer: RecordAnswer,
     now: Timestamp,
 ) -> Result<Result<ApprovalRecord, AnswerError>, PgFailure> {
-    let Some(mut record) = txn.approval(&answer.request_id).await? else {
-        return Ok(Err(AnswerError::Unknown {
-            request_id: answer.request_id,
-        }));
-    };
-    match plan_answer(&record, answer.decision, &answer.approver, now) {
-        AnswerPlan::Apply => {
-            record.state = answer.decision.state();
-            record.answered_at = Some(now);
-            record.approver = Some(answer.approver);
-            record.note = answer.note;
+    let record = txn.approval(&answer.request_id).await?;
+    match answer_step(record, answer, now) {
+        AnswerStep::Write { record, receipt } => {
             txn.update_approval(&record).await?;
-            let (outcome, reason) = match record.state {
-                ApprovalState::Granted => (ReceiptOutcome::Granted, "approved"),
-                _ => (ReceiptOutcome::Denied, "rejected"),
-            };
-            append(
-                txn,
-                approval_draft(&record, ReceiptKind::Answer, outcome, reason),
-                now,
-            )
-            .await?;
+            append(txn, receipt, now).await?;
             Ok(Ok(record))
         }
-        AnswerPlan::Repeat => Ok(Ok(record)),
-        AnswerPlan::AlreadyDecided { state } => Ok(Err(AnswerError::AlreadyDecided {
-            request_id: record.id,
-            state,
-            approver: record.approver,
-        })),
-        AnswerPlan::Expire => {
-            let record = mark_approval(txn, record, ApprovalState::Expired, now).await?;
-            Ok(Err(AnswerError::Expired {
-                request_id: record.id,
-                expires_at: record.expires_at,
-            }))
+        AnswerStep::Repeat(record) => Ok(Ok(record)),
+        AnswerStep::Expire { record, error } => {
+            mark_approval(txn, record, ApprovalState::Expired, now).await?;
+            Ok(Err(error))
         }
-        AnswerPlan::SelfApproval => Ok(Err(AnswerError::SelfApproval {
-            request_id: record.id.clone(),
-            approver: answer.approver.clone(),
-        })),
-        AnswerPlan::Expired => Ok(Err(AnswerError::Expired {
-            request_id: record.id,
-            expires_at: record.expires_at,
-        })),
+        AnswerStep::Refuse { error, receipt } => {
+            if let Some(receipt) = receipt {
+                append(txn, receipt, now).await?;
+            }
+            Ok(Err(error))
+        }
     }
 }
 
@@ -375,17 +360,15 @@ pub(crate) async fn begin_attempt(
         None => None,
     };
     if let Some(claim) = begin.effect {
-        txn.put_effect(&EffectRecord {
-            key: claim.key,
-            state: EffectState::Reserved,
-            action_hash: begin.action_hash.as_str().to_owned(),
-            attempt_id: begin.attempt_id.clone(),
+        txn.put_effect(&reservation(
+            claim,
+            &begin.action_hash,
+            &begin.attempt_id,
             attempts,
-            lease_until: claim.lease_until,
-            updated_at: now,
-            resolved_by: None,
-            detail: None,
-        })
+            begin.context,
+            consumed.as_ref(),
+            now,
+        ))
         .await?;
     }
     Ok(BeginOutcome::Started { approval: consumed })
@@ -440,38 +423,22 @@ pub(crate) async fn resolve_effect(
     resolve: ResolveEffect,
     now: Timestamp,
 ) -> Result<Result<EffectRecord, ResolveError>, PgFailure> {
-    let Some(mut record) = txn.effect(&resolve.key).await? else {
-        return Ok(Err(ResolveError::Refused {
-            effect_key: resolve.key,
-            refusal: crate::effect::ResolveRefusal::Unknown,
-        }));
+    let record = txn.effect(&resolve.key).await?;
+    let approval = match &record {
+        Some(record) => consumed_approval(txn, record).await?,
+        None => None,
     };
-    if let Err(refusal) = resolution_allowed(&record, resolve.to, now) {
-        return Ok(Err(ResolveError::Refused {
-            effect_key: resolve.key,
-            refusal,
-        }));
+    match resolve_step(record, approval.as_ref(), resolve, now) {
+        ResolveStep::Write { record, receipt } => {
+            txn.put_effect(&record).await?;
+            append(txn, receipt, now).await?;
+            Ok(Ok(record))
+        }
+        ResolveStep::Refuse { error, receipt } => {
+            if let Some(receipt) = receipt {
+                append(txn, receipt, now).await?;
+            }
+            Ok(Err(error))
+        }
     }
-    record.state = resolve.to;
-    record.updated_at = now;
-    record.resolved_by = Some(resolve.resolver.clone());
-    record.detail = resolve.note.clone();
-    txn.put_effect(&record).await?;
-    let outcome = match resolve.to {
-        EffectState::Committed => ReceiptOutcome::Committed,
-        _ => ReceiptOutcome::Failed,
-    };
-    let draft = ReceiptDraft {
-        kind: Some(ReceiptKind::Resolution),
-        outcome: Some(outcome),
-        reason: Some("resolved".to_owned()),
-        attempt_id: Some(record.attempt_id.clone()),
-        action_hash: Some(record.action_hash.clone()),
-        effect_key: Some(record.key.as_str().to_owned()),
-        approver: Some(resolve.resolver),
-        note: resolve.note,
-        ..ReceiptDraft::default()
-    };
-    append(txn, draft, now).await?;
-    Ok(Ok(record))
 }
