@@ -137,6 +137,9 @@ pub struct FeedbackPayload {
     pub arguments: Option<Value>,
     /// The reviewer's edit this tool call carries, if any.
     pub edit: Option<Edit>,
+    /// The action hash the human was shown (the pause's), echoed to the kernel: an answer
+    /// about another hash is refused `mismatch`.
+    pub action_hash: Option<String>,
 }
 
 impl FeedbackPayload {
@@ -161,6 +164,7 @@ pub(crate) struct Answer {
     pub(crate) note: Option<String>,
     pub(crate) arguments: Option<Value>,
     pub(crate) edit: Option<Edit>,
+    pub(crate) action_hash: Option<String>,
 }
 
 impl Answer {
@@ -179,6 +183,7 @@ impl Answer {
             note: payload.note,
             arguments: payload.arguments,
             edit: payload.edit,
+            action_hash: payload.action_hash,
         }
     }
 }
@@ -191,6 +196,7 @@ fn answer(pause: &Pause, approver: &str, note: Option<&str>, approved: bool) -> 
         note: note.map(str::to_owned),
         arguments: Some(pause.arguments.clone()),
         edit: pause.edit.clone(),
+        action_hash: Some(pause.action_hash.clone()),
     }
     .into_feedback(approved)
 }

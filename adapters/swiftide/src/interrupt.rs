@@ -102,7 +102,8 @@ impl FrameworkInterrupt for SwiftideInterrupt {
                 } else {
                     AnswerDecision::Reject
                 },
-                approver,
+                approver: approver.into(),
+                shown_hash: answer.action_hash.map(countersign::ActionHash::from_stored),
                 note: answer.note,
                 arguments: answer.arguments,
             });

@@ -469,6 +469,7 @@ pub(crate) fn variant(error: &ControlError) -> &'static str {
         ControlError::ApprovalUnknown { .. } => "ApprovalUnknown",
         ControlError::ApprovalVoid { .. } => "ApprovalVoid",
         ControlError::InterruptFailed { .. } => "InterruptFailed",
+        ControlError::AnswerRefused { .. } => "AnswerRefused",
         ControlError::DuplicateEffect { .. } => "DuplicateEffect",
         ControlError::AmbiguousEffect { .. } => "AmbiguousEffect",
         ControlError::NotExecuted { .. } => "NotExecuted",

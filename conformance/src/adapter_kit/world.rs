@@ -9,9 +9,9 @@ use std::time::Duration;
 
 use countersign::store::{SqliteStore, Store};
 use countersign::{
-    AnswerDecision, ApprovalAnswer, ApprovalId, Clock, Control, ExecutorError, FrameworkInterrupt,
-    IdentityProvider, InterruptApprovalProvider, InterruptError, ManualClock, PendingApproval,
-    Policy, Principal, Timestamp,
+    ActionHash, AnswerDecision, ApprovalAnswer, ApprovalId, Clock, Control, ExecutorError,
+    FrameworkInterrupt, IdentityProvider, InterruptApprovalProvider, InterruptError, ManualClock,
+    PendingApproval, Policy, Principal, Timestamp,
 };
 
 use super::{Adapter, KIT_PRINCIPAL, KIT_REVIEWER, KitError};
@@ -47,6 +47,9 @@ pub struct Shown {
     pub arguments: serde_json::Value,
     /// When the kernel's request expires, when one exists at the pause.
     pub expires_at: Option<Timestamp>,
+    /// The action hash the request is bound to, when one exists at the pause: what a surface
+    /// echoes with the answer.
+    pub action_hash: Option<ActionHash>,
 }
 
 impl Shown {
@@ -57,6 +60,7 @@ impl Shown {
             action: pending.action.clone(),
             arguments: pending.arguments.clone(),
             expires_at: Some(pending.expires_at),
+            action_hash: Some(pending.action_hash.clone()),
         }
     }
 
@@ -67,6 +71,7 @@ impl Shown {
             action: call.action.clone(),
             arguments: call.arguments.clone(),
             expires_at: None,
+            action_hash: None,
         }
     }
 }
@@ -85,14 +90,18 @@ pub struct HumanAnswer {
     /// The arguments the answer is about. Usually what was shown; in the `binding` case, other
     /// arguments (the resume payload was edited).
     pub arguments: serde_json::Value,
+    /// The action hash the human was shown, echoed with the answer, when a request existed.
+    pub shown_hash: Option<ActionHash>,
 }
 
 impl HumanAnswer {
-    /// This answer as the kernel's [`ApprovalAnswer`], carrying the arguments it is about.
+    /// This answer as the kernel's [`ApprovalAnswer`], carrying the arguments it is about and
+    /// the hash shown. The approver is the name the operator's application passes (asserted).
     pub fn to_approval_answer(&self) -> ApprovalAnswer {
         ApprovalAnswer {
             decision: self.decision,
-            approver: self.approver.clone(),
+            approver: self.approver.as_str().into(),
+            shown_hash: self.shown_hash.clone(),
             note: self.note.clone(),
             arguments: Some(self.arguments.clone()),
         }
@@ -175,6 +184,7 @@ pub(crate) fn answer(shown: &Shown, decision: AnswerDecision, note: Option<&str>
         note: note.map(str::to_owned),
         request_id: shown.request_id.clone(),
         arguments: shown.arguments.clone(),
+        shown_hash: shown.action_hash.clone(),
     }
 }
 

@@ -250,7 +250,10 @@ impl Store for DangerBrokenStore {
                         let resolve = ResolveEffect {
                             key: claim.key.clone(),
                             to: EffectState::Failed,
-                            resolver: "danger-broken-store".to_owned(),
+                            resolver: countersign::store::Resolver::Person {
+                                credential: "danger-broken-store".into(),
+                                channel: countersign::approver::Channel::Api,
+                            },
                             note: None,
                         };
                         if self.inner.resolve_effect(resolve, now).await.is_ok() {

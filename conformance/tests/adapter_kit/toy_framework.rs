@@ -125,6 +125,8 @@ struct Resume {
     approver: String,
     note: Option<String>,
     arguments: Value,
+    /// The action hash the human was shown, echoed back.
+    action_hash: Option<String>,
 }
 
 /// The adapter's interrupt: reaches `Flow::ask`.
@@ -148,6 +150,7 @@ impl FrameworkInterrupt for ToyInterrupt {
             "action": pending.action,
             "arguments": pending.arguments,
             "expires_at": pending.expires_at,
+            "action_hash": pending.action_hash,
         });
         loop {
             let Some(value) = self.flow.ask(question.clone()) else {
@@ -160,13 +163,17 @@ impl FrameworkInterrupt for ToyInterrupt {
             if resume.request_id != pending.request_id.as_str() {
                 continue;
             }
-            let decision = match resume.decision.as_str() {
-                "approve" => AnswerDecision::Approve,
-                _ => AnswerDecision::Reject,
-            };
+            // The closed decision set (case B38): anything else is no answer at all.
+            let decision = AnswerDecision::parse(&resume.decision).map_err(|invalid| {
+                InterruptError::Failed(format!(
+                    "the resume's decision {} is not approve or deny",
+                    invalid.given
+                ))
+            })?;
             return Ok(ApprovalAnswer {
                 decision,
-                approver: resume.approver,
+                approver: resume.approver.into(),
+                shown_hash: resume.action_hash.map(countersign::ActionHash::from_stored),
                 note: resume.note,
                 arguments: Some(resume.arguments),
             });
@@ -238,6 +245,9 @@ impl Adapter for ToyAdapter {
                         action: question["action"].as_str().unwrap_or_default().to_owned(),
                         arguments: question["arguments"].clone(),
                         expires_at: None,
+                        action_hash: question["action_hash"]
+                            .as_str()
+                            .map(countersign::ActionHash::from_stored),
                     };
                     // Nobody answered: the flow stays paused; return the kernel's refusal.
                     let Some(answer) = session.reviewer().review(&shown) else {
@@ -277,6 +287,10 @@ fn resume_payload(answer: &HumanAnswer) -> Value {
         approver: answer.approver.clone(),
         note: answer.note.clone(),
         arguments: answer.arguments.clone(),
+        action_hash: answer
+            .shown_hash
+            .as_ref()
+            .map(|hash| hash.as_str().to_owned()),
     })
     .expect("the resume payload serializes")
 }

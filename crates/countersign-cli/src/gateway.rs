@@ -64,6 +64,13 @@ pub struct GatewayArgs {
     /// Never ask for approvals inline through the client's elicitation support.
     #[arg(long)]
     no_elicitation: bool,
+    /// Count this MCP client's elicitation answers as a human's: the authenticated principal of
+    /// an HTTP client (with --principal-header), or `stdio` for the client on standard input.
+    /// Repeat for several. Unattested clients' answers are recorded as refused and leave the
+    /// request pending for `countersign approve`. Never matched against a client's
+    /// self-reported name.
+    #[arg(long = "attested-client", value_name = "NAME")]
+    attested_clients: Vec<String>,
     /// The largest message accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = countersign_gateway::DEFAULT_MAX_MESSAGE_BYTES)]
     max_message_bytes: usize,
@@ -129,6 +136,7 @@ pub async fn run(
     config.approval_wait = args.approval_wait;
     config.hide_unpermitted_tools = !args.show_all_tools;
     config.elicitation = !args.no_elicitation;
+    config.attested_clients = args.attested_clients.clone();
     config.max_message_bytes = args.max_message_bytes;
     let upstream = match (&args.upstream_url, args.command.split_first()) {
         (Some(url), _) => Upstream::Url(url.clone()),

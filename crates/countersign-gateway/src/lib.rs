@@ -202,6 +202,12 @@ pub struct GatewayConfig {
     pub max_message_bytes: usize,
     /// Write one line per decision to stderr (never arguments).
     pub log: bool,
+    /// The MCP clients whose elicitation answers count as a human's (`--attested-client`): the
+    /// authenticated principal of an HTTP client, or `stdio` for the client on the gateway's
+    /// own standard input. An "accept" from any other client is recorded as a refused answer
+    /// and leaves the request pending for another channel. Never matched against the
+    /// client's self-reported `clientInfo.name`.
+    pub attested_clients: Vec<String>,
 }
 
 impl GatewayConfig {
@@ -217,6 +223,7 @@ impl GatewayConfig {
             approval_wait: None,
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             log: true,
+            attested_clients: Vec::new(),
         }
     }
 }

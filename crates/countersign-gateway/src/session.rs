@@ -8,6 +8,7 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, Weak};
 
+use countersign::approver::Credential;
 use countersign::effect::Reconciled;
 use countersign::{
     ActionRequest, AnswerDecision, ApprovalAnswer, ApprovalId, Control, ControlError, EffectRecord,
@@ -110,6 +111,7 @@ impl Session {
     pub(crate) fn start(
         shared: Arc<GatewayShared>,
         principal: Option<Principal>,
+        client: &str,
         upstream: Arc<dyn Link>,
         mut events: mpsc::UnboundedReceiver<Event>,
     ) -> (Session, mpsc::UnboundedReceiver<Outgoing>) {
@@ -123,6 +125,12 @@ impl Session {
             if shared.config.elicitation {
                 let interrupt = Arc::new(Elicitation {
                     session: weak.clone(),
+                    client: client.to_owned(),
+                    attested: shared
+                        .config
+                        .attested_clients
+                        .iter()
+                        .any(|name| name == client),
                 });
                 builder = builder.approval_provider(Arc::new(InterruptApprovalProvider::new(
                     Arc::clone(&shared.store),
@@ -803,8 +811,20 @@ impl UpstreamCall {
 
 /// Inline approvals: asks the human through the client's elicitation support, showing the
 /// exact action. An answer is bound server-side to the action hash by the kernel.
+///
+/// It counts as a human's answer only when the operator attested this client
+/// ([`crate::GatewayConfig::attested_clients`]): then the approver is
+/// `human:mcp-client:<client>`, asserted, through the `elicitation` channel, echoing the hash it
+/// showed. From any other client an answer is handed to the kernel as
+/// [`countersign::approver::Credential::Unverified`], which records it as a refused answer and
+/// leaves the request pending.
 struct Elicitation {
     session: Weak<Inner>,
+    /// The name this session's client is attested under: its authenticated principal over
+    /// HTTP, `stdio` on standard input.
+    client: String,
+    /// Did the operator name it with `--attested-client`?
+    attested: bool,
 }
 
 #[async_trait::async_trait]
@@ -815,6 +835,10 @@ impl FrameworkInterrupt for Elicitation {
 
     fn carries_approved_arguments(&self) -> bool {
         false
+    }
+
+    fn channel(&self) -> countersign::approver::Channel {
+        countersign::approver::Channel::Elicitation
     }
 
     async fn interrupt(&self, pending: PendingApproval) -> Result<ApprovalAnswer, InterruptError> {
@@ -861,8 +885,8 @@ impl FrameworkInterrupt for Elicitation {
                         "decision": {
                             "type": "string",
                             "title": "Decision",
-                            "enum": ["approve", "reject"],
-                            "description": format!("approve or reject {} {}", pending.action, pending.action_hash),
+                            "enum": ["approve", "deny"],
+                            "description": format!("approve or deny {} {}", pending.action, pending.action_hash),
                         }
                     },
                     "required": ["decision"],
@@ -883,14 +907,36 @@ impl FrameworkInterrupt for Elicitation {
             .pointer("/result/content/decision")
             .and_then(Value::as_str);
         let decision = match (action, decision) {
-            (Some("accept"), Some("approve")) => AnswerDecision::Approve,
-            (Some("accept"), Some("reject")) | (Some("decline"), _) => AnswerDecision::Reject,
+            // The closed decision set (case B38); `reject` is read as `deny`.
+            (Some("accept"), Some(text)) => match AnswerDecision::parse(text) {
+                Ok(decision) => decision,
+                Err(_) => return Err(InterruptError::Suspended),
+            },
+            (Some("decline"), _) => AnswerDecision::Reject,
             // Cancelled, an error, or an answer we cannot read: stays pending, out of band.
             _ => return Err(InterruptError::Suspended),
         };
+        // Identity comes from the operator's attestation of this connection, never from the
+        // client's self-reported name (which is only quoted in the refusal).
+        let approver = if self.attested {
+            Credential::Asserted(format!("human:mcp-client:{}", self.client))
+        } else {
+            Credential::Unverified {
+                source: format!(
+                    "the MCP client `{}` (reporting itself as `{}`)",
+                    self.client,
+                    client_name.escape_debug()
+                ),
+                reason: format!(
+                    "its elicitation answers are not a human's until the operator attests it with `countersign gateway --attested-client {}`; the request stays pending: answer it with `countersign approve {}`",
+                    self.client, pending.request_id
+                ),
+            }
+        };
         Ok(ApprovalAnswer {
             decision,
-            approver: format!("human:via-mcp-client:{client_name}"),
+            approver,
+            shown_hash: Some(pending.action_hash.clone()),
             note: None,
             arguments: None,
         })

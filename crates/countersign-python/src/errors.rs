@@ -162,6 +162,9 @@ fn control_exception(py: Python<'_>, error: &ControlError, cause: Option<PyErr>)
             "InterruptFailed",
             json!({"request_id": request_id, "framework": framework, "detail": message}),
         ),
+        ControlError::AnswerRefused { request_id, .. } => {
+            ("AnswerRefused", json!({"request_id": request_id}))
+        }
         ControlError::DuplicateEffect {
             effect_key,
             in_progress,
@@ -229,9 +232,38 @@ pub fn answer_error(py: Python<'_>, error: &AnswerError) -> PyErr {
         AnswerError::SelfApproval {
             request_id,
             approver,
+            shared_group,
         } => (
             "SelfApproval",
+            json!({"request_id": request_id, "approver": approver, "shared_group": shared_group}),
+        ),
+        AnswerError::InvalidDecision { request_id, given } => (
+            "InvalidDecision",
+            json!({"request_id": request_id, "given": given}),
+        ),
+        AnswerError::NotAuthenticated {
+            request_id,
+            approver,
+            ..
+        } => (
+            "NotAuthenticated",
             json!({"request_id": request_id, "approver": approver}),
+        ),
+        AnswerError::NotEntitled {
+            request_id,
+            approver,
+            approvers,
+        } => (
+            "NotEntitled",
+            json!({"request_id": request_id, "approver": approver, "approvers": approvers}),
+        ),
+        AnswerError::Mismatch {
+            request_id,
+            shown,
+            action_hash,
+        } => (
+            "AnswerMismatch",
+            json!({"request_id": request_id, "shown": shown, "action_hash": action_hash}),
         ),
         AnswerError::Store(_) => ("StoreError", json!({"after_run": false})),
     };

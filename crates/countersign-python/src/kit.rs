@@ -166,22 +166,23 @@ impl FrameworkInterrupt for PyInterrupt {
     }
 }
 
-/// `{"decision": "approve"|"reject", "approver": str, "note": str|null, "arguments": ...}`.
+/// `{"decision": "approve"|"deny"|"reject", "approver": str, "note": str|null, "arguments": ...,
+/// "action_hash": str|null}`. The decision is read strictly (case B38).
 fn parse_answer(text: &str) -> Result<ApprovalAnswer, String> {
     let value: serde_json::Value = serde_json::from_str(text)
         .map_err(|error| format!("the interrupt's answer is not JSON: {error}"))?;
-    let decision = match value["decision"].as_str() {
-        Some("approve") => AnswerDecision::Approve,
-        Some("reject") => AnswerDecision::Reject,
-        other => {
-            return Err(format!(
-                "the interrupt's answer has decision {other:?}: use \"approve\" or \"reject\""
-            ));
-        }
-    };
+    let decision = AnswerDecision::from_submitted(value.get("decision")).map_err(|invalid| {
+        format!(
+            "the interrupt's answer has decision {}: use \"approve\" or \"deny\"",
+            invalid.given
+        )
+    })?;
     Ok(ApprovalAnswer {
         decision,
-        approver: value["approver"].as_str().unwrap_or_default().to_owned(),
+        approver: value["approver"].as_str().unwrap_or_default().into(),
+        shown_hash: value["action_hash"]
+            .as_str()
+            .map(countersign::ActionHash::from_stored),
         note: value["note"].as_str().map(str::to_owned),
         arguments: value.get("arguments").filter(|a| !a.is_null()).cloned(),
     })
@@ -207,6 +208,9 @@ fn shown_from_json(text: &str) -> PyResult<Shown> {
         action: value["action"].as_str().unwrap_or_default().to_owned(),
         arguments: value["arguments"].clone(),
         expires_at,
+        action_hash: value["action_hash"]
+            .as_str()
+            .map(countersign::ActionHash::from_stored),
     })
 }
 
@@ -225,6 +229,7 @@ fn review(reviewer: &Reviewer, shown_json: &str) -> PyResult<Option<String>> {
         "note": answer.note,
         "request_id": answer.request_id.as_ref().map(ApprovalId::as_str),
         "arguments": answer.arguments,
+        "action_hash": answer.shown_hash.as_ref().map(countersign::ActionHash::as_str),
     });
     Ok(Some(value.to_string()))
 }

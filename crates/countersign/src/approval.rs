@@ -399,6 +399,11 @@ pub trait FrameworkInterrupt: Send + Sync {
     /// Does the framework's resume carry the arguments the human answered about? When it does,
     /// the provider refuses an answer about other arguments.
     fn carries_approved_arguments(&self) -> bool;
+    /// The channel its answers are recorded under: `interrupt:<framework>` unless the surface
+    /// is one of the kernel's named channels (the MCP gateway's elicitation).
+    fn channel(&self) -> Channel {
+        Channel::Interrupt(self.framework().to_owned())
+    }
     /// Ask a human through the framework.
     async fn interrupt(&self, pending: PendingApproval) -> Result<ApprovalAnswer, InterruptError>;
 }
@@ -473,7 +478,7 @@ impl ApprovalProvider for InterruptApprovalProvider {
             request_id: pending.request_id.clone(),
             decision: Ok(answer.decision),
             approver: answer.approver,
-            channel: Channel::Interrupt(self.interrupt.framework().to_owned()),
+            channel: self.interrupt.channel(),
             shown_hash: answer.shown_hash,
             note: answer.note,
         };
@@ -683,6 +688,7 @@ pub fn approver_of(
             }
             Ok(rule.approver(name, &[], channel, Authentication::Asserted))
         }
+        Credential::Unverified { source, reason } => Err(Some(format!("{source}: {reason}"))),
         Credential::Token(token) => {
             let keys = rule
                 .keys

@@ -175,6 +175,15 @@ pub enum Credential {
     /// An approver token (compact JWS), verified by [`crate::token::verify`] against the keys
     /// stored with the request's rule. Never logged.
     Token(String),
+    /// An answer from a source that cannot vouch for anyone (for example an MCP client the
+    /// operator did not attest). It is recorded as a refused answer (`not_authenticated`,
+    /// with `reason`) and changes nothing.
+    Unverified {
+        /// Where it came from, for the refusal receipt (for example `mcp client "cursor"`).
+        source: String,
+        /// Why it cannot count, and what to do instead.
+        reason: String,
+    },
 }
 
 impl fmt::Debug for Credential {
@@ -183,6 +192,11 @@ impl fmt::Debug for Credential {
             Credential::Asserted(name) => f.debug_tuple("Asserted").field(name).finish(),
             // A token is a bearer secret: never printed.
             Credential::Token(_) => f.write_str("Token([hidden])"),
+            Credential::Unverified { source, reason } => f
+                .debug_struct("Unverified")
+                .field("source", source)
+                .field("reason", reason)
+                .finish(),
         }
     }
 }

@@ -141,6 +141,10 @@ fn feedback(answer: &HumanAnswer) -> ToolFeedback {
         note: answer.note.clone(),
         arguments: Some(answer.arguments.clone()),
         edit: None,
+        action_hash: answer
+            .shown_hash
+            .as_ref()
+            .map(|hash| hash.as_str().to_owned()),
     }
     .into_feedback(answer.decision == AnswerDecision::Approve)
 }
@@ -179,6 +183,9 @@ impl Adapter for SwiftideAdapter {
             arguments: pause.arguments.clone(),
             expires_at: serde_json::from_value(serde_json::Value::String(pause.expires_at.clone()))
                 .ok(),
+            action_hash: Some(countersign::ActionHash::from_stored(
+                pause.action_hash.clone(),
+            )),
         };
         // Nobody answered: the run stays paused (checkpointed); the kernel's refusal stands.
         let Some(answer) = session.reviewer().review(&shown) else {

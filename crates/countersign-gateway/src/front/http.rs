@@ -520,6 +520,7 @@ impl Front {
         let (session, outgoing) = Session::start(
             Arc::clone(&self.shared),
             Some(principal.clone()),
+            principal.as_str(),
             link,
             events,
         );

@@ -20,13 +20,15 @@ where
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
 {
+    // The client on the gateway's own standard input is attested under this name.
+    const STDIO_CLIENT: &str = "stdio";
     let principal = match &shared.config.principal {
         PrincipalSource::Fixed(principal) => Some(principal.clone()),
         PrincipalSource::Header(_) | PrincipalSource::Missing => None,
     };
     let max = shared.config.max_message_bytes;
     let (link, events) = crate::connect(&shared, upstream)?;
-    let (session, mut outgoing) = Session::start(shared, principal, link, events);
+    let (session, mut outgoing) = Session::start(shared, principal, STDIO_CLIENT, link, events);
     let (errors, mut write_failed) = tokio::sync::mpsc::unbounded_channel::<std::io::Error>();
     let writer_task = tokio::spawn(async move {
         while let Some(out) = outgoing.recv().await {

@@ -56,6 +56,11 @@ from .errors import (
     PolicyError,
     SelfApproval,
     StoreError,
+    AnswerRefused,
+    InvalidDecision,
+    NotAuthenticated,
+    NotEntitled,
+    AnswerMismatch,
 )
 
 __version__ = "0.1.0"

@@ -37,7 +37,12 @@ __all__ = [
     "InterruptFailed",
     "AlreadyDecided",
     "NoApprover",
+    "AnswerRefused",
     "SelfApproval",
+    "InvalidDecision",
+    "NotAuthenticated",
+    "NotEntitled",
+    "AnswerMismatch",
     "DuplicateEffect",
     "AmbiguousEffect",
     "NotExecuted",
@@ -245,13 +250,61 @@ class NoApprover(CountersignError):
     default_reason = "no_approver"
 
 
-class SelfApproval(CountersignError):
-    """The approver named is the principal that asked for the approval: the identity that
-    requests an action never answers for it. Attributes: ``request_id``, ``approver``."""
+class AnswerRefused(CountersignError):
+    """An answer was refused by the request's stored approval rule or by the answer contract:
+    it authorizes nothing, a refusal receipt was written and the request is unchanged, so an
+    entitled approver may still answer. ``reason`` says which rule: ``not_entitled``,
+    ``not_authenticated``, ``self_approval``, ``invalid_decision``, ``mismatch``,
+    ``already_decided``, ``no_approver``. Attribute: ``request_id``."""
+
+    default_reason = "answer_refused"
+    default_may_retry = True
+    request_id: str
+
+
+class SelfApproval(AnswerRefused):
+    """The approver is the principal that asked for the approval, or shares a group with it
+    when the rule says ``distinct_from_requester``: the identity that requests an action never
+    answers for it. Attributes: ``request_id``, ``approver``, ``shared_group``."""
 
     default_reason = "self_approval"
-    request_id: str
     approver: str
+    shared_group: Optional[str] = None
+
+
+class InvalidDecision(AnswerRefused):
+    """The decision is not ``"approve"`` or ``"deny"`` (``None``, ``True``, ``1``, ``"yes"``,
+    ...): nothing changed (case B38). Attributes: ``request_id``, ``given`` (as JSON)."""
+
+    default_reason = "invalid_decision"
+    given: str
+
+
+class NotAuthenticated(AnswerRefused):
+    """The rule requires an authenticated approver (an approver token) and the answer's
+    identity was asserted, or its token did not verify. Attributes: ``request_id``,
+    ``approver`` (or ``None``)."""
+
+    default_reason = "not_authenticated"
+    approver: Optional[str] = None
+
+
+class NotEntitled(AnswerRefused):
+    """No approver pattern of the request's rule matches the approver. Attributes:
+    ``request_id``, ``approver``, ``approvers`` (who may answer, as one line)."""
+
+    default_reason = "not_entitled"
+    approver: str
+    approvers: str
+
+
+class AnswerMismatch(AnswerRefused):
+    """The action hash the surface showed is not the request's: the person saw another action.
+    Attributes: ``request_id``, ``shown``, ``action_hash``."""
+
+    default_reason = "mismatch"
+    shown: str
+    action_hash: str
 
 
 class DuplicateEffect(CountersignError):
