@@ -8,6 +8,7 @@
 mod commands;
 mod demo;
 mod gateway;
+mod keys;
 mod render;
 
 use std::path::{Path, PathBuf};
@@ -89,6 +90,16 @@ enum Command {
     /// Put Countersign in front of an MCP tool server: `countersign gateway --alias NAME
     /// --principal WHO -- UPSTREAM COMMAND…`, or `--upstream-url URL` for an HTTP upstream.
     Gateway(gateway::GatewayArgs),
+    /// Make an Ed25519 key pair for approver tokens: FILE (private, mode 0600) and FILE.pub.
+    ///
+    /// Writes the private key to FILE (PKCS#8 PEM, readable by you only) and the public key to
+    /// FILE.pub (PEM), and prints the public key's one-line `ed25519:` form. Neither file is ever
+    /// overwritten. List the public key (the .pub file or the `ed25519:` line) under
+    /// `approvers.keys` in the policy; keep the private key where tokens are issued, and never
+    /// put it in a policy.
+    Keygen(keys::KeygenArgs),
+    /// Approver identities: `countersign approver token` issues a signed, short-lived token.
+    Approver(keys::ApproverArgs),
 }
 
 /// A failure to report: one line, then exit status 1.
@@ -192,6 +203,8 @@ pub async fn run(cli: Cli, out: &mut dyn std::io::Write) -> Result<ExitCode, Fai
         Command::Inspect(args) => commands::inspect(global, &args, out).await,
         Command::Verify(args) => commands::verify(global, &args, out).await,
         Command::Gateway(args) => gateway::run(global, &args, out).await,
+        Command::Keygen(args) => keys::keygen(global, &args, out),
+        Command::Approver(args) => keys::approver(global, &args, out),
     }
 }
 

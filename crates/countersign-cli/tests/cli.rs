@@ -14,6 +14,8 @@ mod chain;
 mod demo;
 #[path = "cli/help.rs"]
 mod help;
+#[path = "cli/keys.rs"]
+mod keys;
 #[path = "cli/listings.rs"]
 mod listings;
 #[path = "cli/policy_errors.rs"]

@@ -243,12 +243,14 @@ pub fn write_keypair(out: &Path) -> Result<KeyPairFiles, TokenError> {
         name.push(".pub");
         PathBuf::from(name)
     };
-    // Checked first so that an existing `.pub` refuses before anything is created; the
+    // Checked first so that an existing file refuses before anything is created; the
     // create-new opens below still refuse if either file appears in between.
-    if public_key_file.exists() {
-        return Err(TokenError::KeyFileExists {
-            path: public_key_file,
-        });
+    for path in [out, public_key_file.as_path()] {
+        if path.symlink_metadata().is_ok() {
+            return Err(TokenError::KeyFileExists {
+                path: path.to_path_buf(),
+            });
+        }
     }
     let key = generate_keypair()?;
     let public_key = key.public_key();
@@ -722,7 +724,7 @@ pub enum TokenError {
         path: PathBuf,
     },
     /// A key file cannot be read.
-    #[error("cannot read the key file `{}`: {error}", path.display())]
+    #[error("cannot read the key file `{}`: {}", path.display(), describe_io(error))]
     KeyFileUnreadable {
         /// The file.
         path: PathBuf,
@@ -736,7 +738,7 @@ pub enum TokenError {
         path: PathBuf,
     },
     /// A key file cannot be written; no half of the pair is left behind.
-    #[error("cannot write the key file `{}`: {error}", path.display())]
+    #[error("cannot write the key file `{}`: {}", path.display(), describe_io(error))]
     KeyFileUnwritable {
         /// The file.
         path: PathBuf,
@@ -755,6 +757,16 @@ pub enum TokenError {
         /// What the JWT library said.
         problem: String,
     },
+}
+
+/// An I/O error in words that fit a lowercase message.
+fn describe_io(error: &std::io::Error) -> String {
+    match error.kind() {
+        std::io::ErrorKind::NotFound => "there is no such file".to_owned(),
+        std::io::ErrorKind::PermissionDenied => "permission denied".to_owned(),
+        std::io::ErrorKind::IsADirectory => "it is a folder".to_owned(),
+        _ => error.to_string(),
+    }
 }
 
 /// The start of a key error message: "`PATH` holds " or "the key is ".

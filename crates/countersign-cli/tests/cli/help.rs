@@ -63,6 +63,16 @@ fn verify_help() {
 }
 
 #[test]
+fn keygen_help() {
+    check_help("help_keygen", &["keygen", "--help"]);
+}
+
+#[test]
+fn approver_token_help() {
+    check_help("help_approver_token", &["approver", "token", "--help"]);
+}
+
+#[test]
 fn no_command_is_a_usage_error_that_shows_the_help() {
     let sandbox = Sandbox::new();
     let run = sandbox.run(&[]);

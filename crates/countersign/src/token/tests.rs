@@ -164,7 +164,7 @@ fn refuses_an_hs256_token_keyed_with_the_public_key() {
             &jsonwebtoken::EncodingKey::from_secret(&secret),
         )
         .unwrap();
-        let error = verify(&token, &[public.clone()], NOW).unwrap_err();
+        let error = verify(&token, std::slice::from_ref(&public), NOW).unwrap_err();
         assert!(
             matches!(&error, TokenError::UnsupportedAlgorithm { algorithm } if algorithm == "HS256"),
             "{error:?}"
@@ -592,7 +592,7 @@ proptest! {
 fn verifies_the_rfc_8037_example_signature_then_refuses_its_payload() {
     let rfc_key = PublicKey::parse("ed25519:11qYAYKxCrfVS_7TyWQHOg7hcvPapiMlrwIaaPcHURo").unwrap();
     let example = "eyJhbGciOiJFZERTQSJ9.RXhhbXBsZSBvZiBFZDI1NTE5IHNpZ25pbmc.hgyY0il_MGCjP0JzlnLWG1PPOt7-09PGcvMg3AIbQR6dWbhijcNR4ki4iylGjg5BhVsPt9g7sVvpAr_MuM0KAg";
-    let error = verify(example, &[rfc_key.clone()], NOW).unwrap_err();
+    let error = verify(example, std::slice::from_ref(&rfc_key), NOW).unwrap_err();
     assert_eq!(error.reason(), "malformed", "{error:?}");
     let other = new_key().public_key();
     assert_eq!(

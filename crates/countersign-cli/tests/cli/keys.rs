@@ -1,0 +1,243 @@
+//! `countersign keygen` and `countersign approver token`: the key pair on disk, and tokens that
+//! the kernel's one verification function accepts.
+
+use countersign::token::{self, PublicKey};
+use countersign::{Clock, SystemClock};
+
+use crate::support::Sandbox;
+
+/// Settings that also redact what a fresh key pair and token change: the public key, its id and
+/// the token text.
+fn key_settings(sandbox: &Sandbox) -> insta::Settings {
+    let mut settings = sandbox.settings();
+    settings.add_filter(r"ed25519:[A-Za-z0-9_-]{43}", "ed25519:[PUBLIC KEY]");
+    settings.add_filter(r"\b[0-9a-f]{16}\b", "[KEY ID]");
+    settings.add_filter(
+        r"[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}\.[A-Za-z0-9_-]{20,}",
+        "[TOKEN]",
+    );
+    settings
+}
+
+#[test]
+fn keygen_writes_a_private_key_and_its_public_half() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&["keygen", "--out", "approver.key"]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    let private_text = std::fs::read_to_string(sandbox.work().join("approver.key")).unwrap();
+    assert!(private_text.starts_with("-----BEGIN PRIVATE KEY-----\n"));
+    let public = PublicKey::load(&sandbox.work().join("approver.key.pub")).unwrap();
+    assert!(run.stdout.contains(&public.to_string()), "{run:?}");
+    assert!(run.stdout.contains(public.key_id().as_str()), "{run:?}");
+    key_settings(&sandbox).bind(|| insta::assert_snapshot!("keygen_text", run.transcript()));
+}
+
+#[cfg(unix)]
+#[test]
+fn keygen_makes_the_private_key_readable_by_its_owner_only() {
+    use std::os::unix::fs::PermissionsExt;
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&["keygen", "--out", "approver.key"]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    let mode = std::fs::metadata(sandbox.work().join("approver.key"))
+        .unwrap()
+        .permissions()
+        .mode();
+    assert_eq!(mode & 0o777, 0o600);
+}
+
+#[test]
+fn keygen_refuses_to_overwrite_a_key() {
+    let sandbox = Sandbox::new();
+    assert_eq!(
+        sandbox.run(&["keygen", "--out", "approver.key"]).status,
+        Some(0)
+    );
+    let private_before = std::fs::read(sandbox.work().join("approver.key")).unwrap();
+    let public_before = std::fs::read(sandbox.work().join("approver.key.pub")).unwrap();
+    let run = sandbox.run(&["keygen", "--out", "approver.key"]);
+    assert_eq!(
+        run.one_line_error(),
+        "`approver.key` already exists: keys are never overwritten; choose another path, or move the old key pair away first"
+    );
+    assert_eq!(
+        std::fs::read(sandbox.work().join("approver.key")).unwrap(),
+        private_before
+    );
+    assert_eq!(
+        std::fs::read(sandbox.work().join("approver.key.pub")).unwrap(),
+        public_before
+    );
+}
+
+#[test]
+fn keygen_refuses_when_only_the_public_file_exists() {
+    let sandbox = Sandbox::new();
+    sandbox.write("approver.key.pub", "an old public key\n");
+    let run = sandbox.run(&["keygen", "--out", "approver.key"]);
+    assert!(
+        run.one_line_error()
+            .starts_with("`approver.key.pub` already exists"),
+        "{run:?}"
+    );
+    assert!(!sandbox.work().join("approver.key").exists());
+}
+
+#[test]
+fn keygen_prints_json_when_asked() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&["keygen", "--out", "approver.key", "--json"]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    let value: serde_json::Value = serde_json::from_str(&run.stdout).unwrap();
+    let public = PublicKey::load(&sandbox.work().join("approver.key.pub")).unwrap();
+    assert_eq!(value["public_key"], public.to_string());
+    assert_eq!(value["key_id"], public.key_id().as_str());
+    key_settings(&sandbox).bind(|| insta::assert_snapshot!("keygen_json", run.transcript()));
+}
+
+#[test]
+fn an_issued_token_verifies_under_the_public_key() {
+    let sandbox = Sandbox::new();
+    assert_eq!(
+        sandbox.run(&["keygen", "--out", "approver.key"]).status,
+        Some(0)
+    );
+    let run = sandbox.run(&[
+        "approver",
+        "token",
+        "--key",
+        "approver.key",
+        "--subject",
+        "human:alice",
+        "--groups",
+        "finance,ops",
+    ]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    assert_eq!(run.stderr, "", "{run:?}");
+    let issued = run.stdout.strip_suffix('\n').expect("one line");
+    assert!(
+        !issued.contains(char::is_whitespace),
+        "the token alone: {run:?}"
+    );
+    let public = PublicKey::load(&sandbox.work().join("approver.key.pub")).unwrap();
+    let now = SystemClock.now();
+    let verified = token::verify(issued, &[public], now).unwrap();
+    assert_eq!(verified.subject, "human:alice");
+    assert_eq!(verified.groups, ["finance", "ops"]);
+    // The default lifetime is 8 hours.
+    let lifetime = verified.expires_at.as_millis() - now.as_millis();
+    assert!(
+        (8 * 3600 - 5) * 1000 < lifetime && lifetime <= 8 * 3600 * 1000,
+        "{lifetime}"
+    );
+}
+
+#[test]
+fn approver_token_prints_json_when_asked() {
+    let sandbox = Sandbox::new();
+    assert_eq!(
+        sandbox.run(&["keygen", "--out", "approver.key"]).status,
+        Some(0)
+    );
+    let run = sandbox.run(&[
+        "approver",
+        "token",
+        "--key",
+        "approver.key",
+        "--subject",
+        "human:alice",
+        "--groups",
+        "finance",
+        "--ttl",
+        "1h",
+        "--json",
+    ]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    key_settings(&sandbox)
+        .bind(|| insta::assert_snapshot!("approver_token_json", run.transcript()));
+}
+
+#[test]
+fn refuses_a_ttl_over_24_hours() {
+    let sandbox = Sandbox::new();
+    assert_eq!(
+        sandbox.run(&["keygen", "--out", "approver.key"]).status,
+        Some(0)
+    );
+    let run = sandbox.run(&[
+        "approver",
+        "token",
+        "--key",
+        "approver.key",
+        "--subject",
+        "human:alice",
+        "--ttl",
+        "25h",
+    ]);
+    assert_eq!(
+        run.one_line_error(),
+        "`--ttl 25h` is longer than an approver token may live: pass `--ttl 24h` or less"
+    );
+}
+
+#[test]
+fn refuses_a_ttl_that_is_not_a_duration() {
+    let sandbox = Sandbox::new();
+    assert_eq!(
+        sandbox.run(&["keygen", "--out", "approver.key"]).status,
+        Some(0)
+    );
+    let run = sandbox.run(&[
+        "approver",
+        "token",
+        "--key",
+        "approver.key",
+        "--subject",
+        "human:alice",
+        "--ttl",
+        "soon",
+    ]);
+    assert!(
+        run.one_line_error()
+            .starts_with("`--ttl soon` is not a duration"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn refuses_the_public_key_file_as_the_signing_key() {
+    let sandbox = Sandbox::new();
+    assert_eq!(
+        sandbox.run(&["keygen", "--out", "approver.key"]).status,
+        Some(0)
+    );
+    let run = sandbox.run(&[
+        "approver",
+        "token",
+        "--key",
+        "approver.key.pub",
+        "--subject",
+        "human:alice",
+    ]);
+    assert_eq!(
+        run.one_line_error(),
+        "`approver.key.pub` holds a public key, which cannot sign: give the private key file `countersign keygen` wrote (without `.pub`)"
+    );
+}
+
+#[test]
+fn refuses_a_missing_key_file() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&[
+        "approver",
+        "token",
+        "--key",
+        "absent.key",
+        "--subject",
+        "human:alice",
+    ]);
+    assert_eq!(
+        run.one_line_error(),
+        "cannot read the key file `absent.key`: there is no such file"
+    );
+}
