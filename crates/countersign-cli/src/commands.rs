@@ -6,10 +6,13 @@ use std::sync::Arc;
 
 use clap::Args;
 use countersign::approval::{self, AnswerDecision};
+use countersign::approver::{Channel, Credential};
 use countersign::evidence::{self, Anchor, StoredReceipt, printable};
 use countersign::policy::LoadErrorKind;
 use countersign::store::{self, Store};
-use countersign::{ApprovalId, ApprovalState, Clock, EffectKey, EffectState, Policy, SystemClock};
+use countersign::{
+    ActionHash, ApprovalId, ApprovalState, Clock, EffectKey, EffectState, Policy, SystemClock,
+};
 
 use crate::render::{self, Table};
 use crate::{Failure, Global};
@@ -37,16 +40,55 @@ fn write_json(out: &mut dyn Write, value: &impl serde::Serialize) -> Result<(), 
     Ok(())
 }
 
+/// Arguments of `pending`.
+#[derive(Debug, Args)]
+pub struct PendingArgs {
+    /// Only the requests the given approver may answer (`--as`, `--token-file` or
+    /// `COUNTERSIGN_APPROVER_TOKEN` say who; judged by each request's stored rule).
+    #[arg(long)]
+    mine: bool,
+    #[command(flatten)]
+    identity: IdentityArgs,
+}
+
 /// `countersign pending`.
-pub async fn pending(global: &Global, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+pub async fn pending(
+    global: &Global,
+    args: &PendingArgs,
+    out: &mut dyn Write,
+) -> Result<ExitCode, Failure> {
     let store = open_existing(global).await?;
     let now = SystemClock.now();
-    let waiting: Vec<_> = store
-        .approvals(Some(ApprovalState::Pending))
-        .await?
-        .into_iter()
-        .filter(|record| !record.is_expired_at(now))
-        .collect();
+    let credential = if args.mine {
+        Some(args.identity.credential()?)
+    } else {
+        None
+    };
+    let mut waiting = Vec::new();
+    for record in store.approvals(Some(ApprovalState::Pending)).await? {
+        if record.is_expired_at(now) {
+            continue;
+        }
+        if let Some(credential) = &credential {
+            let approver = approval::approver_of(&record.rule, credential, Channel::Cli, now)
+                .map_err(|detail| {
+                    Failure(format!(
+                        "cannot tell whose requests these are: {}",
+                        detail.unwrap_or_else(|| "no approver given".to_owned())
+                    ))
+                })?;
+            let mine = countersign::approver::judge(&record.rule, &record.principal, &approver)
+                .is_ok()
+                && !record
+                    .answers
+                    .iter()
+                    .any(|answer| answer.approver.id == approver.id);
+            if !mine {
+                continue;
+            }
+        }
+        waiting.push(record);
+    }
     if global.json {
         write_json(out, &waiting)?;
         return Ok(ExitCode::SUCCESS);
@@ -55,13 +97,23 @@ pub async fn pending(global: &Global, out: &mut dyn Write) -> Result<ExitCode, F
         writeln!(out, "no approval requests are waiting")?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mut table = Table::new(["ID", "ACTION", "PRINCIPAL", "EXPIRES", "ARGUMENTS"]);
+    let mut table = Table::new([
+        "ID",
+        "ACTION",
+        "PRINCIPAL",
+        "EXPIRES",
+        "APPROVALS",
+        "WHO MAY ANSWER",
+        "ARGUMENTS",
+    ]);
     for record in &waiting {
         table.row([
             record.id.to_string(),
             record.action.clone(),
             record.principal.clone(),
             record.expires_at.to_string(),
+            format!("{} of {}", record.approvals_given(), record.rule.quorum),
+            record.rule.summary(),
             render::truncate(record.arguments.as_str(), 60),
         ]);
     }
@@ -73,14 +125,71 @@ pub async fn pending(global: &Global, out: &mut dyn Write) -> Result<ExitCode, F
     Ok(ExitCode::SUCCESS)
 }
 
+/// Who is answering: an approver token, or a name (asserted: only for requests whose rule
+/// allows it).
+#[derive(Debug, Args)]
+pub struct IdentityArgs {
+    /// Who you are, as a name nobody verifies (asserted) [default: `human:$USER`]. Refused
+    /// where the request's rule says `require: authenticated`.
+    #[arg(long = "as", value_name = "WHO", env = "COUNTERSIGN_APPROVER")]
+    approver: Option<String>,
+    /// Prove who you are with the approver token in FILE (from `countersign approver token`):
+    /// its signature, expiry, subject and groups are checked against the keys stored with the
+    /// request. The token may also come from `COUNTERSIGN_APPROVER_TOKEN`.
+    #[arg(long, value_name = "FILE", conflicts_with = "approver")]
+    token_file: Option<std::path::PathBuf>,
+}
+
+impl IdentityArgs {
+    /// The credential these options give: a token (file, then environment), else a name.
+    fn credential(&self) -> Result<Credential, Failure> {
+        if let Some(path) = &self.token_file {
+            let text = std::fs::read_to_string(path).map_err(|error| {
+                Failure(format!(
+                    "cannot read the approver token file `{}`: {error}",
+                    path.display()
+                ))
+            })?;
+            let token = text.trim();
+            if token.is_empty() {
+                return Err(Failure(format!(
+                    "the approver token file `{}` is empty: issue one with `countersign approver token`",
+                    path.display()
+                )));
+            }
+            return Ok(Credential::Token(token.to_owned()));
+        }
+        if self.approver.is_none()
+            && let Ok(token) = std::env::var("COUNTERSIGN_APPROVER_TOKEN")
+            && !token.trim().is_empty()
+        {
+            return Ok(Credential::Token(token.trim().to_owned()));
+        }
+        approver(&self.approver).map(Credential::Asserted)
+    }
+}
+
+/// Say, on standard error, that an asserted identity on a shared store proves nothing.
+fn warn_if_asserted_on_shared_store(store: &dyn Store, credential: &Credential) {
+    if store.backend() == "postgres" && matches!(credential, Credential::Asserted(_)) {
+        eprintln!(
+            "warning: answering as an asserted name (`--as`, or `$USER`) on a shared PostgreSQL store: asserted identity is for local use; anyone who can reach the store can type any name: give approvers tokens (`countersign approver token`) and set `require: authenticated` in the policy"
+        );
+    }
+}
+
 /// Arguments of `approve` and `deny`.
 #[derive(Debug, Args)]
 pub struct AnswerArgs {
     /// The approval request (`apr_…`, from `countersign pending`).
     id: String,
-    /// Who is answering [default: `human:$USER`]
-    #[arg(long = "as", value_name = "WHO", env = "COUNTERSIGN_APPROVER")]
-    approver: Option<String>,
+    #[command(flatten)]
+    identity: IdentityArgs,
+    /// The action hash you were shown (`sha256:…`, from `pending --json` or `inspect`): the
+    /// answer is refused if the request is for anything else. Without it the answer is
+    /// recorded with `hash_confirmed: false`.
+    #[arg(long = "hash", value_name = "SHA256")]
+    shown_hash: Option<String>,
     /// A note kept with the answer (shown to the agent as data).
     #[arg(long, value_name = "TEXT")]
     note: Option<String>,
@@ -109,44 +218,76 @@ pub async fn answer(
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
     let id = ApprovalId::parse(args.id.trim())?;
-    let who = approver(&args.approver)?;
+    let credential = args.identity.credential()?;
+    let shown_hash = match &args.shown_hash {
+        Some(text) => {
+            let text = text.trim();
+            let well_formed = text.len() == 71
+                && text.starts_with("sha256:")
+                && text[7..]
+                    .chars()
+                    .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
+            if !well_formed {
+                return Err(Failure(format!(
+                    "`{}` is not an action hash: hashes look like `sha256:` followed by 64 lowercase hex digits, as `countersign inspect {id}` shows",
+                    text.escape_debug()
+                )));
+            }
+            Some(ActionHash::from_stored(text))
+        }
+        None => None,
+    };
     let store = open_existing(global).await?;
+    warn_if_asserted_on_shared_store(store.as_ref(), &credential);
     let decision = if approve {
         AnswerDecision::Approve
     } else {
         AnswerDecision::Reject
     };
-    let record = approval::record_answer(
-        store.as_ref(),
-        &id,
-        decision,
-        &who,
-        args.note.as_deref(),
-        SystemClock.now(),
-    )
-    .await?;
+    let submitted = store::RecordAnswer {
+        request_id: id,
+        decision: Ok(decision),
+        approver: credential,
+        channel: Channel::Cli,
+        shown_hash,
+        note: args.note.clone(),
+    };
+    let record = approval::submit_answer(store.as_ref(), submitted, SystemClock.now()).await?;
     if global.json {
         write_json(out, &record)?;
-    } else {
-        let verb = if approve { "approved" } else { "denied" };
-        writeln!(
-            out,
-            "{verb} {}: {} {} for {}",
-            record.id,
-            printable(&record.action),
-            printable(record.arguments.as_str()),
-            printable(&record.principal)
-        )?;
-        if approve {
+        return Ok(ExitCode::SUCCESS);
+    }
+    let shown = format!(
+        "{}: {} {} for {}",
+        record.id,
+        printable(&record.action),
+        printable(record.arguments.as_str()),
+        printable(&record.principal)
+    );
+    match record.state {
+        ApprovalState::Pending => {
+            let needed = record.rule.quorum.saturating_sub(record.approvals_given());
+            writeln!(
+                out,
+                "counted your approval of {shown}\n{} of {} approvals: it needs {needed} more from {} before it authorizes anything",
+                record.approvals_given(),
+                record.rule.quorum,
+                record.rule.summary()
+            )?;
+        }
+        ApprovalState::Denied => {
+            writeln!(out, "denied {shown}")?;
+            writeln!(
+                out,
+                "the agent will be told the call was denied and did not run"
+            )?;
+        }
+        _ => {
+            writeln!(out, "approved {shown}")?;
             writeln!(
                 out,
                 "it authorizes this exact call once, until {}",
                 record.expires_at
-            )?;
-        } else {
-            writeln!(
-                out,
-                "the agent will be told the call was denied and did not run"
             )?;
         }
     }
@@ -165,9 +306,8 @@ pub struct ResolveArgs {
     /// The effect definitely did not happen: a retry may run it.
     #[arg(long)]
     failed: bool,
-    /// Who is resolving [default: `human:$USER`]
-    #[arg(long = "as", value_name = "WHO", env = "COUNTERSIGN_APPROVER")]
-    resolver: Option<String>,
+    #[command(flatten)]
+    identity: IdentityArgs,
     /// How you found out (kept in the receipt).
     #[arg(long, value_name = "TEXT")]
     note: Option<String>,
@@ -185,8 +325,9 @@ pub async fn resolve(
             args.key.escape_debug()
         ))
     })?;
-    let who = approver(&args.resolver)?;
+    let credential = args.identity.credential()?;
     let store = open_existing(global).await?;
+    warn_if_asserted_on_shared_store(store.as_ref(), &credential);
     let to = if args.committed {
         EffectState::Committed
     } else {
@@ -195,7 +336,10 @@ pub async fn resolve(
     let resolve = store::ResolveEffect {
         key,
         to,
-        resolver: who,
+        resolver: store::Resolver::Person {
+            credential,
+            channel: Channel::Cli,
+        },
         note: args.note.clone(),
     };
     let record = store.resolve_effect(resolve, SystemClock.now()).await?;

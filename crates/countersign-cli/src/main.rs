@@ -69,8 +69,9 @@ enum Command {
     /// Walk through the kernel on a fresh SQLite store: allow, approve, a mismatched answer,
     /// a duplicate, a lost response, an unknown action, and the verified receipt chain.
     Demo(demo::DemoArgs),
-    /// List approval requests waiting for a human.
-    Pending,
+    /// List approval requests waiting for a human, with who may answer and how many answers
+    /// each still needs.
+    Pending(commands::PendingArgs),
     /// Grant an approval request: it authorizes exactly the action it shows, once.
     Approve(commands::AnswerArgs),
     /// Deny an approval request: the agent gets a recorded denial, not an error to retry.
@@ -194,7 +195,7 @@ pub async fn run(cli: Cli, out: &mut dyn std::io::Write) -> Result<ExitCode, Fai
     let global = &cli.global;
     match cli.command {
         Command::Demo(args) => demo::run(global, &args, out).await,
-        Command::Pending => commands::pending(global, out).await,
+        Command::Pending(args) => commands::pending(global, &args, out).await,
         Command::Approve(args) => commands::answer(global, &args, true, out).await,
         Command::Deny(args) => commands::answer(global, &args, false, out).await,
         Command::Resolve(args) => commands::resolve(global, &args, out).await,

@@ -286,7 +286,11 @@ impl ApprovalRule {
 
     /// A one-line summary for listings: `group:finance (2 of them), authenticated`.
     pub fn summary(&self) -> String {
-        let mut text = self.approvers.join(", ");
+        let mut text = if self.approvers.iter().any(|pattern| pattern == "*") {
+            "anyone but the requester".to_owned()
+        } else {
+            self.approvers.join(", ")
+        };
         if self.quorum > 1 {
             text.push_str(&format!(" ({} of them)", self.quorum));
         }

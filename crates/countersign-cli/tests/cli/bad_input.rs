@@ -63,13 +63,25 @@ async fn a_second_different_answer_is_refused_with_the_stored_one() {
     let first = sandbox.run(&["approve", id.as_str(), "--as", "human:alice"]);
     assert_eq!(first.status, Some(0), "{first:?}");
 
-    check_refused(
-        &sandbox,
-        &["deny", id.as_str(), "--as", "human:bob"],
-        &format!(
+    // Refused, the request unchanged, and the refused answer recorded with who sent it.
+    let second = sandbox.run(&["deny", id.as_str(), "--as", "human:bob"]);
+    assert_eq!(
+        second.one_line_error(),
+        format!(
             "approval `{id}` was already answered: it is `granted` by `human:alice`; the first answer stands"
-        ),
+        )
     );
+    let inspected = sandbox.run(&["inspect", id.as_str(), "--json"]);
+    let inspected: serde_json::Value =
+        serde_json::from_str(&inspected.stdout).expect("inspect --json prints JSON");
+    assert_eq!(inspected["approval"]["state"], "granted");
+    let last = inspected["receipts"]
+        .as_array()
+        .and_then(|receipts| receipts.last())
+        .expect("the answers have receipts");
+    assert_eq!(last["outcome"], "refused");
+    assert_eq!(last["reason"], "already_decided");
+    assert_eq!(last["approver"], "human:bob");
 
     // The identical answer again is not an error: it reports the answer that stands.
     let repeat = sandbox.run(&["approve", id.as_str(), "--as", "human:alice"]);

@@ -29,7 +29,7 @@ actions:
       - whn: { amount: { lte: 100 } }
         decision: allow
 ",
-        "bad.yaml:5:9: unknown key `whn` in rule: expected one of `when`, `decision`: did you mean `when`?",
+        "bad.yaml:5:9: unknown key `whn` in rule: expected one of `when`, `decision`, `approval`: did you mean `when`?",
     );
 }
 
