@@ -68,8 +68,10 @@ async fn elicitation_shows_the_exact_canonical_arguments_and_hash_and_accept_run
         call_and_wait_for_question(&mut harness.client, 7, json!({"b": 1.0, "a": "x"})).await;
     let record = only_approval(&store).await;
     let text = question["params"]["message"].as_str().expect("message");
+    // Every leaf in canonical order and form, as the one display renders it.
+    assert!(text.contains("  /a = \"x\"\n  /b = 1\n"), "{text}");
     assert!(
-        text.contains(r#"arguments (canonical JSON): {"a":"x","b":1}"#),
+        text.contains(&countersign::display::render(&record, None).to_text()),
         "{text}"
     );
     assert_eq!(record.arguments.as_str(), r#"{"a":"x","b":1}"#);

@@ -291,7 +291,7 @@ async fn a_call_needing_approval_streams_the_elicitation_then_the_result_over_ss
     let question = events.next().await.expect("the elicitation");
     assert_eq!(question["method"], "elicitation/create", "{question}");
     let text = question["params"]["message"].as_str().expect("message");
-    assert!(text.contains(r#"{"path":"b","text":"hi"}"#), "{text}");
+    assert!(text.contains("  /path = \"b\"\n  /text = \"hi\""), "{text}");
     assert_eq!(server.upstream_calls(), 0);
 
     let answered = post(
