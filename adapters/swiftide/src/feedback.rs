@@ -39,6 +39,13 @@ pub struct Pause {
     pub resource: Option<String>,
     /// The rendered effect key, if any.
     pub effect_key: Option<String>,
+    /// What to show the human: the kernel's one rendering of the request
+    /// (`countersign::display`): every argument in full, every character a person could
+    /// misread escaped as `\u{…}` with a warning under it. Plain text, lines separated by
+    /// `\n`. Show this rather than rendering `arguments` yourself. Empty in a payload written
+    /// before this field existed.
+    #[serde(default)]
+    pub display: String,
     /// The swiftide tool call that paused.
     pub tool_call_id: String,
     /// Set when the paused action is a reviewer's edit of the tool call: what it was edited
@@ -71,6 +78,7 @@ impl Pause {
             principal: pending.principal.clone(),
             resource: pending.resource.clone(),
             effect_key: pending.effect_key.clone(),
+            display: countersign::display::render_pending(pending, None).to_text(),
             tool_call_id: tool_call.id().to_owned(),
             edit,
             ignored_feedback,

@@ -8,4 +8,5 @@ mod adapter {
     pub mod resume;
     pub mod resumed_in_place;
     pub mod support;
+    pub mod surfaces;
 }

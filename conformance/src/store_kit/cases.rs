@@ -840,14 +840,30 @@ async fn grant_versus_deny_race_has_one_winner(context: &CaseContext<'_>) -> Res
             )
         })?;
     }
-    let answers = all_receipts(fresh.store.as_ref())
+    // Each round: one decisive answer receipt, and one refusal receipt for the loser (a
+    // refused answer is recorded with who sent it; it changes nothing).
+    let answers: Vec<_> = all_receipts(fresh.store.as_ref())
         .await?
         .iter()
         .filter_map(|stored| stored.to_receipt().ok())
         .filter(|receipt| receipt.kind == ReceiptKind::Answer)
+        .collect();
+    let decisive = answers
+        .iter()
+        .filter(|receipt| receipt.outcome != ReceiptOutcome::Refused)
         .count();
-    ensure(answers == 5, || {
-        format!("expected 5 answer receipts, found {answers}")
+    let refused = answers
+        .iter()
+        .filter(|receipt| {
+            receipt.outcome == ReceiptOutcome::Refused
+                && receipt.reason.as_deref() == Some("already_decided")
+        })
+        .count();
+    ensure(decisive == 5 && refused == 5, || {
+        format!(
+            "expected 5 decisive and 5 refused answer receipts, found {decisive} and {refused} of {}",
+            answers.len()
+        )
     })
 }
 
@@ -997,13 +1013,30 @@ async fn first_answer_stands(context: &CaseContext<'_>) -> Result<(), KitError> 
         matches!(&second, Err(error) if error.reason() == "already_decided"),
         || format!("a second, different answer got {second:?}"),
     )?;
+    // The refused answer is recorded (who sent it, why), and nothing else is.
+    let after_refusal = all_receipts(fresh.store.as_ref()).await?;
+    let refusal = after_refusal
+        .last()
+        .and_then(|stored| stored.to_receipt().ok());
+    ensure(
+        after_refusal.len() == receipts + 1
+            && refusal.as_ref().is_some_and(|receipt| {
+                receipt.outcome == ReceiptOutcome::Refused
+                    && receipt.reason.as_deref() == Some("already_decided")
+                    && receipt.approver.as_deref() == Some("human:late")
+            }),
+        || {
+            "a refused answer did not write exactly one refusal receipt naming its sender"
+                .to_owned()
+        },
+    )?;
     control
         .answer(&id, AnswerDecision::Approve, "human:kit-approver", None)
         .await
         .map_err(|error| format!("an identical repeat was refused: {error}"))?;
     ensure(
-        all_receipts(fresh.store.as_ref()).await?.len() == receipts,
-        || "a refused or repeated answer wrote a receipt".to_owned(),
+        all_receipts(fresh.store.as_ref()).await?.len() == receipts + 1,
+        || "an identical repeated answer wrote a receipt".to_owned(),
     )?;
     ensure(
         approval_state(fresh.store.as_ref(), &id).await? == ApprovalState::Granted,

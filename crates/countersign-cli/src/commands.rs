@@ -7,6 +7,7 @@ use std::sync::Arc;
 use clap::Args;
 use countersign::approval::{self, AnswerDecision};
 use countersign::approver::{Channel, Credential};
+use countersign::display;
 use countersign::evidence::{self, Anchor, StoredReceipt, printable};
 use countersign::policy::LoadErrorKind;
 use countersign::store::{self, Store};
@@ -90,37 +91,30 @@ pub async fn pending(
         waiting.push(record);
     }
     if global.json {
-        write_json(out, &waiting)?;
+        let listed: Vec<WithDisplay<'_>> = waiting.iter().map(WithDisplay::of).collect();
+        write_json(out, &listed)?;
         return Ok(ExitCode::SUCCESS);
     }
     if waiting.is_empty() {
         writeln!(out, "no approval requests are waiting")?;
         return Ok(ExitCode::SUCCESS);
     }
-    let mut table = Table::new([
-        "ID",
-        "ACTION",
-        "PRINCIPAL",
-        "EXPIRES",
-        "APPROVALS",
-        "WHO MAY ANSWER",
-        "ARGUMENTS",
-    ]);
+    // Each request in full, as `countersign::display` renders it for every surface: nothing
+    // cut, every character a person could misread escaped (case B44).
     for record in &waiting {
-        table.row([
-            record.id.to_string(),
-            record.action.clone(),
-            record.principal.clone(),
-            record.expires_at.to_string(),
-            format!("{} of {}", record.approvals_given(), record.rule.quorum),
-            record.rule.summary(),
-            render::truncate(record.arguments.as_str(), 60),
-        ]);
+        writeln!(
+            out,
+            "approval {}: pending, {} of {} approvals",
+            record.id,
+            record.approvals_given(),
+            record.rule.quorum
+        )?;
+        render::indented(&display::render(record, None).to_text(), out)?;
+        writeln!(out)?;
     }
-    table.write(out)?;
     writeln!(
         out,
-        "\nanswer with `countersign approve <ID>` or `countersign deny <ID> --note \"why\"`"
+        "answer with `countersign approve <ID>` or `countersign deny <ID> --note \"why\"`"
     )?;
     Ok(ExitCode::SUCCESS)
 }
@@ -175,6 +169,24 @@ fn warn_if_asserted_on_shared_store(store: &dyn Store, credential: &Credential) 
         eprintln!(
             "warning: answering as an asserted name (`--as`, or `$USER`) on a shared PostgreSQL store: asserted identity is for local use; anyone who can reach the store can type any name: give approvers tokens (`countersign approver token`) and set `require: authenticated` in the policy"
         );
+    }
+}
+
+/// An approval request as `--json` prints it: the stored record's fields, plus `display`, what
+/// an approver is shown ([`display::ApprovalDisplay`]).
+#[derive(serde::Serialize)]
+struct WithDisplay<'a> {
+    #[serde(flatten)]
+    record: &'a countersign::ApprovalRecord,
+    display: display::ApprovalDisplay,
+}
+
+impl<'a> WithDisplay<'a> {
+    fn of(record: &'a countersign::ApprovalRecord) -> WithDisplay<'a> {
+        WithDisplay {
+            record,
+            display: display::render(record, None),
+        }
     }
 }
 
@@ -573,11 +585,16 @@ pub async fn inspect(
         #[derive(serde::Serialize)]
         struct Inspection<'a> {
             approval: Option<&'a countersign::ApprovalRecord>,
+            /// What an approver is shown for `approval`.
+            display: Option<display::ApprovalDisplay>,
             effect: Option<&'a countersign::EffectRecord>,
             receipts: &'a [countersign::Receipt],
         }
         let inspection = Inspection {
             approval: approval.as_ref(),
+            display: approval
+                .as_ref()
+                .map(|record| display::render(record, None)),
             effect: effect.as_ref(),
             receipts: &receipts,
         };
@@ -592,19 +609,12 @@ pub async fn inspect(
             record.state
         };
         writeln!(out, "approval {}: {state}", record.id)?;
-        writeln!(
-            out,
-            "  action      {} {}",
-            printable(&record.action),
-            printable(record.arguments.as_str())
-        )?;
-        writeln!(out, "  principal   {}", printable(&record.principal))?;
-        writeln!(out, "  action hash {}", record.action_hash)?;
-        writeln!(out, "  expires     {}", record.expires_at)?;
+        render::indented(&display::render(record, None).to_text(), out)?;
         if let Some(approver) = &record.approver {
             writeln!(
                 out,
-                "  answered by {approver}{}",
+                "  answered by  {}{}",
+                printable(approver),
                 record
                     .note
                     .as_deref()

@@ -66,7 +66,17 @@ impl Table {
     }
 }
 
-/// `text` cut to `limit` characters, with an ellipsis when cut.
+/// Write `text` (lines without line breaks of their own, as
+/// [`countersign::display::ApprovalDisplay::to_text`] makes them) indented by two spaces.
+pub fn indented(text: &str, out: &mut dyn Write) -> io::Result<()> {
+    for line in text.lines() {
+        writeln!(out, "  {line}")?;
+    }
+    Ok(())
+}
+
+/// `text` cut to `limit` characters, with an ellipsis when cut: for operator listings only
+/// (effects), never for what an approver is shown.
 pub fn truncate(text: &str, limit: usize) -> String {
     if text.chars().count() <= limit {
         return text.to_owned();

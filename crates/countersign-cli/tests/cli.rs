@@ -12,6 +12,8 @@ mod bad_input;
 mod chain;
 #[path = "cli/demo.rs"]
 mod demo;
+#[path = "cli/display.rs"]
+mod display;
 #[path = "cli/help.rs"]
 mod help;
 #[path = "cli/keys.rs"]

@@ -17,6 +17,7 @@
 //! | -32098 | `not_executed` | no | yes |
 //! | -32099 | `no_principal`, `invalid_arguments`, `bad_template`, store and internal errors | no, unless `data.did_run` says `maybe` | see `data.may_retry` |
 
+use countersign::display::ApprovalDisplay;
 use countersign::{ControlError, DidRun};
 use serde_json::{Map, Value, json};
 
@@ -56,9 +57,9 @@ pub fn code_for(reason: &str) -> i64 {
         "approval_required" => APPROVAL_REQUIRED,
         "approval_denied" => APPROVAL_DENIED,
         "expired" => APPROVAL_EXPIRED,
-        "mismatch" | "consumed" | "unknown_request" | "policy_changed" | "interrupt_failed" => {
-            APPROVAL_INVALID
-        }
+        "mismatch" | "consumed" | "unknown_request" | "policy_changed" | "interrupt_failed"
+        | "not_entitled" | "not_authenticated" | "self_approval" | "invalid_decision"
+        | "already_decided" | "no_approver" => APPROVAL_INVALID,
         "denied" | "unknown_action" | "no_matching_rule" => POLICY_DENIED,
         "duplicate" | "in_progress" => DUPLICATE_EFFECT,
         "ambiguous" => AMBIGUOUS_EFFECT,
@@ -95,7 +96,8 @@ pub fn message(error: &ControlError, action: &str) -> String {
 
 /// The JSON-RPC `error` object for a kernel refusal of the action `action`.
 ///
-/// `message` is [`message`]'s sentence. `data` always has `countersign: true`, `reason`, `action`, `did_run`
+/// `message` is [`message`]'s sentence. For `approval_required`, the session adds
+/// `data.display` with [`attach_display`]. `data` always has `countersign: true`, `reason`, `action`, `did_run`
 /// (`no`|`maybe`) and `may_retry`; plus, when known, `action_hash`, `request_id`,
 /// `expires_at` (UTC, RFC 3339), `effect_key`, and `upstream` (the raw upstream reply kept as
 /// evidence).
@@ -179,4 +181,26 @@ pub fn refusal(error: &ControlError, action: &str, upstream: Option<&Value>) -> 
         "message": message(error, action),
         "data": Value::Object(data),
     })
+}
+
+/// Add what an approver is shown to an `approval_required` error object made by [`refusal`]:
+/// `data.display`, the plain text of [`countersign::display`] (the one rendering every surface
+/// uses: arguments in full, every character a person could misread escaped). Lines are
+/// separated by `\n`. Other error objects are left as they are.
+pub fn attach_display(error: &mut Value, display: &ApprovalDisplay) {
+    if error.pointer("/data/reason").and_then(Value::as_str) != Some("approval_required") {
+        return;
+    }
+    if let Some(Value::Object(data)) = error.get_mut("data") {
+        data.insert("display".into(), json!(display.to_text()));
+    }
+}
+
+/// The `elicitation/create` message the gateway shows a human for `display`: a question, the
+/// request as [`countersign::display`] renders it, and what approving does.
+pub fn elicitation_message(display: &ApprovalDisplay) -> String {
+    format!(
+        "Countersign: approve this exact action?\n\n{}\n\nApproving authorizes this call once; other arguments need their own approval.",
+        display.to_text()
+    )
 }

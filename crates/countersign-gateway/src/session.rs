@@ -644,7 +644,19 @@ impl Inner {
                         client_id,
                         codes::refusal(&error, &action, Some(&evidence)),
                     ),
-                    None => wire::error_response(client_id, codes::refusal(&error, &action, None)),
+                    None => {
+                        let mut refusal = codes::refusal(&error, &action, None);
+                        if let ControlError::ApprovalRequired { request_id, .. } = &error
+                            && let Ok(Some(record)) =
+                                self.control.store().approval(request_id).await
+                        {
+                            codes::attach_display(
+                                &mut refusal,
+                                &countersign::display::render(&record, None),
+                            );
+                        }
+                        wire::error_response(client_id, refusal)
+                    }
                 }
             }
         }
@@ -857,22 +869,11 @@ impl FrameworkInterrupt for Elicitation {
             state.own_requests.insert(id.clone(), sender);
             id
         };
-        // The exact canonical form (RFC 8785) that is hashed and, if approved, sent upstream;
-        // secrets are already redacted by the kernel.
-        let arguments = countersign::canonical::to_canonical(&pending.arguments)
-            .map(|canonical| canonical.as_str().to_owned())
-            .unwrap_or_else(|_| pending.arguments.to_string());
-        let text = format!(
-            "Countersign: approve this exact action?\n\naction: {}\narguments (canonical JSON): {}\nprincipal: {}\nresource: {}\neffect key: {}\naction hash: {}\nrequest: {} (expires {})\n\nApproving authorizes this call once; other arguments need their own approval.",
-            pending.action,
-            arguments,
-            pending.principal,
-            pending.resource.as_deref().unwrap_or("-"),
-            pending.effect_key.as_deref().unwrap_or("-"),
-            pending.action_hash,
-            pending.request_id,
-            pending.expires_at,
-        );
+        // The one rendering every surface uses: the canonical arguments exactly as hashed
+        // (secrets already redacted by the kernel), in full, with every character a person
+        // could misread escaped (case B44).
+        let text =
+            codes::elicitation_message(&countersign::display::render_pending(&pending, None));
         let request = json!({
             "jsonrpc": "2.0",
             "id": id,
@@ -886,7 +887,7 @@ impl FrameworkInterrupt for Elicitation {
                             "type": "string",
                             "title": "Decision",
                             "enum": ["approve", "deny"],
-                            "description": format!("approve or deny {} {}", pending.action, pending.action_hash),
+                            "description": format!("approve or deny {} {}", countersign::display::shown(&pending.action).text, pending.action_hash),
                         }
                     },
                     "required": ["decision"],

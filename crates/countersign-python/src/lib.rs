@@ -105,6 +105,29 @@ fn default_store_url(policy: &Path) -> String {
     )
 }
 
+/// An approval record as JSON, with `display`: the kernel's one rendering of what a human is
+/// shown (`countersign::display`), as plain text.
+fn record_json(record: &countersign::ApprovalRecord) -> PyResult<String> {
+    to_json(&WithDisplay::of(record))
+}
+
+/// An approval record and its `display` text, serialized side by side.
+#[derive(serde::Serialize)]
+struct WithDisplay<'a> {
+    #[serde(flatten)]
+    record: &'a countersign::ApprovalRecord,
+    display: String,
+}
+
+impl<'a> WithDisplay<'a> {
+    fn of(record: &'a countersign::ApprovalRecord) -> WithDisplay<'a> {
+        WithDisplay {
+            record,
+            display: countersign::display::render(record, None).to_text(),
+        }
+    }
+}
+
 fn to_json<T: serde::Serialize>(value: &T) -> PyResult<String> {
     serde_json::to_string(value).map_err(|error| {
         errors::internal(&format!(
@@ -389,7 +412,7 @@ impl NativeControl {
         let control = self.control.clone();
         let opened = py.detach(|| runtime().block_on(control.request_approval(&request)));
         match opened {
-            Ok(Some(record)) => Ok(Some(to_json(&record)?)),
+            Ok(Some(record)) => Ok(Some(record_json(&record)?)),
             Ok(None) => Ok(None),
             Err(error) => Err(control_error(py, error, None)),
         }
@@ -470,7 +493,7 @@ impl NativeControl {
         let store = self.control.store();
         let found = py.detach(|| runtime().block_on(store.approval(&id)));
         match found {
-            Ok(Some(record)) => Ok(Some(to_json(&record)?)),
+            Ok(Some(record)) => Ok(Some(record_json(&record)?)),
             Ok(None) => Ok(None),
             Err(error) => Err(store_error(py, &error)),
         }
@@ -486,7 +509,7 @@ impl NativeControl {
         let store = self.control.store();
         let found = py.detach(|| runtime().block_on(store.approvals(state)));
         match found {
-            Ok(records) => to_json(&records),
+            Ok(records) => to_json(&records.iter().map(WithDisplay::of).collect::<Vec<_>>()),
             Err(error) => Err(store_error(py, &error)),
         }
     }

@@ -45,6 +45,7 @@ pub mod approval;
 pub mod approver;
 pub mod clock;
 pub mod control;
+pub mod display;
 pub mod effect;
 pub mod error;
 pub mod evidence;
@@ -62,6 +63,7 @@ pub use control::{
     ActionRequest, Control, ControlBuilder, Evaluation, Executed, IdentityProvider, Protected,
     StaticIdentity, needs_approval,
 };
+pub use display::ApprovalDisplay;
 pub use effect::{EffectKey, EffectRecord, EffectState, ExecutorError, ReconcileHook};
 pub use error::{AnswerError, ControlError, DidRun, StoreError};
 pub use evidence::{Anchor, Receipt, VerifyReport};

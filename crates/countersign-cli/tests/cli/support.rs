@@ -353,6 +353,25 @@ impl Agent {
         }
     }
 
+    /// Ask for `action` with `arguments` (its policy must say `approve`); return the pending
+    /// request's id. The executor never runs.
+    pub async fn request_approval_for(
+        &self,
+        action: &str,
+        arguments: &serde_json::Value,
+    ) -> ApprovalId {
+        let outcome = self
+            .control
+            .execute(ActionRequest::new(action, arguments), |_| async move {
+                Ok::<_, ExecutorError>("ran".to_owned())
+            })
+            .await;
+        match outcome {
+            Err(ControlError::ApprovalRequired { request_id, .. }) => request_id,
+            other => panic!("expected a pending approval request, got {other:?}"),
+        }
+    }
+
     /// How many times the payment provider was called.
     pub fn refunds(&self) -> usize {
         self.refunds.load(Ordering::SeqCst)

@@ -45,6 +45,13 @@ async fn answer(client: &mut Client, question: &Value, id: i64, result: Value) -
     }
 }
 
+/// The harness's client (on the gateway's standard input), attested by the operator.
+fn attested_config() -> countersign_gateway::GatewayConfig {
+    let mut config = config("s");
+    config.attested_clients = vec!["stdio".to_owned()];
+    config
+}
+
 async fn only_approval(store: &Arc<dyn Store>) -> countersign::ApprovalRecord {
     let mut all = store.approvals(None).await.expect("approvals");
     assert_eq!(all.len(), 1, "{all:?}");
@@ -55,7 +62,7 @@ async fn only_approval(store: &Arc<dyn Store>) -> countersign::ApprovalRecord {
 async fn elicitation_shows_the_exact_canonical_arguments_and_hash_and_accept_runs_the_call_once() {
     let store = memory_store();
     let mut harness = start_with_capabilities(
-        config("s"),
+        attested_config(),
         policy(APPROVE_WRITES),
         Arc::clone(&store),
         &["write"],
@@ -68,8 +75,10 @@ async fn elicitation_shows_the_exact_canonical_arguments_and_hash_and_accept_run
         call_and_wait_for_question(&mut harness.client, 7, json!({"b": 1.0, "a": "x"})).await;
     let record = only_approval(&store).await;
     let text = question["params"]["message"].as_str().expect("message");
+    // Every leaf in canonical order and form, as the one display renders it.
+    assert!(text.contains("  /a = \"x\"\n  /b = 1\n"), "{text}");
     assert!(
-        text.contains(r#"arguments (canonical JSON): {"a":"x","b":1}"#),
+        text.contains(&countersign::display::render(&record, None).to_text()),
         "{text}"
     );
     assert_eq!(record.arguments.as_str(), r#"{"a":"x","b":1}"#);
@@ -100,17 +109,82 @@ async fn elicitation_shows_the_exact_canonical_arguments_and_hash_and_accept_run
     assert_eq!(calls[0].2, json!({"a": "x", "b": 1}));
     let record = only_approval(&store).await;
     assert_eq!(record.state, ApprovalState::Consumed);
+    assert_eq!(record.approver.as_deref(), Some("human:mcp-client:stdio"));
+}
+
+#[tokio::test]
+async fn an_unattested_clients_accept_is_a_refused_answer_and_the_request_stays_pending() {
+    let store = memory_store();
+    // The client calls itself `test` (clientInfo.name); the operator attested nobody.
+    let mut harness = start_with_capabilities(
+        config("s"),
+        policy(APPROVE_WRITES),
+        Arc::clone(&store),
+        &["write"],
+        Behaviour::Succeed,
+        json!({"elicitation": {}}),
+    )
+    .await;
+    let question = call_and_wait_for_question(&mut harness.client, 9, json!({"a": "z"})).await;
+    let reply = answer(
+        &mut harness.client,
+        &question,
+        9,
+        json!({"action": "accept", "content": {"decision": "approve"}}),
+    )
+    .await;
     assert_eq!(
-        record.approver.as_deref(),
-        Some("human:via-mcp-client:test")
+        refusal(&reply),
+        (-32093, "not_authenticated".to_owned()),
+        "{reply}"
     );
+    assert_eq!(reply["error"]["data"]["did_run"], "no");
+    let message = reply["error"]["message"].as_str().unwrap_or_default();
+    assert!(message.contains("--attested-client stdio"), "{message}");
+    assert_eq!(harness.fake.calls(), 0, "an unattested accept runs nothing");
+    let record = only_approval(&store).await;
+    assert_eq!(
+        record.state,
+        ApprovalState::Pending,
+        "left for another channel"
+    );
+    assert!(record.answers.is_empty());
+    // The refused answer is evidence: who sent it, through which channel, and why.
+    // The attempt's own refusal receipt follows it.
+    let receipts = store.receipts(0, 100).await.expect("receipts");
+    let bodies: Vec<Value> = receipts
+        .iter()
+        .map(|stored| serde_json::from_str(&stored.body).expect("receipt JSON"))
+        .collect();
+    let answers: Vec<&Value> = bodies
+        .iter()
+        .filter(|body| body["kind"] == "answer")
+        .collect();
+    assert_eq!(answers.len(), 1, "{bodies:?}");
+    assert_eq!(answers[0]["outcome"], "refused");
+    assert_eq!(answers[0]["reason"], "not_authenticated");
+    assert_eq!(answers[0]["channel"], "elicitation");
+    let attempt = bodies.last().expect("receipts");
+    assert_eq!(attempt["kind"], "attempt");
+    assert_eq!(attempt["reason"], "not_authenticated");
+    // Another channel still answers it, and the retried call then runs once.
+    approval::record_answer(
+        store.as_ref(),
+        &record.id,
+        AnswerDecision::Approve,
+        "human:alice",
+        None,
+        countersign::Clock::now(&SystemClock),
+    )
+    .await
+    .expect("the CLI's answer is recorded");
 }
 
 #[tokio::test]
 async fn elicitation_decline_is_a_recorded_denial_and_the_tool_never_runs() {
     let store = memory_store();
     let mut harness = start_with_capabilities(
-        config("s"),
+        attested_config(),
         policy(APPROVE_WRITES),
         Arc::clone(&store),
         &["write"],
@@ -135,10 +209,7 @@ async fn elicitation_decline_is_a_recorded_denial_and_the_tool_never_runs() {
     assert_eq!(harness.fake.calls(), 0);
     let record = only_approval(&store).await;
     assert_eq!(record.state, ApprovalState::Denied);
-    assert_eq!(
-        record.approver.as_deref(),
-        Some("human:via-mcp-client:test")
-    );
+    assert_eq!(record.approver.as_deref(), Some("human:mcp-client:stdio"));
     let receipts = store.receipts(0, 100).await.expect("receipts");
     let denied = receipts
         .iter()

@@ -270,8 +270,11 @@ async fn initialize_list_and_an_allowed_call_are_answered_as_json_in_one_session
 #[tokio::test]
 async fn a_call_needing_approval_streams_the_elicitation_then_the_result_over_sse() {
     let store = memory_store();
+    // The operator attests this HTTP client by its authenticated principal.
+    let mut attested = config("s");
+    attested.attested_clients = vec!["agent:test".to_owned()];
     let server = serve(
-        config("s"),
+        attested,
         policy(POLICY),
         Arc::clone(&store),
         HttpFrontConfig::default(),
@@ -291,7 +294,7 @@ async fn a_call_needing_approval_streams_the_elicitation_then_the_result_over_ss
     let question = events.next().await.expect("the elicitation");
     assert_eq!(question["method"], "elicitation/create", "{question}");
     let text = question["params"]["message"].as_str().expect("message");
-    assert!(text.contains(r#"{"path":"b","text":"hi"}"#), "{text}");
+    assert!(text.contains("  /path = \"b\"\n  /text = \"hi\""), "{text}");
     assert_eq!(server.upstream_calls(), 0);
 
     let answered = post(

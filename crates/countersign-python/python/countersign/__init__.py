@@ -132,6 +132,11 @@ class ApprovalRequest:
     approver: Optional[str]
     note: Optional[str]
     consumed_at: Optional[str]
+    display: str = ""
+    """What to show a human: the kernel's one rendering (``countersign::display``), every
+    argument in full, every character a person could misread escaped as ``\\u{…}`` with a
+    warning under it. Plain text, lines separated by ``\\n``. Show this rather than rendering
+    ``arguments`` yourself."""
 
     @staticmethod
     def _from_json(text: str) -> "ApprovalRequest":
@@ -152,6 +157,7 @@ class ApprovalRequest:
             approver=record.get("approver"),
             note=record.get("note"),
             consumed_at=record.get("consumed_at"),
+            display=record.get("display") or "",
         )
 
 

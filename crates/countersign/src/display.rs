@@ -1,0 +1,857 @@
+//! What an approver is shown: one rendering of an approval request for every surface.
+//!
+//! An approver's yes is only worth what they were shown (case B44). Every surface — the CLI's
+//! `pending` and `inspect`, the gateway's elicitation message and its `approval_required` error,
+//! an adapter's pause payload — renders a request through [`render`] (or [`render_pending`]),
+//! and nothing else. The rendering:
+//!
+//! - shows the canonical arguments exactly as hashed: every value in full, never truncated or
+//!   elided; an empty string is shown as empty and marked;
+//! - never interprets a character a person could misread. Each of these is written as a
+//!   `\u{…}` escape (lowercase hex, as Rust writes it) and listed as a [`Finding`] with its code
+//!   point:
+//!   - C0 and C1 controls (general category `Cc`), newlines and tabs included;
+//!   - bidirectional formatting controls (UAX #9: U+061C, U+200E–U+200F, U+202A–U+202E,
+//!     U+2066–U+2069);
+//!   - every `Default_Ignorable_Code_Point` (UAX #44, `DerivedCoreProperties.txt`): zero-width
+//!     characters, U+FEFF, fillers, variation selectors (U+FE00–U+FE0F, U+E0100–U+E01EF), tag
+//!     characters (U+E0000–U+E007F) and the reserved rest of their blocks;
+//!   - whitespace other than U+0020 (the `White_Space` property, UAX #44);
+//!   - a span that is not in Normalization Form C (UAX #15): every code point of the span but a
+//!     visible first one, so a decomposed `e` + U+0301 reads `e\u{301}`, never `é`;
+//!   - in a token that mixes scripts (UTS #39 mixed-script detection over augmented script
+//!     sets), the characters of a minority script that UTS #39 lists as confusable across
+//!     scripts (a Cyrillic `а` in a Latin word reads `p\u{430}ypal`); the token is marked
+//!     whatever its characters.
+//!
+//! A literal backslash is shown as itself, except one that would read as the start of an
+//! escape (a backslash followed by `u{`), which is shown as `\u{5c}`. So [`unescape`] of any
+//! shown text gives back the original exactly: nothing is dropped, added or reordered.
+//!
+//! The display is a pure function of the request (and of the optional agent context, shown in
+//! a separate, labelled section): the same request renders the same on every surface. It is
+//! never stored: receipts, evidence and the executor keep the raw canonical arguments.
+//!
+//! The rules' rationale is in `docs/SPEC.md` ("What an approver is shown").
+
+use std::fmt::{self, Write as _};
+
+use serde::Serialize;
+use unicode_normalization::UnicodeNormalization;
+use unicode_normalization::char::canonical_combining_class;
+use unicode_script::{Script, UnicodeScript};
+use unicode_security::MixedScript;
+
+use crate::action::canonical;
+use crate::approval::{ApprovalRecord, PendingApproval};
+use crate::clock::Timestamp;
+
+/// The `schema` of an [`ApprovalDisplay`].
+pub const DISPLAY_SCHEMA: &str = "countersign.display/v1";
+
+/// An approval request as a person is shown it: the display model every surface renders.
+///
+/// Serialized (for `--json`, a web page, Slack) as an object with these fields; every text a
+/// person reads is a [`ShownText`] (escaped text plus findings). Plain text is
+/// [`ApprovalDisplay::to_text`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ApprovalDisplay {
+    /// Always [`DISPLAY_SCHEMA`].
+    pub schema: &'static str,
+    /// The request to answer (`apr_` plus 20 lowercase base-32 characters).
+    pub request_id: String,
+    /// The action name.
+    pub action: ShownText,
+    /// The canonical arguments, one entry per leaf value in canonical (RFC 8785) key order:
+    /// together they are exactly the hashed arguments (secrets redacted by the kernel).
+    pub arguments: Vec<ShownArgument>,
+    /// The whole canonical JSON text of the arguments, exactly as hashed, escaped.
+    pub canonical_arguments: ShownText,
+    /// The principal asking.
+    pub principal: ShownText,
+    /// The resource, if the policy names one.
+    pub resource: Option<ShownText>,
+    /// The environment.
+    pub environment: ShownText,
+    /// The effect key, if any.
+    pub effect_key: Option<ShownText>,
+    /// The action hash the answer is bound to (`sha256:` plus 64 lowercase hex digits).
+    pub action_hash: String,
+    /// When the request expires (UTC, RFC 3339 with milliseconds).
+    pub expires_at: Timestamp,
+    /// Who may approve, in one line: the summary of the approval rule fixed at request time
+    /// ([`crate::approver::ApprovalRule::summary`]), such as `group:finance (2 of them)`.
+    /// Always set by [`render`] and [`render_pending`].
+    pub who_may_approve: Option<ShownText>,
+    /// What the agent said about why it wants the action: its own words, not checked and not
+    /// part of the hashed action. Shown apart from the action and labelled as the agent's.
+    pub agent_context: Option<ShownText>,
+    /// How many findings there are in all (arguments, names and other fields): 0 means
+    /// nothing needed marking.
+    pub finding_count: usize,
+}
+
+/// One leaf of the canonical arguments.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ShownArgument {
+    /// Where the value is: a JSON Pointer (RFC 6901, `/to`, `/items/0/sku`; empty for the
+    /// arguments themselves), escaped like any shown text.
+    pub path: ShownText,
+    /// The JSON type of the value.
+    pub kind: ValueKind,
+    /// The value: a string's characters (without quotes), or the canonical JSON text of any
+    /// other value (`500`, `true`, `null`, `{}`, `[]`).
+    pub value: ShownText,
+}
+
+/// The JSON type of a [`ShownArgument`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ValueKind {
+    /// A string.
+    String,
+    /// A number, in canonical (ECMAScript) form.
+    Number,
+    /// `true` or `false`.
+    Bool,
+    /// `null`.
+    Null,
+    /// An object with no members (`{}`).
+    EmptyObject,
+    /// An array with no elements (`[]`).
+    EmptyArray,
+}
+
+/// A text as shown to a person: the escaped text and what was marked in it.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct ShownText {
+    /// The text with every marked code point written as `\u{…}` (lowercase hex); [`unescape`]
+    /// gives back the original.
+    pub text: String,
+    /// What was marked, ordered by position.
+    pub findings: Vec<Finding>,
+}
+
+/// One thing marked in a text.
+///
+/// Positions count Unicode scalar values (code points) of the **original** text, not bytes and
+/// not positions in the escaped text.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    /// What it is.
+    pub kind: FindingKind,
+    /// The first code point marked (0-based).
+    pub start: usize,
+    /// One past the last code point marked (`start == end` only for [`FindingKind::Empty`]).
+    pub end: usize,
+    /// The code points concerned, as `U+XXXX` (at least four uppercase hex digits): every code
+    /// point of `start..end`, except for [`FindingKind::MixedScript`], where only those of the
+    /// token's minority scripts are listed.
+    pub code_points: Vec<String>,
+    /// More about it, when there is more: for [`FindingKind::NotNfc`] the span's NFC form
+    /// (escaped), for [`FindingKind::MixedScript`] the scripts mixed (`Latin, Cyrillic`).
+    pub note: Option<String>,
+}
+
+/// What a [`Finding`] marks. A code point in several classes is reported once, in the first
+/// that applies in this order: control, bidi control, default ignorable, whitespace. Not-NFC
+/// and mixed-script findings are about spans and may overlap those.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    /// The text is empty: there is nothing to see, and that is the value.
+    Empty,
+    /// A C0 or C1 control character (general category `Cc`: U+0000–U+001F, U+007F–U+009F).
+    Control,
+    /// A bidirectional formatting control (UAX #9): it can reorder what is read.
+    BidiControl,
+    /// A `Default_Ignorable_Code_Point` (UAX #44): normally rendered as nothing at all.
+    DefaultIgnorable,
+    /// Whitespace other than U+0020 (the `White_Space` property): it can pass for a space.
+    Whitespace,
+    /// A span not in Normalization Form C (UAX #15): it looks like its NFC form but is other
+    /// code points (and hashes differently).
+    NotNfc,
+    /// A token (a run without whitespace, controls or ASCII punctuation) whose characters
+    /// share no script (UTS #39 mixed-script detection): a look-alike may hide in it.
+    MixedScript,
+}
+
+impl FindingKind {
+    /// The stable snake_case name (as serialized).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FindingKind::Empty => "empty",
+            FindingKind::Control => "control",
+            FindingKind::BidiControl => "bidi_control",
+            FindingKind::DefaultIgnorable => "default_ignorable",
+            FindingKind::Whitespace => "whitespace",
+            FindingKind::NotNfc => "not_nfc",
+            FindingKind::MixedScript => "mixed_script",
+        }
+    }
+
+    /// A few words for a person.
+    fn describe(self) -> &'static str {
+        match self {
+            FindingKind::Empty => "empty: the value is an empty string",
+            FindingKind::Control => "control character",
+            FindingKind::BidiControl => "bidirectional control (can reorder what you read)",
+            FindingKind::DefaultIgnorable => "invisible character (default ignorable)",
+            FindingKind::Whitespace => "whitespace other than a plain space",
+            FindingKind::NotNfc => "not in NFC (looks like other characters)",
+            FindingKind::MixedScript => "mixes scripts (a look-alike character may hide here)",
+        }
+    }
+}
+
+impl fmt::Display for FindingKind {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// Render a stored approval request for a person.
+///
+/// `agent_context` is the agent's own account of why it wants the action (untrusted: it may be
+/// false or adversarial); when given it is shown, escaped, in its own labelled section.
+///
+/// # Panics
+///
+/// Never.
+pub fn render(record: &ApprovalRecord, agent_context: Option<&str>) -> ApprovalDisplay {
+    let arguments = record.arguments.to_value();
+    render_parts(
+        Parts {
+            request_id: record.id.as_str(),
+            action: &record.action,
+            arguments: &arguments,
+            canonical_text: Some(record.arguments.as_str()),
+            principal: &record.principal,
+            resource: record.resource.as_deref(),
+            environment: &record.environment,
+            effect_key: record.effect_key.as_deref(),
+            action_hash: record.action_hash.as_str(),
+            expires_at: record.expires_at,
+            who_may_approve: record.rule.summary(),
+        },
+        agent_context,
+    )
+}
+
+/// Render a request as a framework's interrupt receives it ([`PendingApproval`]): the same
+/// rendering as [`render`] of its stored record.
+///
+/// The arguments are shown in canonical form; a [`PendingApproval`] the kernel made always has
+/// one. Should one built by hand not be representable (NaN, `-0`, an integer past ±(2^53−1)),
+/// its JSON text is shown instead, marked by nothing: such arguments were never hashed.
+///
+/// # Panics
+///
+/// Never.
+pub fn render_pending(pending: &PendingApproval, agent_context: Option<&str>) -> ApprovalDisplay {
+    render_parts(
+        Parts {
+            request_id: pending.request_id.as_str(),
+            action: &pending.action,
+            arguments: &pending.arguments,
+            canonical_text: None,
+            principal: &pending.principal,
+            resource: pending.resource.as_deref(),
+            environment: &pending.environment,
+            effect_key: pending.effect_key.as_deref(),
+            action_hash: pending.action_hash.as_str(),
+            expires_at: pending.expires_at,
+            who_may_approve: pending.approvers.clone(),
+        },
+        agent_context,
+    )
+}
+
+/// The fields both request shapes share.
+struct Parts<'a> {
+    request_id: &'a str,
+    action: &'a str,
+    arguments: &'a serde_json::Value,
+    canonical_text: Option<&'a str>,
+    principal: &'a str,
+    resource: Option<&'a str>,
+    environment: &'a str,
+    effect_key: Option<&'a str>,
+    action_hash: &'a str,
+    expires_at: Timestamp,
+    who_may_approve: String,
+}
+
+fn render_parts(parts: Parts<'_>, agent_context: Option<&str>) -> ApprovalDisplay {
+    let canonical_text = match parts.canonical_text {
+        Some(text) => text.to_owned(),
+        None => canonical::to_canonical(parts.arguments)
+            .map(canonical::CanonicalJson::into_string)
+            .unwrap_or_else(|_| parts.arguments.to_string()),
+    };
+    let mut arguments = Vec::new();
+    leaves(parts.arguments, &mut String::new(), &mut arguments);
+    let mut display = ApprovalDisplay {
+        schema: DISPLAY_SCHEMA,
+        request_id: parts.request_id.to_owned(),
+        action: shown(parts.action),
+        arguments,
+        canonical_arguments: shown(&canonical_text),
+        principal: shown(parts.principal),
+        resource: parts.resource.map(shown),
+        environment: shown(parts.environment),
+        effect_key: parts.effect_key.map(shown),
+        action_hash: parts.action_hash.to_owned(),
+        expires_at: parts.expires_at,
+        who_may_approve: Some(shown(&parts.who_may_approve)),
+        agent_context: agent_context.map(shown),
+        finding_count: 0,
+    };
+    display.finding_count = display.count_findings();
+    display
+}
+
+/// Collect the leaves of `value` under the JSON Pointer `path`, keys in RFC 8785 order.
+fn leaves(value: &serde_json::Value, path: &mut String, out: &mut Vec<ShownArgument>) {
+    use serde_json::Value;
+    let leaf = |kind, text: &str| {
+        let mut path = shown(path);
+        // The empty pointer names the arguments themselves: nothing is missing there.
+        path.findings
+            .retain(|finding| finding.kind != FindingKind::Empty);
+        ShownArgument {
+            path,
+            kind,
+            value: shown(text),
+        }
+    };
+    match value {
+        Value::Object(map) if !map.is_empty() => {
+            let mut keys: Vec<&String> = map.keys().collect();
+            // RFC 8785 §3.2.3: members sorted by their names' UTF-16 code units.
+            keys.sort_by(|a, b| a.encode_utf16().cmp(b.encode_utf16()));
+            for key in keys {
+                let before = path.len();
+                path.push('/');
+                path.push_str(&key.replace('~', "~0").replace('/', "~1"));
+                leaves(&map[key.as_str()], path, out);
+                path.truncate(before);
+            }
+        }
+        Value::Array(items) if !items.is_empty() => {
+            for (index, item) in items.iter().enumerate() {
+                let before = path.len();
+                let _ = write!(path, "/{index}");
+                leaves(item, path, out);
+                path.truncate(before);
+            }
+        }
+        Value::Object(_) => out.push(leaf(ValueKind::EmptyObject, "{}")),
+        Value::Array(_) => out.push(leaf(ValueKind::EmptyArray, "[]")),
+        Value::String(text) => out.push(leaf(ValueKind::String, text)),
+        Value::Bool(flag) => out.push(leaf(ValueKind::Bool, if *flag { "true" } else { "false" })),
+        Value::Null => out.push(leaf(ValueKind::Null, "null")),
+        Value::Number(number) => {
+            let text = canonical::to_canonical(number)
+                .map(canonical::CanonicalJson::into_string)
+                .unwrap_or_else(|_| number.to_string());
+            out.push(leaf(ValueKind::Number, &text));
+        }
+    }
+}
+
+impl ApprovalDisplay {
+    fn count_findings(&self) -> usize {
+        let fields = [
+            Some(&self.action),
+            Some(&self.principal),
+            self.resource.as_ref(),
+            Some(&self.environment),
+            self.effect_key.as_ref(),
+            self.who_may_approve.as_ref(),
+            self.agent_context.as_ref(),
+        ];
+        let arguments: usize = self
+            .arguments
+            .iter()
+            .map(|argument| argument.path.findings.len() + argument.value.findings.len())
+            .sum();
+        arguments
+            + fields
+                .into_iter()
+                .flatten()
+                .map(|field| field.findings.len())
+                .sum::<usize>()
+    }
+
+    /// The display as plain text: one field per line, each argument on its own line with its
+    /// findings listed under it, then the agent's words (if any) in a labelled section.
+    ///
+    /// No line of it comes from a value's own line breaks (they are escaped), so nothing in
+    /// an argument can pose as a field. Lines are separated by `\n`; there is no final newline.
+    pub fn to_text(&self) -> String {
+        let mut out = String::new();
+        let mut line = |label: &str, text: &str| {
+            let _ = writeln!(out, "{label:<12} {text}");
+        };
+        line("action", &self.action.text);
+        line("principal", &self.principal.text);
+        line(
+            "resource",
+            self.resource.as_ref().map_or("-", |shown| &shown.text),
+        );
+        line("environment", &self.environment.text);
+        line(
+            "effect key",
+            self.effect_key.as_ref().map_or("-", |shown| &shown.text),
+        );
+        line("action hash", &self.action_hash);
+        line("expires", &self.expires_at.to_rfc3339());
+        line("request", &self.request_id);
+        if let Some(who) = &self.who_may_approve {
+            line("approvers", &who.text);
+        }
+        let mut fields_with_findings = vec![
+            ("action", &self.action),
+            ("principal", &self.principal),
+            ("environment", &self.environment),
+        ];
+        if let Some(resource) = &self.resource {
+            fields_with_findings.push(("resource", resource));
+        }
+        if let Some(effect_key) = &self.effect_key {
+            fields_with_findings.push(("effect key", effect_key));
+        }
+        if let Some(who) = &self.who_may_approve {
+            fields_with_findings.push(("approvers", who));
+        }
+        for (name, field) in fields_with_findings {
+            for finding in &field.findings {
+                let _ = writeln!(out, "  ! {name}: {}", describe(finding));
+            }
+        }
+        let _ = writeln!(
+            out,
+            "arguments    exactly as hashed, in full; \\u{{hex}} is one character shown by its code point"
+        );
+        for argument in &self.arguments {
+            let path = if argument.path.text.is_empty() {
+                "(all)"
+            } else {
+                &argument.path.text
+            };
+            let value = match argument.kind {
+                ValueKind::String => format!("\"{}\"", argument.value.text),
+                _ => argument.value.text.clone(),
+            };
+            let _ = writeln!(out, "  {path} = {value}");
+            for finding in &argument.path.findings {
+                let _ = writeln!(out, "    ! name: {}", describe(finding));
+            }
+            for finding in &argument.value.findings {
+                let _ = writeln!(out, "    ! {}", describe(finding));
+            }
+        }
+        if let Some(context) = &self.agent_context {
+            let _ = writeln!(
+                out,
+                "the agent's own words (not checked, not part of the action; may be false):"
+            );
+            let _ = writeln!(out, "  \"{}\"", context.text);
+            for finding in &context.findings {
+                let _ = writeln!(out, "    ! {}", describe(finding));
+            }
+        }
+        if out.ends_with('\n') {
+            out.pop();
+        }
+        out
+    }
+}
+
+impl fmt::Display for ApprovalDisplay {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.to_text())
+    }
+}
+
+/// One finding in words: `bidirectional control (…): U+202E at 8`.
+fn describe(finding: &Finding) -> String {
+    let mut text = finding.kind.describe().to_owned();
+    if finding.kind == FindingKind::Empty {
+        return text;
+    }
+    let _ = write!(text, ": {}", finding.code_points.join(" "));
+    if finding.end == finding.start + 1 {
+        let _ = write!(text, " at character {}", finding.start);
+    } else {
+        let _ = write!(text, " in characters {}..{}", finding.start, finding.end);
+    }
+    if let Some(note) = &finding.note {
+        let _ = write!(text, " ({note})");
+    }
+    text
+}
+
+/// `text` as a person is shown it: escaped, with its findings (see the module docs for the
+/// classes and the escape grammar).
+///
+/// # Panics
+///
+/// Never.
+pub fn shown(text: &str) -> ShownText {
+    let characters: Vec<char> = text.chars().collect();
+    let mut escape = vec![false; characters.len()];
+    let mut findings = Vec::new();
+    if characters.is_empty() {
+        findings.push(Finding {
+            kind: FindingKind::Empty,
+            start: 0,
+            end: 0,
+            code_points: Vec::new(),
+            note: None,
+        });
+    }
+    // Per code point classes, consecutive ones of one kind as one finding.
+    let mut run: Option<Finding> = None;
+    for (index, &character) in characters.iter().enumerate() {
+        let kind = class_of(character);
+        if kind.is_some() {
+            escape[index] = true;
+        }
+        match (&mut run, kind) {
+            (Some(open), Some(kind)) if open.kind == kind && open.end == index => {
+                open.end = index + 1;
+                open.code_points.push(code_point(character));
+            }
+            (_, kind) => {
+                if let Some(done) = run.take() {
+                    findings.push(done);
+                }
+                run = kind.map(|kind| Finding {
+                    kind,
+                    start: index,
+                    end: index + 1,
+                    code_points: vec![code_point(character)],
+                    note: None,
+                });
+            }
+        }
+    }
+    findings.extend(run);
+    for (start, end) in not_nfc_spans(&characters) {
+        let span: String = characters[start..end].iter().collect();
+        // Every code point but a first one that is NFC by itself: `e\u{301}`, `\u{212b}`.
+        let keep_first = characters[start].to_string().nfc().eq([characters[start]]);
+        for flag in &mut escape[start + usize::from(keep_first)..end] {
+            *flag = true;
+        }
+        let normalized: String = span.nfc().collect();
+        findings.push(Finding {
+            kind: FindingKind::NotNfc,
+            start,
+            end,
+            code_points: characters[start..end]
+                .iter()
+                .copied()
+                .map(code_point)
+                .collect(),
+            note: Some(format!("NFC: {}", escape_plain(&normalized))),
+        });
+    }
+    for token in mixed_script_tokens(&characters) {
+        for &index in &token.confusable {
+            escape[index] = true;
+        }
+        findings.push(Finding {
+            kind: FindingKind::MixedScript,
+            start: token.start,
+            end: token.end,
+            code_points: token
+                .minority
+                .iter()
+                .map(|&index| code_point(characters[index]))
+                .collect(),
+            note: Some(token.scripts),
+        });
+    }
+    findings.sort_by_key(|finding| (finding.start, finding.kind, finding.end));
+    ShownText {
+        text: write_escaped(&characters, &escape),
+        findings,
+    }
+}
+
+/// `U+XXXX`.
+fn code_point(character: char) -> String {
+    format!("U+{:04X}", u32::from(character))
+}
+
+/// Write `characters`, escaping those flagged, and a backslash that would read as an escape.
+fn write_escaped(characters: &[char], escape: &[bool]) -> String {
+    let mut out = String::with_capacity(characters.len() + 16);
+    for (index, &character) in characters.iter().enumerate() {
+        // INVARIANT (unescape-inverse): a shown `\` followed by `u{` always opens an escape;
+        // a literal backslash is escaped exactly when the shown text after it would begin with
+        // `u{` (`u` and `{` are never escaped themselves unless flagged, which shows `\`).
+        let looks_like_escape = character == '\\'
+            && !escape.get(index + 1).copied().unwrap_or(true)
+            && characters.get(index + 1) == Some(&'u')
+            && !escape.get(index + 2).copied().unwrap_or(true)
+            && characters.get(index + 2) == Some(&'{');
+        if escape[index] || looks_like_escape {
+            let _ = write!(out, "\\u{{{:x}}}", u32::from(character));
+        } else {
+            out.push(character);
+        }
+    }
+    out
+}
+
+/// `text` with only the per-code-point classes escaped (for notes).
+fn escape_plain(text: &str) -> String {
+    let characters: Vec<char> = text.chars().collect();
+    let escape: Vec<bool> = characters
+        .iter()
+        .map(|&character| class_of(character).is_some())
+        .collect();
+    write_escaped(&characters, &escape)
+}
+
+/// The original text of a shown text: each `\u{HEX}` (1 to 6 hex digits naming a Unicode
+/// scalar value) becomes that character; everything else is kept as it is.
+///
+/// For any `text`, `unescape(&shown(text).text) == text`.
+///
+/// # Panics
+///
+/// Never.
+pub fn unescape(shown_text: &str) -> String {
+    let mut out = String::with_capacity(shown_text.len());
+    let mut rest = shown_text;
+    while let Some(at) = rest.find("\\u{") {
+        out.push_str(&rest[..at]);
+        let after = &rest[at + 3..];
+        let decoded = after.find('}').and_then(|close| {
+            let digits = &after[..close];
+            let valid = (1..=6).contains(&digits.len())
+                && digits.chars().all(|digit| digit.is_ascii_hexdigit());
+            valid
+                .then(|| u32::from_str_radix(digits, 16).ok())
+                .flatten()
+                .and_then(char::from_u32)
+                .map(|character| (character, close))
+        });
+        match decoded {
+            Some((character, close)) => {
+                out.push(character);
+                rest = &after[close + 1..];
+            }
+            None => {
+                out.push('\\');
+                rest = &rest[at + 1..];
+            }
+        }
+    }
+    out.push_str(rest);
+    out
+}
+
+/// The per-code-point class of `character`, in order of precedence, if it has one.
+pub fn class_of(character: char) -> Option<FindingKind> {
+    if character.is_control() {
+        Some(FindingKind::Control)
+    } else if is_bidi_control(character) {
+        Some(FindingKind::BidiControl)
+    } else if is_default_ignorable(character) {
+        Some(FindingKind::DefaultIgnorable)
+    } else if character.is_whitespace() && character != ' ' {
+        Some(FindingKind::Whitespace)
+    } else {
+        None
+    }
+}
+
+/// Is `character` a bidirectional formatting control (UAX #9 §2: ALM U+061C, LRM/RLM
+/// U+200E–U+200F, LRE/RLE/PDF/LRO/RLO U+202A–U+202E, LRI/RLI/FSI/PDI U+2066–U+2069)?
+pub fn is_bidi_control(character: char) -> bool {
+    matches!(
+        character,
+        '\u{061C}' | '\u{200E}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2066}'..='\u{2069}'
+    )
+}
+
+/// Is `character` a `Default_Ignorable_Code_Point`?
+///
+/// Source: Unicode Character Database, `DerivedCoreProperties.txt` (UAX #44), Unicode 16.0
+/// (unchanged through 17.0): the ranges below, verbatim.
+pub fn is_default_ignorable(character: char) -> bool {
+    matches!(
+        character,
+        '\u{00AD}'
+            | '\u{034F}'
+            | '\u{061C}'
+            | '\u{115F}'..='\u{1160}'
+            | '\u{17B4}'..='\u{17B5}'
+            | '\u{180B}'..='\u{180F}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}'
+            | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0F}'
+            | '\u{FEFF}'
+            | '\u{FFA0}'
+            | '\u{FFF0}'..='\u{FFF8}'
+            | '\u{1BCA0}'..='\u{1BCA3}'
+            | '\u{1D173}'..='\u{1D17A}'
+            | '\u{E0000}'..='\u{E0FFF}'
+    )
+}
+
+/// Spans (code point ranges) of `characters` not in NFC.
+///
+/// The text is cut into segments, each a starter (canonical combining class 0) and the
+/// non-starters after it; a segment is in a span when it is not NFC by itself, or when both it
+/// and the segment before it are NFC by themselves but not together (starters can compose: Hangul jamo). Adjacent marked
+/// segments form one span. Should the whole text not be NFC with no segment marked, the whole
+/// text is one span, so a non-NFC text is never unmarked.
+fn not_nfc_spans(characters: &[char]) -> Vec<(usize, usize)> {
+    let text: String = characters.iter().collect();
+    if unicode_normalization::is_nfc(&text) {
+        return Vec::new();
+    }
+    let mut bounds = Vec::new();
+    for (index, &character) in characters.iter().enumerate() {
+        if index == 0 || canonical_combining_class(character) == 0 {
+            bounds.push(index);
+        }
+    }
+    bounds.push(characters.len());
+    let segment = |number: usize| -> String {
+        characters[bounds[number]..bounds[number + 1]]
+            .iter()
+            .collect()
+    };
+    let count = bounds.len() - 1;
+    let mut marked = vec![false; count];
+    let mut alone_nfc = vec![true; count];
+    for number in 0..count {
+        let alone = segment(number);
+        alone_nfc[number] = unicode_normalization::is_nfc(&alone);
+        if !alone_nfc[number] {
+            marked[number] = true;
+        }
+        if number > 0 && alone_nfc[number] && alone_nfc[number - 1] {
+            let pair = segment(number - 1) + &alone;
+            if !unicode_normalization::is_nfc(&pair) {
+                marked[number - 1] = true;
+                marked[number] = true;
+            }
+        }
+    }
+    let mut spans: Vec<(usize, usize)> = Vec::new();
+    for number in (0..count).filter(|&number| marked[number]) {
+        let (start, end) = (bounds[number], bounds[number + 1]);
+        match spans.last_mut() {
+            Some(last) if last.1 == start => last.1 = end,
+            _ => spans.push((start, end)),
+        }
+    }
+    if spans.is_empty() {
+        spans.push((0, characters.len()));
+    }
+    spans
+}
+
+/// A token that mixes scripts.
+struct MixedToken {
+    start: usize,
+    end: usize,
+    /// Indexes of characters not in the token's main script (and not Common or Inherited).
+    minority: Vec<usize>,
+    /// Of those, the ones UTS #39 lists as confusable across scripts: shown escaped.
+    confusable: Vec<usize>,
+    /// The scripts mixed, main first: `Latin, Cyrillic`.
+    scripts: String,
+}
+
+/// Tokens (runs without whitespace, controls or ASCII punctuation) whose resolved script set
+/// is empty (UTS #39 §5.1, augmented script sets).
+fn mixed_script_tokens(characters: &[char]) -> Vec<MixedToken> {
+    let separator = |character: char| {
+        character.is_whitespace() || character.is_control() || character.is_ascii_punctuation()
+    };
+    let mut tokens = Vec::new();
+    let mut start = 0;
+    while start < characters.len() {
+        if separator(characters[start]) {
+            start += 1;
+            continue;
+        }
+        let mut end = start;
+        while end < characters.len() && !separator(characters[end]) {
+            end += 1;
+        }
+        let token: String = characters[start..end].iter().collect();
+        if !token.as_str().is_single_script() {
+            tokens.push(mixed_token(characters, start, end));
+        }
+        start = end;
+    }
+    tokens
+}
+
+fn mixed_token(characters: &[char], start: usize, end: usize) -> MixedToken {
+    // Scripts in order of first appearance, with counts.
+    let mut scripts: Vec<(Script, usize)> = Vec::new();
+    for &character in &characters[start..end] {
+        let script = character.script();
+        if matches!(script, Script::Common | Script::Inherited | Script::Unknown) {
+            continue;
+        }
+        match scripts.iter_mut().find(|(seen, _)| *seen == script) {
+            Some((_, count)) => *count += 1,
+            None => scripts.push((script, 1)),
+        }
+    }
+    // The main script: the most frequent, the first seen on a tie.
+    let main = scripts
+        .iter()
+        .enumerate()
+        .max_by_key(|(order, (_, count))| (*count, std::cmp::Reverse(*order)))
+        .map(|(_, (script, _))| *script);
+    let minority: Vec<usize> = (start..end)
+        .filter(|&index| {
+            let script = characters[index].script();
+            !matches!(script, Script::Common | Script::Inherited | Script::Unknown)
+                && Some(script) != main
+        })
+        .collect();
+    let confusable = minority
+        .iter()
+        .copied()
+        .filter(|&index| {
+            unicode_security::is_potential_mixed_script_confusable_char(characters[index])
+        })
+        .collect();
+    let mut names: Vec<&str> = Vec::new();
+    if let Some(main) = main {
+        names.push(main.full_name());
+    }
+    for (script, _) in &scripts {
+        if Some(*script) != main {
+            names.push(script.full_name());
+        }
+    }
+    MixedToken {
+        start,
+        end,
+        minority,
+        confusable,
+        scripts: names.join(", "),
+    }
+}
+
+#[cfg(test)]
+mod tests;
