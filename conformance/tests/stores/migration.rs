@@ -1,0 +1,284 @@
+//! Stores made by an older `main` open and migrate forward in one transaction; a store newer
+//! than this build is refused; old receipts still verify beside new ones.
+//!
+//! The fixtures (`crates/countersign/tests/fixtures/`, see its README) were made by `main` at
+//! schema version 1 before the approver change and checked in unchanged: a SQLite file and a
+//! PostgreSQL dump, each holding consumed, granted, denied and pending requests, committed and
+//! ambiguous effects and 8 `countersign.receipt/v1` receipts.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use countersign::approver::{Channel, Credential};
+use countersign::evidence::{StoredReceipt, Verifier};
+use countersign::store::{self, ResolveEffect, Resolver, SqliteStore, Store};
+use countersign::{
+    AnswerDecision, ApprovalState, Clock, Control, EffectKey, EffectState, Policy, Principal,
+    StaticIdentity, StoreError, SystemClock,
+};
+use countersign_conformance::store_kit::{admin_pool, postgres_url_from_env};
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("../crates/countersign/tests/fixtures")
+        .join(name)
+}
+
+fn refunds_policy() -> Policy {
+    Policy::load(
+        &PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../examples/refunds/countersign.yaml"),
+    )
+    .expect("the refunds policy loads")
+}
+
+/// Every receipt, in order.
+async fn all_receipts(store: &dyn Store) -> Vec<StoredReceipt> {
+    let mut all = Vec::new();
+    loop {
+        let after = all.last().map_or(0, |last: &StoredReceipt| last.seq);
+        let page = store.receipts(after, 500).await.expect("receipts");
+        if page.is_empty() {
+            return all;
+        }
+        all.extend(page);
+    }
+}
+
+/// The chain verifies; returns the schema of each receipt.
+async fn verified_schemas(store: &dyn Store) -> Vec<String> {
+    let receipts = all_receipts(store).await;
+    let mut verifier = Verifier::new();
+    for receipt in &receipts {
+        verifier.feed(receipt, None);
+    }
+    let report = verifier.finish(None);
+    assert!(report.is_intact(), "{report:?}");
+    assert_eq!(report.checked, receipts.len() as u64);
+    receipts
+        .iter()
+        .map(|stored| stored.to_receipt().expect("a receipt parses").schema)
+        .collect()
+}
+
+/// What every migrated fixture must show, whatever the backend: the old rows read as they
+/// were, old receipts verify, and new work appends `v2` receipts to the same chain.
+async fn check_migrated(store: Arc<dyn Store>) {
+    let approvals = store.approvals(None).await.expect("approvals");
+    let states: Vec<ApprovalState> = approvals.iter().map(|record| record.state).collect();
+    assert_eq!(approvals.len(), 4, "{states:?}");
+    for state in [
+        ApprovalState::Consumed,
+        ApprovalState::Granted,
+        ApprovalState::Denied,
+        ApprovalState::Pending,
+    ] {
+        assert!(states.contains(&state), "{state} missing from {states:?}");
+    }
+    for record in &approvals {
+        // Requests stored before rules existed are judged by the rule they had then.
+        assert_eq!(record.rule, countersign::approver::ApprovalRule::default());
+        match record.state {
+            ApprovalState::Pending => assert!(record.answers.is_empty()),
+            _ => {
+                // The one answer version 1 recorded, read back as an asserted API answer.
+                assert_eq!(record.answers.len(), 1, "{record:?}");
+                assert_eq!(Some(&record.answers[0].approver.id), record.approver.as_ref());
+                assert!(!record.answers[0].hash_confirmed);
+            }
+        }
+    }
+    let denied = approvals
+        .iter()
+        .find(|record| record.state == ApprovalState::Denied)
+        .expect("a denied request");
+    assert_eq!(denied.answers[0].decision, AnswerDecision::Reject);
+
+    let lost = EffectKey::new("refund:pi_lost").expect("key");
+    let effect = store.effect(&lost).await.expect("effect").expect("stored");
+    assert_eq!(effect.state, EffectState::Ambiguous);
+    assert_eq!(effect.attempt, None, "version 1 kept no attempt context");
+
+    let before = verified_schemas(store.as_ref()).await;
+    assert_eq!(before.len(), 8);
+    assert!(before.iter().all(|schema| schema == "countersign.receipt/v1"));
+
+    // New work on the old store: a resolution and an allowed refund.
+    let resolved = store
+        .resolve_effect(
+            ResolveEffect {
+                key: lost,
+                to: EffectState::Failed,
+                resolver: Resolver::Person {
+                    credential: Credential::Asserted("human:ops".to_owned()),
+                    channel: Channel::Cli,
+                },
+                note: Some("the provider shows no refund".to_owned()),
+            },
+            SystemClock.now(),
+        )
+        .await
+        .expect("an old ambiguous effect resolves");
+    assert_eq!(resolved.state, EffectState::Failed);
+    let control = Control::builder_shared(Arc::new(refunds_policy()), Arc::clone(&store))
+        .identity(StaticIdentity::new(
+            Principal::new("agent:support-bot").expect("principal"),
+        ))
+        .build();
+    let refund = control.protect("stripe.refund", |_: serde_json::Value| async {
+        Ok::<_, countersign::ExecutorError>("refunded")
+    });
+    refund
+        .call(&serde_json::json!({"payment_id": "pi_after_migration", "amount": 100}))
+        .await
+        .expect("an allowed refund runs on the migrated store");
+
+    let after = verified_schemas(store.as_ref()).await;
+    assert_eq!(after.len(), 10, "{after:?}");
+    assert!(after[..8].iter().all(|schema| schema == "countersign.receipt/v1"));
+    assert!(after[8..].iter().all(|schema| schema == "countersign.receipt/v2"));
+}
+
+/// A copy of the SQLite fixture in a folder of its own.
+fn sqlite_copy() -> (tempfile::TempDir, PathBuf) {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let path = folder.path().join("store-v1.sqlite");
+    std::fs::copy(fixture("store-v1.sqlite"), &path).expect("copy the fixture");
+    (folder, path)
+}
+
+fn sqlite_version(path: &std::path::Path) -> String {
+    rusqlite::Connection::open(path)
+        .expect("open")
+        .query_row(
+            "SELECT value FROM meta WHERE key = 'schema_version'",
+            [],
+            |row| row.get(0),
+        )
+        .expect("schema_version")
+}
+
+fn sqlite_columns(path: &std::path::Path, table: &str) -> Vec<String> {
+    let connection = rusqlite::Connection::open(path).expect("open");
+    let mut statement = connection
+        .prepare(&format!("SELECT name FROM pragma_table_info('{table}')"))
+        .expect("prepare");
+    statement
+        .query_map([], |row| row.get(0))
+        .expect("query")
+        .collect::<Result<_, _>>()
+        .expect("columns")
+}
+
+#[tokio::test]
+async fn a_sqlite_store_made_by_schema_1_migrates_and_keeps_its_evidence() {
+    let (_folder, path) = sqlite_copy();
+    assert_eq!(sqlite_version(&path), "1");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("the old store opens"));
+    check_migrated(store).await;
+    assert_eq!(
+        sqlite_version(&path),
+        countersign::store::sqlite::SCHEMA_VERSION.to_string()
+    );
+    // Opening again changes nothing.
+    drop(SqliteStore::open(&path).expect("reopens"));
+    assert_eq!(sqlite_version(&path), "2");
+}
+
+#[tokio::test]
+async fn a_failed_sqlite_migration_leaves_the_store_as_it_was() {
+    let (_folder, path) = sqlite_copy();
+    // Sabotage the last step of migration 2: the column it adds already exists.
+    rusqlite::Connection::open(&path)
+        .expect("open")
+        .execute_batch("ALTER TABLE effects ADD COLUMN attempt TEXT")
+        .expect("sabotage");
+    let Err(error) = SqliteStore::open(&path) else {
+        panic!("a migration that cannot apply was reported as done")
+    };
+    assert!(error.to_string().contains("attempt"), "{error}");
+    // One transaction: the earlier steps of the same migration were rolled back with it.
+    assert_eq!(sqlite_version(&path), "1");
+    let columns = sqlite_columns(&path, "approvals");
+    assert!(!columns.iter().any(|column| column == "rule"), "{columns:?}");
+    assert!(!columns.iter().any(|column| column == "answers"), "{columns:?}");
+}
+
+#[tokio::test]
+async fn a_sqlite_store_from_a_newer_countersign_is_refused() {
+    let (_folder, path) = sqlite_copy();
+    rusqlite::Connection::open(&path)
+        .expect("open")
+        .execute_batch("UPDATE meta SET value = '99' WHERE key = 'schema_version'")
+        .expect("pretend a newer Countersign wrote it");
+    match SqliteStore::open(&path) {
+        Err(error @ StoreError::Incompatible { found: 99, .. }) => {
+            assert_eq!(error.reason(), "store_incompatible");
+            assert!(error.to_string().contains("99"), "{error}");
+        }
+        Err(other) => panic!("expected store_incompatible, got {other}"),
+        Ok(_) => panic!("a store from a newer Countersign was opened"),
+    }
+    assert_eq!(sqlite_version(&path), "99", "the refusal wrote nothing");
+}
+
+/// Load the PostgreSQL fixture into a schema of its own; returns its store URL and name.
+async fn postgres_copy(tag: &str) -> (String, String, sqlx::PgPool) {
+    let base = postgres_url_from_env().unwrap_or_else(|message| panic!("{message}"));
+    let admin = admin_pool(&base).await.unwrap_or_else(|message| panic!("{message}"));
+    let schema = format!("migration_{tag}_{}", rand::random::<u32>());
+    let dump = std::fs::read_to_string(fixture("store-v1.postgres.sql")).expect("the dump");
+    let sql = format!(
+        "CREATE SCHEMA \"{schema}\";\n{}",
+        dump.replace("public.", &format!("\"{schema}\"."))
+    );
+    sqlx::raw_sql(sqlx::AssertSqlSafe(sql))
+        .execute(&admin)
+        .await
+        .expect("the dump loads");
+    let separator = if base.contains('?') { '&' } else { '?' };
+    (format!("{base}{separator}schema={schema}"), schema, admin)
+}
+
+async fn postgres_versions(admin: &sqlx::PgPool, schema: &str) -> Vec<i64> {
+    sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT version FROM \"{schema}\".countersign_schema_version ORDER BY version"
+    )))
+    .fetch_all(admin)
+    .await
+    .expect("versions")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_store_made_by_schema_1_migrates_and_keeps_its_evidence() {
+    let (url, schema, admin) = postgres_copy("ok").await;
+    assert_eq!(postgres_versions(&admin, &schema).await, vec![1]);
+    let store = store::open_url_async(&url).await.expect("the old store opens");
+    check_migrated(store).await;
+    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2]);
+    drop(store::open_url_async(&url).await.expect("reopens"));
+    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2]);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_postgres_migration_leaves_the_store_as_it_was() {
+    let (url, schema, admin) = postgres_copy("sabotaged").await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "ALTER TABLE \"{schema}\".effects ADD COLUMN attempt TEXT"
+    )))
+    .execute(&admin)
+    .await
+    .expect("sabotage");
+    let Err(error) = store::open_url_async(&url).await else {
+        panic!("a migration that cannot apply was reported as done")
+    };
+    assert!(error.to_string().contains("attempt"), "{error}");
+    assert_eq!(postgres_versions(&admin, &schema).await, vec![1]);
+    let columns: Vec<String> = sqlx::query_scalar(
+        "SELECT column_name::text FROM information_schema.columns WHERE table_schema = $1 AND table_name = 'approvals'",
+    )
+    .bind(&schema)
+    .fetch_all(&admin)
+    .await
+    .expect("columns");
+    assert!(!columns.iter().any(|column| column == "rule"), "{columns:?}");
+}
