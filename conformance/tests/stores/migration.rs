@@ -82,7 +82,10 @@ async fn check_migrated(store: Arc<dyn Store>) {
             _ => {
                 // The one answer version 1 recorded, read back as an asserted API answer.
                 assert_eq!(record.answers.len(), 1, "{record:?}");
-                assert_eq!(Some(&record.answers[0].approver.id), record.approver.as_ref());
+                assert_eq!(
+                    Some(&record.answers[0].approver.id),
+                    record.approver.as_ref()
+                );
                 assert!(!record.answers[0].hash_confirmed);
             }
         }
@@ -100,7 +103,11 @@ async fn check_migrated(store: Arc<dyn Store>) {
 
     let before = verified_schemas(store.as_ref()).await;
     assert_eq!(before.len(), 8);
-    assert!(before.iter().all(|schema| schema == "countersign.receipt/v1"));
+    assert!(
+        before
+            .iter()
+            .all(|schema| schema == "countersign.receipt/v1")
+    );
 
     // New work on the old store: a resolution and an allowed refund.
     let resolved = store
@@ -134,8 +141,16 @@ async fn check_migrated(store: Arc<dyn Store>) {
 
     let after = verified_schemas(store.as_ref()).await;
     assert_eq!(after.len(), 10, "{after:?}");
-    assert!(after[..8].iter().all(|schema| schema == "countersign.receipt/v1"));
-    assert!(after[8..].iter().all(|schema| schema == "countersign.receipt/v2"));
+    assert!(
+        after[..8]
+            .iter()
+            .all(|schema| schema == "countersign.receipt/v1")
+    );
+    assert!(
+        after[8..]
+            .iter()
+            .all(|schema| schema == "countersign.receipt/v2")
+    );
 }
 
 /// A copy of the SQLite fixture in a folder of its own.
@@ -199,8 +214,14 @@ async fn a_failed_sqlite_migration_leaves_the_store_as_it_was() {
     // One transaction: the earlier steps of the same migration were rolled back with it.
     assert_eq!(sqlite_version(&path), "1");
     let columns = sqlite_columns(&path, "approvals");
-    assert!(!columns.iter().any(|column| column == "rule"), "{columns:?}");
-    assert!(!columns.iter().any(|column| column == "answers"), "{columns:?}");
+    assert!(
+        !columns.iter().any(|column| column == "rule"),
+        "{columns:?}"
+    );
+    assert!(
+        !columns.iter().any(|column| column == "answers"),
+        "{columns:?}"
+    );
 }
 
 #[tokio::test]
@@ -224,7 +245,9 @@ async fn a_sqlite_store_from_a_newer_countersign_is_refused() {
 /// Load the PostgreSQL fixture into a schema of its own; returns its store URL and name.
 async fn postgres_copy(tag: &str) -> (String, String, sqlx::PgPool) {
     let base = postgres_url_from_env().unwrap_or_else(|message| panic!("{message}"));
-    let admin = admin_pool(&base).await.unwrap_or_else(|message| panic!("{message}"));
+    let admin = admin_pool(&base)
+        .await
+        .unwrap_or_else(|message| panic!("{message}"));
     let schema = format!("migration_{tag}_{}", rand::random::<u32>());
     let dump = std::fs::read_to_string(fixture("store-v1.postgres.sql")).expect("the dump");
     let sql = format!(
@@ -252,7 +275,9 @@ async fn postgres_versions(admin: &sqlx::PgPool, schema: &str) -> Vec<i64> {
 async fn a_postgres_store_made_by_schema_1_migrates_and_keeps_its_evidence() {
     let (url, schema, admin) = postgres_copy("ok").await;
     assert_eq!(postgres_versions(&admin, &schema).await, vec![1]);
-    let store = store::open_url_async(&url).await.expect("the old store opens");
+    let store = store::open_url_async(&url)
+        .await
+        .expect("the old store opens");
     check_migrated(store).await;
     assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2]);
     drop(store::open_url_async(&url).await.expect("reopens"));
@@ -280,5 +305,8 @@ async fn a_failed_postgres_migration_leaves_the_store_as_it_was() {
     .fetch_all(&admin)
     .await
     .expect("columns");
-    assert!(!columns.iter().any(|column| column == "rule"), "{columns:?}");
+    assert!(
+        !columns.iter().any(|column| column == "rule"),
+        "{columns:?}"
+    );
 }

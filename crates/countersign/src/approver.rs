@@ -13,13 +13,14 @@
 //!
 //! The rules, in the order [`judge`] applies them (docs/policy.md, "Who may approve"):
 //!
-//! 1. `require: authenticated` refuses an asserted identity (`not_authenticated`);
-//! 2. the approver must be entitled: one of the rule's `approvers` patterns matches their id or
-//!    one of their `group:NAME`s (`*` at the end matches any suffix, as in action keys)
-//!    (`not_entitled`);
-//! 3. the principal that asked never answers its own request, and with
-//!    `distinct_from_requester: true` neither does anyone sharing a group with it
-//!    (`self_approval`).
+//! 1. the principal that asked never answers its own request (`self_approval`), whatever the
+//!    rule says;
+//! 2. `require: authenticated` refuses an asserted identity (`not_authenticated`);
+//! 3. the approver must be entitled: one of the rule's `approvers` patterns matches their id, or
+//!    a `group:` pattern matches one of their groups (`*` at the end matches any suffix, as in
+//!    action keys) (`not_entitled`);
+//! 4. with `distinct_from_requester: true`, nobody sharing a group with the requesting
+//!    principal answers (`self_approval`).
 //!
 //! Groups: an authenticated identity's groups are its verified token's `groups` claim plus its
 //! directory entry; an asserted identity gets groups only from the directory (so typing a group
@@ -153,16 +154,20 @@ pub struct Approver {
 }
 
 impl Approver {
-    /// The entitlement patterns of the rule that this approver matches: their id, or
-    /// `group:NAME` for one of their groups.
+    /// Does any of the rule's entitlement patterns match this approver? A `group:` pattern
+    /// matches only the approver's groups (`group:fin*` matches group `finance`); any other
+    /// pattern matches only their id. An identity *named* `group:finance` is therefore in no
+    /// group: a name never stands for a group.
     pub fn matches_any(&self, patterns: &[String]) -> bool {
-        patterns.iter().any(|pattern| {
-            matches_pattern(pattern, &self.id)
-                || self
+        patterns
+            .iter()
+            .any(|pattern| match pattern.strip_prefix("group:") {
+                Some(group_pattern) => self
                     .groups
                     .iter()
-                    .any(|group| matches_pattern(pattern, &format!("group:{group}")))
-        })
+                    .any(|group| matches_pattern(group_pattern, group)),
+                None => matches_pattern(pattern, &self.id),
+            })
     }
 }
 
@@ -355,7 +360,7 @@ impl Ineligible {
 }
 
 /// May `approver` answer a request by `principal` under `rule`? Pure; the order is the module
-/// docs' (authentication, entitlement, separation of duties).
+/// docs' (the requester itself, authentication, entitlement, the requester's groups).
 pub fn judge(rule: &ApprovalRule, principal: &str, approver: &Approver) -> Result<(), Ineligible> {
     judge_against(rule, &rule.approvers, principal, approver)
 }
@@ -376,14 +381,14 @@ fn judge_against(
     principal: &str,
     approver: &Approver,
 ) -> Result<(), Ineligible> {
+    if approver.id == principal {
+        return Err(Ineligible::SelfApproval { shared_group: None });
+    }
     if rule.require == Requirement::Authenticated && !approver.authentication.is_authenticated() {
         return Err(Ineligible::NotAuthenticated);
     }
     if !approver.matches_any(patterns) {
         return Err(Ineligible::NotEntitled);
-    }
-    if approver.id == principal {
-        return Err(Ineligible::SelfApproval { shared_group: None });
     }
     if rule.distinct_from_requester
         && let Some(shared) = approver
@@ -449,6 +454,30 @@ mod tests {
             Authentication::Token,
         );
         assert_eq!(judge(&rule, "agent:bot", &verified), Ok(()));
+    }
+
+    #[test]
+    fn a_name_that_looks_like_a_group_is_in_no_group() {
+        let rule = rule(&["group:finance"]);
+        assert_eq!(
+            judge(&rule, "agent:bot", &asserted(&rule, "group:finance")),
+            Err(Ineligible::NotEntitled)
+        );
+        let mut patterned = super::ApprovalRule {
+            approvers: vec!["group:fin*".to_owned()],
+            ..ApprovalRule::default()
+        };
+        patterned
+            .directory
+            .insert("human:alice".to_owned(), vec!["finance".to_owned()]);
+        assert_eq!(
+            judge(
+                &patterned,
+                "agent:bot",
+                &asserted(&patterned, "human:alice")
+            ),
+            Ok(())
+        );
     }
 
     #[test]

@@ -226,13 +226,17 @@ fn body_matches_the_generic_canonical_form() {
         approval_policy_hash: Some("sha256:ef".to_owned()),
         detail: Some(awkward.to_owned()),
         // v2 fields: set on every other draft, so both shapes are checked.
-        approvals_given: (n % 2 == 0).then_some(1),
-        approvals_needed: (n % 2 == 0).then_some(2),
-        approver_groups: (n % 2 == 0).then(|| vec!["finance".to_owned(), awkward.to_owned()]),
-        channel: (n % 2 == 0).then(|| "interrupt:lang\"graph".to_owned()),
-        authentication: (n % 2 == 0).then(|| "token".to_owned()),
-        hash_confirmed: (n % 2 == 0).then_some(n % 4 == 0),
-        approvers: (n % 2 == 0).then(|| {
+        approvals_given: n.is_multiple_of(2).then_some(1),
+        approvals_needed: n.is_multiple_of(2).then_some(2),
+        approver_groups: n
+            .is_multiple_of(2)
+            .then(|| vec!["finance".to_owned(), awkward.to_owned()]),
+        channel: n
+            .is_multiple_of(2)
+            .then(|| "interrupt:lang\"graph".to_owned()),
+        authentication: n.is_multiple_of(2).then(|| "token".to_owned()),
+        hash_confirmed: n.is_multiple_of(2).then_some(n.is_multiple_of(4)),
+        approvers: n.is_multiple_of(2).then(|| {
             vec![crate::approver::Approver {
                 id: awkward.to_owned(),
                 groups: vec!["b".to_owned(), "a".to_owned()],
@@ -240,7 +244,9 @@ fn body_matches_the_generic_canonical_form() {
                 authentication: crate::approver::Authentication::Oidc,
             }]
         }),
-        attempt_started_at: (n % 2 == 0).then(|| Timestamp::from_millis(1_700_000_000_123)),
+        attempt_started_at: n
+            .is_multiple_of(2)
+            .then(|| Timestamp::from_millis(1_700_000_000_123)),
     };
     let drafts = (0..kinds.len() * outcomes.len())
         .map(full)

@@ -280,6 +280,8 @@ pub fn open_approval<T: Txn + ?Sized>(
 
 /// What an answer does, decided from the stored request alone: the pure plan both kinds of
 /// backend apply (this module's [`answer_approval`] and the PostgreSQL twin).
+// Built once per answer and consumed at once; boxing would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum AnswerStep {
     /// Write the updated request and its answer receipt.
@@ -713,6 +715,8 @@ pub fn finish_attempt<T: Txn + ?Sized>(
 
 /// What a resolution does, decided from the stored effect (and the approval its attempt
 /// consumed) alone: the plan both kinds of backend apply.
+// Built once per resolution and consumed at once; boxing would only add an allocation.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum ResolveStep {
     /// Write the resolved record and its receipt.

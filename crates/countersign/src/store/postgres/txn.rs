@@ -22,6 +22,9 @@ use crate::store::{
 };
 
 /// One store operation, kept whole so a conflicted run can be run again.
+// One value per store call, moved once: boxing the attempt would cost an allocation per call
+// for no saving.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub(crate) enum Operation {
     OpenApproval(NewApproval),
