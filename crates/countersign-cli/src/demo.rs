@@ -34,7 +34,8 @@ fn quorum_refund() -> Value {
 /// Arguments of `demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Answer the approval request yourself instead of the scripted approver.
+    /// Answer yourself instead of the scripted approvers: the first approval request, and the
+    /// second finance approval of the two-approver refund (as human:bob).
     #[arg(long)]
     interactive: bool,
 }
