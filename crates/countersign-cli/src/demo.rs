@@ -3,15 +3,15 @@
 use std::io::{BufRead, Write};
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
-use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
 
 use clap::Args;
-use countersign::approval::{self, AnswerDecision};
-use countersign::store::{SqliteStore, Store};
+use countersign::approval::{self, AnswerDecision, ApprovalRecord};
+use countersign::approver::{Channel, Credential};
+use countersign::store::{RecordAnswer, SqliteStore, Store};
 use countersign::{
-    ActionRequest, Clock, Control, ControlError, EffectKey, EffectState, ExecutorError, Policy,
-    Principal, StaticIdentity, SystemClock,
+    ActionHash, ActionRequest, AnswerError, ApprovalId, Clock, Control, ControlError, Decision,
+    EffectKey, EffectState, ExecutorError, Policy, Principal, StaticIdentity, SystemClock,
 };
 use serde_json::{Value, json};
 
@@ -22,10 +22,20 @@ use crate::{Failure, Global};
 const EXAMPLE_POLICY: &str = include_str!("../../../examples/refunds/countersign.yaml");
 const EXAMPLE_POLICY_PATH: &str = "examples/refunds/countersign.yaml";
 
+/// The principal the demo's agent acts as.
+const AGENT: &str = "agent:support-bot";
+
+/// The refund of the quorum scene: in the example policy's band that needs two people from
+/// `group:finance`, none of them sharing a group with the agent.
+fn quorum_refund() -> Value {
+    json!({"payment_id": "pi_1005", "amount": 400000})
+}
+
 /// Arguments of `demo`.
 #[derive(Debug, Args)]
 pub struct DemoArgs {
-    /// Answer the approval request yourself instead of the scripted approver.
+    /// Answer yourself instead of the scripted approvers: the first approval request, and the
+    /// second finance approval of the two-approver refund (as human:bob).
     #[arg(long)]
     interactive: bool,
 }
@@ -34,7 +44,9 @@ struct Demo<'a> {
     control: Control,
     store: Arc<dyn Store>,
     out: &'a mut dyn Write,
-    refunds: Arc<AtomicUsize>,
+    /// The payment provider's calls, in order: the payment id, and a note when its reply was
+    /// lost.
+    refunds: Arc<Mutex<Vec<String>>>,
 }
 
 type Step = Result<(), Failure>;
@@ -64,7 +76,16 @@ impl Demo<'_> {
         let result = self
             .control
             .execute(request, |arguments| async move {
-                refunds.fetch_add(1, Ordering::SeqCst);
+                let payment = arguments["payment_id"].as_str().unwrap_or("?");
+                let call = if lose_reply {
+                    format!("{payment} (whose reply was lost)")
+                } else {
+                    payment.to_owned()
+                };
+                refunds
+                    .lock()
+                    .unwrap_or_else(std::sync::PoisonError::into_inner)
+                    .push(call);
                 if lose_reply {
                     return Err(ExecutorError::failed(
                         "the refund request was sent, then the connection dropped before the reply",
@@ -94,6 +115,109 @@ impl Demo<'_> {
                 error.reason()
             )),
         }
+    }
+
+    /// Ask the interactive human a yes-or-no question; anything but `y` or `yes` is no.
+    fn ask(&mut self, question: impl AsRef<str>) -> Result<bool, Failure> {
+        self.say(format!("   human   ? {} [y/N] ", question.as_ref()))?;
+        self.out.flush()?;
+        let mut line = String::new();
+        std::io::stdin().lock().read_line(&mut line)?;
+        Ok(matches!(line.trim(), "y" | "Y" | "yes"))
+    }
+
+    /// `who` answers `request_id` the way `countersign approve ID --as WHO --hash HASH` does:
+    /// through the CLI channel, echoing the hash the request showed. A refusal is a result to
+    /// print, not a failure of the demo.
+    async fn answer(
+        &mut self,
+        request_id: &ApprovalId,
+        shown_hash: &ActionHash,
+        decision: AnswerDecision,
+        who: &str,
+    ) -> Result<Result<ApprovalRecord, AnswerError>, Failure> {
+        let answer = RecordAnswer {
+            request_id: request_id.clone(),
+            decision: Ok(decision),
+            approver: Credential::Asserted(who.to_owned()),
+            channel: Channel::Cli,
+            shown_hash: Some(shown_hash.clone()),
+            note: None,
+        };
+        match approval::submit_answer(self.store.as_ref(), answer, SystemClock.now()).await {
+            Ok(record) => Ok(Ok(record)),
+            Err(AnswerError::Store(error)) => Err(Failure(error.to_string())),
+            Err(refused) => Ok(Err(refused)),
+        }
+    }
+
+    /// Print an answer's outcome: the request's state and count, or the refusal's reason code.
+    fn show_answer(
+        &mut self,
+        who: &str,
+        verb: &str,
+        result: &Result<ApprovalRecord, AnswerError>,
+    ) -> Step {
+        match result {
+            Ok(record) => self.say(format!(
+                "   {who} {verb}: {}, {} of {} approvals",
+                record.state,
+                record.approvals_given(),
+                record.rule.quorum
+            )),
+            Err(refused) => self.say(format!(
+                "   {who} {verb}: refused ({}): {refused}",
+                refused.reason()
+            )),
+        }
+    }
+
+    /// The answer receipts of `request_id`, as the chain holds them: who, with which groups,
+    /// through which channel, and what each answer did.
+    async fn answer_receipts(&mut self, request_id: &ApprovalId) -> Step {
+        let stored = self.store.receipts(0, 1_000).await?;
+        let mut table = render::Table::new([
+            "SEQ",
+            "OUTCOME",
+            "REASON",
+            "BY",
+            "GROUPS",
+            "CHANNEL",
+            "AUTH",
+            "APPROVALS",
+        ]);
+        for stored in &stored {
+            let receipt = stored.to_receipt().map_err(Failure)?;
+            if receipt.approval_id.as_deref() != Some(request_id.as_str())
+                || receipt.channel.is_none()
+            {
+                continue;
+            }
+            let count = match (receipt.approvals_given, receipt.approvals_needed) {
+                (Some(given), Some(needed)) => format!("{given} of {needed}"),
+                _ => "-".to_owned(),
+            };
+            let dash = || "-".to_owned();
+            table.row([
+                format!("#{}", receipt.seq),
+                receipt.outcome.as_str().to_owned(),
+                receipt.reason.clone().unwrap_or_else(dash),
+                receipt.approver.clone().unwrap_or_else(dash),
+                receipt
+                    .approver_groups
+                    .as_ref()
+                    .map_or_else(dash, |groups| groups.join(",")),
+                receipt.channel.clone().unwrap_or_else(dash),
+                receipt.authentication.clone().unwrap_or_else(dash),
+                count,
+            ]);
+        }
+        let mut text = Vec::new();
+        table.write(&mut text)?;
+        for line in String::from_utf8_lossy(&text).lines() {
+            self.say(format!("     {line}"))?;
+        }
+        Ok(())
     }
 }
 
@@ -168,6 +292,7 @@ pub async fn run(
     let policy_path = prepare_policy(global)?;
     let policy = Policy::load(&policy_path)?;
     check_demo_policy(&policy, &policy_path)?;
+    let quorum = quorum_of(&policy);
     let store_path = match &global.store_url {
         Some(url) => PathBuf::from(
             countersign::store::sqlite_path(url)
@@ -186,13 +311,13 @@ pub async fn run(
     };
     let store: Arc<dyn Store> = Arc::new(fresh_store(&store_path, global.store_url.is_some())?);
     let control = Control::builder_shared(Arc::new(policy), Arc::clone(&store))
-        .identity(StaticIdentity::new(Principal::new("agent:support-bot")?))
+        .identity(StaticIdentity::new(Principal::new(AGENT)?))
         .build();
     let mut demo = Demo {
         control,
         store,
         out,
-        refunds: Arc::new(AtomicUsize::new(0)),
+        refunds: Arc::new(Mutex::new(Vec::new())),
     };
     let policy_hash = demo.control.policy().hash().to_owned();
 
@@ -204,7 +329,11 @@ pub async fn run(
         "store: sqlite:{} (created fresh)",
         store_path.display()
     ))?;
-    demo.say("the agent is `agent:support-bot`; refunds up to 50000 are allowed, up to 1000000 need a human, larger are denied")?;
+    demo.say(if quorum.is_some() {
+        "the agent is `agent:support-bot`; refunds up to 50000 are allowed, up to 200000 need a human, up to 1000000 two people from finance, larger are denied"
+    } else {
+        "the agent is `agent:support-bot`; refunds up to 50000 are allowed, up to 1000000 need a human, larger are denied"
+    })?;
 
     demo.say("\n1. An allowed refund runs once")?;
     let result = demo
@@ -234,13 +363,9 @@ pub async fn run(
         }
     };
     let approve = if args.interactive {
-        demo.say(format!(
-            "   human   ? approve refund of 75000 on pi_1002 ({request_id})? [y/N] "
-        ))?;
-        demo.out.flush()?;
-        let mut line = String::new();
-        std::io::stdin().lock().read_line(&mut line)?;
-        matches!(line.trim(), "y" | "Y" | "yes")
+        demo.ask(format!(
+            "approve refund of 75000 on pi_1002 ({request_id})?"
+        ))?
     } else {
         true
     };
@@ -301,7 +426,9 @@ pub async fn run(
         demo.show(&result)?;
     }
 
-    demo.say("\n4. A duplicate is refused: refund:pi_1001 already happened")?;
+    quorum_scene(&mut demo, quorum, &policy_path, args.interactive).await?;
+
+    demo.say("\n5. A duplicate is refused: refund:pi_1001 already happened")?;
     let result = demo
         .refund(
             json!({"payment_id": "pi_1001", "amount": 2500}),
@@ -311,7 +438,7 @@ pub async fn run(
         .await?;
     demo.show(&result)?;
 
-    demo.say("\n5. A lost response is ambiguous, and a blind retry is refused")?;
+    demo.say("\n6. A lost response is ambiguous, and a blind retry is refused")?;
     let result = demo
         .refund(json!({"payment_id": "pi_1004", "amount": 4000}), None, true)
         .await?;
@@ -344,7 +471,7 @@ pub async fn run(
         .await?;
     demo.show(&result)?;
 
-    demo.say("\n6. An action the policy does not know is denied")?;
+    demo.say("\n7. An action the policy does not know is denied")?;
     demo.say("   agent   → stripe.delete_customer {\"customer\":\"cus_9\"}")?;
     let result = demo
         .control
@@ -356,10 +483,18 @@ pub async fn run(
         .map(|executed| executed.value);
     demo.show(&result)?;
 
-    let provider_refunds = demo.refunds.load(Ordering::SeqCst);
-    demo.say(format!("\nthe payment provider was called {provider_refunds} times: pi_1001, pi_1002 and pi_1004 (whose reply was lost), each exactly once"))?;
+    let calls = demo
+        .refunds
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .clone();
+    demo.say(format!(
+        "\nthe payment provider was called {} times: {}, each exactly once",
+        calls.len(),
+        words(&calls)
+    ))?;
 
-    demo.say("\n7. The evidence: every attempt left a receipt, chained by hash")?;
+    demo.say("\n8. The evidence: every attempt left a receipt, chained by hash")?;
     let stored = demo.store.receipts(0, 1_000).await?;
     let receipts: Vec<_> = stored
         .iter()
@@ -381,10 +516,133 @@ pub async fn run(
     })
 }
 
+/// The quorum the example's larger refunds need under `policy`, when it is more than one
+/// answer; `None` for a policy (an older copy of the example) that asks one human for them.
+fn quorum_of(policy: &Policy) -> Option<u32> {
+    let decided = policy.decide("stripe.refund", &quorum_refund());
+    if decided.decision != Decision::Approve {
+        return None;
+    }
+    let quorum = policy.approval_rule(&decided, AGENT).quorum;
+    (quorum > 1).then_some(quorum)
+}
+
+/// `a`, `a and b`, `a, b and c`.
+fn words(items: &[String]) -> String {
+    match items {
+        [] => "nothing".to_owned(),
+        [one] => one.clone(),
+        [rest @ .., last] => format!("{} and {last}", rest.join(", ")),
+    }
+}
+
+/// Scene 4: a refund that needs two approvers from `group:finance`. One yes leaves it pending
+/// (`1 of 2`); the agent's own answer and answers from outside the group, or from inside it but
+/// sharing the agent's group, are refused with their reason codes; the second finance yes
+/// grants it. Interactively, the operator gives that second answer as `human:bob`.
+async fn quorum_scene(
+    demo: &mut Demo<'_>,
+    quorum: Option<u32>,
+    policy_path: &Path,
+    interactive: bool,
+) -> Step {
+    let arguments = quorum_refund();
+    let amount = &arguments["amount"];
+    let payment = arguments["payment_id"].as_str().unwrap_or("?").to_owned();
+    let Some(quorum) = quorum else {
+        demo.say(format!(
+            "\n4. A refund of {amount} that needs several approvers"
+        ))?;
+        return demo.say(format!(
+            "   skipped: under `{}` a refund of {amount} needs one answer; the example policy asks two people from finance",
+            policy_path.display()
+        ));
+    };
+    demo.say(format!(
+        "\n4. A refund of {amount} needs {quorum} approvers from finance, and not just anyone's answer counts"
+    ))?;
+    let result = demo.refund(arguments.clone(), None, false).await?;
+    demo.show(&result)?;
+    let Err(ControlError::ApprovalRequired {
+        request_id,
+        action_hash,
+        ..
+    }) = result
+    else {
+        return Err(Failure(format!(
+            "the demo needs a policy under which a refund of {amount} waits for approvers, like `{EXAMPLE_POLICY_PATH}`, but `{}` did not",
+            policy_path.display()
+        )));
+    };
+    if let Some(record) = demo.store.approval(&request_id).await? {
+        demo.say(format!(
+            "   request → {request_id} may be answered by {}",
+            record.rule.summary()
+        ))?;
+    }
+    demo.say(if interactive {
+        "   each answer is what `countersign approve ID --as NAME --hash HASH` records; you give the last one"
+    } else {
+        "   each answer is what `countersign approve ID --as NAME --hash HASH` records (scripted)"
+    })?;
+
+    let result = demo
+        .answer(
+            &request_id,
+            &action_hash,
+            AnswerDecision::Approve,
+            "human:alice",
+        )
+        .await?;
+    demo.show_answer("human   → human:alice", "approves", &result)?;
+    demo.say("   agent sends the identical call again")?;
+    let retried = demo.refund(arguments.clone(), None, false).await?;
+    demo.show(&retried)?;
+
+    for (who, label, verb) in [
+        (
+            AGENT,
+            "agent   → agent:support-bot",
+            "approves its own request",
+        ),
+        ("human:sam", "human   → human:sam", "approves"),
+        ("human:carol", "human   → human:carol", "approves"),
+    ] {
+        let result = demo
+            .answer(&request_id, &action_hash, AnswerDecision::Approve, who)
+            .await?;
+        demo.show_answer(label, verb, &result)?;
+    }
+
+    let decision = if interactive
+        && !demo.ask(format!(
+            "you are human:bob (finance): approve refund of {amount} on {payment} ({request_id})?"
+        ))? {
+        AnswerDecision::Reject
+    } else {
+        AnswerDecision::Approve
+    };
+    let verb = match decision {
+        AnswerDecision::Approve => "approves",
+        AnswerDecision::Reject => "denies",
+    };
+    let result = demo
+        .answer(&request_id, &action_hash, decision, "human:bob")
+        .await?;
+    demo.show_answer("human   → human:bob", verb, &result)?;
+    demo.say("   agent sends the identical call again")?;
+    let result = demo.refund(arguments, None, false).await?;
+    demo.show(&result)?;
+
+    demo.say(format!(
+        "   evidence → the answers to {request_id}, as their receipts record them:"
+    ))?;
+    demo.answer_receipts(&request_id).await
+}
+
 /// The demo's steps assume the example policy's decisions; refuse another policy before
 /// writing anything rather than stopping half-way.
 fn check_demo_policy(policy: &Policy, path: &Path) -> Result<(), Failure> {
-    use countersign::Decision;
     let differs = |what: String| {
         Failure(format!(
             "the demo walks through the example refunds policy, and `{}` differs: {what}: run `countersign demo` without --policy, or use a copy of examples/refunds/countersign.yaml",

@@ -158,3 +158,204 @@ fn refuses_json_rather_than_ignoring_it() {
             .is_none()
     );
 }
+
+/// The example policy, as the demo runs it.
+const EXAMPLE_POLICY: &str = include_str!("../../../../examples/refunds/countersign.yaml");
+
+/// Run the demo on a copy of the example policy in the sandbox, with its store at
+/// `work/demo.db`.
+fn run_example(sandbox: &Sandbox) -> crate::support::Run {
+    sandbox.write("example.yaml", EXAMPLE_POLICY);
+    let run = sandbox.run(&[
+        "demo",
+        "--policy",
+        "example.yaml",
+        "--store-url",
+        "sqlite:demo.db",
+    ]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    run
+}
+
+#[test]
+fn the_quorum_scene_leaves_receipts_naming_each_approver_their_groups_and_channel() {
+    let sandbox = Sandbox::new();
+    run_example(&sandbox);
+    let listed = sandbox.run(&["receipts", "--json", "--store-url", "sqlite:demo.db"]);
+    assert_eq!(listed.status, Some(0), "{listed:?}");
+    let receipts: Vec<serde_json::Value> =
+        serde_json::from_str(&listed.stdout).expect("receipts as JSON");
+    let of_the_big_refund: Vec<&serde_json::Value> = receipts
+        .iter()
+        .filter(|receipt| receipt["effect_key"] == "refund:pi_1005")
+        .collect();
+    let answers: Vec<serde_json::Value> = of_the_big_refund
+        .iter()
+        .filter(|receipt| receipt["kind"] == "answer")
+        .map(|receipt| {
+            serde_json::json!([
+                receipt["outcome"],
+                receipt["reason"],
+                receipt["approver"],
+                receipt["approver_groups"],
+                receipt["channel"],
+                receipt["authentication"],
+                receipt["approvals_given"],
+                receipt["approvals_needed"],
+            ])
+        })
+        .collect();
+    assert_eq!(
+        answers,
+        [
+            serde_json::json!([
+                "counted",
+                "approved",
+                "human:alice",
+                ["finance"],
+                "cli",
+                "asserted",
+                1,
+                2
+            ]),
+            serde_json::json!([
+                "refused",
+                "not_entitled",
+                "agent:support-bot",
+                ["support"],
+                "cli",
+                "asserted",
+                1,
+                2
+            ]),
+            serde_json::json!([
+                "refused",
+                "not_entitled",
+                "human:sam",
+                ["support"],
+                "cli",
+                "asserted",
+                1,
+                2
+            ]),
+            serde_json::json!([
+                "refused",
+                "self_approval",
+                "human:carol",
+                ["finance", "support"],
+                "cli",
+                "asserted",
+                1,
+                2
+            ]),
+            serde_json::json!([
+                "granted",
+                "approved",
+                "human:bob",
+                ["finance"],
+                "cli",
+                "asserted",
+                2,
+                2
+            ]),
+        ]
+    );
+    // The answers that counted echoed the hash they were shown, as `approve --hash` does.
+    let confirmed: Vec<&serde_json::Value> = of_the_big_refund
+        .iter()
+        .filter(|receipt| receipt["kind"] == "answer" && receipt["outcome"] != "refused")
+        .map(|receipt| &receipt["hash_confirmed"])
+        .collect();
+    assert_eq!(confirmed, [true, true]);
+    // The refund ran once, on the strength of both finance approvers.
+    let attempts: Vec<&&serde_json::Value> = of_the_big_refund
+        .iter()
+        .filter(|receipt| receipt["kind"] == "attempt")
+        .collect();
+    assert_eq!(attempts.len(), 1, "{attempts:?}");
+    assert_eq!(attempts[0]["outcome"], "committed");
+    let approvers: Vec<&serde_json::Value> = attempts[0]["approvers"]
+        .as_array()
+        .expect("the approvers behind the grant")
+        .iter()
+        .map(|approver| &approver["id"])
+        .collect();
+    assert_eq!(approvers, ["human:alice", "human:bob"]);
+}
+
+#[test]
+fn a_policy_without_a_quorum_band_skips_that_scene_and_says_so() {
+    let sandbox = Sandbox::new();
+    // The sandbox policy asks one human for every refund up to 1000000, as the example did
+    // before it had a directory.
+    let run = sandbox.run(&[
+        "demo",
+        "--policy",
+        "countersign.yaml",
+        "--store-url",
+        "sqlite:demo.db",
+    ]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    assert!(
+        run.stdout.contains(
+            "\n4. A refund of 400000 that needs several approvers\n   skipped: under `countersign.yaml` a refund of 400000 needs one answer; the example policy asks two people from finance\n"
+        ),
+        "{run:?}"
+    );
+    assert!(!run.stdout.contains("pi_1005"), "{run:?}");
+    assert!(
+        run.stdout.contains("the payment provider was called 3 times: pi_1001, pi_1002 and pi_1004 (whose reply was lost), each exactly once"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn interactively_the_operator_gives_the_second_finance_answer() {
+    use std::io::Write;
+    let sandbox = Sandbox::new();
+    sandbox.write("example.yaml", EXAMPLE_POLICY);
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args([
+            "demo",
+            "--interactive",
+            "--policy",
+            "example.yaml",
+            "--store-url",
+            "sqlite:demo.db",
+        ])
+        .current_dir(sandbox.work())
+        .env("TMPDIR", sandbox.tmp())
+        .env_remove("COUNTERSIGN_POLICY")
+        .env_remove("COUNTERSIGN_STORE_URL")
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start the countersign binary");
+    // Yes to the first request (scene 2), no as human:bob to the quorum request (scene 4).
+    child
+        .stdin
+        .take()
+        .expect("the demo's stdin")
+        .write_all(b"y\nn\n")
+        .expect("answer the demo");
+    let output = child.wait_with_output().expect("the demo ends");
+    let stdout = String::from_utf8(output.stdout).expect("stdout is UTF-8");
+    assert_eq!(output.status.code(), Some(0), "{stdout}");
+    assert_eq!(String::from_utf8_lossy(&output.stderr), "");
+    for expected in [
+        "   human   → `countersign approve ",
+        "` as human:you: granted\n",
+        "   each answer is what `countersign approve ID --as NAME --hash HASH` records; you give the last one\n",
+        "   human   → human:alice approves: pending, 1 of 2 approvals\n",
+        "   human   ? you are human:bob (finance): approve refund of 400000 on pi_1005 (apr_",
+        "   human   → human:bob denies: denied, 1 of 2 approvals\n",
+        "   result  → refused (approval_denied): not executed: approval `apr_",
+        "the payment provider was called 3 times: pi_1001, pi_1002 and pi_1004 (whose reply was lost), each exactly once",
+    ] {
+        assert!(
+            stdout.contains(expected),
+            "missing {expected:?} in:\n{stdout}"
+        );
+    }
+}
