@@ -67,7 +67,8 @@ pub struct Global {
 #[derive(Debug, Subcommand)]
 enum Command {
     /// Walk through the kernel on a fresh SQLite store: allow, approve, a mismatched answer,
-    /// a duplicate, a lost response, an unknown action, and the verified receipt chain.
+    /// a refund two finance approvers must countersign (with refused answers), a duplicate, a
+    /// lost response, an unknown action, and the verified receipt chain.
     Demo(demo::DemoArgs),
     /// List approval requests waiting for a human, with who may answer and how many answers
     /// each still needs.

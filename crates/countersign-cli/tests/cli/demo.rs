@@ -220,7 +220,7 @@ fn the_quorum_scene_leaves_receipts_naming_each_approver_their_groups_and_channe
             ]),
             serde_json::json!([
                 "refused",
-                "not_entitled",
+                "self_approval",
                 "agent:support-bot",
                 ["support"],
                 "cli",
