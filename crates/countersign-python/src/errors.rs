@@ -267,7 +267,10 @@ pub fn answer_error(py: Python<'_>, error: &AnswerError) -> PyErr {
         ),
         AnswerError::Store(_) => ("StoreError", json!({"after_run": false})),
     };
-    let may_retry = matches!(error, AnswerError::Store(source) if source.is_transient());
+    // A refused answer changed nothing: a corrected one (another approver, a valid decision,
+    // the right hash) may be sent.
+    let may_retry = error.is_refused_answer()
+        || matches!(error, AnswerError::Store(source) if source.is_transient());
     build(
         py,
         class,

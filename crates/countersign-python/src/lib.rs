@@ -236,7 +236,7 @@ fn value_to_py<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Boun
     })
 }
 
-/// A receipt as the dict `json.loads` gives for its `countersign.receipt/v1` JSON, built
+/// A receipt as the dict `json.loads` gives for its `countersign.receipt/v2` JSON, built
 /// directly (no JSON text in between): the same keys, in the same order, with the same values.
 /// `test_executed_receipt_is_the_stored_receipt` (tests/test_binding.py) holds the two equal.
 fn receipt_to_py<'py>(
@@ -274,6 +274,32 @@ fn receipt_to_py<'py>(
     dict.set_item("policy_hash", text(&receipt.policy_hash))?;
     dict.set_item("approval_policy_hash", text(&receipt.approval_policy_hash))?;
     dict.set_item("detail", text(&receipt.detail))?;
+    // The v2 fields, in the serialized order, only when set (as their JSON leaves them out).
+    if let Some(given) = receipt.approvals_given {
+        dict.set_item("approvals_given", given)?;
+    }
+    if let Some(needed) = receipt.approvals_needed {
+        dict.set_item("approvals_needed", needed)?;
+    }
+    if let Some(groups) = &receipt.approver_groups {
+        dict.set_item("approver_groups", groups.clone())?;
+    }
+    if let Some(channel) = &receipt.channel {
+        dict.set_item("channel", channel)?;
+    }
+    if let Some(authentication) = &receipt.authentication {
+        dict.set_item("authentication", authentication)?;
+    }
+    if let Some(confirmed) = receipt.hash_confirmed {
+        dict.set_item("hash_confirmed", confirmed)?;
+    }
+    if let Some(approvers) = &receipt.approvers {
+        let approvers = serde_json::to_value(approvers).map_err(json_error)?;
+        dict.set_item("approvers", value_to_py(py, &approvers)?)?;
+    }
+    if let Some(started) = receipt.attempt_started_at {
+        dict.set_item("attempt_started_at", started.to_rfc3339())?;
+    }
     if !receipt.hash.is_empty() {
         dict.set_item("hash", &receipt.hash)?;
     }
@@ -452,35 +478,45 @@ impl NativeControl {
         finish(py, result, &raised)
     }
 
-    /// Record a human's answer (the path `countersign approve` / `deny` uses); JSON of the
-    /// record.
-    #[pyo3(signature = (request_id, approve, approver, note=None))]
+    /// Record a human's answer through the one answer contract; JSON of the record.
+    ///
+    /// `decision_json` is the submitted decision as JSON text, read strictly (`"approve"`,
+    /// `"deny"`, `"reject"`; anything else is refused `invalid_decision` and recorded). Who
+    /// answers is `token` (an approver token, verified against the request's stored keys) or
+    /// else `approver` (an asserted name). `action_hash` is the hash the person was shown; the
+    /// channel is `api`.
+    #[pyo3(signature = (request_id, decision_json, approver=None, note=None, token=None, action_hash=None))]
+    #[allow(clippy::too_many_arguments)]
     fn answer(
         &self,
         py: Python<'_>,
         request_id: &str,
-        approve: bool,
-        approver: &str,
+        decision_json: &str,
+        approver: Option<&str>,
         note: Option<&str>,
+        token: Option<&str>,
+        action_hash: Option<&str>,
     ) -> PyResult<String> {
         let id = ApprovalId::parse(request_id).map_err(PyValueError::new_err)?;
-        let decision = if approve {
-            AnswerDecision::Approve
-        } else {
-            AnswerDecision::Reject
+        let submitted: Option<serde_json::Value> = serde_json::from_str(decision_json).ok();
+        let decision = AnswerDecision::from_submitted(submitted.as_ref());
+        let credential = match (token, approver) {
+            (Some(token), _) => countersign::approver::Credential::Token(token.to_owned()),
+            (None, Some(name)) => countersign::approver::Credential::Asserted(name.to_owned()),
+            (None, None) => countersign::approver::Credential::Asserted(String::new()),
+        };
+        let answer = countersign::store::RecordAnswer {
+            request_id: id,
+            decision,
+            approver: credential,
+            channel: countersign::approver::Channel::Api,
+            shown_hash: action_hash.map(countersign::ActionHash::from_stored),
+            note: note.map(str::to_owned),
         };
         let store = self.control.store();
         let now = self.control.clock().now();
-        let recorded = py.detach(|| {
-            runtime().block_on(approval::record_answer(
-                store.as_ref(),
-                &id,
-                decision,
-                approver,
-                note,
-                now,
-            ))
-        });
+        let recorded =
+            py.detach(|| runtime().block_on(approval::submit_answer(store.as_ref(), answer, now)));
         match recorded {
             Ok(record) => to_json(&record),
             Err(error) => Err(answer_error(py, &error)),

@@ -200,3 +200,74 @@ def test_executed_receipt_is_the_stored_receipt(control) -> None:
     assert [type(value) for value in done.receipt.values()] == [
         type(value) for value in stored.values()
     ]
+
+
+QUORUM_POLICY = """\
+schema: countersign.policy/v1
+environment: test
+directory:
+  human:alice: [finance]
+  human:bob: [finance]
+actions:
+  stripe.refund:
+    effect: "refund:{payment_id}"
+    decision: approve
+    approval: { approvers: ["group:finance"], quorum: 2 }
+"""
+
+
+@pytest.fixture
+def quorum_control(tmp_path: Path) -> countersign.Control:
+    policy = tmp_path / "countersign.yaml"
+    policy.write_text(QUORUM_POLICY)
+    return countersign.Control(policy, principal="agent:test")
+
+
+def _pending_request(control: countersign.Control, payment_id: str) -> str:
+    def never(arguments: dict) -> str:
+        raise AssertionError("must not run")
+
+    with pytest.raises(countersign.ApprovalRequired) as raised:
+        control.execute("stripe.refund", {"payment_id": payment_id, "amount": 900}, never)
+    return raised.value.request_id
+
+
+@pytest.mark.parametrize(
+    "decision",
+    [None, True, False, 0, 1, "true", "false", "no", "yes", "", "Approve", {}, [], {"approved": "yes"}],
+)
+def test_only_the_closed_decisions_change_anything(control, decision) -> None:
+    """Case B38: a malformed decision is refused, recorded, and the request stays pending."""
+    request_id = _pending_request(control, "pi_b38")
+    with pytest.raises(countersign.InvalidDecision) as refused:
+        control.answer(request_id, decision, approver="human:alice")
+    assert refused.value.reason == "invalid_decision"
+    assert refused.value.may_retry is True
+    assert control.approval(request_id).state == "pending"
+    assert control.answer(request_id, "deny", approver="human:alice").state == "denied"
+
+
+def test_a_quorum_needs_two_distinct_entitled_approvers(quorum_control) -> None:
+    request_id = _pending_request(quorum_control, "pi_q")
+    with pytest.raises(countersign.NotEntitled) as refused:
+        quorum_control.approve(request_id, approver="human:mallory")
+    assert refused.value.approver == "human:mallory"
+    assert "group:finance" in refused.value.approvers
+    one = quorum_control.approve(request_id, approver="human:alice")
+    assert (one.state, one.approvals_given, one.quorum) == ("pending", 1, 2)
+    assert one.approvers == "group:finance (2 of them)"
+    # The same approver again is one approval, not two.
+    assert quorum_control.approve(request_id, approver="human:alice").approvals_given == 1
+    two = quorum_control.approve(request_id, approver="human:bob")
+    assert (two.state, two.approvals_given) == ("granted", 2)
+
+
+def test_an_answer_about_another_hash_is_refused(control) -> None:
+    request_id = _pending_request(control, "pi_hash")
+    with pytest.raises(countersign.AnswerMismatch) as refused:
+        control.approve(request_id, approver="human:alice", action_hash="sha256:" + "0" * 64)
+    assert refused.value.reason == "mismatch"
+    record = control.approval(request_id)
+    assert record.state == "pending"
+    granted = control.approve(request_id, approver="human:alice", action_hash=record.action_hash)
+    assert granted.state == "granted"

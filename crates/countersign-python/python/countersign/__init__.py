@@ -132,6 +132,12 @@ class ApprovalRequest:
     approver: Optional[str]
     note: Optional[str]
     consumed_at: Optional[str]
+    approvals_given: int = 0
+    """Yes answers counted so far."""
+    quorum: int = 1
+    """How many distinct approvers must say yes (the rule stored with the request)."""
+    approvers: str = ""
+    """Who may answer, in one line (the stored rule's summary), e.g. ``group:finance (2 of them)``."""
     display: str = ""
     """What to show a human: the kernel's one rendering (``countersign::display``), every
     argument in full, every character a person could misread escaped as ``\\u{…}`` with a
@@ -157,8 +163,26 @@ class ApprovalRequest:
             approver=record.get("approver"),
             note=record.get("note"),
             consumed_at=record.get("consumed_at"),
+            approvals_given=sum(
+                1 for answer in record.get("answers") or [] if answer.get("decision") == "approve"
+            ),
+            quorum=(record.get("rule") or {}).get("quorum", 1),
+            approvers=_rule_summary(record.get("rule") or {}),
             display=record.get("display") or "",
         )
+
+
+def _rule_summary(rule: Mapping[str, Any]) -> str:
+    """The stored rule in one line, as the kernel's ``ApprovalRule::summary`` writes it."""
+    approvers = list(rule.get("approvers") or ["*"])
+    text = "anyone but the requester" if "*" in approvers else ", ".join(approvers)
+    if rule.get("quorum", 1) > 1:
+        text += f" ({rule['quorum']} of them)"
+    if rule.get("require") == "authenticated":
+        text += ", authenticated"
+    if rule.get("distinct_from_requester"):
+        text += ", not the requester's groups"
+    return text
 
 
 def _arguments_json(arguments: Mapping[str, Any]) -> str:
@@ -382,30 +406,78 @@ class Control:
 
         return decorate
 
-    def approve(
-        self, request_id: str, *, approver: str, note: Optional[str] = None
+    def answer(
+        self,
+        request_id: str,
+        decision: Any,
+        *,
+        approver: Optional[str] = None,
+        token: Optional[str] = None,
+        action_hash: Optional[str] = None,
+        note: Optional[str] = None,
     ) -> ApprovalRequest:
-        """Grant a request (the path ``countersign approve`` uses): it authorizes exactly the
-        action it shows, once, until it expires. The first answer wins; repeating the same
-        answer is a success.
+        """Record an answer through the one answer contract, judged by the request's stored
+        rule (who may approve, how many must, what identity is required).
+
+        ``decision`` is read strictly: only ``"approve"`` and ``"deny"`` (or ``"reject"``) are
+        decisions; ``None``, ``True``, ``1``, ``"yes"``, a dict... are refused
+        (:class:`InvalidDecision`) and recorded, and the request is unchanged. Who answers is
+        ``token`` (an approver token from ``countersign approver token``) or else ``approver``
+        (a name nobody verified: refused where the rule says ``require: authenticated``).
+        ``action_hash`` is the hash the person was shown: an answer about another hash is
+        refused (:class:`AnswerMismatch`). A quorum request stays ``pending`` until enough
+        distinct approvers said yes.
 
         Raises:
-            ApprovalUnknown, AlreadyDecided, ApprovalExpired, NoApprover, SelfApproval,
-            StoreError.
+            ApprovalUnknown, AlreadyDecided, ApprovalExpired, NoApprover, AnswerRefused (and its
+            subclasses SelfApproval, InvalidDecision, NotAuthenticated, NotEntitled,
+            AnswerMismatch), StoreError.
         """
-        return ApprovalRequest._from_json(self._native.answer(request_id, True, approver, note))
+        try:
+            decision_json = json.dumps(decision)
+        except (TypeError, ValueError):
+            decision_json = json.dumps(repr(decision))
+        return ApprovalRequest._from_json(
+            self._native.answer(
+                request_id, decision_json, approver, note, token, action_hash
+            )
+        )
+
+    def approve(
+        self,
+        request_id: str,
+        *,
+        approver: Optional[str] = None,
+        token: Optional[str] = None,
+        action_hash: Optional[str] = None,
+        note: Optional[str] = None,
+    ) -> ApprovalRequest:
+        """Say yes to a request (the path ``countersign approve`` uses): once the rule's quorum
+        is reached it authorizes exactly the action it shows, once, until it expires. The first
+        decisive answer wins; repeating the same answer is a success. See :meth:`answer`.
+        """
+        return self.answer(
+            request_id, "approve", approver=approver, token=token,
+            action_hash=action_hash, note=note,
+        )
 
     def deny(
-        self, request_id: str, *, approver: str, note: Optional[str] = None
+        self,
+        request_id: str,
+        *,
+        approver: Optional[str] = None,
+        token: Optional[str] = None,
+        action_hash: Optional[str] = None,
+        note: Optional[str] = None,
     ) -> ApprovalRequest:
         """Deny a request (the path ``countersign deny`` uses): the call gets a recorded denial,
-        and an identical call is refused without asking again until the request's expiry.
-
-        Raises:
-            ApprovalUnknown, AlreadyDecided, ApprovalExpired, NoApprover, SelfApproval,
-            StoreError.
+        and an identical call is refused without asking again until the request's expiry. See
+        :meth:`answer`.
         """
-        return ApprovalRequest._from_json(self._native.answer(request_id, False, approver, note))
+        return self.answer(
+            request_id, "deny", approver=approver, token=token,
+            action_hash=action_hash, note=note,
+        )
 
     def approval(self, request_id: str) -> Optional[ApprovalRequest]:
         """One approval request, or ``None``."""
@@ -426,7 +498,8 @@ class Control:
         return None if text is None else json.loads(text)
 
     def receipts(self) -> list[dict]:
-        """Every receipt, oldest first (``countersign.receipt/v1`` dicts)."""
+        """Every receipt, oldest first (``countersign.receipt/v2`` dicts; older ones may be
+        ``v1``)."""
         return json.loads(self._native.receipts())
 
     def verify_receipts(self) -> dict:
