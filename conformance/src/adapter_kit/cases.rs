@@ -468,6 +468,7 @@ pub(crate) fn variant(error: &ControlError) -> &'static str {
         ControlError::ApprovalExpired { .. } => "ApprovalExpired",
         ControlError::ApprovalUnknown { .. } => "ApprovalUnknown",
         ControlError::ApprovalVoid { .. } => "ApprovalVoid",
+        ControlError::ApprovalOtherRun { .. } => "ApprovalOtherRun",
         ControlError::InterruptFailed { .. } => "InterruptFailed",
         ControlError::AnswerRefused { .. } => "AnswerRefused",
         ControlError::DuplicateEffect { .. } => "DuplicateEffect",

@@ -194,6 +194,13 @@ impl Store for DangerBrokenStore {
         self.inner.approval(id).await
     }
 
+    async fn correlated(
+        &self,
+        correlation: &countersign::approval::Correlation,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        self.inner.correlated(correlation).await
+    }
+
     async fn approvals(
         &self,
         state: Option<ApprovalState>,

@@ -58,8 +58,8 @@ pub fn code_for(reason: &str) -> i64 {
         "approval_denied" => APPROVAL_DENIED,
         "expired" => APPROVAL_EXPIRED,
         "mismatch" | "consumed" | "unknown_request" | "policy_changed" | "interrupt_failed"
-        | "not_entitled" | "not_authenticated" | "self_approval" | "invalid_decision"
-        | "already_decided" | "no_approver" => APPROVAL_INVALID,
+        | "other_run" | "not_entitled" | "not_authenticated" | "self_approval"
+        | "invalid_decision" | "already_decided" | "no_approver" => APPROVAL_INVALID,
         "denied" | "unknown_action" | "no_matching_rule" => POLICY_DENIED,
         "duplicate" | "in_progress" => DUPLICATE_EFFECT,
         "ambiguous" => AMBIGUOUS_EFFECT,

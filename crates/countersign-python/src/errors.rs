@@ -154,6 +154,10 @@ fn control_exception(py: Python<'_>, error: &ControlError, cause: Option<PyErr>)
         ControlError::ApprovalVoid { request_id } => {
             ("ApprovalVoid", json!({"request_id": request_id}))
         }
+        ControlError::ApprovalOtherRun { request_id, run } => (
+            "ApprovalOtherRun",
+            json!({"request_id": request_id, "run": run}),
+        ),
         ControlError::InterruptFailed {
             request_id,
             framework,

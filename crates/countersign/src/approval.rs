@@ -173,6 +173,10 @@ pub struct ApprovalRecord {
     pub consumed_at: Option<Timestamp>,
     /// The attempt that consumed it (`att_…`).
     pub consumed_by: Option<String>,
+    /// The run it was opened for (a framework's run or thread id), if any: not hashed. A
+    /// run-scoped grant is consumed only by an attempt naming the same run, and an unscoped one
+    /// only by an attempt naming none (SPEC 1.6).
+    pub run: Option<String>,
     /// The rule every answer is judged by, fixed when the request was opened.
     pub rule: ApprovalRule,
     /// Every answer that counted, oldest first (one per approver).
@@ -374,6 +378,20 @@ pub struct PendingApproval {
     pub quorum: u32,
     /// How many have so far.
     pub approvals_given: u32,
+}
+
+/// A framework call an approval request was opened for: `(framework, run, call id)`, held by
+/// the kernel's store (first write wins) so an adapter never keeps a ledger of its own, and a
+/// pause on one host can be resumed on another.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
+pub struct Correlation {
+    /// The framework's name (`openai-agents`, `langgraph`, ...).
+    pub framework: String,
+    /// The run (or thread) id the call belongs to, if the framework has one.
+    pub run: Option<String>,
+    /// The framework's id for this call (a tool-call id). Never the authority: only a key to
+    /// find the request, whose action hash is re-checked when the call runs.
+    pub call_id: String,
 }
 
 /// Why a framework's interrupt gave no answer.
@@ -736,20 +754,25 @@ pub enum TakeRefusal {
     Expired,
     /// Granted for a different action hash.
     Mismatch,
+    /// Opened for another run (or for a run, presented by an attempt naming none, or the
+    /// reverse): a run-scoped grant does not leak to another run (case B42).
+    OtherRun,
     /// The action's policy entry changed since the request.
     PolicyChanged,
 }
 
-/// Decide whether a presented approval authorizes an attempt with `action_hash` under the
-/// policy entry `fingerprint` at `now`.
+/// Decide whether a presented approval authorizes an attempt with `action_hash` in `run` under
+/// the policy entry `fingerprint` at `now`.
 ///
 /// Order: a hash mismatch is reported first (the answer was about something else, and the
-/// request is left as it is); then expiry; then a changed policy entry (the request is voided:
-/// case B05); then consumption.
+/// request is left as it is); then another run's request (left as it is: its own run may still
+/// use it, case B42); then expiry; then a changed policy entry (the request is voided: case
+/// B05); then consumption.
 pub fn plan_take(
     record: Option<&ApprovalRecord>,
     action_hash: &ActionHash,
     fingerprint: &str,
+    run: Option<&str>,
     now: Timestamp,
 ) -> TakePlan {
     let refuse = |refusal, mark| TakePlan::Refuse { refusal, mark };
@@ -758,6 +781,9 @@ pub fn plan_take(
     };
     if &record.action_hash != action_hash {
         return refuse(TakeRefusal::Mismatch, None);
+    }
+    if record.run.as_deref() != run {
+        return refuse(TakeRefusal::OtherRun, None);
     }
     match record.state {
         ApprovalState::Pending | ApprovalState::Granted if now >= record.expires_at => {
@@ -789,12 +815,20 @@ pub enum OpenPlan {
     Create,
 }
 
-/// Decide how to open an approval for `action_hash`, given its existing requests (any order),
-/// under the policy entry `fingerprint` at `now`. Also returns state marks to record first:
-/// expired requests become `expired`, granted or pending ones under a changed entry `void`.
+/// Decide how to open an approval for `action_hash` in `run`, given its existing requests
+/// (any order), under the policy entry `fingerprint` at `now`. Also returns state marks to
+/// record first: expired requests become `expired`, granted or pending ones under a changed
+/// entry `void`.
+///
+/// A pending or granted request is reused only for the same run (and, with `reuse` false —
+/// a correlated call that has no request yet — not at all: each framework call gets its own
+/// request and needs its own answer). A denial is not scoped: it stands for the action hash in
+/// every run until it expires.
 pub fn plan_open(
     existing: &[ApprovalRecord],
     fingerprint: &str,
+    run: Option<&str>,
+    reuse: bool,
     now: Timestamp,
 ) -> (OpenPlan, Vec<(ApprovalId, ApprovalState)>) {
     let mut marks = Vec::new();
@@ -813,10 +847,10 @@ pub fn plan_open(
             {
                 marks.push((record.id.clone(), ApprovalState::Void));
             }
-            ApprovalState::Granted => {
+            ApprovalState::Granted if reuse && record.run.as_deref() == run => {
                 granted.get_or_insert_with(|| record.id.clone());
             }
-            ApprovalState::Pending => {
+            ApprovalState::Pending if reuse && record.run.as_deref() == run => {
                 pending.get_or_insert_with(|| record.id.clone());
             }
             ApprovalState::Denied if now < record.expires_at => {

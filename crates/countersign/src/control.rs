@@ -27,7 +27,7 @@ use serde::de::DeserializeOwned;
 use crate::action::canonical::{self, CanonicalError, CanonicalJson};
 use crate::action::{Action, ActionHash, Principal};
 use crate::approval::{
-    self, AnswerDecision, ApprovalId, ApprovalProvider, ApprovalRecord, ApprovalState,
+    self, AnswerDecision, ApprovalId, ApprovalProvider, ApprovalRecord, ApprovalState, Correlation,
     ProviderOutcome,
 };
 use crate::approver::{ApprovalRule, Channel, Credential};
@@ -80,6 +80,8 @@ pub struct ActionRequest {
     wait: Option<Duration>,
     effect: Option<Template>,
     resource: Option<Template>,
+    run: Option<String>,
+    correlation: Option<(String, String)>,
 }
 
 impl ActionRequest {
@@ -108,7 +110,51 @@ impl ActionRequest {
             wait: None,
             effect: None,
             resource: None,
+            run: None,
+            correlation: None,
         }
+    }
+
+    /// Scope this call to one run (a framework's run or thread id; not hashed). A request it
+    /// opens is scoped to the run: only an attempt naming the same run consumes its grant, and
+    /// a grant of another run, or an unscoped one, authorizes nothing here (`other_run`, case
+    /// B42). An empty id means no run.
+    pub fn with_run(mut self, run: impl Into<String>) -> ActionRequest {
+        let run = run.into();
+        self.run = (!run.is_empty()).then_some(run);
+        self
+    }
+
+    /// Correlate this call with the framework call it is: `framework` and the framework's call
+    /// id (its run comes from [`ActionRequest::with_run`]). The kernel's store maps the
+    /// (framework, run, call id) to the request it opens, in the same transaction, first write
+    /// wins; two calls with the same arguments in one step get a request each. Read the mapping
+    /// with [`Control::correlated`]. The call id is never the authority: the action hash is
+    /// checked when the call runs, and a call id mapped to another hash is refused `mismatch`
+    /// (case B35).
+    pub fn with_correlation(
+        mut self,
+        framework: impl Into<String>,
+        call_id: impl Into<String>,
+    ) -> ActionRequest {
+        self.correlation = Some((framework.into(), call_id.into()));
+        self
+    }
+
+    /// The run this call is scoped to, if any.
+    pub fn run(&self) -> Option<&str> {
+        self.run.as_deref()
+    }
+
+    /// The framework call this call is correlated with, if any.
+    fn correlation(&self) -> Option<Correlation> {
+        self.correlation
+            .as_ref()
+            .map(|(framework, call_id)| Correlation {
+                framework: framework.clone(),
+                run: self.run.clone(),
+                call_id: call_id.clone(),
+            })
     }
 
     /// Present an approval: the request the human answered. It authorizes this call only if it
@@ -527,7 +573,7 @@ impl Control {
         let opened = self
             .inner
             .store
-            .open_approval(self.new_approval(&prepared, now), now)
+            .open_approval(self.new_approval(request, &prepared, now), now)
             .await
             .map_err(|source| ControlError::Store {
                 after_run: false,
@@ -537,10 +583,37 @@ impl Control {
             OpenOutcome::Granted(record)
             | OpenOutcome::Pending { record, .. }
             | OpenOutcome::Denied(record) => Ok(Some(record)),
+            OpenOutcome::CorrelationConflict(record) => {
+                Err(correlation_conflict(&record, &prepared.action.hash))
+            }
             OpenOutcome::EffectRefused { decision, record } => {
                 Err(effect_refusal(decision, &record))
             }
         }
+    }
+
+    /// The request mapped to a framework call (see [`ActionRequest::with_correlation`]), if
+    /// any.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    ///
+    /// # Cancel safety
+    ///
+    /// A read: dropping the future changes nothing.
+    pub async fn correlated(
+        &self,
+        framework: &str,
+        run: Option<&str>,
+        call_id: &str,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        let correlation = Correlation {
+            framework: framework.to_owned(),
+            run: run.filter(|run| !run.is_empty()).map(str::to_owned),
+            call_id: call_id.to_owned(),
+        };
+        self.inner.store.correlated(&correlation).await
     }
 
     fn draft(&self, prepared: &Prepared, attempt_id: &str) -> ReceiptDraft {
@@ -671,6 +744,7 @@ impl Control {
                     approval: Some(PresentedApproval {
                         id: record.id,
                         fingerprint: DENIED_BY_POLICY.to_owned(),
+                        run: request.run.clone(),
                     }),
                     effect: None,
                     context: None,
@@ -711,7 +785,7 @@ impl Control {
             source,
         };
         let now = self.now();
-        let new = self.new_approval(prepared, now);
+        let new = self.new_approval(request, prepared, now);
         let opened = self
             .inner
             .store
@@ -738,6 +812,23 @@ impl Control {
                     approver: record.approver.unwrap_or_default(),
                     note: record.note,
                 });
+            }
+            OpenOutcome::CorrelationConflict(record) => {
+                let refusal = correlation_conflict(&record, &prepared.action.hash);
+                let mut receipt = draft
+                    .clone()
+                    .with_outcome(ReceiptOutcome::Refused, Some(refusal.reason()));
+                receipt.approval_id = Some(record.id.as_str().to_owned());
+                receipt.detail = Some(format!(
+                    "duplicate correlation: this framework call is already mapped to approval `{}` for {}",
+                    record.id, record.action_hash
+                ));
+                self.inner
+                    .store
+                    .append_receipt(receipt, self.now())
+                    .await
+                    .map_err(store_error)?;
+                return Err(refusal);
             }
             OpenOutcome::EffectRefused { decision, record } => {
                 let refusal = effect_refusal(decision, &record);
@@ -788,7 +879,12 @@ impl Control {
     }
 
     /// The pending request step 3 would create for `prepared` at `now`.
-    fn new_approval(&self, prepared: &Prepared, now: Timestamp) -> NewApproval {
+    fn new_approval(
+        &self,
+        request: &ActionRequest,
+        prepared: &Prepared,
+        now: Timestamp,
+    ) -> NewApproval {
         let action = &prepared.action;
         let record = ApprovalRecord {
             id: ApprovalId::generate(),
@@ -812,12 +908,14 @@ impl Control {
             note: None,
             consumed_at: None,
             consumed_by: None,
+            run: request.run.clone(),
             rule: prepared.approval_rule.clone().unwrap_or_default(),
             answers: Vec::new(),
         };
         NewApproval {
             record,
             effect_key: action.effect_key.clone(),
+            correlation: request.correlation(),
         }
     }
 
@@ -880,6 +978,7 @@ impl Control {
                     approval: approval.clone().map(|id| PresentedApproval {
                         id,
                         fingerprint: prepared.fingerprint.clone(),
+                        run: request.run.clone(),
                     }),
                     effect: action.effect_key.clone().map(|key| EffectClaim {
                         key,
@@ -1292,8 +1391,21 @@ fn begin_refusal(
                     action_hash: action_hash.clone(),
                 },
                 (TakeRefusal::PolicyChanged, _) => ControlError::ApprovalVoid { request_id },
+                (TakeRefusal::OtherRun, Some(record)) => ControlError::ApprovalOtherRun {
+                    request_id,
+                    run: record.run,
+                },
             }
         }
+    }
+}
+
+/// The refusal for a framework call already mapped to a request about another action hash.
+fn correlation_conflict(record: &ApprovalRecord, action_hash: &ActionHash) -> ControlError {
+    ControlError::ApprovalMismatch {
+        request_id: record.id.clone(),
+        approved_hash: record.action_hash.as_str().to_owned(),
+        action_hash: action_hash.clone(),
     }
 }
 

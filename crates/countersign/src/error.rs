@@ -138,6 +138,19 @@ pub enum ControlError {
         /// The id given.
         request_id: ApprovalId,
     },
+    /// The presented approval was opened for another run (or for a run, presented by an
+    /// attempt naming none, or the reverse): a run's approval does not leak to another run
+    /// (case B42). It is left as it is for its own run.
+    #[error(
+        "not executed: approval `{request_id}` belongs to {}: send the call without it to request an approval for this run",
+        run.as_deref().map_or_else(|| "no run".to_owned(), |run| format!("run `{run}`"))
+    )]
+    ApprovalOtherRun {
+        /// The presented request.
+        request_id: ApprovalId,
+        /// The run it was opened for.
+        run: Option<String>,
+    },
     /// The action's policy entry changed since the approval was requested; the approval is void.
     #[error(
         "not executed: the policy for this action changed since approval `{request_id}` was requested; it is void: send the call again to request a new approval"
@@ -281,6 +294,7 @@ impl ControlError {
             ControlError::ApprovalExpired { .. } => "expired",
             ControlError::ApprovalUnknown { .. } => "unknown_request",
             ControlError::ApprovalVoid { .. } => "policy_changed",
+            ControlError::ApprovalOtherRun { .. } => "other_run",
             ControlError::InterruptFailed { .. } => "interrupt_failed",
             ControlError::AnswerRefused { reason, .. } => reason,
             ControlError::DuplicateEffect {
@@ -323,6 +337,7 @@ impl ControlError {
             | ControlError::ApprovalRequired { .. }
             | ControlError::ApprovalExpired { .. }
             | ControlError::ApprovalVoid { .. }
+            | ControlError::ApprovalOtherRun { .. }
             | ControlError::InterruptFailed { .. }
             | ControlError::AnswerRefused { .. }
             | ControlError::DuplicateEffect {

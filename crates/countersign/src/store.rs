@@ -32,7 +32,8 @@ use rand::Rng;
 
 use crate::action::ActionHash;
 use crate::approval::{
-    AnswerDecision, ApprovalId, ApprovalRecord, ApprovalState, InvalidDecision, TakeRefusal,
+    AnswerDecision, ApprovalId, ApprovalRecord, ApprovalState, Correlation, InvalidDecision,
+    TakeRefusal,
 };
 use crate::approver::{Channel, Credential};
 use crate::clock::Timestamp;
@@ -48,10 +49,13 @@ pub use sqlite::SqliteStore;
 /// A new pending approval request, and the effect key to check before asking a human.
 #[derive(Clone, Debug)]
 pub struct NewApproval {
-    /// The request to create (state `pending`), if no usable one exists.
+    /// The request to create (state `pending`), if no usable one exists. Its `run` scopes it.
     pub record: ApprovalRecord,
     /// The action's effect key: if the retry table would refuse it, nobody is asked.
     pub effect_key: Option<EffectKey>,
+    /// The framework call it is for: the request already mapped to it is found; otherwise a
+    /// new request is made (never one of another call's) and mapped, in the same transaction.
+    pub correlation: Option<Correlation>,
 }
 
 /// What [`Store::open_approval`] found or created.
@@ -68,6 +72,9 @@ pub enum OpenOutcome {
     },
     /// A human denied this exact action and the denial still stands.
     Denied(ApprovalRecord),
+    /// The correlation is already mapped to a request for another action hash: two calls
+    /// claimed one framework call id (case B35). Nothing was written.
+    CorrelationConflict(ApprovalRecord),
     /// The effect key would be refused anyway: nobody is asked.
     EffectRefused {
         /// The retry table's answer.
@@ -84,6 +91,8 @@ pub struct PresentedApproval {
     pub id: ApprovalId,
     /// The fingerprint of the policy entry governing the attempt.
     pub fingerprint: String,
+    /// The attempt's run, if any: a request of another run (or scope) is refused `other_run`.
+    pub run: Option<String>,
 }
 
 /// An effect key to reserve.
@@ -146,6 +155,7 @@ impl BeginRefusal {
                 TakeRefusal::Consumed => "consumed",
                 TakeRefusal::Expired => "expired",
                 TakeRefusal::Mismatch => "mismatch",
+                TakeRefusal::OtherRun => "other_run",
                 TakeRefusal::PolicyChanged => "policy_changed",
             },
             BeginRefusal::Effect { decision, .. } => match decision {
@@ -283,6 +293,16 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// [`StoreError`] only.
     async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError>;
+
+    /// The request mapped to a framework call, if any.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn correlated(
+        &self,
+        correlation: &Correlation,
+    ) -> Result<Option<ApprovalRecord>, StoreError>;
 
     /// Approval requests, oldest first, optionally only those in `state`.
     ///

@@ -42,6 +42,7 @@ from .errors import (
     ApprovalRequired,
     ApprovalUnknown,
     ApprovalVoid,
+    ApprovalOtherRun,
     BadTemplate,
     CountersignError,
     DidRun,

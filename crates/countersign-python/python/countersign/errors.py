@@ -34,6 +34,7 @@ __all__ = [
     "ApprovalExpired",
     "ApprovalUnknown",
     "ApprovalVoid",
+    "ApprovalOtherRun",
     "InterruptFailed",
     "AlreadyDecided",
     "NoApprover",
@@ -224,6 +225,16 @@ class ApprovalVoid(ApprovalError):
 
     default_reason = "policy_changed"
     default_may_retry = True
+
+
+class ApprovalOtherRun(ApprovalError):
+    """The presented approval belongs to another run (or to a run, presented by a call naming
+    none, or the reverse): a run's approval never leaks to another run. Send the call without it
+    to request an approval for this run. Attributes: ``request_id``, ``run`` (the request's)."""
+
+    default_reason = "other_run"
+    default_may_retry = True
+    run: Optional[str] = None
 
 
 class InterruptFailed(ApprovalError):

@@ -21,6 +21,7 @@ fn record(state: ApprovalState, expires_at: i64) -> ApprovalRecord {
         note: None,
         consumed_at: None,
         consumed_by: None,
+        run: None,
         rule: ApprovalRule::default(),
         answers: Vec::new(),
     }
@@ -150,7 +151,13 @@ fn take_table() {
     let h1 = ActionHash::from_stored("sha256:h1");
     let h2 = ActionHash::from_stored("sha256:h2");
     let consume = |state, expires, hash: &ActionHash, fingerprint, now| {
-        plan_take(Some(&record(state, expires)), hash, fingerprint, at(now))
+        plan_take(
+            Some(&record(state, expires)),
+            hash,
+            fingerprint,
+            None,
+            at(now),
+        )
     };
     assert_eq!(
         consume(Granted, 100, &h1, "sha256:f", 99),
@@ -190,7 +197,7 @@ fn take_table() {
         refuse(TakeRefusal::PolicyChanged, None)
     );
     assert_eq!(
-        plan_take(None, &h1, "sha256:f", at(0)),
+        plan_take(None, &h1, "sha256:f", None, at(0)),
         refuse(TakeRefusal::Unknown, None)
     );
 }
@@ -201,7 +208,7 @@ fn an_explicit_no_beats_an_earlier_grant_for_the_same_hash() {
     granted.id = ApprovalId::from_stored("apr_bbbbbbbbbbbbbbbbbbbb".into());
     let mut denied = record(ApprovalState::Denied, 100);
     denied.created_at = at(5);
-    let (plan, marks) = plan_open(&[granted, denied.clone()], "sha256:f", at(50));
+    let (plan, marks) = plan_open(&[granted, denied.clone()], "sha256:f", None, true, at(50));
     assert_eq!(plan, OpenPlan::Denied(denied.id));
     assert!(marks.is_empty());
 }
@@ -210,10 +217,23 @@ fn an_explicit_no_beats_an_earlier_grant_for_the_same_hash() {
 fn open_reuses_pending_and_marks_expired_and_changed() {
     let pending = record(ApprovalState::Pending, 100);
     assert_eq!(
-        plan_open(std::slice::from_ref(&pending), "sha256:f", at(50)).0,
+        plan_open(
+            std::slice::from_ref(&pending),
+            "sha256:f",
+            None,
+            true,
+            at(50)
+        )
+        .0,
         OpenPlan::Existing(pending.id.clone())
     );
-    let (plan, marks) = plan_open(std::slice::from_ref(&pending), "sha256:f", at(100));
+    let (plan, marks) = plan_open(
+        std::slice::from_ref(&pending),
+        "sha256:f",
+        None,
+        true,
+        at(100),
+    );
     assert_eq!(
         (plan, marks),
         (
@@ -221,7 +241,13 @@ fn open_reuses_pending_and_marks_expired_and_changed() {
             vec![(pending.id.clone(), ApprovalState::Expired)]
         )
     );
-    let (plan, marks) = plan_open(std::slice::from_ref(&pending), "sha256:other", at(50));
+    let (plan, marks) = plan_open(
+        std::slice::from_ref(&pending),
+        "sha256:other",
+        None,
+        true,
+        at(50),
+    );
     assert_eq!(
         (plan, marks),
         (
@@ -232,11 +258,25 @@ fn open_reuses_pending_and_marks_expired_and_changed() {
     // A denial stands until its request would have expired; then a fresh ask is allowed.
     let denied = record(ApprovalState::Denied, 100);
     assert_eq!(
-        plan_open(std::slice::from_ref(&denied), "sha256:f", at(99)).0,
+        plan_open(
+            std::slice::from_ref(&denied),
+            "sha256:f",
+            None,
+            true,
+            at(99)
+        )
+        .0,
         OpenPlan::Denied(denied.id.clone())
     );
     assert_eq!(
-        plan_open(std::slice::from_ref(&denied), "sha256:f", at(100)).0,
+        plan_open(
+            std::slice::from_ref(&denied),
+            "sha256:f",
+            None,
+            true,
+            at(100)
+        )
+        .0,
         OpenPlan::Create
     );
 }
@@ -278,7 +318,7 @@ proptest! {
     ) {
         let hash = ActionHash::from_stored(if same_hash { "sha256:h1" } else { "sha256:h2" });
         let fingerprint = if same_entry { "sha256:f" } else { "sha256:g" };
-        let plan = plan_take(Some(&record(state, expires)), &hash, fingerprint, at(now));
+        let plan = plan_take(Some(&record(state, expires)), &hash, fingerprint, None, at(now));
         let expected = state == ApprovalState::Granted && now < expires && same_hash && same_entry;
         prop_assert_eq!(plan == TakePlan::Consume, expected);
     }

@@ -26,6 +26,7 @@ fn record(action: &str, arguments: serde_json::Value) -> ApprovalRecord {
         note: None,
         consumed_at: None,
         consumed_by: None,
+        run: None,
         rule: crate::approver::ApprovalRule::default(),
         answers: Vec::new(),
     }

@@ -8,7 +8,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
 
 use crate::ActionHash;
-use crate::approval::{ApprovalId, ApprovalRecord, ApprovalState};
+use crate::approval::{ApprovalId, ApprovalRecord, ApprovalState, Correlation};
 use crate::clock::Timestamp;
 use crate::effect::{EffectKey, EffectRecord, EffectState};
 use crate::error::{AnswerError, ResolveError, StoreError};
@@ -26,6 +26,7 @@ struct State {
     by_hash: HashMap<ActionHash, Vec<ApprovalId>>,
     effects: BTreeMap<EffectKey, EffectRecord>,
     receipts: Vec<StoredReceipt>,
+    correlations: HashMap<Correlation, ApprovalId>,
 }
 
 enum Undo {
@@ -33,6 +34,7 @@ enum Undo {
     UpdatedApproval(ApprovalRecord),
     PutEffect(EffectKey, Option<EffectRecord>),
     InsertedReceipt,
+    PutCorrelation(Correlation, Option<ApprovalId>),
 }
 
 struct MemoryTxn<'a> {
@@ -66,6 +68,14 @@ impl MemoryTxn<'_> {
                 Undo::InsertedReceipt => {
                     self.state.receipts.pop();
                 }
+                Undo::PutCorrelation(correlation, previous) => match previous {
+                    Some(previous) => {
+                        self.state.correlations.insert(correlation, previous);
+                    }
+                    None => {
+                        self.state.correlations.remove(&correlation);
+                    }
+                },
             }
         }
     }
@@ -87,6 +97,30 @@ impl Txn for MemoryTxn<'_> {
             .iter()
             .filter_map(|id| self.state.approvals.get(id).cloned())
             .collect())
+    }
+
+    fn correlation(&mut self, correlation: &Correlation) -> Result<Option<ApprovalId>, StoreError> {
+        Ok(self.state.correlations.get(correlation).cloned())
+    }
+
+    fn put_correlation(
+        &mut self,
+        correlation: &Correlation,
+        id: &ApprovalId,
+        replace: bool,
+    ) -> Result<(), StoreError> {
+        let previous = self.state.correlations.get(correlation).cloned();
+        if previous.is_some() && !replace {
+            return Err(StoreError::Backend {
+                message: format!("framework call {correlation:?} is already mapped"),
+            });
+        }
+        self.state
+            .correlations
+            .insert(correlation.clone(), id.clone());
+        self.undo
+            .push(Undo::PutCorrelation(correlation.clone(), previous));
+        Ok(())
     }
 
     fn insert_approval(&mut self, record: &ApprovalRecord) -> Result<(), StoreError> {
@@ -238,6 +272,19 @@ impl Store for MemoryStore {
 
     async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
         self.read(|state| state.approvals.get(id).cloned())
+    }
+
+    async fn correlated(
+        &self,
+        correlation: &Correlation,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        self.read(|state| {
+            state
+                .correlations
+                .get(correlation)
+                .and_then(|id| state.approvals.get(id))
+                .cloned()
+        })
     }
 
     async fn approvals(

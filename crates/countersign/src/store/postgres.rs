@@ -67,7 +67,7 @@ use sqlx::{Postgres, Row, Transaction};
 
 use crate::ActionHash;
 use crate::action::canonical;
-use crate::approval::{ApprovalId, ApprovalRecord, ApprovalState};
+use crate::approval::{ApprovalId, ApprovalRecord, ApprovalState, Correlation};
 use crate::clock::Timestamp;
 use crate::effect::{EffectKey, EffectRecord, EffectState};
 use crate::error::{AnswerError, ResolveError, StoreError};
@@ -140,6 +140,14 @@ INSERT INTO chain_head (id, seq, hash) VALUES (1, 0, '');
         "
 ALTER TABLE approvals ADD COLUMN rule TEXT;
 ALTER TABLE approvals ADD COLUMN answers TEXT;
+ALTER TABLE approvals ADD COLUMN run TEXT;
+CREATE TABLE correlations (
+    framework TEXT NOT NULL,
+    run TEXT NOT NULL,
+    call_id TEXT NOT NULL,
+    request_id TEXT NOT NULL,
+    PRIMARY KEY (framework, run, call_id)
+);
 ALTER TABLE effects ADD COLUMN attempt TEXT;
 ",
     ),
@@ -607,7 +615,7 @@ impl PostgresStore {
 
 macro_rules! approval_columns {
     () => {
-        "id, action_hash, action, arguments, principal, resource, environment, effect_key, policy_hash, entry_fingerprint, state, created_at, expires_at, answered_at, approver, note, consumed_at, consumed_by, rule, answers"
+        "id, action_hash, action, arguments, principal, resource, environment, effect_key, policy_hash, entry_fingerprint, state, created_at, expires_at, answered_at, approver, note, consumed_at, consumed_by, rule, answers, run"
     };
 }
 
@@ -681,6 +689,7 @@ fn approval_from_row(row: &PgRow) -> Result<ApprovalRecord, StoreError> {
         note,
         consumed_at: millis(16)?,
         consumed_by: row.try_get(17).map_err(decode)?,
+        run: row.try_get(20).map_err(decode)?,
         rule,
         answers,
     })
@@ -790,6 +799,53 @@ impl PgTxn {
         Ok(records)
     }
 
+    /// The request a framework call is mapped to, locked.
+    pub(crate) async fn correlation(
+        &mut self,
+        correlation: &Correlation,
+    ) -> Result<Option<ApprovalId>, PgFailure> {
+        let id: Option<String> = sqlx::query_scalar(
+            "SELECT request_id FROM correlations WHERE framework = $1 AND run = $2 AND call_id = $3 FOR UPDATE",
+        )
+        .bind(&correlation.framework)
+        .bind(correlation.run.as_deref().unwrap_or(""))
+        .bind(&correlation.call_id)
+        .fetch_optional(&mut *self.transaction)
+        .await
+        .map_err(classify)?;
+        Ok(id.map(ApprovalId::from_stored))
+    }
+
+    /// Map a framework call to a request. A new mapping is `INSERT … ON CONFLICT DO NOTHING`
+    /// whose row count must be 1 (another transaction mapping the same call first means retry:
+    /// the re-run finds its request); `replace` overwrites a mapping whose request ended unused.
+    pub(crate) async fn put_correlation(
+        &mut self,
+        correlation: &Correlation,
+        id: &ApprovalId,
+        replace: bool,
+    ) -> Result<(), PgFailure> {
+        self.wrote = true;
+        let sql = if replace {
+            "INSERT INTO correlations (framework, run, call_id, request_id) VALUES ($1, $2, $3, $4) ON CONFLICT (framework, run, call_id) DO UPDATE SET request_id = excluded.request_id"
+        } else {
+            "INSERT INTO correlations (framework, run, call_id, request_id) VALUES ($1, $2, $3, $4) ON CONFLICT (framework, run, call_id) DO NOTHING"
+        };
+        let result = sqlx::query(sql)
+            .bind(&correlation.framework)
+            .bind(correlation.run.as_deref().unwrap_or(""))
+            .bind(&correlation.call_id)
+            .bind(id.as_str())
+            .execute(&mut *self.transaction)
+            .await
+            .map_err(classify)?;
+        if result.rows_affected() != 1 {
+            // INVARIANT (first-write-wins): another transaction mapped this call first.
+            return Err(PgFailure::Retry);
+        }
+        Ok(())
+    }
+
     /// Insert a new request.
     pub(crate) async fn insert_approval(
         &mut self,
@@ -800,7 +856,7 @@ impl PgTxn {
         sqlx::query(concat!(
             "INSERT INTO approvals (",
             approval_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20)"
+            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
         ))
         .bind(record.id.as_str())
         .bind(record.action_hash.as_str())
@@ -822,6 +878,7 @@ impl PgTxn {
         .bind(&record.consumed_by)
         .bind(stored::rule_text(&record.rule))
         .bind(&answers)
+        .bind(&record.run)
         .execute(&mut *self.transaction)
         .await
         .map_err(classify)?;
@@ -1080,6 +1137,25 @@ impl Store for PostgresStore {
                     " FROM approvals WHERE id = $1"
                 ))
                 .bind(id.as_str().to_owned()),
+            )
+            .await?;
+        rows.first().map(approval_from_row).transpose()
+    }
+
+    async fn correlated(
+        &self,
+        correlation: &Correlation,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        let rows = self
+            .read_rows(
+                sqlx::query(concat!(
+                    "SELECT ",
+                    approval_columns!(),
+                    " FROM approvals WHERE id = (SELECT request_id FROM correlations WHERE framework = $1 AND run = $2 AND call_id = $3)"
+                ))
+                .bind(correlation.framework.clone())
+                .bind(correlation.run.clone().unwrap_or_default())
+                .bind(correlation.call_id.clone()),
             )
             .await?;
         rows.first().map(approval_from_row).transpose()

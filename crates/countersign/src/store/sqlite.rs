@@ -30,7 +30,7 @@ use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::ActionHash;
 use crate::action::canonical;
-use crate::approval::{ApprovalId, ApprovalRecord, ApprovalState};
+use crate::approval::{ApprovalId, ApprovalRecord, ApprovalState, Correlation};
 use crate::clock::Timestamp;
 use crate::effect::{EffectKey, EffectRecord, EffectState};
 use crate::error::{AnswerError, ResolveError, StoreError};
@@ -44,10 +44,11 @@ use crate::store::{
 
 /// The schema version this build writes and reads.
 ///
-/// 2 (issue #12): approvals gain `rule` (the stored approval rule, canonical JSON) and `answers`
-/// (every answer that counted, JSON), effects gain `attempt` (the reserving attempt's context,
-/// JSON). Rows written at version 1 keep NULL there and read as the default rule, the one
-/// recorded answer, and no context.
+/// 2 (issues #12 and #13): approvals gain `rule` (the stored approval rule, canonical JSON),
+/// `answers` (every answer that counted, JSON) and `run` (the run a request is scoped to);
+/// `correlations` maps (framework, run, call id) to a request (`run` is `''` for none); effects
+/// gain `attempt` (the reserving attempt's context, JSON). Rows written at version 1 keep NULL
+/// there and read as the default rule, the one recorded answer, no run and no context.
 pub const SCHEMA_VERSION: i64 = 2;
 
 /// The forward-only migrations: version `n` is applied to a database at version `n − 1`, all of
@@ -57,6 +58,14 @@ const MIGRATIONS: &[(i64, &str)] = &[(
     2,
     "ALTER TABLE approvals ADD COLUMN rule TEXT;
      ALTER TABLE approvals ADD COLUMN answers TEXT;
+     ALTER TABLE approvals ADD COLUMN run TEXT;
+     CREATE TABLE correlations (
+         framework TEXT NOT NULL,
+         run TEXT NOT NULL,
+         call_id TEXT NOT NULL,
+         request_id TEXT NOT NULL,
+         PRIMARY KEY (framework, run, call_id)
+     ) WITHOUT ROWID;
      ALTER TABLE effects ADD COLUMN attempt TEXT;",
 )];
 
@@ -461,7 +470,7 @@ impl SqliteTxn<'_> {
     }
 }
 
-const APPROVAL_COLUMNS: &str = "id, action_hash, action, arguments, principal, resource, environment, effect_key, policy_hash, entry_fingerprint, state, created_at, expires_at, answered_at, approver, note, consumed_at, consumed_by, rule, answers";
+const APPROVAL_COLUMNS: &str = "id, action_hash, action, arguments, principal, resource, environment, effect_key, policy_hash, entry_fingerprint, state, created_at, expires_at, answered_at, approver, note, consumed_at, consumed_by, rule, answers, run";
 
 fn corrupt(detail: String) -> rusqlite::Error {
     rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, detail.into())
@@ -501,6 +510,7 @@ fn approval_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRecord
         note,
         consumed_at: row.get::<_, Option<i64>>(16)?.map(Timestamp::from_millis),
         consumed_by: row.get(17)?,
+        run: row.get(20)?,
         rule,
         answers,
     })
@@ -567,11 +577,59 @@ impl Txn for SqliteTxn<'_> {
         self.check(result)
     }
 
+    fn correlation(&mut self, correlation: &Correlation) -> Result<Option<ApprovalId>, StoreError> {
+        let result = self
+            .transaction
+            .prepare_cached(
+                "SELECT request_id FROM correlations WHERE framework = ?1 AND run = ?2 AND call_id = ?3",
+            )
+            .and_then(|mut statement| {
+                statement
+                    .query_row(
+                        params![
+                            correlation.framework,
+                            correlation.run.as_deref().unwrap_or(""),
+                            correlation.call_id
+                        ],
+                        |row| row.get::<_, String>(0),
+                    )
+                    .optional()
+            });
+        Ok(self.check(result)?.map(ApprovalId::from_stored))
+    }
+
+    fn put_correlation(
+        &mut self,
+        correlation: &Correlation,
+        id: &ApprovalId,
+        replace: bool,
+    ) -> Result<(), StoreError> {
+        // INVARIANT (first-write-wins): a plain INSERT fails on an existing mapping; only a
+        // mapping whose request ended unused is replaced (`correlated_outcome` decides).
+        let sql = if replace {
+            "INSERT OR REPLACE INTO correlations (framework, run, call_id, request_id) VALUES (?1, ?2, ?3, ?4)"
+        } else {
+            "INSERT INTO correlations (framework, run, call_id, request_id) VALUES (?1, ?2, ?3, ?4)"
+        };
+        let result = self
+            .transaction
+            .prepare_cached(sql)
+            .and_then(|mut statement| {
+                statement.execute(params![
+                    correlation.framework,
+                    correlation.run.as_deref().unwrap_or(""),
+                    correlation.call_id,
+                    id.as_str()
+                ])
+            });
+        self.check(result).map(drop)
+    }
+
     fn insert_approval(&mut self, record: &ApprovalRecord) -> Result<(), StoreError> {
         let result = self
             .transaction
             .prepare_cached(&format!(
-                "INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20)"
+                "INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
             ))
             .and_then(|mut statement| {
                 statement.execute(params![
@@ -595,6 +653,7 @@ impl Txn for SqliteTxn<'_> {
                     record.consumed_by,
                     stored::rule_text(&record.rule),
                     stored::answers_text(&record.answers),
+                    record.run,
                 ])
             });
         self.check(result).map(drop)
@@ -781,6 +840,29 @@ impl Store for SqliteStore {
                     "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?1"
                 ))?
                 .query_row(params![id.as_str()], approval_from_row)
+                .optional()
+        })
+        .await
+    }
+
+    async fn correlated(
+        &self,
+        correlation: &Correlation,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        self.read(|connection| {
+            connection
+                .prepare_cached(&format!(
+                    "SELECT {} FROM approvals WHERE id = (SELECT request_id FROM correlations WHERE framework = ?1 AND run = ?2 AND call_id = ?3)",
+                    APPROVAL_COLUMNS
+                ))?
+                .query_row(
+                    params![
+                        correlation.framework,
+                        correlation.run.as_deref().unwrap_or(""),
+                        correlation.call_id
+                    ],
+                    approval_from_row,
+                )
                 .optional()
         })
         .await

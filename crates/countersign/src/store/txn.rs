@@ -7,8 +7,8 @@
 //! again after a busy database rolled it back.
 
 use crate::approval::{
-    AnswerPlan, ApprovalRecord, ApprovalState, OpenPlan, RecordedAnswer, TakePlan, approver_of,
-    plan_answer, plan_open, plan_take,
+    AnswerPlan, ApprovalRecord, ApprovalState, Correlation, OpenPlan, RecordedAnswer, TakePlan,
+    approver_of, plan_answer, plan_open, plan_take,
 };
 use crate::approver::{
     ApprovalRule, Approver, Authentication, Channel, Ineligible, judge, judge_resolver,
@@ -33,6 +33,16 @@ pub trait Txn {
     fn approvals_for_hash(&mut self, hash: &ActionHash) -> Result<Vec<ApprovalRecord>, StoreError>;
     /// Insert a new request.
     fn insert_approval(&mut self, record: &ApprovalRecord) -> Result<(), StoreError>;
+    /// The request a framework call is mapped to.
+    fn correlation(&mut self, correlation: &Correlation) -> Result<Option<ApprovalId>, StoreError>;
+    /// Map a framework call to a request: a new mapping, or (`replace`) one whose request ended
+    /// without authorizing anything.
+    fn put_correlation(
+        &mut self,
+        correlation: &Correlation,
+        id: &ApprovalId,
+        replace: bool,
+    ) -> Result<(), StoreError>;
     /// Overwrite a request's mutable fields (state, answer, consumption).
     fn update_approval(&mut self, record: &ApprovalRecord) -> Result<(), StoreError>;
     /// One effect record.
@@ -245,8 +255,27 @@ pub fn open_approval<T: Txn + ?Sized>(
             }
         }
     }
+    let mapped = match &new.correlation {
+        Some(correlation) => match txn.correlation(correlation)? {
+            Some(id) => txn.approval(&id)?,
+            None => None,
+        },
+        None => None,
+    };
+    let remap = mapped.is_some();
+    if let Some(record) = mapped
+        && let Some(outcome) = correlated_outcome(record, &new, now)
+    {
+        return Ok(outcome);
+    }
     let existing = txn.approvals_for_hash(&new.record.action_hash)?;
-    let (plan, marks) = plan_open(&existing, &new.record.entry_fingerprint, now);
+    let (plan, marks) = plan_open(
+        &existing,
+        &new.record.entry_fingerprint,
+        new.record.run.as_deref(),
+        new.correlation.is_none(),
+        now,
+    );
     for (id, state) in marks {
         if let Some(record) = existing.iter().find(|record| record.id == id) {
             mark_approval(txn, record.clone(), state, now)?;
@@ -270,12 +299,41 @@ pub fn open_approval<T: Txn + ?Sized>(
         OpenPlan::Denied(id) => OpenOutcome::Denied(find(&id)?),
         OpenPlan::Create => {
             txn.insert_approval(&new.record)?;
+            if let Some(correlation) = &new.correlation {
+                txn.put_correlation(correlation, &new.record.id, remap)?;
+            }
             OpenOutcome::Pending {
                 record: new.record,
                 created: true,
             }
         }
     })
+}
+
+/// What a framework call already mapped to `record` gets, or `None` when that request ended
+/// without authorizing anything (expired, voided), so a new one is made and mapped instead.
+/// A mapping to another action hash is a conflict: the call id is never the authority.
+pub(crate) fn correlated_outcome(
+    record: ApprovalRecord,
+    new: &NewApproval,
+    now: Timestamp,
+) -> Option<OpenOutcome> {
+    if record.action_hash != new.record.action_hash {
+        return Some(OpenOutcome::CorrelationConflict(record));
+    }
+    let live = now < record.expires_at && record.entry_fingerprint == new.record.entry_fingerprint;
+    match record.state {
+        ApprovalState::Pending if live => Some(OpenOutcome::Pending {
+            record,
+            created: false,
+        }),
+        // A consumed request is handed back too: the take step refuses it (`consumed`), so
+        // one framework call never runs twice on one approval.
+        ApprovalState::Granted if live => Some(OpenOutcome::Granted(record)),
+        ApprovalState::Consumed => Some(OpenOutcome::Granted(record)),
+        ApprovalState::Denied if now < record.expires_at => Some(OpenOutcome::Denied(record)),
+        _ => None,
+    }
 }
 
 /// What an answer does, decided from the stored request alone: the pure plan both kinds of
@@ -568,6 +626,7 @@ pub fn begin_attempt<T: Txn + ?Sized>(
             record.as_ref(),
             &begin.action_hash,
             &presented.fingerprint,
+            presented.run.as_deref(),
             now,
         ) {
             TakePlan::Consume => to_consume = record,

@@ -14,7 +14,8 @@ use crate::error::{AnswerError, ResolveError, StoreError};
 use crate::evidence::{self, Receipt, ReceiptDraft, ReceiptKind, ReceiptOutcome};
 use crate::store::postgres::{PgFailure, PgTxn};
 use crate::store::txn::{
-    AnswerStep, ResolveStep, answer_step, approval_draft, effect_draft, reservation, resolve_step,
+    AnswerStep, ResolveStep, answer_step, approval_draft, correlated_outcome, effect_draft,
+    reservation, resolve_step,
 };
 use crate::store::{
     BeginAttempt, BeginOutcome, BeginRefusal, FinishAttempt, NewApproval, OpenOutcome,
@@ -198,8 +199,27 @@ pub(crate) async fn open_approval(
             }
         }
     }
+    let mapped = match &new.correlation {
+        Some(correlation) => match txn.correlation(correlation).await? {
+            Some(id) => txn.approval(&id).await?,
+            None => None,
+        },
+        None => None,
+    };
+    let remap = mapped.is_some();
+    if let Some(record) = mapped
+        && let Some(outcome) = correlated_outcome(record, &new, now)
+    {
+        return Ok(outcome);
+    }
     let existing = txn.approvals_for_hash(&new.record.action_hash).await?;
-    let (plan, marks) = plan_open(&existing, &new.record.entry_fingerprint, now);
+    let (plan, marks) = plan_open(
+        &existing,
+        &new.record.entry_fingerprint,
+        new.record.run.as_deref(),
+        new.correlation.is_none(),
+        now,
+    );
     for (id, state) in marks {
         if let Some(record) = existing.iter().find(|record| record.id == id) {
             mark_approval(txn, record.clone(), state, now).await?;
@@ -223,6 +243,10 @@ pub(crate) async fn open_approval(
         OpenPlan::Denied(id) => OpenOutcome::Denied(find(&id)?),
         OpenPlan::Create => {
             txn.insert_approval(&new.record).await?;
+            if let Some(correlation) = &new.correlation {
+                txn.put_correlation(correlation, &new.record.id, remap)
+                    .await?;
+            }
             OpenOutcome::Pending {
                 record: new.record,
                 created: true,
@@ -301,6 +325,7 @@ pub(crate) async fn begin_attempt(
             record.as_ref(),
             &begin.action_hash,
             &presented.fingerprint,
+            presented.run.as_deref(),
             now,
         ) {
             TakePlan::Consume => to_consume = record,
