@@ -33,6 +33,7 @@ mod world;
 use std::path::PathBuf;
 use std::sync::Arc;
 
+use countersign::approver::{Authentication, Channel, judge};
 use countersign::{ControlError, FrameworkInterrupt, Mode, Policy};
 
 pub use countersign::{InterruptApprovalProvider, ManualClock};
@@ -42,13 +43,20 @@ pub use world::{Call, HumanAnswer, Reviewer, Session, Setup, Shown, Tool};
 /// The policy every kit world runs under (`countersign.policy/v1`, enforce mode).
 ///
 /// - `kit.refund`: effect key `refund:{payment_id}`; `amount` ≤ 500 is allowed, ≤ 100000 needs
-///   approval, anything larger is denied; approvals live 10 minutes.
+///   approval by anyone but the requester, ≤ 200000 needs approval by `group:finance`, ≤ 300000
+///   by two distinct members of `group:finance` (the `entitlement` suite), anything larger is
+///   denied; approvals live 10 minutes.
+/// - the directory puts [`KIT_REVIEWER`] and [`KIT_SECOND_REVIEWER`] in `finance`;
+///   [`KIT_OUTSIDER`] is in no group.
 /// - every other action name is unknown, hence denied (the kit calls `kit.wire_transfer`).
 pub const KIT_POLICY: &str = "\
 schema: countersign.policy/v1
 mode: enforce
 environment: conformance
 approval_ttl: 10m
+directory:
+  human:reviewer: [finance]
+  human:second-reviewer: [finance]
 actions:
   kit.refund:
     effect: \"refund:{payment_id}\"
@@ -58,14 +66,28 @@ actions:
         decision: allow
       - when: { amount: { lte: 100000 } }
         decision: approve
+      - when: { amount: { lte: 200000 } }
+        decision: approve
+        approval: { approvers: [\"group:finance\"] }
+      - when: { amount: { lte: 300000 } }
+        decision: approve
+        approval: { approvers: [\"group:finance\"], quorum: 2 }
       - decision: deny
 ";
 
 /// The principal the kit's identity provider vouches for.
 pub const KIT_PRINCIPAL: &str = "agent:conformance-kit";
 
-/// The approver the kit's scripted human answers as.
+/// The approver the kit's scripted human answers as (in `group:finance` by the kit's
+/// directory).
 pub const KIT_REVIEWER: &str = "human:reviewer";
+
+/// A second approver in `group:finance`: the quorum's other yes in the `entitlement` suite.
+pub const KIT_SECOND_REVIEWER: &str = "human:second-reviewer";
+
+/// An approver in no group: the `entitlement` suite's human whom `group:finance` rules do not
+/// entitle.
+pub const KIT_OUTSIDER: &str = "human:outsider";
 
 /// The approver `countersign approve` answers as in the durability case.
 pub const CLI_APPROVER: &str = "human:cli-operator";
@@ -107,6 +129,9 @@ pub enum Suite {
     Duplicate,
     /// The identity provider's principal wins; no principal, no action.
     Identity,
+    /// Only an entitled approver's answer counts, a quorum needs all its answers, and the
+    /// approver is the one the operator passed, never a name in run state.
+    Entitlement,
     /// Resumed in place: the replayed pass asks once and consumes once.
     Reentry,
     /// Pause in one process, answer from the CLI, resume in another.
@@ -115,12 +140,13 @@ pub enum Suite {
 
 impl Suite {
     /// Every suite, in report order.
-    pub const ALL: [Suite; 7] = [
+    pub const ALL: [Suite; 8] = [
         Suite::Kernel,
         Suite::Binding,
         Suite::Denial,
         Suite::Duplicate,
         Suite::Identity,
+        Suite::Entitlement,
         Suite::Reentry,
         Suite::Durability,
     ];
@@ -133,6 +159,7 @@ impl Suite {
             Suite::Denial => "denial",
             Suite::Duplicate => "duplicate",
             Suite::Identity => "identity",
+            Suite::Entitlement => "entitlement",
             Suite::Reentry => "reentry",
             Suite::Durability => "durability",
         }
@@ -149,7 +176,7 @@ pub struct CaseId {
 }
 
 /// Every case the kit runs, in report order.
-pub const CASES: [CaseId; 14] = [
+pub const CASES: [CaseId; 17] = [
     case(Suite::Kernel, cases::LOST_RESPONSE),
     case(Suite::Kernel, cases::COMMITTED_EFFECT),
     case(Suite::Kernel, cases::UNKNOWN_ACTION),
@@ -162,6 +189,9 @@ pub const CASES: [CaseId; 14] = [
     case(Suite::Duplicate, cases::APPROVED_EFFECT_ONCE),
     case(Suite::Identity, cases::PROVIDER_PRINCIPAL),
     case(Suite::Identity, cases::NO_PRINCIPAL),
+    case(Suite::Entitlement, cases::UNENTITLED_ANSWER),
+    case(Suite::Entitlement, cases::QUORUM_NEEDS_EVERY_ANSWER),
+    case(Suite::Entitlement, cases::NAME_IN_RUN_STATE),
     case(Suite::Reentry, cases::REPLAYED_PASS),
     case(Suite::Durability, cases::ACROSS_PROCESSES),
 ];
@@ -358,7 +388,17 @@ fn kit_policy(options: &KitOptions) -> Result<Arc<Policy>, KitError> {
         ),
         (
             "kit.refund",
-            serde_json::json!({"payment_id": "p", "amount": 200000}),
+            serde_json::json!({"payment_id": "p", "amount": 150000}),
+            "approve",
+        ),
+        (
+            "kit.refund",
+            serde_json::json!({"payment_id": "p", "amount": 250000}),
+            "approve",
+        ),
+        (
+            "kit.refund",
+            serde_json::json!({"payment_id": "p", "amount": 400000}),
             "deny",
         ),
         (
@@ -372,6 +412,33 @@ fn kit_policy(options: &KitOptions) -> Result<Arc<Policy>, KitError> {
         if decided != expected {
             return Err(KitError::PolicyShape(format!(
                 "`{action}` with {arguments} is decided `{decided}`, the kit needs `{expected}`"
+            )));
+        }
+    }
+    // The `entitlement` suite's rules: who may answer, and how many must.
+    for (amount, quorum) in [(150_000, 1), (250_000, 2)] {
+        let arguments = serde_json::json!({"payment_id": "p", "amount": amount});
+        let decided = policy.decide("kit.refund", &arguments);
+        let rule = policy.approval_rule(&decided, KIT_PRINCIPAL);
+        let entitled = |id: &str| {
+            let approver = rule.approver(
+                id,
+                &[],
+                Channel::Interrupt("kit".to_owned()),
+                Authentication::Asserted,
+            );
+            judge(&rule, KIT_PRINCIPAL, &approver).is_ok()
+        };
+        let shape = (
+            rule.quorum,
+            entitled(KIT_REVIEWER),
+            entitled(KIT_SECOND_REVIEWER),
+            entitled(KIT_OUTSIDER),
+        );
+        if shape != (quorum, true, true, false) {
+            return Err(KitError::PolicyShape(format!(
+                "`kit.refund` with {arguments} needs {} answer(s) and entitles `{KIT_REVIEWER}`: {}, `{KIT_SECOND_REVIEWER}`: {}, `{KIT_OUTSIDER}`: {}; the kit needs a quorum of {quorum}, the first two entitled (asserted, through the directory) and the last not",
+                shape.0, shape.1, shape.2, shape.3
             )));
         }
     }

@@ -16,7 +16,7 @@ use countersign::{
     Clock, Control, ExecutorError, InterruptApprovalProvider, Policy, Principal, StaticIdentity,
     SystemClock,
 };
-use countersign_swiftide::{ActionSpec, Gate, Outcome, Pause, SwiftideInterrupt, approve, reject};
+use countersign_swiftide::{ActionSpec, Gate, Outcome, Pause, SwiftideInterrupt};
 use serde_json::{Value, json};
 use swiftide_agents::Agent;
 use swiftide_core::chat_completion::errors::LanguageModelError;
@@ -108,12 +108,14 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
             "paused: {} {} needs approval (request {}, hash {}, expires {})",
             pause.action, pause.arguments, pause.request_id, pause.action_hash, pause.expires_at
         );
+        // Who answers is what this application knows (here a bare name, asserted; an approver
+        // token authenticates): the gate passes it to the kernel, never the payload's text.
         let feedback = if rejecting {
             println!("  reviewer: reject");
-            reject(&pause, "human:reviewer", Some("customer already refunded"))
+            gate.reject(&pause, "human:reviewer", Some("customer already refunded"))
         } else {
             println!("  reviewer: approve");
-            approve(&pause, "human:reviewer")
+            gate.approve(&pause, "human:reviewer")
         };
         agent
             .context()

@@ -25,7 +25,7 @@ os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 
 from agents import Agent, RunState, set_tracing_disabled  # noqa: E402
 
-from countersign import ApprovalExpired, conformance  # noqa: E402
+from countersign import AnswerRefused, ApprovalExpired, conformance  # noqa: E402
 from countersign_openai_agents import Gate  # noqa: E402
 
 sys.path.insert(0, str(Path(__file__).parent))
@@ -113,16 +113,34 @@ class OpenAIAgentsKitAdapter:
         result = await gate.run(agent, state)
         return await self._settle(session, gate, agent, result, paused["call_id"], arguments)
 
-    def _approve(self, gate: Gate, state: Any, call: Any, answer: dict) -> None:
+    def _approve(self, gate: Gate, state: Any, call: Any, answer: dict) -> bool:
+        """Record the yes; whether the call may go on (False: it stays paused)."""
         try:
-            gate.approve(state, call, approver=answer["approver"], note=answer["note"])
+            # The approver is the one the operator passes on this call (the person signed in
+            # to the host), never `payload_approver`, the name the run state carries.
+            record = gate.approve(state, call, approver=answer["approver"], note=answer["note"])
         except ApprovalExpired:
             # Answered too late: tell the model (the kernel records the refused attempt)
             # instead of resuming with an approval.
             gate.apply_decisions(state)
+            return True
+        except AnswerRefused:
+            # The request's rule refused this approver (a receipt says why): nothing changed,
+            # the call waits for an entitled approver.
+            return False
+        # A quorum's first yes leaves the request pending: the call waits for the next one.
+        return record.state != "pending"
 
-    def _reject(self, gate: Gate, state: Any, call: Any, answer: dict) -> None:
-        gate.reject(state, call, approver=answer["approver"], note=answer["note"])
+    def _reject(self, gate: Gate, state: Any, call: Any, answer: dict) -> bool:
+        try:
+            gate.reject(state, call, approver=answer["approver"], note=answer["note"])
+        except AnswerRefused:
+            return False
+        return True
+
+    def _save(self, session: conformance.Session, call: Any, state: Any) -> None:
+        saved = Path(session.scratch_dir) / "paused.json"
+        saved.write_text(json.dumps({"call_id": call.call_id, "state": state.to_string()}))
 
     async def _settle(
         self,
@@ -153,13 +171,17 @@ class OpenAIAgentsKitAdapter:
                 )
                 if answer is None:
                     # Nobody answered: the run stays paused; save it for a later resume.
-                    saved = Path(session.scratch_dir) / "paused.json"
-                    saved.write_text(json.dumps({"call_id": call.call_id, "state": state.to_string()}))
+                    self._save(session, call, state)
                     raise session.paused(request.request_id)
                 if answer["decision"] == "approve":
-                    self._approve(gate, state, call, answer)
+                    goes_on = self._approve(gate, state, call, answer)
                 else:
-                    self._reject(gate, state, call, answer)
+                    goes_on = self._reject(gate, state, call, answer)
+                if not goes_on:
+                    # One answer per pause: the call still waits (a refused answer, or a
+                    # quorum's first yes); save the run for a later resume.
+                    self._save(session, call, state)
+                    raise session.paused(request.request_id)
                 if answer["arguments"] != request.arguments:
                     edited = answer["arguments"]
             if edited is not None:
@@ -192,8 +214,9 @@ class TrustsTheSdkFlag(OpenAIAgentsKitAdapter):
 
     framework = "openai-agents-broken-sdk-flag"
 
-    def _approve(self, gate: Gate, state: Any, call: Any, answer: dict) -> None:
+    def _approve(self, gate: Gate, state: Any, call: Any, answer: dict) -> bool:
         state.approve(call.item)
+        return True
 
 
 class RejectsInTheSdkOnly(OpenAIAgentsKitAdapter):
@@ -202,8 +225,9 @@ class RejectsInTheSdkOnly(OpenAIAgentsKitAdapter):
 
     framework = "openai-agents-broken-sdk-reject"
 
-    def _reject(self, gate: Gate, state: Any, call: Any, answer: dict) -> None:
+    def _reject(self, gate: Gate, state: Any, call: Any, answer: dict) -> bool:
         state.reject(call.item)
+        return True
 
 
 class ForgetsTheCallLedger(OpenAIAgentsKitAdapter):
@@ -227,9 +251,26 @@ class ForgetsTheCallLedger(OpenAIAgentsKitAdapter):
         return gate, tools
 
 
+class TakesTheApproverFromTheRunState(OpenAIAgentsKitAdapter):
+    """Records the approver named in the run state (``payload_approver``) instead of the one the
+    operator passed on the resuming call. Must fail `entitlement`: an entitled name written into
+    the run state authorizes the call although an outsider answered."""
+
+    framework = "openai-agents-broken-run-state-approver"
+
+    def _approve(self, gate: Gate, state: Any, call: Any, answer: dict) -> bool:
+        return super()._approve(gate, state, call, {**answer, "approver": answer["payload_approver"]})
+
+
 VARIANTS = {
     adapter.framework: adapter
-    for adapter in (OpenAIAgentsKitAdapter, TrustsTheSdkFlag, RejectsInTheSdkOnly, ForgetsTheCallLedger)
+    for adapter in (
+        OpenAIAgentsKitAdapter,
+        TrustsTheSdkFlag,
+        RejectsInTheSdkOnly,
+        ForgetsTheCallLedger,
+        TakesTheApproverFromTheRunState,
+    )
 }
 
 

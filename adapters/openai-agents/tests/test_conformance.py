@@ -2,7 +2,7 @@
 
 The kit is the Rust one (``countersign.conformance``); :mod:`kit_adapter` plays this adapter in
 it with the real SDK and a scripted model. The report is compared with a checked-in snapshot;
-three deliberately broken variants must each fail the suite they name, which shows the kit can
+four deliberately broken variants must each fail the suite they name, which shows the kit can
 fail an adapter of this shape.
 """
 
@@ -18,6 +18,7 @@ from kit_adapter import (
     ForgetsTheCallLedger,
     OpenAIAgentsKitAdapter,
     RejectsInTheSdkOnly,
+    TakesTheApproverFromTheRunState,
     TrustsTheSdkFlag,
     run_kit,
 )
@@ -33,8 +34,8 @@ def test_the_adapter_passes_the_conformance_kit() -> None:
     assert report.data["framework"] == "openai-agents"
     assert report.data["shape"] == "decided_before_invocation"
     assert (report.data["passed"], report.data["applicable"], report.data["not_applicable"]) == (
-        13,
-        13,
+        16,
+        16,
         1,
     )
     assert report.text == SNAPSHOT.read_text(), (
@@ -48,6 +49,7 @@ def test_the_adapter_passes_the_conformance_kit() -> None:
         (TrustsTheSdkFlag, "kernel"),
         (RejectsInTheSdkOnly, "denial"),
         (ForgetsTheCallLedger, "binding"),
+        (TakesTheApproverFromTheRunState, "entitlement"),
     ],
 )
 def test_a_broken_variant_fails_the_suite_it_names(variant: type, suite: str) -> None:

@@ -17,7 +17,8 @@ pub const FEEDBACK_SCHEMA: &str = "countersign.swiftide.feedback/v1";
 /// A gated call waiting for a human: the payload of `ToolOutput::FeedbackRequired`, hence of
 /// `StopReason::FeedbackRequired { payload, .. }` (JSON, [`PAUSE_SCHEMA`]).
 ///
-/// Show it to a human, then resume with [`approve`], [`reject`] or [`edit`]; or answer
+/// Show it to a human, then resume with [`crate::Gate::approve`], [`crate::Gate::reject`] or
+/// [`edit`]; or answer
 /// `request_id` out of band (`countersign approve apr_…`) and resume with [`recheck`].
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Pause {
@@ -58,7 +59,8 @@ pub struct Pause {
 }
 
 /// [`Pause::ignored_feedback`] for feedback that carried no Countersign answer: build answers
-/// with [`approve`] or [`reject`], which name the request and the arguments shown.
+/// with [`crate::Gate::approve`] or [`crate::Gate::reject`], which name the request and the
+/// arguments shown.
 pub const NOT_AN_ANSWER: &str = "feedback without a Countersign answer";
 
 impl Pause {
@@ -136,7 +138,10 @@ pub struct FeedbackPayload {
     /// The request this answers (`apr_…`). Feedback naming no request, or another one, answers
     /// nothing: the run pauses again.
     pub request_id: Option<String>,
-    /// Who answered (`human:alice`). Required for an answer.
+    /// Who answered (`human:alice`), **for display only**. The payload is run state (anyone
+    /// holding the agent's context can edit it): the kernel is given the approver the operator
+    /// passed to [`crate::Gate::approve`] / [`crate::Gate::reject`], never this name. Still
+    /// read from payloads written before that, and ignored. A token is never written here.
     pub approver: Option<String>,
     /// Their note, kept as data.
     pub note: Option<String>,
@@ -196,29 +201,23 @@ impl Answer {
     }
 }
 
-fn answer(pause: &Pause, approver: &str, note: Option<&str>, approved: bool) -> ToolFeedback {
+/// The feedback answering `pause`; `shown_name` is written into the payload for display.
+pub(crate) fn answer(
+    pause: &Pause,
+    shown_name: Option<&str>,
+    note: Option<&str>,
+    approved: bool,
+) -> ToolFeedback {
     FeedbackPayload {
         schema: FEEDBACK_SCHEMA.to_owned(),
         request_id: Some(pause.request_id.clone()),
-        approver: Some(approver.to_owned()),
+        approver: shown_name.map(str::to_owned),
         note: note.map(str::to_owned),
         arguments: Some(pause.arguments.clone()),
         edit: pause.edit.clone(),
         action_hash: Some(pause.action_hash.clone()),
     }
     .into_feedback(approved)
-}
-
-/// `approver` approves exactly what `pause` shows. Hand it to
-/// `AgentContext::feedback_received(&tool_call, &feedback)` and run the agent again.
-pub fn approve(pause: &Pause, approver: &str) -> ToolFeedback {
-    answer(pause, approver, None, true)
-}
-
-/// `approver` rejects what `pause` shows, with an optional note (kept and shown as data). The
-/// resumed run records the denial; the model is told the tool did not run.
-pub fn reject(pause: &Pause, approver: &str, note: Option<&str>) -> ToolFeedback {
-    answer(pause, approver, note, false)
 }
 
 /// A reviewer edits the paused call: run `action` with `arguments` instead. Nothing is approved

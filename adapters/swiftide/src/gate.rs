@@ -6,12 +6,13 @@ use std::future::Future;
 use std::pin::Pin;
 use std::sync::{Arc, Mutex};
 
+use countersign::approver::Credential;
 use countersign::policy::{Template, TemplateError};
 use countersign::{ActionRequest, Control, ControlError, Executed, ExecutorError, Receipt};
 use serde_json::Value;
-use swiftide_core::AgentContext;
 use swiftide_core::chat_completion::errors::ToolError;
 use swiftide_core::chat_completion::{Tool, ToolCall, ToolOutput, ToolSpec};
+use swiftide_core::{AgentContext, ToolFeedback};
 
 use crate::feedback::{Answer, Edit, Pause, model_message};
 use crate::interrupt::{PassSlot, SLOT, SharedSlot, lock};
@@ -266,6 +267,9 @@ impl Halt {
 
 struct GateInner {
     control: Control,
+    /// Who the operator says answers each request (`apr_…`), until a pass takes it.
+    // INVARIANT (operator-approver): the only source of the approver a pass hands the kernel.
+    approvers: Mutex<HashMap<String, Credential>>,
     outcomes: Mutex<Vec<Outcome>>,
     /// Every gated tool, by action, so an edit can reach the edited action's body.
     bodies: Mutex<HashMap<String, (ActionSpec, Body, String)>>,
@@ -292,6 +296,7 @@ impl Gate {
         Gate {
             inner: Arc::new(GateInner {
                 control,
+                approvers: Mutex::new(HashMap::new()),
                 outcomes: Mutex::new(Vec::new()),
                 bodies: Mutex::new(HashMap::new()),
             }),
@@ -356,19 +361,67 @@ impl Gate {
         }
     }
 
+    /// `approver` approves exactly what `pause` shows: the feedback to hand swiftide
+    /// (`AgentContext::feedback_received(&tool_call, &feedback)` then `Agent::run`, or
+    /// [`crate::resume`]).
+    ///
+    /// `approver` is who your application says answered — an approver token
+    /// (`Credential::Token`, verified by the kernel against the policy's keys) or a bare name
+    /// (`"human:alice"`, asserted: it gets groups only from the policy's directory). The gate
+    /// keeps it beside the request id, server-side, and hands it to the kernel when the resumed
+    /// run re-enters the tool on **this gate**; the feedback payload names an asserted approver
+    /// for display only (never a token), and that name is never what the kernel is given
+    /// (SPEC.md 2.2). The kernel judges the approver against the request's rule: an answer by
+    /// someone the rule does not entitle is refused (`not_entitled`) and changes nothing; under
+    /// a quorum, each answer counts once per distinct approver and the run pauses again until
+    /// the last one.
+    pub fn approve(&self, pause: &Pause, approver: impl Into<Credential>) -> ToolFeedback {
+        let shown = self.answered_by(pause, approver.into());
+        crate::feedback::answer(pause, shown.as_deref(), None, true)
+    }
+
+    /// `approver` rejects what `pause` shows, with an optional note (kept and shown as data).
+    /// The resumed run records the denial; the model is told the tool did not run. `approver`
+    /// as in [`Gate::approve`].
+    pub fn reject(
+        &self,
+        pause: &Pause,
+        approver: impl Into<Credential>,
+        note: Option<&str>,
+    ) -> ToolFeedback {
+        let shown = self.answered_by(pause, approver.into());
+        crate::feedback::answer(pause, shown.as_deref(), note, false)
+    }
+
+    /// Keep `approver` for `pause`'s request; the name to show in the payload, if asserted.
+    fn answered_by(&self, pause: &Pause, approver: Credential) -> Option<String> {
+        let shown = match &approver {
+            Credential::Asserted(name) => Some(name.clone()),
+            Credential::Token(_) | Credential::Unverified { .. } => None,
+        };
+        lock(&self.inner.approvers).insert(pause.request_id.clone(), approver);
+        shown
+    }
+
     /// Begin one pass of `tool_call` inside a tool's `invoke`: takes the feedback swiftide
-    /// holds for it (once: swiftide removes it). Use it in a hand-written tool that makes
-    /// several kernel attempts; [`GatedTool`] does this for one action.
+    /// holds for it (once: swiftide removes it), and the approver the operator passed for the
+    /// request it names ([`Gate::approve`]). Use it in a hand-written tool that makes several
+    /// kernel attempts; [`GatedTool`] does this for one action.
     pub async fn begin(&self, context: &dyn AgentContext, tool_call: &ToolCall) -> Pass {
         let answer = context
             .has_received_feedback(tool_call)
             .await
             .map(|feedback| Answer::from_feedback(&feedback));
+        let operator_approver = answer
+            .as_ref()
+            .and_then(|answer| answer.request_id.as_ref())
+            .and_then(|request_id| lock(&self.inner.approvers).remove(request_id));
         Pass {
             gate: self.clone(),
             tool_call: tool_call.clone(),
             slot: Arc::new(Mutex::new(PassSlot {
                 answer,
+                operator_approver,
                 ..PassSlot::default()
             })),
         }

@@ -11,6 +11,7 @@
 
 use std::sync::{Arc, Mutex};
 
+use countersign::approver::Credential;
 use countersign::{
     AnswerDecision, ApprovalAnswer, FrameworkInterrupt, InterruptError, PendingApproval,
 };
@@ -25,6 +26,8 @@ pub const FRAMEWORK: &str = "swiftide";
 pub(crate) struct PassSlot {
     /// The answer swiftide handed this tool call, if any.
     pub(crate) answer: Option<Answer>,
+    /// Who the operator said answers the request the feedback names ([`crate::Gate::approve`]).
+    pub(crate) operator_approver: Option<Credential>,
     /// The answer was handed to the kernel (it answers one request, once).
     pub(crate) answer_used: bool,
     /// The request the last suspension paused on.
@@ -89,20 +92,28 @@ impl FrameworkInterrupt for SwiftideInterrupt {
             });
         if matching && let Some(answer) = slot.answer.clone() {
             slot.answer_used = true;
-            let approver = answer.approver.unwrap_or_default();
-            if approver.trim().is_empty() {
-                return Err(InterruptError::Failed(format!(
-                    "the feedback for `{}` names no approver: an anonymous answer authorizes nothing; answer with `countersign_swiftide::approve(&pause, \"human:name\")`",
-                    pending.request_id
-                )));
-            }
+            // INVARIANT (operator-approver): the approver is the one the operator passed with
+            // `Gate::approve` / `Gate::reject`, never the payload's name (run state anyone
+            // holding the context can edit). Without one, the answer cannot vouch for anyone:
+            // the kernel records it as refused (`not_authenticated`) and nothing changes.
+            let approver = slot.operator_approver.take().unwrap_or_else(|| {
+                let named = answer
+                    .approver
+                    .as_deref()
+                    .map(|name| format!(" naming `{name}`"))
+                    .unwrap_or_default();
+                Credential::Unverified {
+                    source: format!("swiftide feedback{named}"),
+                    reason: "a name in the feedback payload is run state, not the operator's word: answer with `Gate::approve(&pause, approver)` or `Gate::reject` on the gate that runs the tool".to_owned(),
+                }
+            });
             return Ok(ApprovalAnswer {
                 decision: if answer.approved {
                     AnswerDecision::Approve
                 } else {
                     AnswerDecision::Reject
                 },
-                approver: approver.into(),
+                approver,
                 shown_hash: answer.action_hash.map(countersign::ActionHash::from_stored),
                 note: answer.note,
                 arguments: answer.arguments,

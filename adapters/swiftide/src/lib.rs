@@ -25,8 +25,9 @@
 //! let mut agent = agent_builder.tools([gate.wrap(tool, ActionSpec::new("stripe.refund"))]).build()?;
 //! agent.query("refund order o-7").await?;
 //! if let Some((tool_call, pause)) = agent.stop_reason().and_then(Pause::from_stop_reason) {
-//!     // show `pause` to a human, then:
-//!     let feedback = countersign_swiftide::approve(&pause, "human:alice");
+//!     // show `pause` to a human; your application passes who they are (a bare name is
+//!     // asserted; an approver token authenticates them):
+//!     let feedback = gate.approve(&pause, "human:alice");
 //!     agent.context().feedback_received(&tool_call, &feedback).await?;
 //!     agent.run().await?; // re-enters the tool; the kernel runs exactly what was approved, once
 //! }
@@ -35,6 +36,10 @@
 //! }
 //! # Ok(()) }
 //! ```
+//!
+//! The approver is what the operator's application passes to [`Gate::approve`] /
+//! [`Gate::reject`], kept by the gate beside the request id: never a name read from the
+//! feedback payload or the agent's history, which are run state (SPEC.md 2.2).
 //!
 //! When a model turn mixes an allowed call with a paused one, or pauses several calls not all
 //! answered before the same `run`, swiftide 0.32 does not re-enter what is left after
@@ -51,8 +56,8 @@ mod interrupt;
 mod resume;
 
 pub use feedback::{
-    Edit, FEEDBACK_SCHEMA, FeedbackPayload, NOT_AN_ANSWER, PAUSE_SCHEMA, Pause, approve, edit,
-    model_message, recheck, reject,
+    Edit, FEEDBACK_SCHEMA, FeedbackPayload, NOT_AN_ANSWER, PAUSE_SCHEMA, Pause, edit,
+    model_message, recheck,
 };
 pub use gate::{ActionSpec, CountersignAction, Gate, GatedTool, Halt, Outcome, Pass};
 pub use interrupt::{FRAMEWORK, SwiftideInterrupt};

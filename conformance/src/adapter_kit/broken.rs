@@ -6,6 +6,7 @@ use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use countersign::approval::record_answer;
+use countersign::approver::Credential;
 use countersign::{
     AnswerDecision, ApprovalAnswer, ApprovalId, Control, ControlError, FrameworkInterrupt,
     InterruptApprovalProvider, InterruptError, PendingApproval, Principal, StaticIdentity,
@@ -46,11 +47,14 @@ pub enum Weakening {
     DeniesWhenWaitEnds,
     /// Claims that every case is not applicable.
     ClaimsNotApplicable,
+    /// Hands the kernel the approver named in the resume payload (run state anyone holding it
+    /// can edit) instead of the one the operator passed on the resuming call.
+    TakesApproverFromPayload,
 }
 
 impl Weakening {
     /// Every weakening.
-    pub const ALL: [Weakening; 14] = [
+    pub const ALL: [Weakening; 15] = [
         Weakening::NeverExecutes,
         Weakening::SwallowsNotExecuted,
         Weakening::SwallowsDenial,
@@ -65,6 +69,7 @@ impl Weakening {
         Weakening::AsksTwiceOnReentry,
         Weakening::DeniesWhenWaitEnds,
         Weakening::ClaimsNotApplicable,
+        Weakening::TakesApproverFromPayload,
     ];
 
     /// The adapter's framework name: `broken-` and the weakening in kebab case.
@@ -84,6 +89,7 @@ impl Weakening {
             Weakening::AsksTwiceOnReentry => "broken-asks-twice-on-reentry",
             Weakening::DeniesWhenWaitEnds => "broken-denies-when-wait-ends",
             Weakening::ClaimsNotApplicable => "broken-claims-not-applicable",
+            Weakening::TakesApproverFromPayload => "broken-takes-approver-from-payload",
         }
     }
 }
@@ -125,10 +131,13 @@ impl FrameworkInterrupt for BrokenInterrupt {
         {
             return Ok(first);
         }
-        if let Some(answer) = lock(&self.held).remove(&pending.request_id) {
-            let mut answer = answer.to_approval_answer();
+        if let Some(held) = lock(&self.held).remove(&pending.request_id) {
+            let mut answer = held.to_approval_answer();
             if self.weakening == Weakening::EchoesPendingArguments {
                 answer.arguments = Some(pending.arguments.clone());
+            }
+            if self.weakening == Weakening::TakesApproverFromPayload {
+                answer.approver = Credential::Asserted(held.payload_approver.clone());
             }
             lock(&self.first).get_or_insert_with(|| answer.clone());
             return Ok(answer);

@@ -10,7 +10,10 @@ use countersign::{AnswerDecision, ApprovalRecord, ControlError, FrameworkInterru
 use serde_json::json;
 
 use super::world::{self, Call, Reviewer, Shown, Step, Tool, World, WorldSpec};
-use super::{Adapter, CaseId, CaseStatus, KIT_PRINCIPAL, KIT_REVIEWER, KitError, KitOptions};
+use super::{
+    Adapter, CaseId, CaseStatus, KIT_OUTSIDER, KIT_PRINCIPAL, KIT_REVIEWER, KIT_SECOND_REVIEWER,
+    KitError, KitOptions,
+};
 use super::{Shape, Suite, child};
 
 pub(crate) const LOST_RESPONSE: &str = "lost_response_blocks_retry";
@@ -27,6 +30,9 @@ pub(crate) const PROVIDER_PRINCIPAL: &str = "provider_principal_wins";
 pub(crate) const NO_PRINCIPAL: &str = "no_principal_no_action";
 pub(crate) const REPLAYED_PASS: &str = "replayed_pass_asks_once_and_consumes_once";
 pub(crate) const ACROSS_PROCESSES: &str = "pause_answer_from_cli_resume_in_another_process";
+pub(crate) const UNENTITLED_ANSWER: &str = "unentitled_answer_authorizes_nothing";
+pub(crate) const QUORUM_NEEDS_EVERY_ANSWER: &str = "quorum_is_not_granted_by_one_answer";
+pub(crate) const NAME_IN_RUN_STATE: &str = "approver_named_in_run_state_authorizes_nothing";
 
 /// Run one case against `adapter` in a fresh world.
 pub(crate) async fn run_case<A: Adapter>(
@@ -58,6 +64,7 @@ pub(crate) async fn run_case<A: Adapter>(
         },
     )?;
     let mut results = Vec::new();
+    let mut steps = Vec::new();
     for (index, call) in scenario.calls.iter().enumerate() {
         // Calls are a second apart, so records made by different calls have an order.
         world.clock.advance(std::time::Duration::from_secs(1));
@@ -67,8 +74,11 @@ pub(crate) async fn run_case<A: Adapter>(
             adapter.invoke(&world.session, call).await
         };
         results.push(result);
+        if !scenario.steps.is_empty() {
+            steps.push(AfterCall::read(&world).await);
+        }
     }
-    let observed = Observed::read(&world, results).await;
+    let observed = Observed::read(&world, results, steps).await;
     Ok(status_of(
         observed.and_then(|observed| check(&scenario, &observed)),
     ))
@@ -152,6 +162,46 @@ pub(crate) struct Scenario {
     approvals: Vec<&'static str>,
     /// The denial the case expects to carry the human's note.
     denial_note: Option<&'static str>,
+    /// Who may be named as approver on a receipt (the humans the operator passed).
+    approvers: Vec<&'static str>,
+    /// The approvers whose answers were counted on each approval request, oldest first.
+    counted: Vec<Vec<&'static str>>,
+    /// After each call, when pinned: the approval states, how many yeses the newest request
+    /// has of how many it needs, and the executor count.
+    steps: Vec<AfterCall>,
+}
+
+/// What the world shows after one call (the `entitlement` suite pins it).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct AfterCall {
+    approvals: Vec<String>,
+    /// `given of needed` on the newest request.
+    given: String,
+    tool_calls: usize,
+}
+
+impl AfterCall {
+    fn new(approvals: &[&str], given: &str, tool_calls: usize) -> AfterCall {
+        AfterCall {
+            approvals: approvals.iter().map(|state| (*state).to_owned()).collect(),
+            given: given.to_owned(),
+            tool_calls,
+        }
+    }
+
+    async fn read<I>(world: &World<I>) -> AfterCall {
+        let records = world.store.approvals(None).await.unwrap_or_default();
+        AfterCall {
+            approvals: records
+                .iter()
+                .map(|record| record.state.as_str().to_owned())
+                .collect(),
+            given: records.last().map_or_else(String::new, |record| {
+                format!("{} of {}", record.approvals_given(), record.rule.quorum)
+            }),
+            tool_calls: world.session.tool().calls(),
+        }
+    }
 }
 
 impl Scenario {
@@ -172,6 +222,9 @@ impl Scenario {
             receipts: Vec::new(),
             approvals: Vec::new(),
             denial_note: None,
+            approvers: vec![KIT_REVIEWER],
+            counted: Vec::new(),
+            steps: Vec::new(),
         }
     }
 }
@@ -197,9 +250,27 @@ fn scenario(name: &str, shape: Shape) -> Scenario {
     let mut scenario = scenario_resumed(name);
     if shape == Shape::DecidedBeforeInvocation {
         scenario.answered_pinned = false;
-        if name == OTHER_ARGUMENTS {
-            scenario.receipts = vec!["answer/granted/approved", "attempt/refused/mismatch"];
-            scenario.approvals = vec!["granted"];
+        match name {
+            OTHER_ARGUMENTS => {
+                scenario.receipts = vec!["answer/granted/approved", "attempt/refused/mismatch"];
+                scenario.approvals = vec!["granted"];
+            }
+            // The answer is refused when it is recorded, before the framework invokes
+            // anything: the call stays paused on its request.
+            UNENTITLED_ANSWER | NAME_IN_RUN_STATE => {
+                scenario.results = vec![Want::Refused("ApprovalRequired", "approval_required")];
+                scenario.receipts = vec!["answer/refused/not_entitled"];
+            }
+            // One yes of two is recorded and the call stays paused; it is invoked only once the
+            // quorum's last yes granted the request.
+            QUORUM_NEEDS_EVERY_ANSWER => {
+                scenario.receipts = vec![
+                    "answer/counted/approved",
+                    "answer/granted/approved",
+                    "attempt/committed",
+                ];
+            }
+            _ => {}
         }
     }
     scenario
@@ -378,6 +449,93 @@ fn scenario_resumed(name: &str) -> Scenario {
                 refund("pay_replay", 60000),
             ])
         },
+        UNENTITLED_ANSWER => Scenario {
+            // The rule says `group:finance`; the human who answers is in no group.
+            reviewer: Reviewer::new(|shown: &Shown| {
+                Some(world::answer_as(
+                    shown,
+                    AnswerDecision::Approve,
+                    None,
+                    KIT_OUTSIDER,
+                ))
+            }),
+            results: vec![Want::Refused("AnswerRefused", "not_entitled")],
+            asked: 1,
+            answered: 1,
+            // The refused answer and the attempt it ended, both named; the request unchanged.
+            receipts: vec![
+                "answer/refused/not_entitled",
+                "attempt/refused/not_entitled",
+            ],
+            approvals: vec!["pending"],
+            approvers: vec![KIT_OUTSIDER],
+            counted: vec![vec![]],
+            steps: vec![AfterCall::new(&["pending"], "0 of 1", 0)],
+            ..Scenario::new(vec![refund("pay_outsider", 150000)])
+        },
+        QUORUM_NEEDS_EVERY_ANSWER => {
+            // Two distinct members of `group:finance` must say yes: the first pause is
+            // answered by one, the second by the other.
+            let answers = std::sync::atomic::AtomicUsize::new(0);
+            Scenario {
+                reviewer: Reviewer::new(move |shown: &Shown| {
+                    let approver = match answers.fetch_add(1, std::sync::atomic::Ordering::SeqCst) {
+                        0 => KIT_REVIEWER,
+                        _ => KIT_SECOND_REVIEWER,
+                    };
+                    Some(world::answer_as(
+                        shown,
+                        AnswerDecision::Approve,
+                        None,
+                        approver,
+                    ))
+                }),
+                results: vec![
+                    Want::Refused("ApprovalRequired", "approval_required"),
+                    Want::Value(0),
+                ],
+                tool_calls: 1,
+                asked: 2,
+                answered: 2,
+                receipts: vec![
+                    "answer/counted/approved",
+                    "attempt/refused/approval_required",
+                    "answer/granted/approved",
+                    "attempt/committed",
+                ],
+                approvals: vec!["consumed"],
+                approvers: vec![KIT_REVIEWER, KIT_SECOND_REVIEWER],
+                counted: vec![vec![KIT_REVIEWER, KIT_SECOND_REVIEWER]],
+                steps: vec![
+                    AfterCall::new(&["pending"], "1 of 2", 0),
+                    AfterCall::new(&["consumed"], "2 of 2", 1),
+                ],
+                ..Scenario::new(vec![refund("pay_pair", 250000), refund("pay_pair", 250000)])
+            }
+        }
+        NAME_IN_RUN_STATE => Scenario {
+            // The operator passes the outsider who answered; the saved run state / resume
+            // payload was edited to name an entitled member of `group:finance`.
+            reviewer: Reviewer::new(|shown: &Shown| {
+                let mut answer =
+                    world::answer_as(shown, AnswerDecision::Approve, None, KIT_OUTSIDER);
+                answer.payload_approver = KIT_REVIEWER.to_owned();
+                Some(answer)
+            }),
+            results: vec![Want::Refused("AnswerRefused", "not_entitled")],
+            asked: 1,
+            answered: 1,
+            receipts: vec![
+                "answer/refused/not_entitled",
+                "attempt/refused/not_entitled",
+            ],
+            approvals: vec!["pending"],
+            // The kernel records the identity the operator passed, never the payload's name.
+            approvers: vec![KIT_OUTSIDER],
+            counted: vec![vec![]],
+            steps: vec![AfterCall::new(&["pending"], "0 of 1", 0)],
+            ..Scenario::new(vec![refund("pay_named", 150000)])
+        },
         // INVARIANT (case-names): every name in CASES but the durability case has an arm above.
         other => unreachable!("no scenario for case `{other}`"),
     }
@@ -395,12 +553,14 @@ pub(crate) struct Observed {
     failed: usize,
     receipts: Vec<Receipt>,
     approvals: Vec<ApprovalRecord>,
+    steps: Vec<AfterCall>,
 }
 
 impl Observed {
     async fn read<I>(
         world: &World<I>,
         results: Vec<Result<serde_json::Value, ControlError>>,
+        steps: Vec<AfterCall>,
     ) -> Result<Observed, String> {
         let (answered, suspended, failed) = world.counts.get();
         let tool = world.session.tool();
@@ -419,6 +579,7 @@ impl Observed {
                 .approvals(None)
                 .await
                 .map_err(|error| format!("the kit cannot read approvals: {error}"))?,
+            steps,
         })
     }
 }
@@ -593,12 +754,37 @@ fn check(scenario: &Scenario, observed: &Observed) -> Result<(), String> {
             .collect::<Vec<_>>(),
         scenario.approvals.clone(),
     );
-    check_evidence(&mut differences, &observed.receipts, KIT_REVIEWER);
+    if !scenario.counted.is_empty() {
+        differences.eq(
+            "approvers counted on each request",
+            observed
+                .approvals
+                .iter()
+                .map(|record| {
+                    record
+                        .answers
+                        .iter()
+                        .map(|answer| answer.approver.id.as_str())
+                        .collect::<Vec<_>>()
+                })
+                .collect::<Vec<_>>(),
+            scenario.counted.clone(),
+        );
+    }
+    if !scenario.steps.is_empty() {
+        differences.eq("after each call", &observed.steps, &scenario.steps);
+    }
+    check_evidence(&mut differences, &observed.receipts, &scenario.approvers);
     differences.finish()
 }
 
-/// Who acted and who answered, on every receipt.
-pub(crate) fn check_evidence(differences: &mut Differences, receipts: &[Receipt], approver: &str) {
+/// Who acted and who answered, on every receipt: the identity provider's principal, and one
+/// of `approvers` (the humans the operator passed).
+pub(crate) fn check_evidence(
+    differences: &mut Differences,
+    receipts: &[Receipt],
+    approvers: &[&str],
+) {
     for receipt in receipts {
         if receipt
             .principal
@@ -613,11 +799,17 @@ pub(crate) fn check_evidence(differences: &mut Differences, receipts: &[Receipt]
         if receipt
             .approver
             .as_deref()
-            .is_some_and(|who| who != approver)
+            .is_some_and(|who| !approvers.contains(&who))
         {
             differences.push(format!(
-                "receipt {} names approver {:?}, not the human who answered (`{approver}`)",
-                receipt.seq, receipt.approver
+                "receipt {} names approver {:?}, not the human the operator passed ({})",
+                receipt.seq,
+                receipt.approver,
+                approvers
+                    .iter()
+                    .map(|who| format!("`{who}`"))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
             ));
         }
     }

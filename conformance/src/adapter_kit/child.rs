@@ -188,7 +188,7 @@ pub(crate) async fn durability<A: Adapter>(
                     "attempt/committed".to_owned(),
                 ],
             );
-            cases::check_evidence(&mut differences, &receipts, CLI_APPROVER);
+            cases::check_evidence(&mut differences, &receipts, &[CLI_APPROVER]);
         }
         Err(reason) => differences.push(reason),
     }

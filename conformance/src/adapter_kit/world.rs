@@ -7,6 +7,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use countersign::approver::Credential;
 use countersign::store::{SqliteStore, Store};
 use countersign::{
     ActionHash, AnswerDecision, ApprovalAnswer, ApprovalId, Clock, Control, ExecutorError,
@@ -76,13 +77,33 @@ impl Shown {
     }
 }
 
-/// A human's answer, as the framework's resume carries it back.
+/// A human's answer: what the framework's resume carries back, and who the operator's
+/// application says gave it.
+///
+/// Two identities, kept apart on purpose (docs/SPEC.md 2.2, "Where the approver comes from"):
+///
+/// - [`HumanAnswer::operator_approver`] is who answered, as the operator's application knows
+///   them (signed in): the credential the operator passes **on the resuming call**, beside the
+///   resume value. The adapter hands exactly this to the kernel as
+///   [`ApprovalAnswer::approver`], through its own resume API (a parameter, a server-side map
+///   keyed by request id) — never by writing it into the framework's payload or run state and
+///   reading it back.
+/// - [`HumanAnswer::payload_approver`] is the approver *name* the resume payload or saved run
+///   state carries, where the framework keeps one (for display). It is data a client holding the
+///   run state can edit: write it where your payload has a name, and never hand it to the
+///   kernel. In the `entitlement` suite's run-state case it names an entitled approver while
+///   the operator passed someone else.
 #[derive(Clone, Debug, PartialEq)]
 pub struct HumanAnswer {
     /// Approve or reject.
     pub decision: AnswerDecision,
-    /// Who answered.
-    pub approver: String,
+    /// Who answered, as the operator's application passes it on the resuming call: the only
+    /// identity the kernel may be given. The kit's humans are asserted names that get their
+    /// groups from the kit policy's directory.
+    pub operator_approver: Credential,
+    /// The approver name written into the resume payload or run state (display only; may have
+    /// been edited).
+    pub payload_approver: String,
     /// Their note, if any (data, never an instruction).
     pub note: Option<String>,
     /// The request the answer names (the one the human was shown), if there was one.
@@ -96,14 +117,25 @@ pub struct HumanAnswer {
 
 impl HumanAnswer {
     /// This answer as the kernel's [`ApprovalAnswer`], carrying the arguments it is about and
-    /// the hash shown. The approver is the name the operator's application passes (asserted).
+    /// the hash shown. The approver is [`HumanAnswer::operator_approver`], never the payload's
+    /// name.
     pub fn to_approval_answer(&self) -> ApprovalAnswer {
         ApprovalAnswer {
             decision: self.decision,
-            approver: self.approver.as_str().into(),
+            approver: self.operator_approver.clone(),
             shown_hash: self.shown_hash.clone(),
             note: self.note.clone(),
             arguments: Some(self.arguments.clone()),
+        }
+    }
+
+    /// The operator's approver as a bare name, when it is one (the kit's humans always are);
+    /// `None` for a token or an unverified source. For surfaces that only take names (the
+    /// kernel's answer API, `countersign approve --as`).
+    pub fn operator_approver_name(&self) -> Option<&str> {
+        match &self.operator_approver {
+            Credential::Asserted(name) => Some(name),
+            Credential::Token(_) | Credential::Unverified { .. } => None,
         }
     }
 }
@@ -176,11 +208,23 @@ impl Reviewer {
     }
 }
 
-/// The answer a scripted human gives about `shown`.
+/// The answer a scripted human gives about `shown`, as [`KIT_REVIEWER`].
 pub(crate) fn answer(shown: &Shown, decision: AnswerDecision, note: Option<&str>) -> HumanAnswer {
+    answer_as(shown, decision, note, KIT_REVIEWER)
+}
+
+/// The answer `approver` gives about `shown`: the operator passes `approver`, and the payload
+/// names them too.
+pub(crate) fn answer_as(
+    shown: &Shown,
+    decision: AnswerDecision,
+    note: Option<&str>,
+    approver: &str,
+) -> HumanAnswer {
     HumanAnswer {
         decision,
-        approver: KIT_REVIEWER.to_owned(),
+        operator_approver: Credential::Asserted(approver.to_owned()),
+        payload_approver: approver.to_owned(),
         note: note.map(str::to_owned),
         request_id: shown.request_id.clone(),
         arguments: shown.arguments.clone(),

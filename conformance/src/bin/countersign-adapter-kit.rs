@@ -1,5 +1,5 @@
 //! `countersign-adapter-kit [--json] [--cli PATH]`: run the adapter kit against every adapter in
-//! the workspace and print one report per adapter, then a summary (`reference: 14/14 (0 not
+//! the workspace and print one report per adapter, then a summary (`reference: 17/17 (0 not
 //! applicable)`). Exits non-zero unless every report is ok. `cargo xtask conformance` builds
 //! the `countersign` command and runs this binary with `--cli`.
 #![forbid(unsafe_code)]

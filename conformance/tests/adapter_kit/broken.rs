@@ -2,10 +2,11 @@
 //! caught it: that is how the kit proves it can fail.
 
 use countersign_conformance::adapter_kit::broken::{BrokenAdapter, Weakening};
-use countersign_conformance::adapter_kit::{self, CaseStatus, Suite, SuiteStatus};
+use countersign_conformance::adapter_kit::{self, CaseStatus, Report, Suite, SuiteStatus};
 
-/// Run the kit on the adapter with `weakening`; its `suite` fails, in `case` among others.
-async fn check(weakening: Weakening, suite: Suite, case: &str) {
+/// Run the kit on the adapter with `weakening`; its `suite` fails, in `case` among others. The
+/// report, for more checks.
+async fn check(weakening: Weakening, suite: Suite, case: &str) -> Report {
     let report = adapter_kit::run(&BrokenAdapter(weakening), &crate::options())
         .await
         .expect("the kit runs");
@@ -22,6 +23,7 @@ async fn check(weakening: Weakening, suite: Suite, case: &str) {
         "{case} did not catch {weakening:?}:\n{}",
         report.to_text()
     );
+    report
 }
 
 #[tokio::test]
@@ -170,8 +172,37 @@ async fn claiming_not_applicable_fails_kernel() {
     .await;
 }
 
+#[tokio::test]
+async fn taking_the_approver_from_the_payload_fails_exactly_entitlement() {
+    let report = check(
+        Weakening::TakesApproverFromPayload,
+        Suite::Entitlement,
+        "approver_named_in_run_state_authorizes_nothing",
+    )
+    .await;
+    // Everywhere else the payload names the human the operator passed, so only the edited run
+    // state tells the two apart: every other suite passes.
+    let failing: Vec<Suite> = Suite::ALL
+        .into_iter()
+        .filter(|suite| report.suite_status(*suite) == SuiteStatus::Fail)
+        .collect();
+    assert_eq!(failing, vec![Suite::Entitlement], "{}", report.to_text());
+    let failed: Vec<&str> = report
+        .cases()
+        .iter()
+        .filter(|case| matches!(case.status, CaseStatus::Fail(_)))
+        .map(|case| case.case)
+        .collect();
+    assert_eq!(
+        failed,
+        vec!["approver_named_in_run_state_authorizes_nothing"],
+        "{}",
+        report.to_text()
+    );
+}
+
 #[test]
 fn every_weakening_has_a_test_above() {
     // The tests above cover these, one each; a new weakening must add its test here.
-    assert_eq!(Weakening::ALL.len(), 14);
+    assert_eq!(Weakening::ALL.len(), 15);
 }

@@ -9,6 +9,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
+use countersign::approver::Credential;
 use countersign::{
     ActionRequest, AnswerDecision, ApprovalAnswer, ApprovalId, ControlError, FrameworkInterrupt,
     InterruptError, PendingApproval,
@@ -122,6 +123,8 @@ fn thread(call: &Call) -> String {
 struct Resume {
     request_id: String,
     decision: String,
+    /// Who answered, for display. Checkpointed run state: never the approver the kernel is
+    /// given (SPEC 2.2); that one is passed on the resuming call.
     approver: String,
     note: Option<String>,
     arguments: Value,
@@ -132,6 +135,25 @@ struct Resume {
 /// The adapter's interrupt: reaches `Flow::ask`.
 struct ToyInterrupt {
     flow: Arc<Flow>,
+    /// The resume value the current resuming call delivered, with the approver the operator
+    /// passed on that call. Taken once: a resume value replayed from the checkpoint carries no
+    /// identity, so it answers nothing and the flow asks again.
+    resuming: Mutex<Option<(Value, Credential)>>,
+}
+
+impl ToyInterrupt {
+    /// The approver the operator passed with `value` on this resuming call, if `value` is what
+    /// it delivered.
+    fn operator_approver(&self, value: &Value) -> Option<Credential> {
+        let mut resuming = self.resuming.lock().expect("toy adapter lock");
+        match resuming.take() {
+            Some((delivered, approver)) if &delivered == value => Some(approver),
+            other => {
+                *resuming = other;
+                None
+            }
+        }
+    }
 }
 
 #[async_trait::async_trait]
@@ -156,13 +178,19 @@ impl FrameworkInterrupt for ToyInterrupt {
             let Some(value) = self.flow.ask(question.clone()) else {
                 return Err(InterruptError::Suspended);
             };
-            let resume: Resume = serde_json::from_value(value)
+            let resume: Resume = serde_json::from_value(value.clone())
                 .map_err(|error| InterruptError::Failed(format!("unreadable resume: {error}")))?;
             // SPEC 2.2: an answer held for another request is not an answer to this one; ask
             // again (the next `ask` pauses the flow).
             if resume.request_id != pending.request_id.as_str() {
                 continue;
             }
+            // The approver is the one the operator passed with this value on this resuming
+            // call, never the payload's name. A value replayed from the checkpoint (an earlier
+            // answer, already handed over: a quorum's first yes) has none: ask again.
+            let Some(approver) = self.operator_approver(&value) else {
+                continue;
+            };
             // The closed decision set (case B38): anything else is no answer at all.
             let decision = AnswerDecision::parse(&resume.decision).map_err(|invalid| {
                 InterruptError::Failed(format!(
@@ -172,7 +200,7 @@ impl FrameworkInterrupt for ToyInterrupt {
             })?;
             return Ok(ApprovalAnswer {
                 decision,
-                approver: resume.approver.into(),
+                approver,
                 shown_hash: resume.action_hash.map(countersign::ActionHash::from_stored),
                 note: resume.note,
                 arguments: Some(resume.arguments),
@@ -222,6 +250,7 @@ impl Adapter for ToyAdapter {
     fn interrupt(&self, setup: &Setup) -> Arc<ToyInterrupt> {
         Arc::new(ToyInterrupt {
             flow: Arc::new(Flow::new(setup.scratch_dir())),
+            resuming: Mutex::default(),
         })
     }
 
@@ -253,7 +282,15 @@ impl Adapter for ToyAdapter {
                     let Some(answer) = session.reviewer().review(&shown) else {
                         return output;
                     };
-                    value = Some(resume_payload(&answer));
+                    let payload = resume_payload(&answer);
+                    // The operator passes who answered on the resuming call, beside the value.
+                    *session
+                        .interrupt()
+                        .resuming
+                        .lock()
+                        .expect("toy adapter lock") =
+                        Some((payload.clone(), answer.operator_approver.clone()));
+                    value = Some(payload);
                     answered = true;
                 }
             }
@@ -284,7 +321,7 @@ fn resume_payload(answer: &HumanAnswer) -> Value {
             AnswerDecision::Approve => "approve".to_owned(),
             AnswerDecision::Reject => "reject".to_owned(),
         },
-        approver: answer.approver.clone(),
+        approver: answer.payload_approver.clone(),
         note: answer.note.clone(),
         arguments: answer.arguments.clone(),
         action_hash: answer

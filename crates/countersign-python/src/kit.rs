@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex};
 
 use countersign::approval::{AnswerDecision, ApprovalAnswer, InterruptError, PendingApproval};
+use countersign::approver::Credential;
 use countersign::{
     ApprovalId, ApprovalState, Control, ControlError, FrameworkInterrupt, Timestamp,
 };
@@ -167,7 +168,9 @@ impl FrameworkInterrupt for PyInterrupt {
 }
 
 /// `{"decision": "approve"|"deny"|"reject", "approver": str, "note": str|null, "arguments": ...,
-/// "action_hash": str|null}`. The decision is read strictly (case B38).
+/// "action_hash": str|null}`. The decision is read strictly (case B38). `approver` must be the
+/// one the operator passed on the resuming call (`answer["approver"]` from `session.review`),
+/// never a name read back from the framework's payload or run state.
 fn parse_answer(text: &str) -> Result<ApprovalAnswer, String> {
     let value: serde_json::Value = serde_json::from_str(text)
         .map_err(|error| format!("the interrupt's answer is not JSON: {error}"))?;
@@ -223,9 +226,19 @@ fn review(reviewer: &Reviewer, shown_json: &str) -> PyResult<Option<String>> {
         AnswerDecision::Approve => "approve",
         AnswerDecision::Reject => "reject",
     };
+    // `approver` (or `approver_token`) is who the operator's application passes on the
+    // resuming call; `payload_approver` is the name the run state carries (display only, and
+    // edited in the `entitlement` suite): an adapter never hands the kernel that one.
+    let (approver, approver_token) = match &answer.operator_approver {
+        Credential::Asserted(name) => (Some(name.as_str()), None),
+        Credential::Token(token) => (None, Some(token.as_str())),
+        Credential::Unverified { .. } => (None, None),
+    };
     let value = serde_json::json!({
         "decision": decision,
-        "approver": answer.approver,
+        "approver": approver,
+        "approver_token": approver_token,
+        "payload_approver": answer.payload_approver,
         "note": answer.note,
         "request_id": answer.request_id.as_ref().map(ApprovalId::as_str),
         "arguments": answer.arguments,

@@ -488,19 +488,31 @@ class Gate:
         always: bool = False,
     ) -> ApprovalRequest:
         """Record a human's yes in the kernel (who gave it, bound to the call's action hash),
-        then apply it to the SDK run state.
+        then, once the request is granted, apply it to the SDK run state.
+
+        ``approver`` is who your application says answered (the person signed in to it), passed
+        here by the operator: never a name read from the run state, the model's output or the
+        tool's arguments. The kernel judges it against the request's stored rule.
+
+        Under a ``quorum`` the request stays ``pending`` until enough distinct approvers said
+        yes: the returned record is then still ``pending`` and the
+        call stays paused in the SDK; resume it, and ask the next approver, as for any pending
+        call.
 
         ``always=True`` passes the SDK's ``always_approve`` through so the SDK stops pausing for
         this tool, but the kernel grant covers this one action hash only: every later call of
         the tool still needs its own grant when it runs (it gets a ``pending`` result).
 
         Raises:
-            AlreadyDecided, ApprovalExpired, ApprovalUnknown, NoApprover, StoreError (nothing is
-            applied to the run state then), DecisionNotFound.
+            NotEntitled, NotAuthenticated, SelfApproval (the rule refused this approver: a
+            refusal receipt is written and the request is unchanged), AlreadyDecided,
+            ApprovalExpired, ApprovalUnknown, NoApprover, StoreError (nothing is applied to the
+            run state then), DecisionNotFound.
         """
         resolved = self._resolve(state, call)
         record = self.control.approve(resolved.request.request_id, approver=approver, note=note)
-        state.approve(resolved.item, always_approve=always)
+        if record.state == "granted":
+            state.approve(resolved.item, always_approve=always)
         return record
 
     def reject(

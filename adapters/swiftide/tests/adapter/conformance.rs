@@ -133,11 +133,24 @@ impl SwiftideAdapter {
     }
 }
 
-fn feedback(answer: &HumanAnswer) -> ToolFeedback {
+/// The feedback a host hands swiftide for `answer`: the operator passes who answered to the
+/// gate ([`Gate::approve`] / [`Gate::reject`]), and the payload carries the rest. The payload is
+/// built field by field so that it can carry what the kit says the run state holds: the
+/// arguments the answer is about (`binding`) and the approver name written into it (the
+/// `entitlement` suite edits it to name someone the operator did not pass).
+fn feedback(gate: &Gate, pause: &Pause, answer: &HumanAnswer) -> ToolFeedback {
+    let approved = answer.decision == AnswerDecision::Approve;
+    // Record who answered, server-side, beside the request id (the returned feedback is
+    // replaced by the kit's payload below).
+    let _ = if approved {
+        gate.approve(pause, answer.operator_approver.clone())
+    } else {
+        gate.reject(pause, answer.operator_approver.clone(), None)
+    };
     FeedbackPayload {
         schema: FEEDBACK_SCHEMA.to_owned(),
         request_id: answer.request_id.as_ref().map(|id| id.as_str().to_owned()),
-        approver: Some(answer.approver.clone()),
+        approver: Some(answer.payload_approver.clone()),
         note: answer.note.clone(),
         arguments: Some(answer.arguments.clone()),
         edit: None,
@@ -146,7 +159,7 @@ fn feedback(answer: &HumanAnswer) -> ToolFeedback {
             .as_ref()
             .map(|hash| hash.as_str().to_owned()),
     }
-    .into_feedback(answer.decision == AnswerDecision::Approve)
+    .into_feedback(approved)
 }
 
 #[async_trait::async_trait]
@@ -191,7 +204,7 @@ impl Adapter for SwiftideAdapter {
         let Some(answer) = session.reviewer().review(&shown) else {
             return paused;
         };
-        answer_and_run(&mut agent, &tool_call, &feedback(&answer)).await;
+        answer_and_run(&mut agent, &tool_call, &feedback(&gate, &pause, &answer)).await;
         // One answer per pause (SPEC.md 2.4): a second pause is returned, not asked again.
         Self::finish(&gate, &agent).await
     }

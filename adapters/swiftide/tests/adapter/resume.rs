@@ -1,7 +1,7 @@
 //! `resume`: turns swiftide 0.32 does not re-enter by itself (a completed call beside a paused
 //! one), answered in one resume, in process and from a serialized history.
 
-use countersign_swiftide::{Pause, ResumeError, approve, reject, resume, waiting_calls};
+use countersign_swiftide::{Pause, ResumeError, resume, waiting_calls};
 use serde_json::{Value, json};
 use swiftide_agents::{Agent, DefaultContext, StopReason};
 use swiftide_core::chat_completion::{ChatMessage, ToolCall, ToolOutput};
@@ -33,9 +33,12 @@ async fn resume_runs_a_paused_call_beside_an_allowed_one_once_and_the_model_read
     let waiting = waiting_calls(&agent).await.expect("history");
     assert_eq!(waiting, vec![tool_call.clone()]);
 
-    let resumed = resume(&mut agent, [(tool_call, approve(&pause, "human:alice"))])
-        .await
-        .expect("the agent resumes");
+    let resumed = resume(
+        &mut agent,
+        [(tool_call, world.gate.approve(&pause, "human:alice"))],
+    )
+    .await
+    .expect("the agent resumes");
     assert!(resumed.continued);
     assert!(resumed.paused.is_empty());
     assert!(resumed.other_feedback.is_empty());
@@ -80,7 +83,7 @@ async fn resume_runs_a_paused_call_beside_an_allowed_one_once_and_the_model_read
         &mut agent,
         [(
             call("c2", "refund", json!({"id": 11, "amount": 900})),
-            approve(&pause, "human:alice"),
+            world.gate.approve(&pause, "human:alice"),
         )],
     )
     .await;
@@ -100,9 +103,11 @@ async fn two_paused_calls_of_one_turn_are_answered_in_one_resume_one_approved_on
         .iter()
         .map(|(tool_call, pause)| {
             let feedback = if tool_call.id() == "c1" {
-                approve(pause, "human:alice")
+                world.gate.approve(pause, "human:alice")
             } else {
-                reject(pause, "human:alice", Some("not this one"))
+                world
+                    .gate
+                    .reject(pause, "human:alice", Some("not this one"))
             };
             (tool_call.clone(), feedback)
         })
@@ -176,9 +181,12 @@ async fn answering_one_of_two_paused_calls_returns_the_other_on_its_first_reques
     let (tool_call, pause) = Pause::from_stop_reason(&stop_reason).expect("paused");
     assert_eq!(tool_call.id(), "c1");
 
-    let resumed = resume(&mut agent, [(tool_call, approve(&pause, "human:alice"))])
-        .await
-        .expect("the agent resumes");
+    let resumed = resume(
+        &mut agent,
+        [(tool_call, world.gate.approve(&pause, "human:alice"))],
+    )
+    .await
+    .expect("the agent resumes");
     assert!(!resumed.continued);
     assert_eq!(world.runs.count("refund"), 1);
     let [(waiting_call, waiting_pause)] =
@@ -194,7 +202,10 @@ async fn answering_one_of_two_paused_calls_returns_the_other_on_its_first_reques
 
     let resumed = resume(
         &mut agent,
-        [(waiting_call, approve(&waiting_pause, "human:bob"))],
+        [(
+            waiting_call,
+            world.gate.approve(&waiting_pause, "human:bob"),
+        )],
     )
     .await
     .expect("the agent resumes");

@@ -4,7 +4,7 @@ use std::borrow::Cow;
 use std::collections::HashSet;
 
 use countersign::{ActionRequest, ControlError, ExecutorError};
-use countersign_swiftide::{FEEDBACK_SCHEMA, FeedbackPayload, Gate, Halt, approve, edit, reject};
+use countersign_swiftide::{FEEDBACK_SCHEMA, FeedbackPayload, Gate, Halt, edit};
 use serde_json::{Value, json};
 use swiftide_agents::Agent;
 use swiftide_core::AgentContext;
@@ -50,8 +50,8 @@ async fn b07_parallel_pauses_have_distinct_ids_and_answers_reach_their_own_call(
         assert!(stopped_on == c1 || stopped_on == c2);
 
         let mut answers = vec![
-            (c1.clone(), approve(&p1, "human:alice")),
-            (c2.clone(), reject(&p2, "human:alice", None)),
+            (c1.clone(), world.gate.approve(&p1, "human:alice")),
+            (c2.clone(), world.gate.reject(&p2, "human:alice", None)),
         ];
         if reverse {
             answers.reverse();
@@ -256,7 +256,12 @@ async fn b08_two_approvals_in_one_tool_run_each_effect_once() {
     for _ in 0..2 {
         let (tool_call, pause) = expect_pause(&agent, "paused");
         prompted.push(pause.action_hash.clone());
-        answer_and_run(&mut agent, &tool_call, &approve(&pause, "human:alice")).await;
+        answer_and_run(
+            &mut agent,
+            &tool_call,
+            &world.gate.approve(&pause, "human:alice"),
+        )
+        .await;
     }
     assert!(pause_of(&agent).is_none());
     assert_eq!(
@@ -309,9 +314,9 @@ async fn b09_a_pause_in_a_loop_runs_each_round_once() {
         let (tool_call, pause) = expect_pause(&agent, "paused");
         pause_ids.push(pause.request_id.clone());
         let feedback = if round < 3 {
-            reject(&pause, "human:alice", Some("not yet"))
+            world.gate.reject(&pause, "human:alice", Some("not yet"))
         } else {
-            approve(&pause, "human:alice")
+            world.gate.approve(&pause, "human:alice")
         };
         answer_and_run(&mut agent, &tool_call, &feedback).await;
     }
@@ -338,7 +343,12 @@ async fn b10_a_rejected_call_pushed_straight_into_execution_does_not_run() {
     let model = ScriptedModel::one_turn(vec![call("c1", "drop_table", json!({"name": "users"}))]);
     let mut agent = world.agent(&model, vec![drop_table.clone().into()]);
     let (tool_call, pause) = run_to_pause(&mut agent, "drop users").await;
-    answer_and_run(&mut agent, &tool_call, &reject(&pause, "human:alice", None)).await;
+    answer_and_run(
+        &mut agent,
+        &tool_call,
+        &world.gate.reject(&pause, "human:alice", None),
+    )
+    .await;
     assert_eq!(world.runs.count("drop_table"), 0);
 
     // A harness pushes the same call straight into the tool, skipping the agent's messages.
@@ -421,7 +431,12 @@ async fn b11_an_edit_to_another_tool_is_decided_again_and_needs_its_own_approval
     let (tool_call, again) = expect_pause(&agent, "still paused on the edited request");
     assert_eq!(again.request_id, edited.request_id);
 
-    answer_and_run(&mut agent, &tool_call, &approve(&again, "human:admin")).await;
+    answer_and_run(
+        &mut agent,
+        &tool_call,
+        &world.gate.approve(&again, "human:admin"),
+    )
+    .await;
     assert_eq!(world.runs.of("delete_file"), vec![json!({"path": "/a"})]);
     assert_eq!(world.runs.count("read_file"), 0);
     // The original request was never answered: it cannot authorize anything.
@@ -473,7 +488,12 @@ async fn b11_an_edit_of_the_arguments_is_approved_under_the_edited_hash() {
     assert_eq!(edited.arguments, json!({"path": "/b"}));
     assert_ne!(edited.action_hash, original.action_hash);
     assert_eq!(world.runs.count("read_file"), 0);
-    answer_and_run(&mut agent, &tool_call, &approve(&edited, "human:alice")).await;
+    answer_and_run(
+        &mut agent,
+        &tool_call,
+        &world.gate.approve(&edited, "human:alice"),
+    )
+    .await;
     assert_eq!(world.runs.of("read_file"), vec![json!({"path": "/b"})]);
     let records = world.store.approvals(None).await.expect("approvals");
     assert_eq!(records.len(), 2);

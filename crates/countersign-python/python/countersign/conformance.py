@@ -3,7 +3,8 @@
 This is the Rust kit (``countersign-conformance``; docs/SPEC.md part 2, docs/conformance.md)
 with a Python object playing the adapter. The kit builds every case's world itself — a scratch
 SQLite store, a manual clock, its policy (``kit.refund``: ``amount`` ≤ 500 allowed, ≤ 100000
-needs approval, more is denied; every other action is unknown), its identity provider, and an
+needs approval, ≤ 200000 needs ``group:finance``, ≤ 300000 two distinct members of it, more is
+denied; every other action is unknown), its identity provider, and an
 ``InterruptApprovalProvider`` around a counting proxy of your interrupt — and checks the
 refusals, executor counts, receipts and approval states against the direct kernel path::
 
@@ -19,7 +20,7 @@ An adapter is any object with:
 - ``interrupt(setup: Setup)``: the framework's interrupt, an object with
   ``carries_approved_arguments`` (bool) and ``interrupt(pending: dict) -> Optional[dict]``
   (``None`` suspends; a dict is ``{"decision": "approve"|"reject", "approver", "note",
-  "arguments"}``);
+  "arguments"}``, whose ``approver`` is the one the operator passed on the resuming call);
 - ``invoke(session: Session, action: str, arguments: dict)``: drive **one** protected call
   through the real framework (a scripted model emits it; the tool's body is
   ``session.run_tool``), asking ``session.review`` whenever the framework shows a human
@@ -28,6 +29,15 @@ An adapter is any object with:
   the framework paused, raise ``session.paused(request_id)``;
 - optionally ``resume(session, action, arguments)`` (continue a run paused by an earlier
   ``invoke``, possibly in another process) and ``not_applicable(suite, case) -> Optional[str]``.
+
+Who answered: ``session.review`` returns ``approver`` (a bare name; ``approver_token`` instead
+for a token), the identity the operator's application passes **on the resuming call** — hand
+exactly that to the kernel (``Gate.approve(..., approver=...)``, or your interrupt's answer) —
+and ``payload_approver``, the name your framework's resume payload or saved run state carries,
+for display. Write ``payload_approver`` where your payload keeps a name, and never hand it to
+the kernel: the ``entitlement`` suite edits it to name an entitled approver while the operator
+passed someone who is not, and a resume value replayed from a checkpoint carries no identity at
+all (a quorum's second approver must be asked).
 
 ``relaunch`` is the command line that runs this same adapter's kit again: the durability case
 pauses in one process, answers with ``countersign approve`` and resumes in another.
@@ -77,7 +87,9 @@ class Setup:
 
     def review(self, shown: dict) -> Optional[dict]:
         """Show the human ``{"request_id", "action", "arguments", "expires_at"}``; their answer
-        (``{"decision", "approver", "note", "request_id", "arguments"}``) or ``None``."""
+        (``{"decision", "approver", "approver_token", "payload_approver", "note", "request_id",
+        "arguments", "action_hash"}``) or ``None``. ``approver`` is who the operator passes on
+        the resuming call; ``payload_approver`` is only what the run state says."""
         text = self._native.review(_shown_json(shown))
         return None if text is None else json.loads(text)
 
