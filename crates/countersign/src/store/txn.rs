@@ -11,7 +11,7 @@ use crate::approval::{
     approver_of, plan_answer, plan_open, plan_take,
 };
 use crate::approver::{
-    ApprovalRule, Approver, Authentication, Channel, Ineligible, judge, judge_resolver,
+    ApprovalRule, Approver, Authentication, Channel, Credential, Ineligible, judge, judge_resolver,
 };
 use crate::clock::Timestamp;
 use crate::effect::{EffectRecord, EffectState, RetryDecision, resolution_allowed, retry_decision};
@@ -434,10 +434,14 @@ pub(crate) fn answer_step(
                     detail,
                 },
             );
-            if let AnswerStep::Refuse {
-                receipt: Some(receipt),
-                ..
-            } = &mut step
+            // Only a token claims an authentication method; an unverified source claims none.
+            if let (
+                AnswerStep::Refuse {
+                    receipt: Some(receipt),
+                    ..
+                },
+                Credential::Token(_),
+            ) = (&mut step, &answer.approver)
             {
                 receipt.authentication = Some(Authentication::Token.as_str().to_owned());
             }
