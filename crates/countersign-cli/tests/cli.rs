@@ -6,6 +6,8 @@
 #[path = "cli/support.rs"]
 mod support;
 
+#[path = "cli/approvers.rs"]
+mod approvers;
 #[path = "cli/bad_input.rs"]
 mod bad_input;
 #[path = "cli/chain.rs"]
