@@ -792,26 +792,25 @@ impl Control {
             .open_approval(new, now)
             .await
             .map_err(store_error)?;
-        let pending = match opened {
+        // Every refusal here ends the attempt: one receipt, then the refusal itself.
+        let (refusal, receipt) = match opened {
             OpenOutcome::Granted(record) => return Ok(record.id),
-            OpenOutcome::Pending { record, .. } => record,
+            OpenOutcome::Pending { record, .. } => {
+                return self.ask(request, draft, record).await;
+            }
             OpenOutcome::Denied(record) => {
-                let mut refusal = draft
+                let mut receipt = draft
                     .clone()
                     .with_outcome(ReceiptOutcome::Refused, Some("approval_denied"));
-                refusal.approval_id = Some(record.id.as_str().to_owned());
-                refusal.approver = record.approver.clone();
-                refusal.note = record.note.clone();
-                self.inner
-                    .store
-                    .append_receipt(refusal, self.now())
-                    .await
-                    .map_err(store_error)?;
-                return Err(ControlError::ApprovalDenied {
+                receipt.approval_id = Some(record.id.as_str().to_owned());
+                receipt.approver = record.approver.clone();
+                receipt.note = record.note.clone();
+                let refusal = ControlError::ApprovalDenied {
                     request_id: record.id,
                     approver: record.approver.unwrap_or_default(),
                     note: record.note,
-                });
+                };
+                (refusal, receipt)
             }
             OpenOutcome::CorrelationConflict(record) => {
                 let refusal = correlation_conflict(&record, &prepared.action.hash);
@@ -823,25 +822,35 @@ impl Control {
                     "duplicate correlation: this framework call is already mapped to approval `{}` for {}",
                     record.id, record.action_hash
                 ));
-                self.inner
-                    .store
-                    .append_receipt(receipt, self.now())
-                    .await
-                    .map_err(store_error)?;
-                return Err(refusal);
+                (refusal, receipt)
             }
             OpenOutcome::EffectRefused { decision, record } => {
                 let refusal = effect_refusal(decision, &record);
                 let receipt = draft
                     .clone()
                     .with_outcome(ReceiptOutcome::Refused, Some(refusal.reason()));
-                self.inner
-                    .store
-                    .append_receipt(receipt, self.now())
-                    .await
-                    .map_err(store_error)?;
-                return Err(refusal);
+                (refusal, receipt)
             }
+        };
+        self.inner
+            .store
+            .append_receipt(receipt, self.now())
+            .await
+            .map_err(store_error)?;
+        Err(refusal)
+    }
+
+    /// Step 3's asking: hand a pending request to the approval provider, or wait for an answer
+    /// out of band; the request's id if one came, else `ApprovalRequired`.
+    async fn ask(
+        &self,
+        request: &ActionRequest,
+        draft: &ReceiptDraft,
+        pending: ApprovalRecord,
+    ) -> Result<ApprovalId, ControlError> {
+        let store_error = |source| ControlError::Store {
+            after_run: false,
+            source,
         };
         if let Some(provider) = &self.inner.approvals {
             match provider.request(&pending.to_pending()).await {
