@@ -2,7 +2,9 @@
 # Build the `countersign` Python binding and test the OpenAI Agents SDK adapter against the
 # newest and the oldest openai-agents release its range claims, offline (scripted model).
 #
-# Needs only the Rust toolchain, python3 (3.10+) and PyPI. Reuses the venvs under
+# Needs the Rust toolchain, python3 (3.10+), PyPI, and the test PostgreSQL database for the
+# cross-process test on PostgreSQL: `bash .ci/postgres.sh ENV && source ENV` first (it exports
+# COUNTERSIGN_TEST_POSTGRES_URL; the test fails loudly without it). Reuses the venvs under
 # $CARGO_TARGET_DIR (default: <repo>/target) when present.
 set -euo pipefail
 

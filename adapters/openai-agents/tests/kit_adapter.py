@@ -69,7 +69,7 @@ class OpenAIAgentsKitAdapter:
     # --------------------------------------------------------------------------------------
 
     def _gate(self, session: conformance.Session) -> tuple[Gate, list]:
-        gate = Gate(session.control, ledger_path=os.path.join(session.scratch_dir, "calls.db"))
+        gate = Gate(session.control)
 
         def body(**given: Any) -> str:
             # The arguments the kernel handed over (the kit sends no nulls), to the kit's
@@ -94,6 +94,10 @@ class OpenAIAgentsKitAdapter:
         return Agent(name="kit", instructions="Use the tools.", model=ScriptedModel(script), tools=tools)
 
     async def _invoke(self, session: conformance.Session, action: str, arguments: dict) -> Any:
+        if (Path(session.scratch_dir) / "paused.json").exists():
+            # The case's run is paused (a quorum's first yes, a refused answer): the next
+            # invocation continues that run, whose request is scoped to it.
+            return await self._resume(session, action, arguments)
         gate, tools = self._gate(session)
         call_id = "call_" + uuid.uuid4().hex[:12]
         agent = self._agent(tools, action, arguments, call_id)
@@ -105,9 +109,10 @@ class OpenAIAgentsKitAdapter:
         if not saved.exists():  # nothing paused: the identical call again
             return await self._invoke(session, action, arguments)
         paused = json.loads(saved.read_text())
+        saved.unlink()  # saved again if the resumed run pauses again
         gate, tools = self._gate(session)
         agent = self._agent(tools, action, arguments, paused["call_id"])
-        state = await RunState.from_string(agent, paused["state"])
+        state = await gate.load_state(agent, paused["state"])
         # Gate.run applies the kernel's recorded answers (here: `countersign approve` from
         # another process) to the run state before resuming.
         result = await gate.run(agent, state)
@@ -138,9 +143,9 @@ class OpenAIAgentsKitAdapter:
             return False
         return True
 
-    def _save(self, session: conformance.Session, call: Any, state: Any) -> None:
+    def _save(self, session: conformance.Session, gate: Gate, call: Any, state: Any) -> None:
         saved = Path(session.scratch_dir) / "paused.json"
-        saved.write_text(json.dumps({"call_id": call.call_id, "state": state.to_string()}))
+        saved.write_text(json.dumps({"call_id": call.call_id, "state": gate.save_state(state)}))
 
     async def _settle(
         self,
@@ -158,6 +163,7 @@ class OpenAIAgentsKitAdapter:
             if not pending:
                 break
             state = result.to_state()
+            run = gate.run_id(result)
             edited: Optional[dict] = None
             for call in pending:
                 request = call.request
@@ -171,7 +177,7 @@ class OpenAIAgentsKitAdapter:
                 )
                 if answer is None:
                     # Nobody answered: the run stays paused; save it for a later resume.
-                    self._save(session, call, state)
+                    self._save(session, gate, call, state)
                     raise session.paused(request.request_id)
                 if answer["decision"] == "approve":
                     goes_on = self._approve(gate, state, call, answer)
@@ -180,7 +186,7 @@ class OpenAIAgentsKitAdapter:
                 if not goes_on:
                     # One answer per pause: the call still waits (a refused answer, or a
                     # quorum's first yes); save the run for a later resume.
-                    self._save(session, call, state)
+                    self._save(session, gate, call, state)
                     raise session.paused(request.request_id)
                 if answer["arguments"] != request.arguments:
                     edited = answer["arguments"]
@@ -193,7 +199,8 @@ class OpenAIAgentsKitAdapter:
                     json.dumps(json.dumps(edited))[1:-1],
                 )
                 state = await RunState.from_string(agent, blob)
-            result = await gate.run(agent, state)
+            # The host resumes its own run (it knows the run id; the blob is what was edited).
+            result = await gate.run(agent, state, run_id=run)
         refusal = gate.refusal(call_id)
         if refusal is not None:
             # The model read "the tool did not run"; the host gets the kernel's refusal.
@@ -230,24 +237,32 @@ class RejectsInTheSdkOnly(OpenAIAgentsKitAdapter):
         return True
 
 
+class _ForgetfulControl:
+    """The kernel, but every call is run with no approval presented and no framework call
+    correlated: what an adapter that forgets which request a call paused on does."""
+
+    def __init__(self, control: Any) -> None:
+        self._control = control
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._control, name)
+
+    async def execute_async(self, *args: Any, **kwargs: Any) -> Any:
+        kwargs.pop("approval", None)
+        kwargs.pop("correlation", None)
+        return await self._control.execute_async(*args, **kwargs)
+
+
 class ForgetsTheCallLedger(OpenAIAgentsKitAdapter):
-    """Presents no approval request when the tool runs (the kernel then looks for a grant for
-    whatever arguments arrive). Must fail `binding`: edited arguments are no longer recognised
-    as an answer about other arguments."""
+    """Presents no approval request and no call correlation when the tool runs (the kernel then
+    looks for a grant for whatever arguments arrive). Must fail `binding`: edited arguments are
+    no longer recognised as an answer about other arguments."""
 
     framework = "openai-agents-broken-no-ledger"
 
     def _gate(self, session: conformance.Session) -> tuple[Gate, list]:
         gate, tools = super()._gate(session)
-        real_lookup = gate._ledger.lookup
-
-        def lookup(tool: str, call_id: str) -> Optional[str]:
-            # Only the pause sees the ledger; the invocation presents nothing.
-            if sys._getframe(1).f_code.co_name == "_invoke":
-                return None
-            return real_lookup(tool, call_id)
-
-        gate._ledger.lookup = lookup  # type: ignore[method-assign]
+        gate.control = _ForgetfulControl(gate.control)  # type: ignore[assignment]
         return gate, tools
 
 

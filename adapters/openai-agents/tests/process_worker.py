@@ -16,7 +16,7 @@ from pathlib import Path
 
 os.environ.setdefault("OPENAI_AGENTS_DISABLE_TRACING", "1")
 
-from agents import Agent, RunState, set_tracing_disabled  # noqa: E402
+from agents import Agent, set_tracing_disabled  # noqa: E402
 
 import countersign  # noqa: E402
 from countersign_openai_agents import Gate  # noqa: E402
@@ -28,7 +28,12 @@ set_tracing_disabled(True)
 
 
 def build(folder: Path) -> tuple[Gate, Agent]:
-    control = countersign.Control(folder / "countersign.yaml", principal="agent:test")
+    # COUNTERSIGN_STORE_URL: another store than the SQLite file beside the policy (PostgreSQL).
+    control = countersign.Control(
+        folder / "countersign.yaml",
+        principal="agent:test",
+        store_url=os.environ.get("COUNTERSIGN_STORE_URL"),
+    )
     gate = Gate(control)
 
     @gate.tool()
@@ -50,10 +55,10 @@ async def main(step: str, folder: Path) -> None:
     gate, agent = build(folder)
     if step == "pause":
         result = await gate.run(agent, "refund o1")
-        (folder / "state.json").write_text(result.to_state().to_string())
+        (folder / "state.json").write_text(gate.save_state(result))
         print(json.dumps([call.request.request_id for call in gate.pending(result)]))
     elif step == "resume":
-        state = await RunState.from_string(agent, (folder / "state.json").read_text())
+        state = await gate.load_state(agent, (folder / "state.json").read_text())
         try:
             result = await gate.run(agent, state)
         except countersign.CountersignError as refusal:

@@ -28,12 +28,13 @@ def cli() -> str:
     return str(path)
 
 
-def step(name: str, folder: Path):
+def step(name: str, folder: Path, env: "dict[str, str] | None" = None):
     done = subprocess.run(
         [sys.executable, str(WORKER), name, str(folder)],
         capture_output=True,
         text=True,
         timeout=120,
+        env=env,
     )
     assert done.returncode == 0, done.stderr
     return json.loads(done.stdout.strip().splitlines()[-1])
@@ -72,3 +73,43 @@ def test_pause_answer_with_the_cli_and_resume_in_three_processes(tmp_path: Path)
         timeout=60,
     )
     assert inspected.returncode == 0, inspected.stderr + inspected.stdout
+
+
+def test_on_postgres_pause_answer_with_the_cli_and_resume_in_another_process(
+    tmp_path: Path,
+) -> None:
+    """Issue #13: the same three steps on the test PostgreSQL database, with no file shared
+    between the processes but the policy: the request, its answer and the call's mapping all
+    live in the kernel's store."""
+    base = os.environ.get("COUNTERSIGN_TEST_POSTGRES_URL")
+    assert base, (
+        "COUNTERSIGN_TEST_POSTGRES_URL is not set: run `bash .ci/postgres.sh ENV_FILE` and "
+        "`source ENV_FILE` (this test needs PostgreSQL)"
+    )
+    schema = f"oa_{os.getpid()}_{tmp_path.name.replace('-', '_')}".lower()
+    url = f"{base}{'&' if '?' in base else '?'}schema={schema}"
+    policy = write_policy(tmp_path)
+    env = {**os.environ, "COUNTERSIGN_STORE_URL": url}
+
+    [request_id] = step("pause", tmp_path, env)
+    assert runs(tmp_path) == []
+    assert not list(tmp_path.rglob("*.db")), "no SQLite file: nothing is kept beside the store"
+
+    answered = subprocess.run(
+        [cli(), "--policy", str(policy), "--store-url", url, "approve", request_id,
+         "--as", "human:carol"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert answered.returncode == 0, answered.stderr
+
+    resumed = step("resume", tmp_path, env)
+    assert resumed["pending"] == 0
+    [line] = runs(tmp_path)
+    assert line.startswith("refund o1 ")
+
+    replayed = step("resume", tmp_path, env)
+    assert replayed == {"refused": "consumed"}
+    assert len(runs(tmp_path)) == 1
+    assert not list(tmp_path.rglob("*.db"))

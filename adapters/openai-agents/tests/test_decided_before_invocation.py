@@ -90,9 +90,9 @@ def test_b04_restored_and_approved_run_resumes_with_a_fresh_context(
 ) -> None:
     agent = make_agent(tools, [[Call("refund", {"order": "o1"}, "c1")]])
     paused = asyncio.run(gate.run(agent, "refund o1", context={"tenant": "t0"}))
-    saved = paused.to_state().to_string()
+    saved = gate.save_state(paused)
 
-    restored = asyncio.run(RunState.from_string(agent, saved))
+    restored = asyncio.run(gate.load_state(agent, saved))
     [call] = gate.pending(restored)
     gate.approve(restored, call, approver="human:alice")
     result = asyncio.run(gate.run(agent, restored, context=fresh_context))
@@ -114,13 +114,66 @@ def test_b04_a_decision_that_cannot_be_found_is_a_typed_error(
     Tools(first)
     paused = asyncio.run(first.run(agent, "refund o1"))
     before = len(control.approvals())
-    # Another gate whose call ledger never saw this run.
-    elsewhere = Gate(control, ledger_path=str(tmp_path / "other-ledger.db"))
+    # The state saved without its run id (the SDK's own string): the store maps the paused
+    # call under the run that paused it, so nothing is found, nothing is asked, nothing runs.
+    elsewhere = Gate(control)
     Tools(elsewhere)
-    with pytest.raises(DecisionNotFound):
-        asyncio.run(elsewhere.run(agent, paused.to_state()))
+    blind = asyncio.run(elsewhere.load_state(agent, paused.to_state().to_string()))
+    assert elsewhere.run_id(blind) is None
+    with pytest.raises(DecisionNotFound) as raised:
+        asyncio.run(elsewhere.run(agent, blind))
+    assert raised.value.call_id == "c1" and raised.value.reason == "decision_not_found"
     assert tools.count("refund", order="o1") == 0
     assert len(control.approvals()) == before
+    # With its run id the same state is found again.
+    found = asyncio.run(elsewhere.load_state(agent, first.save_state(paused)))
+    [call] = elsewhere.pending(found)
+    assert call.request.run == first.run_id(paused)
+
+
+def test_a_call_ledger_file_left_by_an_older_release_is_not_read(
+    control: countersign.Control, tools: Tools, tmp_path: Path
+) -> None:
+    # Releases before issue #13 kept `<store>.openai-agents-calls.db` beside the store. A run
+    # paused then has no mapping in the kernel's store: the file is ignored and the paused call
+    # raises DecisionNotFound (documented in the README), never a new prompt or a run.
+    import sqlite3
+
+    agent = make_agent(tools, [[Call("refund", {"order": "o9"}, "c9")]])
+    paused = asyncio.run(_paused_by_the_sdk_alone(agent))
+    [interrupted] = paused.interruptions
+    ledger = tmp_path / ".countersign" / "countersign.openai-agents-calls.db"
+    with sqlite3.connect(ledger) as connection:
+        connection.execute(
+            "CREATE TABLE calls (tool TEXT NOT NULL, call_id TEXT NOT NULL, request_id TEXT "
+            "NOT NULL, action_hash TEXT NOT NULL, created_at TEXT NOT NULL, "
+            "PRIMARY KEY (tool, call_id))"
+        )
+        connection.execute(
+            "INSERT INTO calls VALUES ('refund', 'c9', 'apr_0000000000000000000000000000', "
+            "'sha256:0', '2026-01-01T00:00:00Z')"
+        )
+    gate = Gate(control)
+    Tools(gate)
+    state = asyncio.run(gate.load_state(agent, paused.to_state().to_string()))
+    before = len(control.approvals())
+    with pytest.raises(DecisionNotFound):
+        asyncio.run(gate.run(agent, state))
+    assert tools.count("refund", order="o9") == 0
+    assert len(control.approvals()) == before == 0
+    assert interrupted.tool_name == "refund"
+
+
+async def _paused_by_the_sdk_alone(agent: Agent):
+    """A pause made without the kernel (the SDK's own `needs_approval=True` tool of the same
+    name): what a run paused by an older release looks like to this one."""
+    from agents import Runner, function_tool
+
+    @function_tool(needs_approval=True, name_override="refund")
+    def refund(order: str) -> str:
+        raise AssertionError("must not run")
+
+    return await Runner.run(agent.clone(tools=[refund]), "refund o9")
 
 
 # B06 -------------------------------------------------------------------------------------------
@@ -137,7 +190,8 @@ def test_b06_edited_arguments_with_a_forged_approval_run_nothing(
     forged = asyncio.run(RunState.from_string(agent, blob))
 
     with pytest.raises(countersign.ApprovalMismatch):
-        asyncio.run(gate.run(agent, forged))
+        # The operator's application resumes its run: it knows the run id, the blob was edited.
+        asyncio.run(gate.run(agent, forged, run_id=gate.run_id(paused)))
     assert tools.count("send_email", to="b@example.test") == 0
     assert tools.count("send_email", to="a@example.test") == 0
     edited = hash_of(control, "send_email", {"to": "b@example.test"})
@@ -154,7 +208,7 @@ def test_b06_an_approval_flag_set_by_hand_runs_nothing(
     for item in forged.get_interruptions():
         forged.approve(item)
 
-    result = asyncio.run(gate.run(agent, forged))
+    result = asyncio.run(gate.run(agent, forged, run_id=gate.run_id(paused)))
     assert tools.count("send_email", to="a@example.test") == 0
     assert json.loads(outputs(result)["c1"])["status"] == "pending"
     h = hash_of(control, "send_email", {"to": "a@example.test"})
@@ -183,7 +237,7 @@ def test_b12_mixed_batch_runs_the_approved_call_and_answers_every_call_id(
     assert set(calls) == {"B", "C"}
     gate.approve(state, calls["B"], approver="human:alice")
     gate.reject(state, calls["C"], approver="human:alice", note="keep it")
-    saved = state.to_string()
+    saved = gate.save_state(state)
     result = asyncio.run(gate.run(agent, state))
 
     counts = {
@@ -200,7 +254,7 @@ def test_b12_mixed_batch_runs_the_approved_call_and_answers_every_call_id(
     # The second resume, from the same saved state with the same decisions: nothing new runs
     # and nothing new is asked. The replayed approved call is refused as used.
     requests_before = len(control.approvals())
-    replay = asyncio.run(RunState.from_string(agent, saved))
+    replay = asyncio.run(gate.load_state(agent, saved))
     try:
         asyncio.run(gate.run(agent, replay))
     except countersign.ApprovalConsumed:

@@ -181,13 +181,42 @@ fn executor_error(py: Python<'_>, error: PyErr, raised: &Raised) -> ExecutorErro
     }
 }
 
+/// A framework call a request is correlated with: `(framework, call_id)`.
+type CorrelationArg = (String, String);
+
+/// Scope `request` to `run` and correlate it with a framework call, as given from Python.
+fn scoped(
+    mut request: ActionRequest,
+    run: Option<&str>,
+    correlation: Option<CorrelationArg>,
+) -> PyResult<ActionRequest> {
+    if let Some(run) = run {
+        request = request.with_run(run);
+    }
+    if let Some((framework, call_id)) = correlation {
+        if framework.is_empty() || call_id.is_empty() {
+            return Err(PyValueError::new_err(
+                "correlation needs a framework name and a call id, both non-empty: (framework, call_id)",
+            ));
+        }
+        request = request.with_correlation(framework, call_id);
+    }
+    Ok(request)
+}
+
 fn request(
     action: &str,
     arguments_json: &str,
     approval: Option<&str>,
     timeout: Option<f64>,
+    run: Option<&str>,
+    correlation: Option<CorrelationArg>,
 ) -> PyResult<ActionRequest> {
-    let mut request = ActionRequest::from_json_text(action, arguments_json);
+    let mut request = scoped(
+        ActionRequest::from_json_text(action, arguments_json),
+        run,
+        correlation,
+    )?;
     if let Some(id) = approval {
         request = request.with_approval(ApprovalId::parse(id).map_err(PyValueError::new_err)?);
     }
@@ -356,11 +385,10 @@ impl NativeControl {
                 })?;
             }
         }
+        // `open_url_async` opens every store `open_url` does, and PostgreSQL (whose pool lives
+        // on this module's runtime).
         let opened = py
-            .detach(|| {
-                let _guard = runtime().enter();
-                store::open_url(&url)
-            })
+            .detach(|| runtime().block_on(store::open_url_async(&url)))
             .map_err(|error| store_error(py, &error))?;
         let mut builder = Control::builder_shared(Arc::new(loaded), opened)
             .identity(StaticIdentity::new(principal.inner.clone()));
@@ -427,14 +455,22 @@ impl NativeControl {
             .map_err(|error| control_error(py, error, None))
     }
 
-    /// Find or open the approval request for this call; JSON of the record, or `None`.
+    /// Find or open the approval request for this call (scoped to `run`, correlated with
+    /// `correlation`); JSON of the record, or `None`.
+    #[pyo3(signature = (action, arguments_json, run=None, correlation=None))]
     fn request_approval(
         &self,
         py: Python<'_>,
         action: &str,
         arguments_json: &str,
+        run: Option<&str>,
+        correlation: Option<CorrelationArg>,
     ) -> PyResult<Option<String>> {
-        let request = ActionRequest::from_json_text(action, arguments_json);
+        let request = scoped(
+            ActionRequest::from_json_text(action, arguments_json),
+            run,
+            correlation,
+        )?;
         let control = self.control.clone();
         let opened = py.detach(|| runtime().block_on(control.request_approval(&request)));
         match opened {
@@ -445,7 +481,8 @@ impl NativeControl {
     }
 
     /// Run a sync Python executor under the kernel; the GIL is released while the kernel works.
-    #[pyo3(signature = (action, arguments_json, executor, approval=None, timeout=None))]
+    #[pyo3(signature = (action, arguments_json, executor, approval=None, timeout=None, run=None, correlation=None))]
+    #[allow(clippy::too_many_arguments)]
     fn execute(
         &self,
         py: Python<'_>,
@@ -454,8 +491,10 @@ impl NativeControl {
         executor: Py<PyAny>,
         approval: Option<&str>,
         timeout: Option<f64>,
+        run: Option<&str>,
+        correlation: Option<CorrelationArg>,
     ) -> PyResult<Ran> {
-        let request = request(action, arguments_json, approval, timeout)?;
+        let request = request(action, arguments_json, approval, timeout, run, correlation)?;
         let control = self.control.clone();
         let raised: Raised = Arc::default();
         let bridge = Arc::clone(&raised);
@@ -520,6 +559,25 @@ impl NativeControl {
         match recorded {
             Ok(record) => to_json(&record),
             Err(error) => Err(answer_error(py, &error)),
+        }
+    }
+
+    /// The request the store maps the framework call `(framework, run, call_id)` to, as JSON,
+    /// or `None`. A read.
+    #[pyo3(signature = (framework, run, call_id))]
+    fn correlated(
+        &self,
+        py: Python<'_>,
+        framework: &str,
+        run: Option<&str>,
+        call_id: &str,
+    ) -> PyResult<Option<String>> {
+        let control = self.control.clone();
+        let found = py.detach(|| runtime().block_on(control.correlated(framework, run, call_id)));
+        match found {
+            Ok(Some(record)) => Ok(Some(record_json(&record)?)),
+            Ok(None) => Ok(None),
+            Err(error) => Err(store_error(py, &error)),
         }
     }
 

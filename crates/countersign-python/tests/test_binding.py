@@ -271,3 +271,111 @@ def test_an_answer_about_another_hash_is_refused(control) -> None:
     assert record.state == "pending"
     granted = control.approve(request_id, approver="human:alice", action_hash=record.action_hash)
     assert granted.state == "granted"
+
+
+# ----------------------------------------------------------------------- run scope and correlation
+
+
+def _refund_pending(control: countersign.Control, run=None, correlation=None, payment_id="pi_r"):
+    with pytest.raises(countersign.ApprovalRequired) as raised:
+        control.execute(
+            "stripe.refund",
+            {"payment_id": payment_id, "amount": 900},
+            lambda arguments: "ran",
+            run=run,
+            correlation=correlation,
+        )
+    return raised.value.request_id
+
+
+def test_a_runs_approval_does_not_leak_to_another_run(control) -> None:
+    # Case B42: two runs ask for the identical action; the human approves run 1's request.
+    runs = []
+    first = _refund_pending(control, run="r1")
+    second = _refund_pending(control, run="r2")
+    assert first != second
+    assert _refund_pending(control, run="r1") == first, "pending reuse is per (hash, run)"
+    record = control.approve(first, approver="human:alice")
+    assert record.state == "granted" and record.run == "r1"
+    assert control.approval(second).run == "r2" and control.approval(second).state == "pending"
+
+    def refund(arguments: dict) -> str:
+        runs.append(arguments["payment_id"])
+        return "refunded"
+
+    arguments = {"payment_id": "pi_r", "amount": 900}
+    # Run 2 reaches execution first: run 1's grant authorizes nothing there.
+    with pytest.raises(countersign.ApprovalRequired) as pending:
+        control.execute("stripe.refund", arguments, refund, run="r2")
+    assert pending.value.request_id == second
+    with pytest.raises(countersign.ApprovalOtherRun) as other:
+        control.execute("stripe.refund", arguments, refund, run="r2", approval=first)
+    assert other.value.reason == "other_run" and other.value.may_retry is True
+    assert other.value.did_run == countersign.DidRun.NO
+    assert other.value.request_id == first and other.value.run == "r1"
+    # An unscoped call neither.
+    with pytest.raises(countersign.ApprovalOtherRun):
+        control.execute("stripe.refund", arguments, refund, approval=first)
+    assert runs == []
+    # Run 1 executes once on its own approval.
+    assert control.execute("stripe.refund", arguments, refund, run="r1").value == "refunded"
+    assert runs == ["pi_r"]
+    assert control.approval(first).state == "consumed"
+
+
+def test_protect_scopes_its_calls_to_a_run(control) -> None:
+    @control.protect("stripe.refund", run="r7")
+    def refund(payment_id: str, amount: int) -> str:
+        return "ok"
+
+    with pytest.raises(countersign.ApprovalRequired) as raised:
+        refund("pi_p", 900)
+    assert control.approval(raised.value.request_id).run == "r7"
+
+
+def test_each_correlated_call_gets_its_own_request_and_can_be_read_back(control) -> None:
+    arguments = {"payment_id": "pi_c", "amount": 900}
+    first = control.request_approval(
+        "stripe.refund", arguments, run="r1", correlation=("toyflow", "call_1")
+    )
+    second = control.request_approval(
+        "stripe.refund", arguments, run="r1", correlation=("toyflow", "call_2")
+    )
+    assert first is not None and second is not None
+    assert first.request_id != second.request_id
+    assert first.run == "r1" and first.state == "pending"
+    again = control.request_approval(
+        "stripe.refund", arguments, run="r1", correlation=("toyflow", "call_1")
+    )
+    assert again.request_id == first.request_id, "the same framework call finds its request"
+    assert control.correlated("toyflow", "r1", "call_1").request_id == first.request_id
+    assert control.correlated("toyflow", "r1", "call_2").request_id == second.request_id
+    assert control.correlated("toyflow", "r2", "call_1") is None
+    assert control.correlated("othertool", "r1", "call_1") is None
+
+
+def test_a_call_id_claimed_by_other_arguments_is_refused(control) -> None:
+    # Case B35: the same framework call id, other arguments.
+    request_id = _refund_pending(control, run="r1", correlation=("adk", "C"), payment_id="pi_a")
+    control.approve(request_id, approver="human:alice")
+    with pytest.raises(countersign.ApprovalMismatch) as refused:
+        control.execute(
+            "stripe.refund",
+            {"payment_id": "pi_b", "amount": 999},
+            lambda arguments: "ran",
+            run="r1",
+            correlation=("adk", "C"),
+        )
+    assert refused.value.reason == "mismatch"
+    last = control.receipts()[-1]
+    assert last["reason"] == "mismatch" and "duplicate correlation" in last["detail"]
+    assert control.correlated("adk", "r1", "C").request_id == request_id
+
+
+def test_a_correlation_must_be_a_pair_of_strings(control) -> None:
+    with pytest.raises(TypeError):
+        control.request_approval("stripe.refund", {"payment_id": "x", "amount": 900},
+                                 correlation="call_1")  # type: ignore[arg-type]
+    with pytest.raises(ValueError):
+        control.request_approval("stripe.refund", {"payment_id": "x", "amount": 900},
+                                 correlation=("", "call_1"))

@@ -5,12 +5,14 @@ The SDK asks a tool's ``needs_approval`` before it invokes it, pauses the run wi
 adapter plugs the Countersign kernel into that primitive **by prevention**:
 
 1. ``needs_approval`` asks the kernel. When policy says ``approve`` (enforce mode), the kernel's
-   approval request for this call's action hash is found or opened in the store and keyed to the
-   SDK's call id in a server-side call ledger (beside the store), then the SDK pauses.
+   approval request for this call's action hash is found or opened in the store, scoped to the
+   run and mapped by the kernel's store to (``openai-agents``, run id, the SDK's call id) in the
+   same transaction; then the SDK pauses. The adapter only reads that mapping
+   (``Control.correlated``); it never writes one of its own.
 2. A human answers — :meth:`Gate.approve` / :meth:`Gate.reject` here, or ``countersign approve``
    from any process. The answer is recorded by the kernel (``record_answer``), bound to the
    action hash, with who gave it; then it is applied to the SDK's run state.
-3. When the SDK really invokes the tool, the adapter presents the ledger's request to
+3. When the SDK really invokes the tool, the adapter presents the mapped request to
    ``Control.execute``: the kernel recomputes the hash from the arguments about to run and runs
    the tool only on a granted, unexpired, unused request for exactly that hash, consuming it in
    the same transaction as the effect reservation.
@@ -27,13 +29,11 @@ rejected, expired and pending, which become model-facing results (:func:`not_exe
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import inspect
 import json
-import os
-import sqlite3
-import threading
+import uuid
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any, Awaitable, Callable, Optional, Sequence, Union
 
 import countersign
@@ -59,11 +59,25 @@ __all__ = [
     "AdapterError",
     "DecisionNotFound",
     "DecisionNotApplied",
+    "RUN_STATE_SCHEMA",
     "not_executed_result",
     "unwrap",
 ]
 
 FRAMEWORK = "openai-agents"
+
+RUN_STATE_SCHEMA = "countersign.openai-agents.run-state/v1"
+"""The envelope :meth:`Gate.save_state` writes: the SDK's run state and the gate's run id."""
+
+# The run id of the gate run in progress (set by :meth:`Gate.run` around ``Runner.run``; the
+# SDK's tasks inherit it), read by the tool callbacks.
+_CURRENT_RUN: contextvars.ContextVar[Optional[str]] = contextvars.ContextVar(
+    "countersign_openai_agents_run", default=None
+)
+
+# The attribute the gate's run id is kept under on a run result, a run state and the SDK's
+# context wrapper (which ``RunResult.to_state`` carries over).
+_RUN_ATTRIBUTE = "_countersign_run"
 
 
 class AdapterError(CountersignError):
@@ -73,13 +87,16 @@ class AdapterError(CountersignError):
 
 
 class DecisionNotFound(AdapterError):
-    """A paused call has no kernel approval request in the call ledger: the run state does not
-    come from a run of this store (or the ledger was lost). Nothing is re-prompted silently and
-    nothing runs. Attributes: ``tool``, ``call_id``."""
+    """A paused call has no kernel approval request mapped to it in the store for this run: the
+    run state does not come from a run of this store, it was loaded without its run id (a plain
+    ``RunState.from_string`` instead of :meth:`Gate.load_state`), or it was paused by a release
+    of this adapter that kept its own call-ledger file (that file is not read). Nothing is
+    re-prompted silently and nothing runs. Attributes: ``tool``, ``call_id``, ``run``."""
 
     default_reason = "decision_not_found"
     tool: str
     call_id: str
+    run: Optional[str] = None
 
 
 class DecisionNotApplied(AdapterError):
@@ -155,68 +172,33 @@ def unwrap(error: BaseException) -> Optional[CountersignError]:
     return None
 
 
-class _Ledger:
-    """The server-side call ledger: SDK call id → the kernel approval request for that call.
-
-    INVARIANT (first-hash-wins): a (tool, call id) row is written once, when the SDK first asks
-    ``needs_approval`` about that call; later arguments for the same call id never replace it,
-    so an edited run state presents the request for the hash the human saw, and the kernel
-    refuses the mismatch. The ledger holds no authority: the kernel checks every presented
-    request against the hash of what is about to run.
-    """
-
-    def __init__(self, path: Optional[str]) -> None:
-        self.path = path
-        self._lock = threading.Lock()
-        if path is None:
-            self._connection = sqlite3.connect(":memory:", check_same_thread=False)
-        else:
-            Path(path).parent.mkdir(parents=True, exist_ok=True)
-            self._connection = sqlite3.connect(
-                path, timeout=10.0, check_same_thread=False, isolation_level=None
-            )
-            self._connection.execute("PRAGMA journal_mode=WAL")
-        self._connection.execute(
-            "CREATE TABLE IF NOT EXISTS calls ("
-            " tool TEXT NOT NULL, call_id TEXT NOT NULL, request_id TEXT NOT NULL,"
-            " action_hash TEXT NOT NULL, created_at TEXT NOT NULL,"
-            " PRIMARY KEY (tool, call_id))"
-        )
-
-    def remember(self, tool: str, call_id: str, request: ApprovalRequest) -> str:
-        with self._lock:
-            self._connection.execute(
-                "INSERT OR IGNORE INTO calls VALUES (?, ?, ?, ?, ?)",
-                (tool, call_id, request.request_id, request.action_hash, request.created_at),
-            )
-        found = self.lookup(tool, call_id)
-        # INVARIANT (first-hash-wins): the row exists now, written by this call or an earlier one.
-        assert found is not None
-        return found
-
-    def lookup(self, tool: str, call_id: str) -> Optional[str]:
-        with self._lock:
-            row = self._connection.execute(
-                "SELECT request_id FROM calls WHERE tool = ? AND call_id = ?", (tool, call_id)
-            ).fetchone()
-        return None if row is None else str(row[0])
+def _run_of(source: Any) -> Optional[str]:
+    """The gate's run id kept on a run result or run state (or its context wrapper), if any."""
+    for holder in (
+        source,
+        getattr(source, "_context", None),
+        getattr(source, "context_wrapper", None),
+    ):
+        run = getattr(holder, _RUN_ATTRIBUTE, None) if holder is not None else None
+        if isinstance(run, str) and run:
+            return run
+    return None
 
 
-def _default_ledger_path(control: Control) -> Optional[str]:
-    url = control.store_url
-    if url.startswith("memory:"):
-        return None
-    if url.startswith("sqlite:"):
-        path = url[len("sqlite:") :]
-        if path.startswith("//"):
-            path = path[2:]
-        path = path.split("?", 1)[0]
-        store = Path(path)
-        return str(store.with_name(store.stem + ".openai-agents-calls.db"))
-    raise ValueError(
-        f"no default call ledger for the store `{url}`: pass ledger_path= (a SQLite file every "
-        "process that pauses or resumes runs can reach)"
-    )
+def _tag(source: Any, run: Optional[str]) -> None:
+    """Keep the gate's run id on a run result or run state and its context wrapper."""
+    if not run:
+        return
+    for holder in (
+        source,
+        getattr(source, "_context", None),
+        getattr(source, "context_wrapper", None),
+    ):
+        if holder is not None:
+            try:
+                setattr(holder, _RUN_ATTRIBUTE, run)
+            except (AttributeError, TypeError):  # a holder that takes no attributes
+                pass
 
 
 def _call_of(item: ToolApprovalItem) -> tuple[str, str, str]:
@@ -251,18 +233,49 @@ class Gate:
     The operator builds the ``Control`` (policy, store, principal); the gate never builds one,
     never writes a grant, an event or a receipt itself, and has no flag that relaxes a check.
 
+    Requests are scoped to the run (case B42): :meth:`run` gives each fresh run its own id
+    (the SDK's ``RunState`` carries no run id across serialization: its trace is kept only while
+    tracing is on, and call ids can coincide across runs), keeps it on the result and the run
+    state, and :meth:`save_state` / :meth:`load_state` carry it with the serialized state. The
+    kernel's store maps (``openai-agents``, run id, SDK call id) to the request; the gate reads
+    that mapping and keeps no call ledger of its own, so any process that reaches the store
+    (SQLite or PostgreSQL) can pause, answer or resume.
+
     Args:
         control: the kernel.
-        ledger_path: the call ledger file (SDK call id → kernel request). Default: beside the
-            SQLite store (``<store>.openai-agents-calls.db``); in memory for a ``memory:``
-            store. Every process that pauses, answers or resumes a run must reach the same file.
     """
 
-    def __init__(self, control: Control, *, ledger_path: Optional[str] = None) -> None:
+    def __init__(self, control: Control) -> None:
         self.control = control
         self._tools: dict[str, str] = {}
-        self._ledger = _Ledger(ledger_path if ledger_path is not None else _default_ledger_path(control))
         self._refusals: dict[str, CountersignError] = {}
+
+    # ----------------------------------------------------------------------------- runs
+
+    def run_id(self, source: Any) -> Optional[str]:
+        """The gate's run id of a run result or run state (``None`` for one that :meth:`run`
+        did not produce and :meth:`load_state` did not load)."""
+        return _run_of(source)
+
+    def save_state(self, source: Any) -> str:
+        """Serialize a paused run (a run result or a ``RunState``) with its run id: the SDK's
+        ``to_json()`` inside a small envelope (``schema`` :data:`RUN_STATE_SCHEMA`, ``run``,
+        ``state``). Restore it with :meth:`load_state` in any process."""
+        state = source if isinstance(source, RunState) else source.to_state()
+        run = _run_of(source) or _run_of(state)
+        return json.dumps({"schema": RUN_STATE_SCHEMA, "run": run, "state": state.to_json()})
+
+    async def load_state(self, agent: Agent[Any], text: str) -> RunState:
+        """Restore a run state written by :meth:`save_state`, with its run id. A plain SDK
+        ``RunState.to_string()`` is restored too, but without a run id: its paused calls then
+        have no mapped request and :meth:`run` raises :class:`DecisionNotFound` (nothing is
+        re-prompted)."""
+        data = json.loads(text)
+        if isinstance(data, dict) and data.get("schema") == RUN_STATE_SCHEMA:
+            state = await RunState.from_string(agent, json.dumps(data["state"]))
+            _tag(state, data.get("run"))
+            return state
+        return await RunState.from_string(agent, text)
 
     def refusal(self, call_id: str) -> Optional[CountersignError]:
         """The kernel's refusal behind the model-facing ``rejected`` / ``expired`` / ``pending``
@@ -366,20 +379,24 @@ class Gate:
         its own flag) and the kernel still checks at invocation. False when the kernel will
         decide at invocation without a human: allow, deny, observe mode, a denial that still
         stands, an expired or used request (each refused there, with a receipt)."""
-        known = self._ledger.lookup(tool, call_id)
+        run = _CURRENT_RUN.get()
+        # INVARIANT (first-hash-wins): a call the store already maps keeps its request; later
+        # arguments for the same call id never replace it, so an edited run state presents the
+        # request for the hash the human saw, and the kernel refuses the mismatch.
+        known = await asyncio.to_thread(self.control.correlated, FRAMEWORK, run, call_id)
         if known is not None:
-            record = await asyncio.to_thread(self.control.approval, known)
-            return record is not None and record.state in ("pending", "granted")
+            return known.state in ("pending", "granted")
         try:
-            record = await asyncio.to_thread(self.control.request_approval, action, parameters)
+            record = await asyncio.to_thread(
+                lambda: self.control.request_approval(
+                    action, parameters, run=run, correlation=(FRAMEWORK, call_id)
+                )
+            )
         except CountersignError:
             # Refused whatever a human says (bad arguments, a used effect key): the invocation
             # raises the refusal and records it.
             return False
-        if record is None:
-            return False
-        self._ledger.remember(tool, call_id, record)
-        return record.state in ("pending", "granted")
+        return record is not None and record.state in ("pending", "granted")
 
     async def _invoke(
         self,
@@ -405,10 +422,22 @@ class Gate:
                 action=action,
                 detail="not an object",
             )
-        request_id = self._ledger.lookup(tool, call_id) if call_id else None
+        scope = _CURRENT_RUN.get()
+        mapped = (
+            await asyncio.to_thread(self.control.correlated, FRAMEWORK, scope, call_id)
+            if call_id
+            else None
+        )
+        request_id = None if mapped is None else mapped.request_id
         try:
             done = await self.control.execute_async(
-                action, arguments, run, approval=request_id, timeout=timeout
+                action,
+                arguments,
+                run,
+                approval=request_id,
+                timeout=timeout,
+                run=scope,
+                correlation=(FRAMEWORK, call_id) if call_id else None,
             )
         except ApprovalDenied as refusal:
             self._refusals[call_id] = refusal
@@ -419,11 +448,8 @@ class Gate:
             self._refusals[call_id] = refusal
             return not_executed_result("expired", tool, request_id=refusal.request_id)
         except ApprovalRequired as refusal:
+            # The kernel mapped this call to the request it opened (same transaction).
             self._refusals[call_id] = refusal
-            if call_id and request_id is None:
-                record = await asyncio.to_thread(self.control.approval, refusal.request_id)
-                if record is not None:
-                    self._ledger.remember(tool, call_id, record)
             return not_executed_result("pending", tool, request_id=refusal.request_id)
         return done.value
 
@@ -434,19 +460,21 @@ class Gate:
             return list(source.get_interruptions())
         return list(getattr(source, "interruptions", []) or [])
 
-    def _pending_call(self, item: ToolApprovalItem) -> Optional[PendingCall]:
+    def _pending_call(self, item: ToolApprovalItem, run: Optional[str]) -> Optional[PendingCall]:
         tool, call_id, arguments_json = _call_of(item)
         action = self._tools.get(tool)
         if action is None:
             return None
-        request_id = self._ledger.lookup(tool, call_id)
-        record = None if request_id is None else self.control.approval(request_id)
+        record = self.control.correlated(FRAMEWORK, run, call_id)
         if record is None:
             raise DecisionNotFound(
-                f"paused call `{call_id}` of `{tool}` has no approval request in this store's "
-                "call ledger: resume it with the gate (and store) that paused it",
+                f"paused call `{call_id}` of `{tool}` has no approval request mapped to it in "
+                f"this store for run `{run}`: resume it against the store that paused it, with "
+                "the state loaded by `Gate.load_state` (a state saved without its run id, or "
+                "paused by an adapter release that kept a call-ledger file, cannot be resumed)",
                 tool=tool,
                 call_id=call_id,
+                run=run,
             )
         try:
             arguments = json.loads(arguments_json)
@@ -460,11 +488,12 @@ class Gate:
         ``countersign approve`` from another process). Calls of other tools are left out.
 
         Raises:
-            DecisionNotFound: a paused gated call has no kernel request in the ledger.
+            DecisionNotFound: a paused gated call has no kernel request mapped to it.
         """
         found = []
+        run = _run_of(source)
         for item in self._interruptions(source):
-            call = self._pending_call(item)
+            call = self._pending_call(item, run)
             if call is not None:
                 found.append(call)
         return found
@@ -472,7 +501,7 @@ class Gate:
     def _resolve(self, state: RunState, call: Union[PendingCall, ToolApprovalItem]) -> PendingCall:
         if isinstance(call, PendingCall):
             return call
-        resolved = self._pending_call(call)
+        resolved = self._pending_call(call, _run_of(state))
         if resolved is None:
             tool, _, _ = _call_of(call)
             raise ValueError(f"tool `{tool}` is not gated by this Countersign gate")
@@ -533,7 +562,7 @@ class Gate:
         """
         resolved = self._resolve(state, call)
         record = self.control.deny(resolved.request.request_id, approver=approver, note=note)
-        self._refuse_in_kernel(resolved)
+        self._refuse_in_kernel(resolved, _run_of(state))
         _sdk_reject(
             state,
             resolved.item,
@@ -553,6 +582,7 @@ class Gate:
             DecisionNotFound.
         """
         still_pending = []
+        run = _run_of(state)
         for call in self.pending(state):
             request = call.request
             if request.state == "pending":
@@ -560,7 +590,7 @@ class Gate:
             elif request.state == "granted" or request.state == "consumed":
                 state.approve(call.item)
             elif request.state == "denied":
-                self._refuse_in_kernel(call)
+                self._refuse_in_kernel(call, run)
                 _sdk_reject(
                     state,
                     call.item,
@@ -572,7 +602,7 @@ class Gate:
                     ),
                 )
             else:
-                self._refuse_in_kernel(call)
+                self._refuse_in_kernel(call, run)
                 _sdk_reject(
                     state,
                     call.item,
@@ -580,7 +610,7 @@ class Gate:
                 )
         return still_pending
 
-    def _refuse_in_kernel(self, call: PendingCall) -> None:
+    def _refuse_in_kernel(self, call: PendingCall, run: Optional[str]) -> None:
         """Present a call the SDK will not invoke (denied, expired or void request) to the
         kernel with the arguments its run state holds, so the kernel refuses it as itself and
         the ended attempt leaves its receipt ("every attempt that ends leaves a receipt"). The
@@ -595,14 +625,23 @@ class Gate:
             raise countersign.NotExecuted("refused by the human's answer; the tool was not run")
 
         try:
-            self.control.execute(call.action, arguments, never, approval=call.request.request_id)
+            self.control.execute(
+                call.action, arguments, never, approval=call.request.request_id, run=run
+            )
         except CountersignError as refusal:
             self._refusals[call.call_id] = refusal
 
     # ----------------------------------------------------------------------------- running
 
-    async def run(self, agent: Agent[Any], input: Any, **kwargs: Any) -> Any:
+    async def run(
+        self, agent: Agent[Any], input: Any, *, run_id: Optional[str] = None, **kwargs: Any
+    ) -> Any:
         """``Runner.run`` with Countersign's rules.
+
+        - The run's id: ``run_id`` if given; else, resuming, the id kept on the run state
+          (:meth:`load_state`, or the state of a result of this gate); else a new one. Every
+          request opened in the run is scoped to it, so another run's approval never
+          authorizes this run's call (case B42). The result carries it (:meth:`run_id`).
 
         - Resuming (``input`` is a ``RunState``): the kernel's recorded answers are applied
           first (:meth:`apply_decisions`). If the resumed run pauses again on a call whose
@@ -610,20 +649,25 @@ class Gate:
           resume passes a new ``context``, case B04), the answers are applied once more to the
           new pause and the run resumes from it; if the framework drops them again,
           :class:`DecisionNotApplied` is raised instead of re-prompting. No new approval request
-          is made either way: the call ledger finds the one the human answered.
+          is made either way: the store's mapping finds the one the human answered.
         - A kernel refusal raised inside a tool reaches the caller as itself (the SDK's
           ``UserError`` wrapper is removed; it stays as ``__context__``).
         """
+        run = run_id or (_run_of(input) if isinstance(input, RunState) else None)
+        run = run or f"oa-run-{uuid.uuid4().hex}"
+        if isinstance(input, RunState):
+            _tag(input, run)
         applied = self._apply(input)
-        result = await self._run_once(agent, input, **kwargs)
+        result = await self._run_once(agent, input, run, **kwargs)
         dropped = [call for call in self.pending(result) if call.call_id in applied]
         if not dropped:
             return result
         # The new state carries the run's (new) context: resume from it without overriding.
         state = result.to_state()
+        _tag(state, run)
         again = self._apply(state)
         retry_kwargs = {key: value for key, value in kwargs.items() if key != "context"}
-        result = await self._run_once(agent, state, **retry_kwargs)
+        result = await self._run_once(agent, state, run, **retry_kwargs)
         for call in self.pending(result):
             if call.call_id in again:
                 raise DecisionNotApplied(
@@ -645,18 +689,25 @@ class Gate:
         still = {call.call_id for call in self.apply_decisions(input)}
         return before - still
 
-    async def _run_once(self, agent: Agent[Any], input: Any, **kwargs: Any) -> Any:
+    async def _run_once(self, agent: Agent[Any], input: Any, run: str, **kwargs: Any) -> Any:
+        token = _CURRENT_RUN.set(run)
         try:
-            return await Runner.run(agent, input, **kwargs)
+            result = await Runner.run(agent, input, **kwargs)
         except AgentsException as error:
             refusal = unwrap(error)
             if refusal is not None:
                 raise refusal
             raise
+        finally:
+            _CURRENT_RUN.reset(token)
+        _tag(result, run)
+        return result
 
-    def run_sync(self, agent: Agent[Any], input: Any, **kwargs: Any) -> Any:
+    def run_sync(
+        self, agent: Agent[Any], input: Any, *, run_id: Optional[str] = None, **kwargs: Any
+    ) -> Any:
         """:meth:`run` from synchronous code (starts an event loop)."""
-        return asyncio.run(self.run(agent, input, **kwargs))
+        return asyncio.run(self.run(agent, input, run_id=run_id, **kwargs))
 
 
 def _sdk_reject(state: RunState, item: ToolApprovalItem, message: str) -> None:

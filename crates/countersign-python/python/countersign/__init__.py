@@ -139,6 +139,9 @@ class ApprovalRequest:
     """How many distinct approvers must say yes (the rule stored with the request)."""
     approvers: str = ""
     """Who may answer, in one line (the stored rule's summary), e.g. ``group:finance (2 of them)``."""
+    run: Optional[str] = None
+    """The run the request was opened for (``run=`` on the call), or ``None``: only an attempt
+    naming the same run consumes its grant (an unscoped one only an attempt naming none)."""
     display: str = ""
     """What to show a human: the kernel's one rendering (``countersign::display``), every
     argument in full, every character a person could misread escaped as ``\\u{…}`` with a
@@ -169,6 +172,7 @@ class ApprovalRequest:
             ),
             quorum=(record.get("rule") or {}).get("quorum", 1),
             approvers=_rule_summary(record.get("rule") or {}),
+            run=record.get("run"),
             display=record.get("display") or "",
         )
 
@@ -184,6 +188,25 @@ def _rule_summary(rule: Mapping[str, Any]) -> str:
     if rule.get("distinct_from_requester"):
         text += ", not the requester's groups"
     return text
+
+
+Correlation = tuple[str, str]
+"""A framework call: ``(framework, call_id)``, the framework's name and its id for the call."""
+
+
+def _correlation(correlation: Optional[Correlation]) -> Optional[Correlation]:
+    if correlation is None:
+        return None
+    try:
+        framework, call_id = correlation
+    except (TypeError, ValueError):
+        raise TypeError(
+            "correlation must be a pair (framework, call_id), such as "
+            "('openai-agents', 'call_1')"
+        ) from None
+    if not isinstance(framework, str) or not isinstance(call_id, str):
+        raise TypeError("correlation must be a pair of strings (framework, call_id)")
+    return (framework, call_id)
 
 
 def _arguments_json(arguments: Mapping[str, Any]) -> str:
@@ -284,14 +307,28 @@ class Control:
         return self._native.needs_approval(action, _arguments_json(arguments))
 
     def request_approval(
-        self, action: str, arguments: Mapping[str, Any]
+        self,
+        action: str,
+        arguments: Mapping[str, Any],
+        *,
+        run: Optional[str] = None,
+        correlation: Optional[Correlation] = None,
     ) -> Optional[ApprovalRequest]:
         """Find or open the approval request for this call without running anything.
 
         ``None`` when the call needs no approval (allow, deny, observe mode). Otherwise the
         request bound to this call's action hash: ``pending`` (created now or earlier),
         ``granted`` (answered yes, unused) or ``denied`` (a human's no that still stands).
-        Idempotent for one action hash.
+        Idempotent for one action hash (per ``run``).
+
+        Args:
+            run: the run this call belongs to (a framework's run or thread id; not hashed). A
+                request opened here is scoped to it: its grant is consumed only by a call
+                naming the same run. Pending requests are reused per (action hash, run).
+            correlation: ``(framework, call_id)``: the store maps (framework, run, call id) to
+                the request in the same transaction, first write wins, so each framework call
+                gets its own request. Read it back with :meth:`correlated`. A call id already
+                mapped to other arguments is refused (:class:`ApprovalMismatch`).
 
         Writes no receipt: a refusal raised here is not recorded. An adapter that asks this
         as its approval predicate should answer "no approval needed" on a refusal and let
@@ -301,7 +338,9 @@ class Control:
             InvalidArguments, BadTemplate, NoPrincipal; DuplicateEffect or AmbiguousEffect
             when the effect would be refused anyway (nobody is asked); StoreError.
         """
-        text = self._native.request_approval(action, _arguments_json(arguments))
+        text = self._native.request_approval(
+            action, _arguments_json(arguments), run, _correlation(correlation)
+        )
         return None if text is None else ApprovalRequest._from_json(text)
 
     def execute(
@@ -312,6 +351,8 @@ class Control:
         *,
         approval: Optional[str] = None,
         timeout: Optional[float] = None,
+        run: Optional[str] = None,
+        correlation: Optional[Correlation] = None,
     ) -> Executed:
         """Decide this call and, if allowed or approved, run ``executor`` at most once with the
         canonical arguments (a ``dict``). The kernel works with the GIL released.
@@ -322,6 +363,11 @@ class Control:
             timeout: seconds the executor may run; past it the outcome is unknown. The
                 executor runs on this thread and is not interrupted: the timeout is checked by
                 the kernel around it, so a call that blocks is not cut short.
+            run: the run this call belongs to (not hashed): a request it opens is scoped to
+                the run, and only a grant of the same run authorizes it (another run's, or an
+                unscoped one, is refused :class:`ApprovalOtherRun`; a denial stands in every
+                run).
+            correlation: ``(framework, call_id)``, as for :meth:`request_approval`.
 
         Raises:
             CountersignError: a subclass per refusal (``did_run``/``may_retry`` say what
@@ -330,7 +376,13 @@ class Control:
         """
 
         value, receipt = self._native.execute(
-            action, _arguments_json(arguments), executor, approval, timeout
+            action,
+            _arguments_json(arguments),
+            executor,
+            approval,
+            timeout,
+            run,
+            _correlation(correlation),
         )
         return Executed(value, receipt)
 
@@ -342,6 +394,8 @@ class Control:
         *,
         approval: Optional[str] = None,
         timeout: Optional[float] = None,
+        run: Optional[str] = None,
+        correlation: Optional[Correlation] = None,
     ) -> Executed:
         """As :meth:`execute`, for an async executor; never blocks the event loop.
 
@@ -351,17 +405,24 @@ class Control:
         """
         loop = asyncio.get_running_loop()
 
-        def run(canonical: dict) -> Any:
+        def bridge(canonical: dict) -> Any:
             coroutine = executor(canonical)
             return asyncio.run_coroutine_threadsafe(coroutine, loop).result()
 
         value, receipt = await asyncio.to_thread(
-            self._native.execute, action, _arguments_json(arguments), run, approval, timeout
+            self._native.execute,
+            action,
+            _arguments_json(arguments),
+            bridge,
+            approval,
+            timeout,
+            run,
+            _correlation(correlation),
         )
         return Executed(value, receipt)
 
     def protect(
-        self, action: str, *, timeout: Optional[float] = None
+        self, action: str, *, timeout: Optional[float] = None, run: Optional[str] = None
     ) -> Callable[[F], F]:
         """Decorate a function (sync or ``async``) as the protected tool ``action``.
 
@@ -369,6 +430,8 @@ class Control:
         the call's arguments (defaults applied), decided by policy, and the function runs with
         the canonical arguments — exactly what was hashed and approved. It returns the
         function's value or raises a :class:`CountersignError`.
+
+        ``run`` scopes every call of the function to one run (see :meth:`execute`).
         """
 
         def decorate(function: F) -> F:
@@ -383,11 +446,11 @@ class Control:
 
                 @functools.wraps(function)
                 async def protected_async(*args: Any, **kwargs: Any) -> Any:
-                    async def run(canonical: dict) -> Any:
+                    async def call(canonical: dict) -> Any:
                         return await function(**canonical)
 
                     done = await self.execute_async(
-                        action, bind(args, kwargs), run, timeout=timeout
+                        action, bind(args, kwargs), call, timeout=timeout, run=run
                     )
                     return done.value
 
@@ -399,6 +462,7 @@ class Control:
                 done = self.execute(
                     action, bind(args, kwargs), lambda canonical: function(**canonical),
                     timeout=timeout,
+                    run=run,
                 )
                 return done.value
 
@@ -479,6 +543,15 @@ class Control:
             request_id, "deny", approver=approver, token=token,
             action_hash=action_hash, note=note,
         )
+
+    def correlated(
+        self, framework: str, run: Optional[str], call_id: str
+    ) -> Optional[ApprovalRequest]:
+        """The request the store maps the framework call ``(framework, run, call_id)`` to (see
+        ``correlation=`` on :meth:`request_approval` and :meth:`execute`), or ``None``. A read:
+        adapters may call it; they never write a mapping of their own."""
+        text = self._native.correlated(framework, run, call_id)
+        return None if text is None else ApprovalRequest._from_json(text)
 
     def approval(self, request_id: str) -> Optional[ApprovalRequest]:
         """One approval request, or ``None``."""
