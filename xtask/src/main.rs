@@ -103,6 +103,10 @@ fn test(_args: &[String]) -> Result<()> {
     python
         .current_dir(&root)
         .arg("adapters/openai-agents/run-tests.sh");
+    // Its cross-process test pauses and resumes on the test PostgreSQL database.
+    if let Some(url) = POSTGRES_URL.get() {
+        python.env("COUNTERSIGN_TEST_POSTGRES_URL", url);
+    }
     run(python)?;
     // The side-by-side comparison with ctrlrun, once with tiny counts (reuses that debug wheel).
     let mut compare = Command::new("bash");
