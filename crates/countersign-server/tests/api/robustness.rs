@@ -99,6 +99,45 @@ async fn an_unreachable_store_answers_503_and_keeps_serving() {
     server.await.expect("the task ends").expect("a clean stop");
 }
 
+#[tokio::test]
+async fn every_documented_operation_exists_and_needs_sign_in() {
+    let text = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../../docs/approval-service.openapi.yaml"
+    ))
+    .expect("the OpenAPI file");
+    let document: serde_json::Value = serde_saphyr::from_str(&text).expect("valid YAML");
+    assert_eq!(document["openapi"], "3.1.0");
+    let paths = document["paths"].as_object().expect("paths");
+    let (router, id, _) = tokio::task::spawn_blocking(fuzz_router)
+        .await
+        .expect("a router");
+    let mut operations = 0;
+    for (path, item) in paths {
+        for (method, operation) in item.as_object().expect("a path item") {
+            operations += 1;
+            let concrete = path.replace("{id}", &id).replace("{key}", "e:1");
+            let request = Request::builder()
+                .method(method.to_uppercase().as_str())
+                .uri(concrete.as_str())
+                .header("content-type", "application/json")
+                .body(Body::from("{}"))
+                .expect("a request");
+            let status = router
+                .clone()
+                .oneshot(request)
+                .await
+                .expect("infallible")
+                .status()
+                .as_u16();
+            let public = operation["security"] == json!([]);
+            let expected = if public { 200 } else { 401 };
+            assert_eq!(status, expected, "{method} {path}");
+        }
+    }
+    assert_eq!(operations, 7);
+}
+
 /// A router over a memory store with one pending request, and a valid token for it.
 fn fuzz_router() -> (axum::Router, String, String) {
     let runtime = tokio::runtime::Builder::new_current_thread()
