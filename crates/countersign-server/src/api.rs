@@ -49,6 +49,8 @@ pub(crate) fn router(service: Service) -> Router {
         .route("/api/v1/receipts", get(list_receipts))
         .route("/api/v1/effects", get(list_effects))
         .route("/api/v1/effects/{key}/resolve", post(resolve))
+        .route("/metrics", get(metrics))
+        .route_layer(axum::middleware::from_fn_with_state(service.clone(), track))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(service)
@@ -70,6 +72,40 @@ pub(crate) fn router(service: Service) -> Router {
             )
             .into_response()
         }))
+}
+
+/// Count every routed call by its route template and status.
+async fn track(
+    State(service): State<Service>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
+    let method = request.method().as_str().to_owned();
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    service.inner.metrics.record_request(
+        &method,
+        &route,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    response
+}
+
+/// `GET /metrics`: Prometheus text.
+async fn metrics(State(service): State<Service>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        service.inner.metrics.render(),
+    )
+        .into_response()
 }
 
 async fn not_found() -> Problem {
@@ -478,7 +514,11 @@ async fn answer(
     };
     let record = approval::submit_answer(store.as_ref(), submitted, now)
         .await
-        .map_err(|error| Problem::from_answer(&error))?;
+        .map_err(|error| {
+            service.inner.metrics.record_answer(error.reason());
+            Problem::from_answer(&error)
+        })?;
+    service.inner.metrics.record_answer(record.state.as_str());
     let mut scope = Scope::new(&caller, now);
     json(StatusCode::OK, &item(&record, &mut scope))
 }
@@ -645,7 +685,15 @@ async fn resolve(
             service.inner.clock.now(),
         )
         .await
-        .map_err(|error| Problem::from_resolve(&error))?;
+        .map_err(|error| {
+            let problem = Problem::from_resolve(&error);
+            service.inner.metrics.record_resolution(problem.reason);
+            problem
+        })?;
+    service
+        .inner
+        .metrics
+        .record_resolution(resolved.state.as_str());
     json(StatusCode::OK, &resolved)
 }
 

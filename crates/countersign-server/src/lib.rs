@@ -18,6 +18,7 @@
 //! | `GET /api/v1/receipts` | receipts the caller may read |
 //! | `GET /api/v1/effects` | effect records the caller may read (`?state=`) |
 //! | `POST /api/v1/effects/{key}/resolve` | `{to: committed\|failed, note}` |
+//! | `GET /metrics` | counters in Prometheus text (no sign-in; no ids or names in labels) |
 //!
 //! The service has no TLS of its own: it listens on loopback, or behind a reverse proxy that
 //! terminates TLS (see `docs/approval-service.md`).
@@ -25,6 +26,7 @@
 
 mod api;
 pub mod auth;
+mod metrics;
 pub mod problem;
 mod scope;
 
@@ -135,6 +137,7 @@ struct Inner {
     auditors_group: Option<String>,
     public_url: Option<String>,
     clock: Arc<dyn Clock>,
+    metrics: metrics::Metrics,
 }
 
 impl Service {
@@ -151,6 +154,7 @@ impl Service {
                 auditors_group: config.auditors_group,
                 public_url: config.public_url,
                 clock: config.clock,
+                metrics: metrics::Metrics::default(),
             }),
         }
     }

@@ -208,6 +208,29 @@ async fn a_quorum_of_two_then_the_agents_retry_runs_once(backend: Backend, case:
             .iter()
             .all(|receipt| receipt["channel"] == "service")
     );
+    // /metrics counts them by outcome, and names nobody.
+    let metrics = harness
+        .client
+        .get(harness.url("/metrics"))
+        .send()
+        .await
+        .expect("metrics")
+        .text()
+        .await
+        .expect("text");
+    assert!(
+        metrics.contains("countersign_serve_answers_total{outcome=\"pending\"} 2"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("countersign_serve_answers_total{outcome=\"granted\"} 1"),
+        "{metrics}"
+    );
+    assert!(
+        metrics.contains("route=\"/api/v1/approvals/{id}/answer\",status=\"200\"} 3"),
+        "{metrics}"
+    );
+    assert!(!metrics.contains("alice") && !metrics.contains(id.as_str()));
     harness.stop().await;
 }
 
