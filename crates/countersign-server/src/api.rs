@@ -22,10 +22,10 @@ use serde::Serialize;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::set_header::SetResponseHeaderLayer;
 
-use crate::Service;
 use crate::auth::{self, Caller};
 use crate::problem::Problem;
 use crate::scope::Scope;
+use crate::{Service, browser};
 
 /// The largest request body accepted, in bytes.
 const MAX_BODY: usize = 64 * 1024;
@@ -50,6 +50,8 @@ pub(crate) fn router(service: Service) -> Router {
         .route("/api/v1/effects", get(list_effects))
         .route("/api/v1/effects/{key}/resolve", post(resolve))
         .route("/metrics", get(metrics))
+        .route("/signin", get(browser::signin_form).post(browser::signin))
+        .route("/signout", post(browser::signout))
         .route_layer(axum::middleware::from_fn_with_state(service.clone(), track))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -144,7 +146,47 @@ fn json(status: StatusCode, value: &impl Serialize) -> Answer {
 }
 
 impl Service {
-    fn caller(&self, headers: &HeaderMap) -> Result<Caller, Problem> {
+    /// Sign the caller in: a token, the proxy header, or a browser session. `changes`: the call
+    /// changes something, so a session must also prove it is not cross-site (CSRF header).
+    fn caller(&self, headers: &HeaderMap, changes: bool) -> Result<Caller, Problem> {
+        let proxy_identity = self
+            .inner
+            .sign_in
+            .proxy
+            .as_ref()
+            .is_some_and(|proxy| headers.contains_key(&proxy.identity_header));
+        if !headers.contains_key(header::AUTHORIZATION)
+            && !proxy_identity
+            && let Some(id) = browser::cookie(headers, browser::SESSION_COOKIE)
+        {
+            let now = self.inner.clock.now();
+            let session = self.inner.sessions.find(id, now).ok_or_else(|| {
+                Problem::not_authenticated("the session has ended: sign in again at /signin")
+            })?;
+            if changes {
+                let given = headers
+                    .get(browser::CSRF_HEADER)
+                    .and_then(|value| value.to_str().ok())
+                    .unwrap_or("");
+                if !browser::same_secret(given, &session.csrf) {
+                    return Err(Problem::new(
+                        StatusCode::FORBIDDEN,
+                        "csrf",
+                        format!(
+                            "a call made with the browser session must send `{}` as the sign-in page shows it",
+                            browser::CSRF_HEADER
+                        ),
+                    ));
+                }
+            }
+            return auth::token_caller(
+                &self.inner.sign_in,
+                &self.inner.directory,
+                self.inner.auditors_group.as_deref(),
+                &session.token,
+                now,
+            );
+        }
         auth::authenticate(
             &self.inner.sign_in,
             &self.inner.directory,
@@ -283,7 +325,7 @@ async fn list_approvals(
     headers: HeaderMap,
     query: Result<Query<BTreeMap<String, String>>, QueryRejection>,
 ) -> Answer {
-    let caller = service.caller(&headers)?;
+    let caller = service.caller(&headers, false)?;
     let listing = listing(query, true)?;
     let state = match listing.state.as_deref() {
         None => Some(ApprovalState::Pending),
@@ -395,7 +437,7 @@ async fn get_approval(
     headers: HeaderMap,
     path: Result<Path<String>, PathRejection>,
 ) -> Answer {
-    let caller = service.caller(&headers)?;
+    let caller = service.caller(&headers, false)?;
     let Path(id) = path.map_err(|error| path_problem(&error))?;
     let store = service.store().await?;
     let mut scope = Scope::new(&caller, service.inner.clock.now());
@@ -478,7 +520,7 @@ async fn answer(
     path: Result<Path<String>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer {
-    let caller = service.caller(&headers)?;
+    let caller = service.caller(&headers, true)?;
     let Path(id) = path.map_err(|error| path_problem(&error))?;
     let request_id = ApprovalId::parse(&id).map_err(|_| {
         Problem::new(
@@ -567,7 +609,7 @@ async fn list_effects(
     headers: HeaderMap,
     query: Result<Query<BTreeMap<String, String>>, QueryRejection>,
 ) -> Answer {
-    let caller = service.caller(&headers)?;
+    let caller = service.caller(&headers, false)?;
     let listing = listing(query, true)?;
     let state = match listing.state.as_deref() {
         None | Some("all") => None,
@@ -620,7 +662,7 @@ async fn resolve(
     path: Result<Path<String>, PathRejection>,
     body: Result<Bytes, BytesRejection>,
 ) -> Answer {
-    let caller = service.caller(&headers)?;
+    let caller = service.caller(&headers, true)?;
     let Path(key) = path.map_err(|error| path_problem(&error))?;
     let unknown = || {
         Problem::new(
@@ -703,7 +745,7 @@ async fn list_receipts(
     headers: HeaderMap,
     query: Result<Query<BTreeMap<String, String>>, QueryRejection>,
 ) -> Answer {
-    let caller = service.caller(&headers)?;
+    let caller = service.caller(&headers, false)?;
     let listing = listing(query, false)?;
     let mut after_seq: u64 = match &listing.cursor {
         None => 0,

@@ -190,22 +190,7 @@ pub fn authenticate(
                 "the `Authorization` header is not `Bearer TOKEN`: send an approver token from `countersign approver token`",
             ));
         };
-        if sign_in.approver_keys.is_empty() {
-            return Err(Problem::not_authenticated(
-                "this approval service accepts no approver tokens: no approver keys are configured (`approvers.keys` in the policy, or `--approver-key`)",
-            ));
-        }
-        let verified = token::verify(jwt, &sign_in.approver_keys, now).map_err(|error| {
-            Problem::not_authenticated(error.to_string()).with("token_reason", error.reason())
-        })?;
-        let groups = merged_groups(directory, &verified.subject, &verified.groups);
-        return Ok(Caller {
-            credential: Credential::Token(jwt.to_owned()),
-            auditor: is_auditor(auditors_group, &groups),
-            id: verified.subject,
-            groups,
-            authentication: Authentication::Token,
-        });
+        return token_caller(sign_in, directory, auditors_group, jwt, now);
     }
     if let Some(proxy) = &sign_in.proxy
         && let Some(identity) = headers.get(&proxy.identity_header)
@@ -255,6 +240,37 @@ pub fn authenticate(
     Err(Problem::not_authenticated(
         "sign in: send `Authorization: Bearer TOKEN` with an approver token (`countersign approver token` issues one), or come through the authenticating proxy",
     ))
+}
+
+/// The caller an approver token signs in (from `Authorization: Bearer`, or a browser session
+/// opened with it).
+///
+/// # Errors
+///
+/// A 401 `not_authenticated` [`Problem`], with `token_reason` when the token is refused.
+pub fn token_caller(
+    sign_in: &SignIn,
+    directory: &BTreeMap<String, Vec<String>>,
+    auditors_group: Option<&str>,
+    jwt: &str,
+    now: Timestamp,
+) -> Result<Caller, Problem> {
+    if sign_in.approver_keys.is_empty() {
+        return Err(Problem::not_authenticated(
+            "this approval service accepts no approver tokens: no approver keys are configured (`approvers.keys` in the policy, or `--approver-key`)",
+        ));
+    }
+    let verified = token::verify(jwt, &sign_in.approver_keys, now).map_err(|error| {
+        Problem::not_authenticated(error.to_string()).with("token_reason", error.reason())
+    })?;
+    let groups = merged_groups(directory, &verified.subject, &verified.groups);
+    Ok(Caller {
+        credential: Credential::Token(jwt.to_owned()),
+        auditor: is_auditor(auditors_group, &groups),
+        id: verified.subject,
+        groups,
+        authentication: Authentication::Token,
+    })
 }
 
 fn merged_groups(

@@ -18,6 +18,7 @@
 //! | `GET /api/v1/receipts` | receipts the caller may read |
 //! | `GET /api/v1/effects` | effect records the caller may read (`?state=`) |
 //! | `POST /api/v1/effects/{key}/resolve` | `{to: committed\|failed, note}` |
+//! | `GET /signin`, `POST /signin`, `POST /signout` | browser sign-in: a token for a session cookie ([`browser`]) |
 //! | `GET /metrics` | counters in Prometheus text (no sign-in; no ids or names in labels) |
 //!
 //! The service has no TLS of its own: it listens on loopback, or behind a reverse proxy that
@@ -26,6 +27,7 @@
 
 mod api;
 pub mod auth;
+pub mod browser;
 mod metrics;
 pub mod problem;
 mod scope;
@@ -138,6 +140,7 @@ struct Inner {
     public_url: Option<String>,
     clock: Arc<dyn Clock>,
     metrics: metrics::Metrics,
+    sessions: browser::Sessions,
 }
 
 impl Service {
@@ -155,6 +158,7 @@ impl Service {
                 public_url: config.public_url,
                 clock: config.clock,
                 metrics: metrics::Metrics::default(),
+                sessions: browser::Sessions::default(),
             }),
         }
     }

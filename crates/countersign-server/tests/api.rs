@@ -5,6 +5,7 @@
 //! `.ci/postgres.sh` to get one).
 
 mod api {
+    pub mod browser;
     pub mod robustness;
     pub mod routes;
     pub mod support;
