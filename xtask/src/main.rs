@@ -169,7 +169,23 @@ fn bench(args: &[String]) -> Result<()> {
             "--",
         ])
         .args(args);
-    run(gateway)
+    run(gateway)?;
+    // The approval service: listing 1,000 pending requests (p50/p99) and answers per second.
+    let mut serve = cargo();
+    serve
+        .current_dir(project_root())
+        .args([
+            "run",
+            "--quiet",
+            "--release",
+            "-p",
+            "countersign-server",
+            "--example",
+            "bench_serve",
+            "--",
+        ])
+        .args(args.iter().filter(|arg| *arg == "--quick"));
+    run(serve)
 }
 
 /// `cargo xtask conformance`: build the `countersign` command and the kit, then run the kit.

@@ -10,6 +10,7 @@ mod demo;
 mod gateway;
 mod keys;
 mod render;
+mod serve;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -102,6 +103,9 @@ enum Command {
     Keygen(keys::KeygenArgs),
     /// Approver identities: `countersign approver token` issues a signed, short-lived token.
     Approver(keys::ApproverArgs),
+    /// Run the approval service: sign-in (approver tokens, or an authenticating proxy) and the
+    /// JSON API for answering approvals and resolving effects, on loopback by default.
+    Serve(serve::ServeArgs),
 }
 
 /// A failure to report: one line, then exit status 1.
@@ -207,6 +211,7 @@ pub async fn run(cli: Cli, out: &mut dyn std::io::Write) -> Result<ExitCode, Fai
         Command::Gateway(args) => gateway::run(global, &args, out).await,
         Command::Keygen(args) => keys::keygen(global, &args, out),
         Command::Approver(args) => keys::approver(global, &args, out),
+        Command::Serve(args) => serve::run(global, &args, out).await,
     }
 }
 

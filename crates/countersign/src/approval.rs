@@ -563,7 +563,7 @@ pub async fn submit_answer(
     answer: crate::store::RecordAnswer,
     now: Timestamp,
 ) -> Result<ApprovalRecord, crate::error::AnswerError> {
-    if let Credential::Asserted(name) = &answer.approver
+    if let Credential::Asserted(name) | Credential::Verified { id: name, .. } = &answer.approver
         && name.trim().is_empty()
     {
         return Err(crate::error::AnswerError::NoApprover);
@@ -684,7 +684,8 @@ pub fn plan_answer(
 /// The approver a [`Credential`] stands for under `rule`, at `now`, through `channel`.
 ///
 /// A bare name is [`crate::approver::Authentication::Asserted`], with groups from the rule's
-/// directory only. A token is verified by [`crate::token::verify`] against the keys stored
+/// directory only. A [`Credential::Verified`] identity keeps the authentication its surface
+/// established, and its groups add to the directory's unless that is `asserted`. A token is verified by [`crate::token::verify`] against the keys stored
 /// with the rule; its `sub` is the id and its `groups` claim adds to the directory's.
 ///
 /// # Errors
@@ -705,6 +706,17 @@ pub fn approver_of(
                 return Err(None);
             }
             Ok(rule.approver(name, &[], channel, Authentication::Asserted))
+        }
+        Credential::Verified {
+            id,
+            groups,
+            authentication,
+        } => {
+            let id = id.trim();
+            if id.is_empty() {
+                return Err(None);
+            }
+            Ok(rule.approver(id, groups, channel, *authentication))
         }
         Credential::Unverified { source, reason } => Err(Some(format!("{source}: {reason}"))),
         Credential::Token(token) => {

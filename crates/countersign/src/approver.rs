@@ -180,6 +180,22 @@ pub enum Credential {
     /// An approver token (compact JWS), verified by [`crate::token::verify`] against the keys
     /// stored with the request's rule. Never logged.
     Token(String),
+    /// An identity the surface itself authenticated before handing the answer over (for
+    /// example the approval service, behind an authenticating proxy whose identity header it
+    /// accepted only together with the proxy's shared secret). The surface vouches for `id` and
+    /// `groups`; the kernel still judges them against the request's stored rule, adding the
+    /// rule's directory groups. With [`Authentication::Asserted`] it is treated exactly as
+    /// [`Credential::Asserted`] (claimed groups ignored). Only for surfaces the operator runs:
+    /// never built from model output, tool arguments or run state.
+    Verified {
+        /// Who, for example `human:alice`. An empty id is an anonymous answer (`no_approver`).
+        id: String,
+        /// Groups the surface verified (without the `group:` prefix).
+        groups: Vec<String>,
+        /// How the surface authenticated the person (for example
+        /// [`Authentication::ProxyHeader`]).
+        authentication: Authentication,
+    },
     /// An answer from a source that cannot vouch for anyone (for example an MCP client the
     /// operator did not attest). It is recorded as a refused answer (`not_authenticated`,
     /// with `reason`) and changes nothing.
@@ -197,6 +213,16 @@ impl fmt::Debug for Credential {
             Credential::Asserted(name) => f.debug_tuple("Asserted").field(name).finish(),
             // A token is a bearer secret: never printed.
             Credential::Token(_) => f.write_str("Token([hidden])"),
+            Credential::Verified {
+                id,
+                groups,
+                authentication,
+            } => f
+                .debug_struct("Verified")
+                .field("id", id)
+                .field("groups", groups)
+                .field("authentication", authentication)
+                .finish(),
             Credential::Unverified { source, reason } => f
                 .debug_struct("Unverified")
                 .field("source", source)

@@ -204,3 +204,21 @@ fn usage_errors_exit_with_status_2_and_write_nothing() {
     }
     assert_eq!(StoreFiles::read(&sandbox.store_path()), before);
 }
+
+#[test]
+fn serve_refuses_a_public_address_without_a_proxy_and_a_missing_store() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    check_refused(
+        &sandbox,
+        &["serve", "--listen", "0.0.0.0:0"],
+        "refusing to listen on `0.0.0.0:0` without TLS: the approval service has no TLS of its own; keep the default loopback address (127.0.0.1:8780) and reach it through a reverse proxy that terminates TLS, then pass `--behind-proxy` to listen where the proxy can reach it (see docs/approval-service.md)",
+    );
+    let run = sandbox.run(&["serve", "--store-url", "sqlite:nowhere/x.db"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(
+        run.one_line_error()
+            .starts_with("no store at `nowhere/x.db`"),
+        "{run:?}"
+    );
+}

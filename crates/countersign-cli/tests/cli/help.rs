@@ -73,6 +73,11 @@ fn approver_token_help() {
 }
 
 #[test]
+fn serve_help() {
+    check_help("help_serve", &["serve", "--help"]);
+}
+
+#[test]
 fn no_command_is_a_usage_error_that_shows_the_help() {
     let sandbox = Sandbox::new();
     let run = sandbox.run(&[]);

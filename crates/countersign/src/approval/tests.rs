@@ -401,3 +401,40 @@ fn answer_by(id: &str, decision: AnswerDecision) -> RecordedAnswer {
         hash_confirmed: false,
     }
 }
+
+#[test]
+fn a_verified_credential_keeps_its_authentication_and_groups() {
+    use crate::approver::{Authentication, Credential};
+    let mut rule = ApprovalRule::default();
+    rule.directory
+        .insert("human:alice".to_owned(), vec!["ops".to_owned()]);
+    let verified = Credential::Verified {
+        id: "human:alice".to_owned(),
+        groups: vec!["finance".to_owned()],
+        authentication: Authentication::ProxyHeader,
+    };
+    let approver = approver_of(&rule, &verified, Channel::Service, at(0)).unwrap();
+    assert_eq!(approver.authentication, Authentication::ProxyHeader);
+    assert_eq!(
+        approver.groups,
+        vec!["finance".to_owned(), "ops".to_owned()]
+    );
+    // Vouched for as asserted: the claimed groups count for nothing.
+    let asserted = Credential::Verified {
+        id: "human:alice".to_owned(),
+        groups: vec!["finance".to_owned()],
+        authentication: Authentication::Asserted,
+    };
+    let approver = approver_of(&rule, &asserted, Channel::Service, at(0)).unwrap();
+    assert_eq!(approver.groups, vec!["ops".to_owned()]);
+    // An empty id is anonymous.
+    let anonymous = Credential::Verified {
+        id: " ".to_owned(),
+        groups: Vec::new(),
+        authentication: Authentication::ProxyHeader,
+    };
+    assert_eq!(
+        approver_of(&rule, &anonymous, Channel::Service, at(0)),
+        Err(None)
+    );
+}

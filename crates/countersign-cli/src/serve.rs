@@ -1,0 +1,149 @@
+//! `countersign serve`: the approval service (sign-in and the JSON API).
+
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use clap::Args;
+use countersign::token::PublicKey;
+use countersign::{Policy, SystemClock, store};
+use countersign_server::auth::{DEFAULT_SECRET_HEADER, ProxySignIn, SignIn};
+use countersign_server::{Service, ServiceConfig, StoreSource};
+
+use crate::{Failure, Global};
+
+/// Arguments of `serve`.
+#[derive(Debug, Args)]
+pub struct ServeArgs {
+    /// Where to listen. Loopback only unless --behind-proxy.
+    #[arg(long, value_name = "ADDR", default_value = countersign_server::DEFAULT_LISTEN)]
+    listen: SocketAddr,
+    /// The URL people reach the service at, through the proxy (for example
+    /// `https://approvals.example.com`).
+    #[arg(long, value_name = "URL")]
+    public_url: Option<String>,
+    /// A reverse proxy in front terminates TLS: allow --listen on an address that is not
+    /// loopback. The service has no TLS of its own.
+    #[arg(long)]
+    behind_proxy: bool,
+    /// An Ed25519 public key that may sign approver tokens, besides the policy's
+    /// `approvers.keys`: a `.pub` file or the `ed25519:` line (repeatable). A token signed by it
+    /// signs in; each answer is still judged against the keys stored with its request.
+    #[arg(long, value_name = "KEY")]
+    approver_key: Vec<String>,
+    /// Accept the signed-in person's id from this header, set by an authenticating proxy, but
+    /// only with the proxy's shared secret (see --proxy-secret-file).
+    #[arg(long, value_name = "NAME", requires = "proxy_secret_file")]
+    proxy_header: Option<String>,
+    /// A file holding the shared secret (at least 32 bytes) the proxy sends in
+    /// --proxy-secret-header. Kept in a file so that it never shows in the process list.
+    #[arg(long, value_name = "FILE", requires = "proxy_header")]
+    proxy_secret_file: Option<PathBuf>,
+    /// The header the proxy sends its shared secret in.
+    #[arg(long, value_name = "NAME", default_value = DEFAULT_SECRET_HEADER, requires = "proxy_header")]
+    proxy_secret_header: String,
+    /// Members of this group (from a token's `groups` or the policy's directory) may read every
+    /// request, receipt and effect; what they may answer is still up to each request's rule.
+    #[arg(long, value_name = "NAME")]
+    auditors_group: Option<String>,
+}
+
+/// The approver keys: the policy's, then each `--approver-key`.
+fn approver_keys(policy: &Policy, given: &[String]) -> Result<Vec<PublicKey>, Failure> {
+    let mut keys = Vec::new();
+    for text in policy.approver_keys() {
+        keys.push(PublicKey::parse(text)?);
+    }
+    for text in given {
+        let text = text.trim();
+        let key = if text.starts_with("ed25519:") || text.starts_with("-----BEGIN") {
+            PublicKey::parse(text)?
+        } else {
+            PublicKey::load(std::path::Path::new(text))?
+        };
+        keys.push(key);
+    }
+    keys.dedup();
+    Ok(keys)
+}
+
+/// `countersign serve`.
+pub async fn run(
+    global: &Global,
+    args: &ServeArgs,
+    out: &mut dyn Write,
+) -> Result<ExitCode, Failure> {
+    countersign_server::check_listen(args.listen, args.behind_proxy)?;
+    if let Some(url) = &args.public_url
+        && !(url.starts_with("https://") || url.starts_with("http://"))
+    {
+        return Err(Failure(format!(
+            "`--public-url {}` is not an http(s) URL: give the address people open, for example `https://approvals.example.com`",
+            url.escape_debug()
+        )));
+    }
+    let policy = Policy::load(&global.policy_path())?;
+    let url = global.store_url();
+    if let Some(path) = store::sqlite_path(&url)
+        && !path.is_empty()
+        && !std::path::Path::new(path).exists()
+    {
+        return Err(Failure(format!(
+            "no store at `{path}`: nothing has been recorded there yet: pass the agent's store with `--store-url sqlite:PATH`, or its policy with `--policy FILE` (the store is `.countersign/countersign.db` beside it)"
+        )));
+    }
+    let proxy = match (&args.proxy_header, &args.proxy_secret_file) {
+        (Some(name), Some(file)) => {
+            let secret = std::fs::read_to_string(file).map_err(|error| {
+                Failure(format!(
+                    "cannot read the proxy secret file `{}`: {error}",
+                    file.display()
+                ))
+            })?;
+            Some(ProxySignIn::new(name, &args.proxy_secret_header, &secret)?)
+        }
+        _ => None,
+    };
+    let sign_in = SignIn {
+        approver_keys: approver_keys(&policy, &args.approver_key)?,
+        proxy,
+    };
+    let service = Service::new(ServiceConfig {
+        store: StoreSource::Url(url),
+        sign_in: sign_in.clone(),
+        directory: policy.directory().clone(),
+        auditors_group: args.auditors_group.clone(),
+        public_url: args.public_url.clone(),
+        clock: Arc::new(SystemClock),
+    });
+    if let Err(error) = service.open_store().await {
+        eprintln!(
+            "warning: {error}: serving anyway; calls answer 503 until the store can be reached"
+        );
+    }
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .map_err(|error| Failure(format!("cannot listen on `{}`: {error}", args.listen)))?;
+    let bound = listener.local_addr()?;
+    if !sign_in.is_configured() {
+        eprintln!(
+            "warning: no sign-in method is configured, so every API call will answer 401: add `approvers.keys` to the policy, pass `--approver-key`, or `--proxy-header NAME --proxy-secret-file FILE`"
+        );
+    }
+    writeln!(
+        out,
+        "countersign approval service on http://{bound}/api/v1/ ({} approver keys{}); Ctrl-C stops it",
+        sign_in.approver_keys.len(),
+        if sign_in.proxy.is_some() {
+            ", proxy sign-in"
+        } else {
+            ""
+        }
+    )?;
+    out.flush()?;
+    countersign_server::serve(listener, service, countersign_server::shutdown_signal()).await?;
+    writeln!(out, "stopped")?;
+    Ok(ExitCode::SUCCESS)
+}

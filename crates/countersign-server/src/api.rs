@@ -1,0 +1,842 @@
+//! The JSON API's routes and handlers.
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::Arc;
+
+use axum::Router;
+use axum::body::Bytes;
+use axum::extract::rejection::{BytesRejection, PathRejection, QueryRejection};
+use axum::extract::{DefaultBodyLimit, Path, Query, State};
+use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use base64::Engine;
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use countersign::approval::{self, AnswerDecision, ApprovalRecord};
+use countersign::approver::{ApprovalRule, Authentication, Channel, Credential};
+use countersign::display::{self, ApprovalDisplay};
+use countersign::effect::EffectRecord;
+use countersign::store::{self, Store};
+use countersign::{ActionHash, ApprovalId, ApprovalState, EffectKey, EffectState, Receipt};
+use serde::Serialize;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::set_header::SetResponseHeaderLayer;
+
+use crate::auth::{self, Caller};
+use crate::problem::Problem;
+use crate::scope::Scope;
+use crate::{Service, browser};
+
+/// The largest request body accepted, in bytes.
+const MAX_BODY: usize = 64 * 1024;
+/// Items per page unless `?limit=` says otherwise.
+const DEFAULT_LIMIT: usize = 50;
+/// The most items one page may hold.
+const MAX_LIMIT: usize = 500;
+/// The longest note accepted, in bytes.
+const MAX_NOTE: usize = 4096;
+/// How many receipts one call reads at most while looking for ones the caller may see.
+const RECEIPT_SCAN: usize = 10_000;
+
+type Answer = Result<Response, Problem>;
+
+pub(crate) fn router(service: Service) -> Router {
+    Router::new()
+        .route("/api/v1/health", get(health))
+        .route("/api/v1/approvals", get(list_approvals))
+        .route("/api/v1/approvals/{id}", get(get_approval))
+        .route("/api/v1/approvals/{id}/answer", post(answer))
+        .route("/api/v1/receipts", get(list_receipts))
+        .route("/api/v1/effects", get(list_effects))
+        .route("/api/v1/effects/{key}/resolve", post(resolve))
+        .route("/metrics", get(metrics))
+        .route("/signin", get(browser::signin_form).post(browser::signin))
+        .route("/signout", post(browser::signout))
+        .route_layer(axum::middleware::from_fn_with_state(service.clone(), track))
+        .fallback(not_found)
+        .method_not_allowed_fallback(method_not_allowed)
+        .with_state(service)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::CACHE_CONTROL,
+            HeaderValue::from_static("no-store"),
+        ))
+        .layer(SetResponseHeaderLayer::overriding(
+            header::X_CONTENT_TYPE_OPTIONS,
+            HeaderValue::from_static("nosniff"),
+        ))
+        .layer(CatchPanicLayer::custom(|_panic| {
+            // The payload is not shown: it could hold anything.
+            Problem::new(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                "internal",
+                "internal error, please report it at https://github.com/countersign/countersign/issues",
+            )
+            .into_response()
+        }))
+}
+
+/// Count every routed call by its route template and status.
+async fn track(
+    State(service): State<Service>,
+    request: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> Response {
+    let route = request
+        .extensions()
+        .get::<axum::extract::MatchedPath>()
+        .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
+    let method = request.method().as_str().to_owned();
+    let started = std::time::Instant::now();
+    let response = next.run(request).await;
+    service.inner.metrics.record_request(
+        &method,
+        &route,
+        response.status().as_u16(),
+        started.elapsed(),
+    );
+    response
+}
+
+/// `GET /metrics`: Prometheus text.
+async fn metrics(State(service): State<Service>) -> Response {
+    (
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("text/plain; version=0.0.4; charset=utf-8"),
+        )],
+        service.inner.metrics.render(),
+    )
+        .into_response()
+}
+
+async fn not_found() -> Problem {
+    Problem::new(
+        StatusCode::NOT_FOUND,
+        "not_found",
+        "no such route: the API lives under `/api/v1/` (see docs/approval-service.openapi.yaml)",
+    )
+}
+
+async fn method_not_allowed() -> Problem {
+    Problem::new(
+        StatusCode::METHOD_NOT_ALLOWED,
+        "method_not_allowed",
+        "this route does not take that method (see docs/approval-service.openapi.yaml)",
+    )
+}
+
+fn json(status: StatusCode, value: &impl Serialize) -> Answer {
+    let body = serde_json::to_vec(value).map_err(|error| {
+        Problem::new(
+            StatusCode::INTERNAL_SERVER_ERROR,
+            "internal",
+            format!("cannot write the answer as JSON: {error}: please report it"),
+        )
+    })?;
+    Ok((
+        status,
+        [(
+            header::CONTENT_TYPE,
+            HeaderValue::from_static("application/json"),
+        )],
+        body,
+    )
+        .into_response())
+}
+
+impl Service {
+    /// Sign the caller in: a token, the proxy header, or a browser session. `changes`: the call
+    /// changes something, so a session must also prove it is not cross-site (CSRF header).
+    fn caller(&self, headers: &HeaderMap, changes: bool) -> Result<Caller, Problem> {
+        let proxy_identity = self
+            .inner
+            .sign_in
+            .proxy
+            .as_ref()
+            .is_some_and(|proxy| headers.contains_key(&proxy.identity_header));
+        if !headers.contains_key(header::AUTHORIZATION)
+            && !proxy_identity
+            && let Some(id) = browser::cookie(headers, browser::SESSION_COOKIE)
+        {
+            let now = self.inner.clock.now();
+            let session = self.inner.sessions.find(id, now).ok_or_else(|| {
+                Problem::not_authenticated("the session has ended: sign in again at /signin")
+            })?;
+            if changes {
+                let given = headers
+                    .get(browser::CSRF_HEADER)
+                    .and_then(|value| value.to_str().ok())
+                    .unwrap_or("");
+                if !browser::same_secret(given, &session.csrf) {
+                    return Err(Problem::new(
+                        StatusCode::FORBIDDEN,
+                        "csrf",
+                        format!(
+                            "a call made with the browser session must send `{}` as the sign-in page shows it",
+                            browser::CSRF_HEADER
+                        ),
+                    ));
+                }
+            }
+            return auth::token_caller(
+                &self.inner.sign_in,
+                &self.inner.directory,
+                self.inner.auditors_group.as_deref(),
+                &session.token,
+                now,
+            );
+        }
+        auth::authenticate(
+            &self.inner.sign_in,
+            &self.inner.directory,
+            self.inner.auditors_group.as_deref(),
+            headers,
+            self.inner.clock.now(),
+        )
+    }
+
+    async fn store(&self) -> Result<Arc<dyn Store>, Problem> {
+        self.inner
+            .store
+            .get()
+            .await
+            .map_err(|error| Problem::from_store(&error))
+    }
+}
+
+/// A request as the API shows it: the stored record (as `countersign pending --json` prints
+/// it), its `display`, and whether an answer by this caller could still count.
+#[derive(Serialize)]
+struct ApprovalItem<'a> {
+    #[serde(flatten)]
+    record: &'a ApprovalRecord,
+    display: ApprovalDisplay,
+    may_answer: bool,
+}
+
+fn item<'a>(record: &'a ApprovalRecord, scope: &mut Scope<'_>) -> ApprovalItem<'a> {
+    ApprovalItem {
+        record,
+        display: display::render(record, None),
+        may_answer: scope.may_answer(record),
+    }
+}
+
+/// One page of a listing.
+#[derive(Serialize)]
+struct Page<T> {
+    items: Vec<T>,
+    /// Pass as `?cursor=` for the next page; `null` on the last one.
+    next_cursor: Option<String>,
+}
+
+/// `?state=`, `?cursor=` and `?limit=`; anything else is refused.
+struct Listing {
+    state: Option<String>,
+    cursor: Option<String>,
+    limit: usize,
+}
+
+fn listing(
+    query: Result<Query<BTreeMap<String, String>>, QueryRejection>,
+    takes_state: bool,
+) -> Result<Listing, Problem> {
+    let invalid = |detail: String| Problem::new(StatusCode::BAD_REQUEST, "invalid_query", detail);
+    let Query(mut query) = query.map_err(|error| invalid(format!("unreadable query: {error}")))?;
+    let limit = match query.remove("limit") {
+        None => DEFAULT_LIMIT,
+        Some(text) => text
+            .parse::<usize>()
+            .ok()
+            .filter(|limit| (1..=MAX_LIMIT).contains(limit))
+            .ok_or_else(|| {
+                invalid(format!(
+                    "`limit` must be a whole number from 1 to {MAX_LIMIT}, not `{}`",
+                    text.escape_debug()
+                ))
+            })?,
+    };
+    let state = if takes_state {
+        query.remove("state")
+    } else {
+        None
+    };
+    let cursor = query.remove("cursor");
+    if let Some(unknown) = query.keys().next() {
+        return Err(invalid(format!(
+            "unknown query parameter `{}`: this route takes {}",
+            unknown.escape_debug(),
+            if takes_state {
+                "`state`, `cursor` and `limit`"
+            } else {
+                "`cursor` and `limit`"
+            }
+        )));
+    }
+    Ok(Listing {
+        state,
+        cursor,
+        limit,
+    })
+}
+
+fn invalid_cursor() -> Problem {
+    Problem::new(
+        StatusCode::BAD_REQUEST,
+        "invalid_cursor",
+        "the cursor is not one this service gave out: pass `next_cursor` from the previous page as it was, or leave it out to start again",
+    )
+}
+
+fn decode_cursor(cursor: &str) -> Result<String, Problem> {
+    URL_SAFE_NO_PAD
+        .decode(cursor)
+        .ok()
+        .and_then(|bytes| String::from_utf8(bytes).ok())
+        .ok_or_else(invalid_cursor)
+}
+
+fn encode_cursor(text: &str) -> String {
+    URL_SAFE_NO_PAD.encode(text)
+}
+
+/// `GET /api/v1/health`: no sign-in; says whether the store answers.
+async fn health(State(service): State<Service>) -> Answer {
+    let store = service.store().await?;
+    store
+        .chain_head()
+        .await
+        .map_err(|error| Problem::from_store(&error))?;
+    json(
+        StatusCode::OK,
+        &serde_json::json!({
+            "status": "ok",
+            "store": store.backend(),
+            "version": env!("CARGO_PKG_VERSION"),
+            "public_url": service.inner.public_url,
+        }),
+    )
+}
+
+/// `GET /api/v1/approvals`.
+async fn list_approvals(
+    State(service): State<Service>,
+    headers: HeaderMap,
+    query: Result<Query<BTreeMap<String, String>>, QueryRejection>,
+) -> Answer {
+    let caller = service.caller(&headers, false)?;
+    let listing = listing(query, true)?;
+    let state = match listing.state.as_deref() {
+        None => Some(ApprovalState::Pending),
+        Some("all") => None,
+        Some(text) => Some(ApprovalState::parse(text).ok_or_else(|| {
+            Problem::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_query",
+                format!(
+                    "`state` must be one of pending, granted, denied, consumed, expired, void or all, not `{}`",
+                    text.escape_debug()
+                ),
+            )
+        })?),
+    };
+    let after = match &listing.cursor {
+        None => None,
+        Some(cursor) => {
+            let text = decode_cursor(cursor)?;
+            let (millis, id) = text.split_once(':').ok_or_else(invalid_cursor)?;
+            let millis: i64 = millis.parse().map_err(|_| invalid_cursor())?;
+            Some((millis, id.to_owned()))
+        }
+    };
+    let store = service.store().await?;
+    let now = service.inner.clock.now();
+    let mut records = store
+        .approvals(state)
+        .await
+        .map_err(|error| Problem::from_store(&error))?;
+    records.sort_by(|a, b| {
+        (a.created_at.as_millis(), a.id.as_str()).cmp(&(b.created_at.as_millis(), b.id.as_str()))
+    });
+    let mut scope = Scope::new(&caller, now);
+    let mut items = Vec::new();
+    let mut next_cursor = None;
+    for record in &records {
+        let position = (record.created_at.as_millis(), record.id.as_str());
+        if let Some((millis, id)) = &after
+            && position <= (*millis, id.as_str())
+        {
+            continue;
+        }
+        let listed = if state == Some(ApprovalState::Pending) {
+            // The inbox: unexpired requests this caller may answer (auditors: all of them).
+            !record.is_expired_at(now) && (caller.auditor || scope.entitled(record))
+        } else {
+            scope.sees(record)
+        };
+        if !listed {
+            continue;
+        }
+        if items.len() == listing.limit {
+            if let Some(last) = items.last() {
+                let last: &ApprovalItem<'_> = last;
+                next_cursor = Some(encode_cursor(&format!(
+                    "{}:{}",
+                    last.record.created_at.as_millis(),
+                    last.record.id
+                )));
+            }
+            break;
+        }
+        items.push(item(record, &mut scope));
+    }
+    json(StatusCode::OK, &Page { items, next_cursor })
+}
+
+/// The request `id`, if it exists and the caller may see it.
+async fn visible_approval(
+    store: &dyn Store,
+    id: &str,
+    scope: &mut Scope<'_>,
+) -> Result<ApprovalRecord, Problem> {
+    let unknown = || {
+        Problem::new(
+            StatusCode::NOT_FOUND,
+            "unknown_request",
+            format!(
+                "no approval request `{}` that you may see: list yours with `GET /api/v1/approvals`",
+                id.escape_debug()
+            ),
+        )
+    };
+    let id = ApprovalId::parse(id).map_err(|_| unknown())?;
+    let record = store
+        .approval(&id)
+        .await
+        .map_err(|error| Problem::from_store(&error))?
+        .ok_or_else(unknown)?;
+    if scope.sees(&record) {
+        Ok(record)
+    } else {
+        Err(unknown())
+    }
+}
+
+fn path_problem(error: &PathRejection) -> Problem {
+    Problem::new(
+        StatusCode::BAD_REQUEST,
+        "invalid_path",
+        format!("unreadable path: {error}"),
+    )
+}
+
+/// `GET /api/v1/approvals/{id}`.
+async fn get_approval(
+    State(service): State<Service>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+) -> Answer {
+    let caller = service.caller(&headers, false)?;
+    let Path(id) = path.map_err(|error| path_problem(&error))?;
+    let store = service.store().await?;
+    let mut scope = Scope::new(&caller, service.inner.clock.now());
+    let record = visible_approval(store.as_ref(), &id, &mut scope).await?;
+    json(StatusCode::OK, &item(&record, &mut scope))
+}
+
+/// The JSON object of a POST body, with only the `allowed` keys.
+fn body_object(
+    headers: &HeaderMap,
+    body: Result<Bytes, BytesRejection>,
+    allowed: &[&str],
+) -> Result<serde_json::Map<String, serde_json::Value>, Problem> {
+    let is_json = headers
+        .get(header::CONTENT_TYPE)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.split(';').next())
+        .is_some_and(|media| media.trim().eq_ignore_ascii_case("application/json"));
+    if !is_json {
+        return Err(Problem::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "send the body as JSON with `Content-Type: application/json`",
+        ));
+    }
+    let body = body.map_err(|error| {
+        if error.status() == StatusCode::PAYLOAD_TOO_LARGE {
+            Problem::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "body_too_large",
+                format!("the body is larger than {MAX_BODY} bytes"),
+            )
+        } else {
+            Problem::new(
+                StatusCode::BAD_REQUEST,
+                "malformed_body",
+                format!("unreadable body: {error}"),
+            )
+        }
+    })?;
+    let value: serde_json::Value = serde_json::from_slice(&body).map_err(|error| {
+        Problem::new(
+            StatusCode::BAD_REQUEST,
+            "malformed_body",
+            format!("the body is not JSON: {error}"),
+        )
+    })?;
+    let serde_json::Value::Object(object) = value else {
+        return Err(Problem::invalid_body(format!(
+            "the body must be a JSON object with {}",
+            allowed.join(", ")
+        )));
+    };
+    if let Some(unknown) = object.keys().find(|key| !allowed.contains(&key.as_str())) {
+        return Err(Problem::invalid_body(format!(
+            "unknown field `{}`: the body takes {}",
+            unknown.escape_debug(),
+            allowed.join(", ")
+        )));
+    }
+    Ok(object)
+}
+
+fn note_of(object: &serde_json::Map<String, serde_json::Value>) -> Result<Option<String>, Problem> {
+    match object.get("note") {
+        None | Some(serde_json::Value::Null) => Ok(None),
+        Some(serde_json::Value::String(note)) if note.len() <= MAX_NOTE => Ok(Some(note.clone())),
+        Some(serde_json::Value::String(_)) => Err(Problem::invalid_body(format!(
+            "`note` is longer than {MAX_NOTE} bytes"
+        ))),
+        Some(_) => Err(Problem::invalid_body("`note` must be a string")),
+    }
+}
+
+/// `POST /api/v1/approvals/{id}/answer`: `{decision, action_hash, note}`, judged by the kernel
+/// against the request's stored rule.
+async fn answer(
+    State(service): State<Service>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    let caller = service.caller(&headers, true)?;
+    let Path(id) = path.map_err(|error| path_problem(&error))?;
+    let request_id = ApprovalId::parse(&id).map_err(|_| {
+        Problem::new(
+            StatusCode::NOT_FOUND,
+            "unknown_request",
+            format!(
+                "no approval request `{}`: list yours with `GET /api/v1/approvals`",
+                id.escape_debug()
+            ),
+        )
+    })?;
+    let object = body_object(&headers, body, &["decision", "action_hash", "note"])?;
+    // Strictly: only "approve", "deny" and "reject" are decisions; the kernel records anything
+    // else as a refused answer (`invalid_decision`).
+    let decision = AnswerDecision::from_submitted(object.get("decision"));
+    // The hash the person was shown, echoed as given: anything but the request's own hash
+    // (another string, a number, none) is refused `mismatch` by the kernel.
+    let shown_hash = match object.get("action_hash") {
+        None | Some(serde_json::Value::Null) => None,
+        Some(serde_json::Value::String(text)) => Some(ActionHash::from_stored(text.as_str())),
+        Some(other) => Some(ActionHash::from_stored(other.to_string())),
+    };
+    let note = note_of(&object)?;
+    let store = service.store().await?;
+    let now = service.inner.clock.now();
+    let submitted = store::RecordAnswer {
+        request_id,
+        decision,
+        approver: caller.credential.clone(),
+        channel: Channel::Service,
+        shown_hash,
+        note,
+    };
+    let record = approval::submit_answer(store.as_ref(), submitted, now)
+        .await
+        .map_err(|error| {
+            service.inner.metrics.record_answer(error.reason());
+            Problem::from_answer(&error)
+        })?;
+    service.inner.metrics.record_answer(record.state.as_str());
+    let mut scope = Scope::new(&caller, now);
+    json(StatusCode::OK, &item(&record, &mut scope))
+}
+
+/// What governs who may see and resolve an effect: the consumed approval's rule, else the
+/// attempt's `resolvers`, else none (the kernel's default: anyone but the principal).
+async fn effect_rule(
+    store: &dyn Store,
+    record: &EffectRecord,
+    approvals: &mut HashMap<String, Option<ApprovalRule>>,
+) -> Result<Option<ApprovalRule>, Problem> {
+    let Some(context) = &record.attempt else {
+        return Ok(None);
+    };
+    if let Some(approval_id) = &context.approval_id {
+        if let Some(cached) = approvals.get(approval_id) {
+            return Ok(cached.clone().or_else(|| context.resolvers.clone()));
+        }
+        let rule = match ApprovalId::parse(approval_id) {
+            Ok(id) => store
+                .approval(&id)
+                .await
+                .map_err(|error| Problem::from_store(&error))?
+                .map(|approval| approval.rule),
+            Err(_) => None,
+        };
+        approvals.insert(approval_id.clone(), rule.clone());
+        if rule.is_some() {
+            return Ok(rule);
+        }
+    }
+    Ok(context.resolvers.clone())
+}
+
+fn sees_effect(scope: &mut Scope<'_>, rule: Option<&ApprovalRule>) -> bool {
+    match rule {
+        Some(rule) => scope.sees_rule(rule),
+        // No stored rule: the kernel lets anyone but the principal resolve it.
+        None => true,
+    }
+}
+
+/// `GET /api/v1/effects`.
+async fn list_effects(
+    State(service): State<Service>,
+    headers: HeaderMap,
+    query: Result<Query<BTreeMap<String, String>>, QueryRejection>,
+) -> Answer {
+    let caller = service.caller(&headers, false)?;
+    let listing = listing(query, true)?;
+    let state = match listing.state.as_deref() {
+        None | Some("all") => None,
+        Some(text) => Some(EffectState::parse(text).ok_or_else(|| {
+            Problem::new(
+                StatusCode::BAD_REQUEST,
+                "invalid_query",
+                format!(
+                    "`state` must be one of reserved, committed, failed, ambiguous or all, not `{}`",
+                    text.escape_debug()
+                ),
+            )
+        })?),
+    };
+    let after = listing.cursor.as_deref().map(decode_cursor).transpose()?;
+    let store = service.store().await?;
+    let mut records = store
+        .effects(state)
+        .await
+        .map_err(|error| Problem::from_store(&error))?;
+    records.sort_by(|a, b| a.key.cmp(&b.key));
+    let mut scope = Scope::new(&caller, service.inner.clock.now());
+    let mut approvals = HashMap::new();
+    let mut items: Vec<&EffectRecord> = Vec::new();
+    let mut next_cursor = None;
+    for record in &records {
+        if after
+            .as_deref()
+            .is_some_and(|after| record.key.as_str() <= after)
+        {
+            continue;
+        }
+        let rule = effect_rule(store.as_ref(), record, &mut approvals).await?;
+        if !sees_effect(&mut scope, rule.as_ref()) {
+            continue;
+        }
+        if items.len() == listing.limit {
+            next_cursor = items.last().map(|last| encode_cursor(last.key.as_str()));
+            break;
+        }
+        items.push(record);
+    }
+    json(StatusCode::OK, &Page { items, next_cursor })
+}
+
+/// `POST /api/v1/effects/{key}/resolve`: `{to: committed|failed, note}`, note required.
+async fn resolve(
+    State(service): State<Service>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    let caller = service.caller(&headers, true)?;
+    let Path(key) = path.map_err(|error| path_problem(&error))?;
+    let unknown = || {
+        Problem::new(
+            StatusCode::NOT_FOUND,
+            "unknown_effect",
+            format!(
+                "no effect `{}` that you may see: list them with `GET /api/v1/effects?state=ambiguous`",
+                key.escape_debug()
+            ),
+        )
+    };
+    let effect_key = EffectKey::new(key.clone()).map_err(|_| unknown())?;
+    let object = body_object(&headers, body, &["to", "note"])?;
+    let to = match object.get("to").and_then(serde_json::Value::as_str) {
+        Some("committed") => EffectState::Committed,
+        Some("failed") => EffectState::Failed,
+        _ => {
+            return Err(Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "invalid_target",
+                "`to` must be \"committed\" (it happened: retries are refused) or \"failed\" (it definitely did not happen: a retry may run)",
+            ));
+        }
+    };
+    let note = note_of(&object)?
+        .filter(|note| !note.trim().is_empty())
+        .ok_or_else(|| {
+            Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                "note_required",
+                "say how you found out in `note`: it is kept in the resolution's receipt",
+            )
+        })?;
+    let store = service.store().await?;
+    let record = store
+        .effect(&effect_key)
+        .await
+        .map_err(|error| Problem::from_store(&error))?
+        .ok_or_else(unknown)?;
+    let rule = effect_rule(store.as_ref(), &record, &mut HashMap::new()).await?;
+    let credential = match (&rule, &caller.credential) {
+        // No stored rule and so no stored keys to verify a token against: the service's own
+        // verification at sign-in (against the policy's keys) vouches for the caller.
+        (None, Credential::Token(_)) => Credential::Verified {
+            id: caller.id.clone(),
+            groups: caller.groups.clone(),
+            authentication: Authentication::Token,
+        },
+        (_, credential) => credential.clone(),
+    };
+    let resolved = store
+        .resolve_effect(
+            store::ResolveEffect {
+                key: effect_key,
+                to,
+                resolver: store::Resolver::Person {
+                    credential,
+                    channel: Channel::Service,
+                },
+                note: Some(note),
+            },
+            service.inner.clock.now(),
+        )
+        .await
+        .map_err(|error| {
+            let problem = Problem::from_resolve(&error);
+            service.inner.metrics.record_resolution(problem.reason);
+            problem
+        })?;
+    service
+        .inner
+        .metrics
+        .record_resolution(resolved.state.as_str());
+    json(StatusCode::OK, &resolved)
+}
+
+/// `GET /api/v1/receipts`: oldest first; `cursor` is the last `seq` seen.
+async fn list_receipts(
+    State(service): State<Service>,
+    headers: HeaderMap,
+    query: Result<Query<BTreeMap<String, String>>, QueryRejection>,
+) -> Answer {
+    let caller = service.caller(&headers, false)?;
+    let listing = listing(query, false)?;
+    let mut after_seq: u64 = match &listing.cursor {
+        None => 0,
+        Some(cursor) => decode_cursor(cursor)?
+            .parse()
+            .map_err(|_| invalid_cursor())?,
+    };
+    let store = service.store().await?;
+    let mut scope = Scope::new(&caller, service.inner.clock.now());
+    let mut approvals: HashMap<String, bool> = HashMap::new();
+    let mut effects: HashMap<String, bool> = HashMap::new();
+    let mut rules = HashMap::new();
+    let mut items: Vec<Receipt> = Vec::new();
+    let mut scanned = 0usize;
+    let batch = 256;
+    let next_cursor = 'scan: loop {
+        let stored = store
+            .receipts(after_seq, batch)
+            .await
+            .map_err(|error| Problem::from_store(&error))?;
+        let exhausted = stored.len() < batch;
+        for row in stored {
+            scanned += 1;
+            after_seq = row.seq;
+            let receipt = row.to_receipt().map_err(|detail| {
+                Problem::from_store(&countersign::StoreError::Corrupt { detail })
+            })?;
+            let visible = if caller.auditor {
+                true
+            } else if let Some(approval_id) = &receipt.approval_id {
+                match approvals.get(approval_id) {
+                    Some(visible) => *visible,
+                    None => {
+                        let visible = match ApprovalId::parse(approval_id) {
+                            Ok(id) => store
+                                .approval(&id)
+                                .await
+                                .map_err(|error| Problem::from_store(&error))?
+                                .is_some_and(|record| scope.sees(&record)),
+                            Err(_) => false,
+                        };
+                        approvals.insert(approval_id.clone(), visible);
+                        visible
+                    }
+                }
+            } else if let Some(key) = &receipt.effect_key {
+                match effects.get(key) {
+                    Some(visible) => *visible,
+                    None => {
+                        let record = match EffectKey::new(key.clone()) {
+                            Ok(key) => store
+                                .effect(&key)
+                                .await
+                                .map_err(|error| Problem::from_store(&error))?,
+                            Err(_) => None,
+                        };
+                        let visible = match record {
+                            Some(record) => {
+                                let rule = effect_rule(store.as_ref(), &record, &mut rules).await?;
+                                sees_effect(&mut scope, rule.as_ref())
+                            }
+                            None => false,
+                        };
+                        effects.insert(key.clone(), visible);
+                        visible
+                    }
+                }
+            } else {
+                // Neither a request nor an effect: policy decisions and plain attempts are for
+                // auditors.
+                false
+            };
+            if visible {
+                items.push(receipt);
+                if items.len() == listing.limit {
+                    break 'scan Some(after_seq);
+                }
+            }
+            if scanned >= RECEIPT_SCAN {
+                break 'scan Some(after_seq);
+            }
+        }
+        if exhausted {
+            break None;
+        }
+    };
+    json(
+        StatusCode::OK,
+        &Page {
+            items,
+            next_cursor: next_cursor.map(|seq| encode_cursor(&seq.to_string())),
+        },
+    )
+}

@@ -1,0 +1,276 @@
+//! The Countersign approval service (`countersign serve`): sign-in and the JSON API.
+//!
+//! The service lets people answer an agent's approval requests and settle ambiguous effects
+//! from anywhere the operator exposes it, through the one closed answer contract every surface
+//! shares ([`countersign::approval::submit_answer`] and the store's `resolve_effect`). It never
+//! writes a grant itself and never takes an identity from anything a caller asserts: callers sign
+//! in with an approver token or through an authenticating proxy ([`auth`]), and the kernel
+//! judges every answer against the rule stored with the request.
+//!
+//! Routes (all JSON; errors are RFC 9457 problem details, [`problem`]):
+//!
+//! | route | what |
+//! |---|---|
+//! | `GET /api/v1/health` | liveness and store reachability (no sign-in) |
+//! | `GET /api/v1/approvals` | requests the caller may answer (`?state=`, `?cursor=`, `?limit=`) |
+//! | `GET /api/v1/approvals/{id}` | one request, with its `display` |
+//! | `POST /api/v1/approvals/{id}/answer` | `{decision, action_hash, note}` |
+//! | `GET /api/v1/receipts` | receipts the caller may read |
+//! | `GET /api/v1/effects` | effect records the caller may read (`?state=`) |
+//! | `POST /api/v1/effects/{key}/resolve` | `{to: committed\|failed, note}` |
+//! | `GET /signin`, `POST /signin`, `POST /signout` | browser sign-in: a token for a session cookie ([`browser`]) |
+//! | `GET /metrics` | counters in Prometheus text (no sign-in; no ids or names in labels) |
+//!
+//! The service has no TLS of its own: it listens on loopback, or behind a reverse proxy that
+//! terminates TLS (see `docs/approval-service.md`).
+#![forbid(unsafe_code)]
+
+mod api;
+pub mod auth;
+pub mod browser;
+mod metrics;
+pub mod problem;
+mod scope;
+
+use std::collections::BTreeMap;
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use countersign::store::{self, Store};
+use countersign::{Clock, StoreError};
+
+pub use auth::{Caller, ProxySignIn, SignIn};
+pub use problem::Problem;
+
+/// The address `countersign serve` listens on unless told otherwise: loopback only.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8780";
+
+/// How long one attempt to open the store may take before the call answers 503.
+const OPEN_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// Everything the service needs.
+#[derive(Clone)]
+pub struct ServiceConfig {
+    /// Where the store is: an open store, or a URL opened on first use (and again after a
+    /// failure, so a database that comes up later is picked up without a restart).
+    pub store: StoreSource,
+    /// How callers sign in.
+    pub sign_in: SignIn,
+    /// The policy's directory (identity → groups), for the caller's groups at sign-in.
+    pub directory: BTreeMap<String, Vec<String>>,
+    /// Members of this group may read every request, receipt and effect.
+    pub auditors_group: Option<String>,
+    /// The URL people reach the service at (shown by `/api/v1/health`).
+    pub public_url: Option<String>,
+    /// The clock every expiry is judged by.
+    pub clock: Arc<dyn Clock>,
+}
+
+/// Where the service's store comes from.
+#[derive(Clone)]
+pub enum StoreSource {
+    /// An open store.
+    Open(Arc<dyn Store>),
+    /// A store URL (`sqlite:PATH`, `postgres://…`), opened on first use.
+    Url(String),
+}
+
+/// The store, opened at most once successfully.
+struct StoreHandle {
+    source: StoreSource,
+    opened: tokio::sync::OnceCell<Arc<dyn Store>>,
+}
+
+impl StoreHandle {
+    /// The store, opening it if needed.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when it cannot be opened (within [`OPEN_TIMEOUT`]); the next call tries
+    /// again.
+    async fn get(&self) -> Result<Arc<dyn Store>, StoreError> {
+        let url = match &self.source {
+            StoreSource::Open(store) => return Ok(Arc::clone(store)),
+            StoreSource::Url(url) => url,
+        };
+        self.opened
+            .get_or_try_init(|| async {
+                match tokio::time::timeout(OPEN_TIMEOUT, store::open_url_async(url)).await {
+                    Ok(result) => result,
+                    Err(_) => Err(StoreError::Open {
+                        location: redact_url(url),
+                        message: format!(
+                            "no answer within {OPEN_TIMEOUT:?}: check that the database is running"
+                        ),
+                    }),
+                }
+            })
+            .await
+            .map(Arc::clone)
+    }
+}
+
+/// A store URL without its password, for messages.
+fn redact_url(url: &str) -> String {
+    match (url.find("://"), url.rfind('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let credentials = &url[scheme_end + 3..at];
+            match credentials.split_once(':') {
+                Some((user, _)) => format!("{}{user}:***{}", &url[..scheme_end + 3], &url[at..]),
+                None => url.to_owned(),
+            }
+        }
+        _ => url.to_owned(),
+    }
+}
+
+/// The running service's shared state.
+#[derive(Clone)]
+pub struct Service {
+    inner: Arc<Inner>,
+}
+
+struct Inner {
+    store: StoreHandle,
+    sign_in: SignIn,
+    directory: BTreeMap<String, Vec<String>>,
+    auditors_group: Option<String>,
+    public_url: Option<String>,
+    clock: Arc<dyn Clock>,
+    metrics: metrics::Metrics,
+    sessions: browser::Sessions,
+}
+
+impl Service {
+    /// A service with this configuration. Nothing is opened yet.
+    pub fn new(config: ServiceConfig) -> Service {
+        Service {
+            inner: Arc::new(Inner {
+                store: StoreHandle {
+                    source: config.store,
+                    opened: tokio::sync::OnceCell::new(),
+                },
+                sign_in: config.sign_in,
+                directory: config.directory,
+                auditors_group: config.auditors_group,
+                public_url: config.public_url,
+                clock: config.clock,
+                metrics: metrics::Metrics::default(),
+                sessions: browser::Sessions::default(),
+            }),
+        }
+    }
+
+    /// Open the store now (the service also opens it on first use).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when it cannot be opened; the service still serves, answering 503 until
+    /// the store can be reached.
+    pub async fn open_store(&self) -> Result<(), StoreError> {
+        self.inner.store.get().await.map(|_| ())
+    }
+
+    /// The HTTP routes, with every error as problem details.
+    pub fn router(&self) -> axum::Router {
+        api::router(self.clone())
+    }
+}
+
+/// Why `--listen` was refused.
+#[derive(Debug, thiserror::Error)]
+pub enum ListenError {
+    /// A non-loopback address without `--behind-proxy`.
+    #[error(
+        "refusing to listen on `{addr}` without TLS: the approval service has no TLS of its own; keep the default loopback address ({DEFAULT_LISTEN}) and reach it through a reverse proxy that terminates TLS, then pass `--behind-proxy` to listen where the proxy can reach it (see docs/approval-service.md)"
+    )]
+    NotLoopback {
+        /// The address given.
+        addr: SocketAddr,
+    },
+}
+
+/// May the service listen on `addr`? Loopback always; any other address only `behind_proxy`
+/// (a proxy in front terminates TLS).
+///
+/// # Errors
+///
+/// [`ListenError::NotLoopback`].
+pub fn check_listen(addr: SocketAddr, behind_proxy: bool) -> Result<(), ListenError> {
+    if addr.ip().is_loopback() || behind_proxy {
+        Ok(())
+    } else {
+        Err(ListenError::NotLoopback { addr })
+    }
+}
+
+/// Serve `service` on `listener` until `shutdown` completes, then finish the calls in flight.
+///
+/// # Errors
+///
+/// The listener's I/O error.
+pub async fn serve(
+    listener: tokio::net::TcpListener,
+    service: Service,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    axum::serve(listener, service.router())
+        .with_graceful_shutdown(shutdown)
+        .await
+}
+
+/// Completes on Ctrl-C (SIGINT) or SIGTERM.
+pub async fn shutdown_signal() {
+    let interrupt = async {
+        // If the handler cannot be installed, wait for the other signal only.
+        if tokio::signal::ctrl_c().await.is_err() {
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(_) => std::future::pending::<()>().await,
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = interrupt => {}
+        () = terminate => {}
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn listens_beyond_loopback_only_behind_a_proxy() {
+        let loopback: SocketAddr = "127.0.0.1:8780".parse().expect("an address");
+        let v6_loopback: SocketAddr = "[::1]:8780".parse().expect("an address");
+        let public: SocketAddr = "0.0.0.0:8780".parse().expect("an address");
+        assert!(check_listen(loopback, false).is_ok());
+        assert!(check_listen(v6_loopback, false).is_ok());
+        assert!(matches!(
+            check_listen(public, false),
+            Err(ListenError::NotLoopback { .. })
+        ));
+        assert!(check_listen(public, true).is_ok());
+    }
+
+    #[test]
+    fn store_urls_lose_their_password_in_messages() {
+        assert_eq!(
+            redact_url("postgres://app:hunter2@db:5432/x"),
+            "postgres://app:***@db:5432/x"
+        );
+        assert_eq!(redact_url("postgres://app@db/x"), "postgres://app@db/x");
+        assert_eq!(redact_url("sqlite:a.db"), "sqlite:a.db");
+    }
+}

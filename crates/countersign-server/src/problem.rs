@@ -1,0 +1,163 @@
+//! Errors as RFC 9457 problem details (`application/problem+json`), carrying the kernel's
+//! reason codes.
+
+use axum::http::{HeaderValue, StatusCode, header};
+use axum::response::{IntoResponse, Response};
+use countersign::effect::ResolveRefusal;
+use countersign::error::ResolveError;
+use countersign::{AnswerError, StoreError};
+
+/// The media type of every error body (RFC 9457 §3).
+pub const PROBLEM_JSON: &str = "application/problem+json";
+
+/// One refusal or failure, as the API answers it.
+///
+/// Serialized as `{type, title, status, detail, reason, ...}`: `type` is
+/// `urn:countersign:reason:<reason>`, `reason` the kernel's stable reason code
+/// (`not_entitled`, `mismatch`, ...), `detail` one line saying what happened and what to do.
+/// A detail never contains a token or the proxy's secret.
+#[derive(Debug)]
+pub struct Problem {
+    /// The HTTP status.
+    pub status: StatusCode,
+    /// The stable reason code.
+    pub reason: &'static str,
+    /// What happened and what to do next.
+    pub detail: String,
+    /// Extension members (`request_id`, `token_reason`, ...).
+    pub extra: serde_json::Map<String, serde_json::Value>,
+}
+
+impl Problem {
+    /// A problem with no extension members.
+    pub fn new(status: StatusCode, reason: &'static str, detail: impl Into<String>) -> Problem {
+        Problem {
+            status,
+            reason,
+            detail: detail.into(),
+            extra: serde_json::Map::new(),
+        }
+    }
+
+    /// Add an extension member.
+    pub fn with(mut self, name: &str, value: impl Into<serde_json::Value>) -> Problem {
+        self.extra.insert(name.to_owned(), value.into());
+        self
+    }
+
+    /// 401 `not_authenticated`: the caller did not sign in, or its sign-in was refused.
+    pub fn not_authenticated(detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::UNAUTHORIZED, "not_authenticated", detail)
+    }
+
+    /// 422 for a request body that is not what the route takes.
+    pub fn invalid_body(detail: impl Into<String>) -> Problem {
+        Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", detail)
+    }
+
+    /// The status and problem for a store failure: 503 when the store is unreachable or busy
+    /// (try again), 500 when it holds something this service cannot read.
+    pub fn from_store(error: &StoreError) -> Problem {
+        let status = match error {
+            StoreError::Corrupt { .. } | StoreError::Incompatible { .. } => {
+                StatusCode::INTERNAL_SERVER_ERROR
+            }
+            StoreError::Busy { .. }
+            | StoreError::OutcomeUnknown { .. }
+            | StoreError::Open { .. }
+            | StoreError::Backend { .. } => StatusCode::SERVICE_UNAVAILABLE,
+        };
+        Problem::new(status, error.reason(), error.to_string())
+    }
+
+    /// The problem for a refused or failed answer.
+    pub fn from_answer(error: &AnswerError) -> Problem {
+        let status = match error {
+            AnswerError::Unknown { .. } => StatusCode::NOT_FOUND,
+            AnswerError::AlreadyDecided { .. }
+            | AnswerError::Expired { .. }
+            | AnswerError::Mismatch { .. } => StatusCode::CONFLICT,
+            AnswerError::NoApprover => StatusCode::UNAUTHORIZED,
+            AnswerError::SelfApproval { .. }
+            | AnswerError::NotAuthenticated { .. }
+            | AnswerError::NotEntitled { .. } => StatusCode::FORBIDDEN,
+            AnswerError::InvalidDecision { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            AnswerError::Store(store) => return Problem::from_store(store),
+        };
+        let mut problem = Problem::new(status, error.reason(), error.to_string());
+        if let Some(id) = error.request_id() {
+            problem = problem.with("request_id", id.as_str());
+        }
+        if let AnswerError::AlreadyDecided { state, .. } = error {
+            problem = problem.with("state", state.as_str());
+        }
+        problem
+    }
+
+    /// The problem for a refused or failed resolution.
+    pub fn from_resolve(error: &ResolveError) -> Problem {
+        match error {
+            ResolveError::Refused {
+                effect_key,
+                refusal,
+            } => {
+                let (status, reason) = match refusal {
+                    ResolveRefusal::Unknown => (StatusCode::NOT_FOUND, "unknown_effect"),
+                    ResolveRefusal::NotAmbiguous { .. } => (StatusCode::CONFLICT, "not_ambiguous"),
+                    ResolveRefusal::BadTarget { .. } => {
+                        (StatusCode::UNPROCESSABLE_ENTITY, "invalid_target")
+                    }
+                };
+                Problem::new(status, reason, error.to_string())
+                    .with("effect_key", effect_key.as_str())
+            }
+            ResolveError::NotPermitted {
+                effect_key, reason, ..
+            } => {
+                let status = if *reason == "no_approver" {
+                    StatusCode::UNAUTHORIZED
+                } else {
+                    StatusCode::FORBIDDEN
+                };
+                Problem::new(status, reason, error.to_string())
+                    .with("effect_key", effect_key.as_str())
+            }
+            ResolveError::Store(store) => Problem::from_store(store),
+        }
+    }
+
+    fn title(&self) -> &'static str {
+        self.status.canonical_reason().unwrap_or("Error")
+    }
+}
+
+impl IntoResponse for Problem {
+    fn into_response(self) -> Response {
+        let mut body = serde_json::Map::new();
+        body.insert(
+            "type".to_owned(),
+            format!("urn:countersign:reason:{}", self.reason).into(),
+        );
+        body.insert("title".to_owned(), self.title().into());
+        body.insert("status".to_owned(), self.status.as_u16().into());
+        body.insert("detail".to_owned(), self.detail.into());
+        body.insert("reason".to_owned(), self.reason.into());
+        for (name, value) in self.extra {
+            body.entry(name).or_insert(value);
+        }
+        let text = serde_json::Value::Object(body).to_string();
+        let mut response = (self.status, text).into_response();
+        let headers = response.headers_mut();
+        headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
+        if self.status == StatusCode::UNAUTHORIZED {
+            headers.insert(
+                header::WWW_AUTHENTICATE,
+                HeaderValue::from_static("Bearer realm=\"countersign\""),
+            );
+        }
+        if self.status == StatusCode::SERVICE_UNAVAILABLE {
+            headers.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
+        }
+        response
+    }
+}
