@@ -135,7 +135,9 @@ impl HumanAnswer {
     pub fn operator_approver_name(&self) -> Option<&str> {
         match &self.operator_approver {
             Credential::Asserted(name) => Some(name),
-            Credential::Token(_) | Credential::Unverified { .. } => None,
+            Credential::Token(_) | Credential::Unverified { .. } | Credential::Verified { .. } => {
+                None
+            }
         }
     }
 }
