@@ -232,7 +232,7 @@ fn review(reviewer: &Reviewer, shown_json: &str) -> PyResult<Option<String>> {
     let (approver, approver_token) = match &answer.operator_approver {
         Credential::Asserted(name) => (Some(name.as_str()), None),
         Credential::Token(token) => (None, Some(token.as_str())),
-        Credential::Unverified { .. } => (None, None),
+        Credential::Unverified { .. } | Credential::Verified { .. } => (None, None),
     };
     let value = serde_json::json!({
         "decision": decision,
