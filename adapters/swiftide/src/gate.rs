@@ -397,6 +397,7 @@ impl Gate {
     fn answered_by(&self, pause: &Pause, approver: Credential) -> Option<String> {
         let shown = match &approver {
             Credential::Asserted(name) => Some(name.clone()),
+            Credential::Verified { id, .. } => Some(id.clone()),
             Credential::Token(_) | Credential::Unverified { .. } => None,
         };
         lock(&self.inner.approvers).insert(pause.request_id.clone(), approver);
