@@ -226,7 +226,9 @@ pub trait Adapter: Send + Sync {
     /// Drive one protected call end to end through the framework: the model emits `call`, the
     /// framework runs its tool (whose body is [`Session::control`]'s `execute` around
     /// [`Session::tool`]), pausing and resuming as the framework does, asking
-    /// [`Session::reviewer`] whenever the framework shows a human something.
+    /// [`Session::reviewer`] whenever the framework shows a human something. The call belongs
+    /// to the framework run labelled [`Call::run`]: map the label to the framework's per-run id
+    /// and scope the run's requests to it (`ActionRequest::with_run`).
     ///
     /// # Errors
     ///
