@@ -38,7 +38,7 @@ use countersign::{ControlError, FrameworkInterrupt, Mode, Policy};
 
 pub use countersign::{InterruptApprovalProvider, ManualClock};
 pub use report::{CaseReport, CaseStatus, Report, SuiteReport, SuiteStatus};
-pub use world::{Call, HumanAnswer, Reviewer, Session, Setup, Shown, Tool};
+pub use world::{Call, FIRST_RUN, HumanAnswer, Reviewer, Session, Setup, Shown, Tool};
 
 /// The policy every kit world runs under (`countersign.policy/v1`, enforce mode).
 ///
@@ -129,8 +129,9 @@ pub enum Suite {
     Duplicate,
     /// The identity provider's principal wins; no principal, no action.
     Identity,
-    /// Only an entitled approver's answer counts, a quorum needs all its answers, and the
-    /// approver is the one the operator passed, never a name in run state.
+    /// Only an entitled approver's answer counts, a quorum needs all its answers, the approver
+    /// is the one the operator passed, never a name in run state, and one run's approval does
+    /// not authorize another run's call.
     Entitlement,
     /// Resumed in place: the replayed pass asks once and consumes once.
     Reentry,
@@ -176,7 +177,7 @@ pub struct CaseId {
 }
 
 /// Every case the kit runs, in report order.
-pub const CASES: [CaseId; 17] = [
+pub const CASES: [CaseId; 18] = [
     case(Suite::Kernel, cases::LOST_RESPONSE),
     case(Suite::Kernel, cases::COMMITTED_EFFECT),
     case(Suite::Kernel, cases::UNKNOWN_ACTION),
@@ -192,6 +193,7 @@ pub const CASES: [CaseId; 17] = [
     case(Suite::Entitlement, cases::UNENTITLED_ANSWER),
     case(Suite::Entitlement, cases::QUORUM_NEEDS_EVERY_ANSWER),
     case(Suite::Entitlement, cases::NAME_IN_RUN_STATE),
+    case(Suite::Entitlement, cases::OTHER_RUN),
     case(Suite::Reentry, cases::REPLAYED_PASS),
     case(Suite::Durability, cases::ACROSS_PROCESSES),
 ];
@@ -224,7 +226,9 @@ pub trait Adapter: Send + Sync {
     /// Drive one protected call end to end through the framework: the model emits `call`, the
     /// framework runs its tool (whose body is [`Session::control`]'s `execute` around
     /// [`Session::tool`]), pausing and resuming as the framework does, asking
-    /// [`Session::reviewer`] whenever the framework shows a human something.
+    /// [`Session::reviewer`] whenever the framework shows a human something. The call belongs
+    /// to the framework run labelled [`Call::run`]: map the label to the framework's per-run id
+    /// and scope the run's requests to it (`ActionRequest::with_run`).
     ///
     /// # Errors
     ///

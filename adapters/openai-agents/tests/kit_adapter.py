@@ -60,11 +60,11 @@ class OpenAIAgentsKitAdapter:
     def interrupt(self, setup: conformance.Setup) -> KitInterrupt:
         return KitInterrupt()
 
-    def invoke(self, session: conformance.Session, action: str, arguments: dict) -> Any:
-        return asyncio.run(self._invoke(session, action, arguments))
+    def invoke(self, session: conformance.Session, action: str, arguments: dict, run: str) -> Any:
+        return asyncio.run(self._invoke(session, action, arguments, run))
 
-    def resume(self, session: conformance.Session, action: str, arguments: dict) -> Any:
-        return asyncio.run(self._resume(session, action, arguments))
+    def resume(self, session: conformance.Session, action: str, arguments: dict, run: str) -> Any:
+        return asyncio.run(self._resume(session, action, arguments, run))
 
     # --------------------------------------------------------------------------------------
 
@@ -93,21 +93,40 @@ class OpenAIAgentsKitAdapter:
         script = [[Call(TOOL_NAMES[action], arguments, call_id)]]
         return Agent(name="kit", instructions="Use the tools.", model=ScriptedModel(script), tools=tools)
 
-    async def _invoke(self, session: conformance.Session, action: str, arguments: dict) -> Any:
-        if (Path(session.scratch_dir) / "paused.json").exists():
-            # The case's run is paused (a quorum's first yes, a refused answer): the next
-            # invocation continues that run, whose request is scoped to it.
-            return await self._resume(session, action, arguments)
+    @staticmethod
+    def _paused_path(session: conformance.Session, run: str) -> Path:
+        return Path(session.scratch_dir) / f"paused-{run}.json"
+
+    @staticmethod
+    def _run_id(session: conformance.Session, run: str) -> str:
+        """The host's run id for the kit's run ``run``: made once, kept in the scratch folder
+        (another process resumes the same run)."""
+        path = Path(session.scratch_dir) / "runs.json"
+        runs = json.loads(path.read_text()) if path.exists() else {}
+        if run not in runs:
+            runs[run] = f"oa-kit-{uuid.uuid4().hex}"
+            path.write_text(json.dumps(runs))
+        return runs[run]
+
+    async def _invoke(
+        self, session: conformance.Session, action: str, arguments: dict, run: str
+    ) -> Any:
+        if self._paused_path(session, run).exists():
+            # This run is paused (a quorum's first yes, a refused answer): the next invocation
+            # in it continues that run, whose request is scoped to it.
+            return await self._resume(session, action, arguments, run)
         gate, tools = self._gate(session)
         call_id = "call_" + uuid.uuid4().hex[:12]
         agent = self._agent(tools, action, arguments, call_id)
-        result = await gate.run(agent, "Do what the user asked.")
-        return await self._settle(session, gate, agent, result, call_id, arguments)
+        result = await gate.run(agent, "Do what the user asked.", run_id=self._run_id(session, run))
+        return await self._settle(session, gate, agent, result, call_id, arguments, run)
 
-    async def _resume(self, session: conformance.Session, action: str, arguments: dict) -> Any:
-        saved = Path(session.scratch_dir) / "paused.json"
+    async def _resume(
+        self, session: conformance.Session, action: str, arguments: dict, run: str
+    ) -> Any:
+        saved = self._paused_path(session, run)
         if not saved.exists():  # nothing paused: the identical call again
-            return await self._invoke(session, action, arguments)
+            return await self._invoke(session, action, arguments, run)
         paused = json.loads(saved.read_text())
         saved.unlink()  # saved again if the resumed run pauses again
         gate, tools = self._gate(session)
@@ -116,7 +135,7 @@ class OpenAIAgentsKitAdapter:
         # Gate.run applies the kernel's recorded answers (here: `countersign approve` from
         # another process) to the run state before resuming.
         result = await gate.run(agent, state)
-        return await self._settle(session, gate, agent, result, paused["call_id"], arguments)
+        return await self._settle(session, gate, agent, result, paused["call_id"], arguments, run)
 
     def _approve(self, gate: Gate, state: Any, call: Any, answer: dict) -> bool:
         """Record the yes; whether the call may go on (False: it stays paused)."""
@@ -143,8 +162,10 @@ class OpenAIAgentsKitAdapter:
             return False
         return True
 
-    def _save(self, session: conformance.Session, gate: Gate, call: Any, state: Any) -> None:
-        saved = Path(session.scratch_dir) / "paused.json"
+    def _save(
+        self, session: conformance.Session, gate: Gate, call: Any, state: Any, run: str
+    ) -> None:
+        saved = self._paused_path(session, run)
         saved.write_text(json.dumps({"call_id": call.call_id, "state": gate.save_state(state)}))
 
     async def _settle(
@@ -155,6 +176,7 @@ class OpenAIAgentsKitAdapter:
         result: Any,
         call_id: str,
         arguments: dict,
+        run: str,
     ) -> Any:
         """Answer the run's pauses as the host would, until it ends; the call's value, or the
         kernel's refusal raised."""
@@ -163,7 +185,7 @@ class OpenAIAgentsKitAdapter:
             if not pending:
                 break
             state = result.to_state()
-            run = gate.run_id(result)
+            run_id = gate.run_id(result)
             edited: Optional[dict] = None
             for call in pending:
                 request = call.request
@@ -177,7 +199,7 @@ class OpenAIAgentsKitAdapter:
                 )
                 if answer is None:
                     # Nobody answered: the run stays paused; save it for a later resume.
-                    self._save(session, gate, call, state)
+                    self._save(session, gate, call, state, run)
                     raise session.paused(request.request_id)
                 if answer["decision"] == "approve":
                     goes_on = self._approve(gate, state, call, answer)
@@ -186,7 +208,7 @@ class OpenAIAgentsKitAdapter:
                 if not goes_on:
                     # One answer per pause: the call still waits (a refused answer, or a
                     # quorum's first yes); save the run for a later resume.
-                    self._save(session, gate, call, state)
+                    self._save(session, gate, call, state, run)
                     raise session.paused(request.request_id)
                 if answer["arguments"] != request.arguments:
                     edited = answer["arguments"]
@@ -200,7 +222,7 @@ class OpenAIAgentsKitAdapter:
                 )
                 state = await RunState.from_string(agent, blob)
             # The host resumes its own run (it knows the run id; the blob is what was edited).
-            result = await gate.run(agent, state, run_id=run)
+            result = await gate.run(agent, state, run_id=run_id)
         refusal = gate.refusal(call_id)
         if refusal is not None:
             # The model read "the tool did not run"; the host gets the kernel's refusal.
@@ -277,6 +299,17 @@ class TakesTheApproverFromTheRunState(OpenAIAgentsKitAdapter):
         return super()._approve(gate, state, call, {**answer, "approver": answer["payload_approver"]})
 
 
+class SharesOneRunIdAcrossRuns(OpenAIAgentsKitAdapter):
+    """Passes one run id for every run of the host. Must fail `entitlement`: an approval given
+    in one run authorizes another run's identical call."""
+
+    framework = "openai-agents-broken-one-run-id"
+
+    @staticmethod
+    def _run_id(session: conformance.Session, run: str) -> str:
+        return "oa-kit-the-only-run"
+
+
 VARIANTS = {
     adapter.framework: adapter
     for adapter in (
@@ -285,6 +318,7 @@ VARIANTS = {
         RejectsInTheSdkOnly,
         ForgetsTheCallLedger,
         TakesTheApproverFromTheRunState,
+        SharesOneRunIdAcrossRuns,
     )
 }
 

@@ -18,6 +18,7 @@ from kit_adapter import (
     ForgetsTheCallLedger,
     OpenAIAgentsKitAdapter,
     RejectsInTheSdkOnly,
+    SharesOneRunIdAcrossRuns,
     TakesTheApproverFromTheRunState,
     TrustsTheSdkFlag,
     run_kit,
@@ -34,8 +35,8 @@ def test_the_adapter_passes_the_conformance_kit() -> None:
     assert report.data["framework"] == "openai-agents"
     assert report.data["shape"] == "decided_before_invocation"
     assert (report.data["passed"], report.data["applicable"], report.data["not_applicable"]) == (
-        16,
-        16,
+        17,
+        17,
         1,
     )
     assert report.text == SNAPSHOT.read_text(), (
@@ -50,6 +51,7 @@ def test_the_adapter_passes_the_conformance_kit() -> None:
         (RejectsInTheSdkOnly, "denial"),
         (ForgetsTheCallLedger, "binding"),
         (TakesTheApproverFromTheRunState, "entitlement"),
+        (SharesOneRunIdAcrossRuns, "entitlement"),
     ],
 )
 def test_a_broken_variant_fails_the_suite_it_names(variant: type, suite: str) -> None:
@@ -63,7 +65,7 @@ class _NoInterrupt:
     framework = "incomplete"
     shape = "decided_before_invocation"
 
-    def invoke(self, session: object, action: str, arguments: dict) -> dict:
+    def invoke(self, session: object, action: str, arguments: dict, run: str) -> dict:
         return {}
 
 

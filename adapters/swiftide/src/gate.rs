@@ -273,6 +273,8 @@ struct GateInner {
     outcomes: Mutex<Vec<Outcome>>,
     /// Every gated tool, by action, so an edit can reach the edited action's body.
     bodies: Mutex<HashMap<String, (ActionSpec, Body, String)>>,
+    /// The run (agent run / conversation) every request of this gate is scoped to.
+    run: Option<String>,
 }
 
 /// Gates swiftide tools with a [`Control`] the operator built (with an
@@ -293,14 +295,34 @@ impl std::fmt::Debug for Gate {
 impl Gate {
     /// A gate running every gated tool through `control`.
     pub fn new(control: Control) -> Gate {
+        Gate::scoped(control, None)
+    }
+
+    fn scoped(control: Control, run: Option<String>) -> Gate {
         Gate {
             inner: Arc::new(GateInner {
                 control,
                 approvers: Mutex::new(HashMap::new()),
                 outcomes: Mutex::new(Vec::new()),
                 bodies: Mutex::new(HashMap::new()),
+                run,
             }),
         }
+    }
+
+    /// A gate whose every kernel request is scoped to `run`
+    /// ([`ActionRequest::with_run`](countersign::ActionRequest::with_run)): one gate per agent
+    /// run or conversation, with an id the host keeps beside the run's checkpoint. An approval
+    /// given in this run is consumed only by this run; another run asking for the identical
+    /// action gets its own request (SPEC.md 1.6). A request the tool already scoped keeps its
+    /// run.
+    pub fn for_run(control: Control, run: impl Into<String>) -> Gate {
+        Gate::scoped(control, Some(run.into()))
+    }
+
+    /// The run this gate scopes its requests to, if any ([`Gate::for_run`]).
+    pub fn run(&self) -> Option<&str> {
+        self.inner.run.as_deref()
     }
 
     /// The control.
@@ -491,6 +513,10 @@ impl Pass {
         Fut: Future<Output = Result<T, ExecutorError>>,
     {
         let action = request.name().to_owned();
+        let request = match self.gate.run() {
+            Some(run) if request.run().is_none() => request.with_run(run),
+            _ => request,
+        };
         let result = SLOT
             .scope(
                 Arc::clone(&self.slot),

@@ -50,11 +50,14 @@ pub enum Weakening {
     /// Hands the kernel the approver named in the resume payload (run state anyone holding it
     /// can edit) instead of the one the operator passed on the resuming call.
     TakesApproverFromPayload,
+    /// Scopes no request to the framework's run: one run's approval authorizes another run's
+    /// identical call.
+    ForgetsTheRun,
 }
 
 impl Weakening {
     /// Every weakening.
-    pub const ALL: [Weakening; 15] = [
+    pub const ALL: [Weakening; 16] = [
         Weakening::NeverExecutes,
         Weakening::SwallowsNotExecuted,
         Weakening::SwallowsDenial,
@@ -70,6 +73,7 @@ impl Weakening {
         Weakening::DeniesWhenWaitEnds,
         Weakening::ClaimsNotApplicable,
         Weakening::TakesApproverFromPayload,
+        Weakening::ForgetsTheRun,
     ];
 
     /// The adapter's framework name: `broken-` and the weakening in kebab case.
@@ -90,6 +94,7 @@ impl Weakening {
             Weakening::DeniesWhenWaitEnds => "broken-denies-when-wait-ends",
             Weakening::ClaimsNotApplicable => "broken-claims-not-applicable",
             Weakening::TakesApproverFromPayload => "broken-takes-approver-from-payload",
+            Weakening::ForgetsTheRun => "broken-forgets-the-run",
         }
     }
 }
@@ -167,6 +172,18 @@ impl BrokenAdapter {
                     })
                     .await
             }
+            Weakening::ForgetsTheRun => {
+                session
+                    .control()
+                    .execute(
+                        countersign::ActionRequest::new(call.action.clone(), &call.arguments),
+                        {
+                            let tool = session.tool().clone();
+                            move |arguments| async move { tool.call(arguments).await }
+                        },
+                    )
+                    .await
+            }
             _ => execute_call(session, call, replayed).await,
         };
         result.map(|executed| executed.value)
@@ -236,7 +253,8 @@ impl BrokenAdapter {
 }
 
 fn request(call: &Call, approval: Option<ApprovalId>) -> countersign::ActionRequest {
-    let request = countersign::ActionRequest::new(call.action.clone(), &call.arguments);
+    let request = countersign::ActionRequest::new(call.action.clone(), &call.arguments)
+        .with_run(call.run.clone());
     match approval {
         Some(approval) => request.with_approval(approval),
         None => request,

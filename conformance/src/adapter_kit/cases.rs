@@ -6,7 +6,9 @@ use std::sync::Arc;
 
 use countersign::evidence::{self, Receipt};
 use countersign::store::Store;
-use countersign::{AnswerDecision, ApprovalRecord, ControlError, FrameworkInterrupt, Policy};
+use countersign::{
+    AnswerDecision, ApprovalId, ApprovalRecord, ControlError, FrameworkInterrupt, Policy,
+};
 use serde_json::json;
 
 use super::world::{self, Call, Reviewer, Shown, Step, Tool, World, WorldSpec};
@@ -33,6 +35,10 @@ pub(crate) const ACROSS_PROCESSES: &str = "pause_answer_from_cli_resume_in_anoth
 pub(crate) const UNENTITLED_ANSWER: &str = "unentitled_answer_authorizes_nothing";
 pub(crate) const QUORUM_NEEDS_EVERY_ANSWER: &str = "quorum_is_not_granted_by_one_answer";
 pub(crate) const NAME_IN_RUN_STATE: &str = "approver_named_in_run_state_authorizes_nothing";
+pub(crate) const OTHER_RUN: &str = "run_scoped_approval_never_leaks_to_another_run";
+
+/// The second run of the `entitlement` suite's run-scope case.
+const SECOND_RUN: &str = "run-2";
 
 /// Run one case against `adapter` in a fresh world.
 pub(crate) async fn run_case<A: Adapter>(
@@ -73,9 +79,25 @@ pub(crate) async fn run_case<A: Adapter>(
         } else {
             adapter.invoke(&world.session, call).await
         };
+        let paused_on = match &result {
+            Err(ControlError::ApprovalRequired { request_id, .. }) => Some(request_id.clone()),
+            _ => None,
+        };
         results.push(result);
         if !scenario.steps.is_empty() {
             steps.push(AfterCall::read(&world).await);
+        }
+        if scenario.answer_out_of_band_after == Some(index) {
+            // The human answers the request this call paused on out of band, through the
+            // kernel's answer API (as `countersign approve` does), as the kit's reviewer.
+            if let Some(request_id) = paused_on {
+                // A refused answer shows in the receipts and approval states, which are checked.
+                let _ = world
+                    .session
+                    .control()
+                    .answer(&request_id, AnswerDecision::Approve, KIT_REVIEWER, None)
+                    .await;
+            }
         }
     }
     let observed = Observed::read(&world, results, steps).await;
@@ -169,6 +191,13 @@ pub(crate) struct Scenario {
     /// After each call, when pinned: the approval states, how many yeses the newest request
     /// has of how many it needs, and the executor count.
     steps: Vec<AfterCall>,
+    /// After the call at this index (from 0), the kit's reviewer approves the request it paused
+    /// on through the kernel's answer API (out of band: the framework shows nothing).
+    answer_out_of_band_after: Option<usize>,
+    /// Every request is scoped to a run (the approval record names one), no two calls of
+    /// different runs paused on the same request, and requests of different runs name
+    /// different runs.
+    runs_pinned: bool,
 }
 
 /// What the world shows after one call (the `entitlement` suite pins it).
@@ -225,6 +254,8 @@ impl Scenario {
             approvers: vec![KIT_REVIEWER],
             counted: Vec::new(),
             steps: Vec::new(),
+            answer_out_of_band_after: None,
+            runs_pinned: false,
         }
     }
 }
@@ -536,6 +567,35 @@ fn scenario_resumed(name: &str) -> Scenario {
             steps: vec![AfterCall::new(&["pending"], "0 of 1", 0)],
             ..Scenario::new(vec![refund("pay_named", 150000)])
         },
+        OTHER_RUN => Scenario {
+            // Nobody answers inside the framework: run 1's request is approved out of band,
+            // and run 2, asking for the identical action, is shown its own request.
+            reviewer: Reviewer::absent(),
+            replay_last: true,
+            answer_out_of_band_after: Some(0),
+            runs_pinned: true,
+            results: vec![
+                Want::Refused("ApprovalRequired", "approval_required"),
+                Want::Refused("ApprovalRequired", "approval_required"),
+                Want::Value(0),
+            ],
+            tool_calls: 1,
+            asked: 2,
+            answered: 0,
+            receipts: vec!["answer/granted/approved", "attempt/committed"],
+            approvals: vec!["consumed", "pending"],
+            counted: vec![vec![KIT_REVIEWER], vec![]],
+            steps: vec![
+                AfterCall::new(&["pending"], "0 of 1", 0),
+                AfterCall::new(&["granted", "pending"], "0 of 1", 0),
+                AfterCall::new(&["consumed", "pending"], "0 of 1", 1),
+            ],
+            ..Scenario::new(vec![
+                refund("pay_runs", 60000),
+                refund("pay_runs", 60000).in_run(SECOND_RUN),
+                refund("pay_runs", 60000),
+            ])
+        },
         // INVARIANT (case-names): every name in CASES but the durability case has an arm above.
         other => unreachable!("no scenario for case `{other}`"),
     }
@@ -774,8 +834,56 @@ fn check(scenario: &Scenario, observed: &Observed) -> Result<(), String> {
     if !scenario.steps.is_empty() {
         differences.eq("after each call", &observed.steps, &scenario.steps);
     }
+    if scenario.runs_pinned {
+        check_runs(&mut differences, scenario, observed);
+    }
     check_evidence(&mut differences, &observed.receipts, &scenario.approvers);
     differences.finish()
+}
+
+/// Run scope: every request names a run; calls of different runs never pause on the same
+/// request; requests of different runs name different runs.
+fn check_runs(differences: &mut Differences, scenario: &Scenario, observed: &Observed) {
+    for record in &observed.approvals {
+        if record.run.is_none() {
+            differences.push(format!(
+                "approval request {} is not scoped to a run: the adapter did not pass its run id (`ActionRequest::with_run`)",
+                record.id
+            ));
+        }
+    }
+    let paused: Vec<(&str, &ApprovalId)> = scenario
+        .calls
+        .iter()
+        .zip(&observed.results)
+        .filter_map(|(call, result)| match result {
+            Err(ControlError::ApprovalRequired { request_id, .. }) => {
+                Some((call.run.as_str(), request_id))
+            }
+            _ => None,
+        })
+        .collect();
+    for (index, (run, request)) in paused.iter().enumerate() {
+        for (other_run, other_request) in &paused[index + 1..] {
+            if run != other_run && request == other_request {
+                differences.push(format!(
+                    "runs `{run}` and `{other_run}` paused on the same request {request}: each run needs its own"
+                ));
+            }
+        }
+    }
+    let runs: Vec<Option<&str>> = observed
+        .approvals
+        .iter()
+        .map(|record| record.run.as_deref())
+        .collect();
+    for (index, run) in runs.iter().enumerate() {
+        if run.is_some() && runs[index + 1..].contains(run) {
+            differences.push(format!(
+                "two approval requests are scoped to the same run {run:?}: the adapter maps two runs to one id"
+            ));
+        }
+    }
 }
 
 /// Who acted and who answered, on every receipt: the identity provider's principal, and one

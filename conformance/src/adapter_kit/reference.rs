@@ -88,7 +88,10 @@ pub async fn execute_call<I>(
     call: &Call,
     approval: Option<ApprovalId>,
 ) -> Result<Executed<serde_json::Value>, ControlError> {
-    let mut request = ActionRequest::new(call.action.clone(), &call.arguments);
+    // The reference framework's run id is the kit's run label: every request of the run is
+    // scoped to it, so another run's approval never authorizes this call.
+    let mut request =
+        ActionRequest::new(call.action.clone(), &call.arguments).with_run(call.run.clone());
     if let Some(approval) = approval {
         request = request.with_approval(approval);
     }

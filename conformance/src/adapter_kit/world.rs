@@ -17,22 +17,40 @@ use countersign::{
 
 use super::{Adapter, KIT_PRINCIPAL, KIT_REVIEWER, KitError};
 
-/// One call as the model emits it: an action name and its arguments.
+/// The run label of every call not labelled otherwise: the calls of one case share one run.
+pub const FIRST_RUN: &str = "run-1";
+
+/// One call as the model emits it: an action name and its arguments, in a run.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Call {
     /// The action (tool) name, such as `kit.refund`.
     pub action: String,
     /// The arguments, a JSON object.
     pub arguments: serde_json::Value,
+    /// The kit's label for the framework run (agent run, thread, conversation) the call belongs
+    /// to: [`FIRST_RUN`] unless the case labels it otherwise. Calls with the same label continue
+    /// one run; the adapter maps each label to its own per-run id and scopes the kernel requests
+    /// of that run to it (`ActionRequest::with_run`), so one run's approval never authorizes
+    /// another run's call. Where a run must be found again from another process, the adapter
+    /// keeps the mapping in [`Session::scratch_dir`].
+    pub run: String,
 }
 
 impl Call {
-    /// A call of `action` with `arguments`.
+    /// A call of `action` with `arguments`, in the case's first run.
     pub fn new(action: &str, arguments: serde_json::Value) -> Call {
         Call {
             action: action.to_owned(),
             arguments,
+            run: FIRST_RUN.to_owned(),
         }
+    }
+
+    /// This call in the run labelled `run`.
+    #[must_use]
+    pub fn in_run(mut self, run: &str) -> Call {
+        self.run = run.to_owned();
+        self
     }
 }
 

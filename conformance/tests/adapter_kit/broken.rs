@@ -143,6 +143,16 @@ async fn retrying_after_an_ambiguous_outcome_fails_kernel_at_lost_response() {
 }
 
 #[tokio::test]
+async fn forgetting_the_run_fails_entitlement_at_other_run() {
+    check(
+        Weakening::ForgetsTheRun,
+        Suite::Entitlement,
+        "run_scoped_approval_never_leaks_to_another_run",
+    )
+    .await;
+}
+
+#[tokio::test]
 async fn asking_twice_on_reentry_fails_reentry() {
     check(
         Weakening::AsksTwiceOnReentry,
@@ -204,5 +214,5 @@ async fn taking_the_approver_from_the_payload_fails_exactly_entitlement() {
 #[test]
 fn every_weakening_has_a_test_above() {
     // The tests above cover these, one each; a new weakening must add its test here.
-    assert_eq!(Weakening::ALL.len(), 15);
+    assert_eq!(Weakening::ALL.len(), 16);
 }

@@ -110,9 +110,9 @@ mod toyflow {
 
 use toyflow::{Flow, Step};
 
-/// One thread per call, named from the call, so a resume in another process finds it.
+/// One thread per run and call, named from them, so a resume in another process finds it.
 fn thread(call: &Call) -> String {
-    format!("{}{}", call.action, call.arguments)
+    format!("{}{}{}", call.run, call.action, call.arguments)
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect()
@@ -225,7 +225,10 @@ impl ToyAdapter {
             session
                 .control()
                 .execute(
-                    ActionRequest::new(call.action.clone(), &call.arguments),
+                    // The flow's run id is the kit's run label: the run's requests are scoped
+                    // to it (SPEC 2.3), so another run's approval never authorizes this call.
+                    ActionRequest::new(call.action.clone(), &call.arguments)
+                        .with_run(call.run.clone()),
                     move |arguments| async move { tool.call(arguments).await },
                 )
                 .await

@@ -10,7 +10,8 @@
 //!   `"resumed_in_place"`);
 //! - `adapter.interrupt(setup)` returns the framework's interrupt: an object with
 //!   `carries_approved_arguments` (bool) and `interrupt(pending_json) -> answer_json | None`;
-//! - `adapter.invoke(session, action, arguments_json)` drives one protected call through the
+//! - `adapter.invoke(session, action, arguments_json, run)` drives one protected call of the
+//!   kit's run `run` (a label; the adapter maps it to its own per-run id) through the
 //!   real framework and returns the executor's value as JSON text, or raises the kernel's
 //!   refusal as the `countersign` exception the binding raised (it carries the kernel's error,
 //!   which goes back to the kit exactly as it was);
@@ -410,10 +411,10 @@ impl PyAdapter {
                     },
                 )
                 .map_err(|error| ControlError::Internal(describe(py, &error)))?;
-                let result = self
-                    .object
-                    .bind(py)
-                    .call_method1(method, (handle, call.action.as_str(), arguments));
+                let result = self.object.bind(py).call_method1(
+                    method,
+                    (handle, call.action.as_str(), arguments, call.run.as_str()),
+                );
                 kit_result(py, result)
             })
         })

@@ -28,9 +28,33 @@ struct Checkpoint {
     stop_reason: StopReason,
 }
 
-/// One checkpoint file per call, named from the call, so another process finds it.
+/// The conversation id of the kit's run `label`: made once per run and kept in the scratch
+/// folder beside the checkpoints, so a resume in another process continues the same run.
+fn run_id(session: &Session<SwiftideInterrupt>, label: &str) -> String {
+    use std::hash::BuildHasher;
+    let path = session.scratch_dir().join("runs.json");
+    let mut runs: std::collections::BTreeMap<String, String> = std::fs::read(&path)
+        .ok()
+        .and_then(|bytes| serde_json::from_slice(&bytes).ok())
+        .unwrap_or_default();
+    if let Some(id) = runs.get(label) {
+        return id.clone();
+    }
+    let random =
+        std::collections::hash_map::RandomState::new().hash_one(std::time::SystemTime::now());
+    let id = format!("swiftide-run-{random:016x}");
+    runs.insert(label.to_owned(), id.clone());
+    std::fs::write(
+        &path,
+        serde_json::to_vec(&runs).expect("the run map serializes"),
+    )
+    .expect("the run map is written");
+    id
+}
+
+/// One checkpoint file per run and call, named from them, so another process finds it.
 fn checkpoint_path(session: &Session<SwiftideInterrupt>, call: &Call) -> std::path::PathBuf {
-    let name: String = format!("{}{}", call.action, call.arguments)
+    let name: String = format!("{}{}{}", call.run, call.action, call.arguments)
         .chars()
         .map(|c| if c.is_ascii_alphanumeric() { c } else { '_' })
         .collect();
@@ -45,7 +69,8 @@ impl SwiftideAdapter {
         call: &Call,
         history: Option<Vec<ChatMessage>>,
     ) -> (Gate, Agent) {
-        let gate = Gate::new(session.control().clone());
+        // One gate per agent run: its requests are scoped to the run's conversation id.
+        let gate = Gate::for_run(session.control().clone(), run_id(session, &call.run));
         let executor = session.tool().clone();
         let tool = gate.function(
             tool_spec("kit_tool"),

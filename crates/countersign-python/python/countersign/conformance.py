@@ -21,13 +21,17 @@ An adapter is any object with:
   ``carries_approved_arguments`` (bool) and ``interrupt(pending: dict) -> Optional[dict]``
   (``None`` suspends; a dict is ``{"decision": "approve"|"reject", "approver", "note",
   "arguments"}``, whose ``approver`` is the one the operator passed on the resuming call);
-- ``invoke(session: Session, action: str, arguments: dict)``: drive **one** protected call
-  through the real framework (a scripted model emits it; the tool's body is
-  ``session.run_tool``), asking ``session.review`` whenever the framework shows a human
-  something. Return the executor's value; let a kernel refusal raise as the ``countersign``
+- ``invoke(session: Session, action: str, arguments: dict, run: str)``: drive **one**
+  protected call of the kit's run ``run`` through the real framework. ``run`` is the kit's
+  label for a framework run (calls of one case share one unless the case labels them
+  otherwise): map it to your own per-run id (keep the mapping in ``session.scratch_dir`` so
+  another process finds it) and scope the run's requests to it (``Gate.run(run_id=...)``), so
+  one run's approval never authorizes another run's call. A scripted model emits the call;
+  the tool's body is ``session.run_tool``. Ask ``session.review`` whenever the framework
+  shows a human something. Return the executor's value; let a kernel refusal raise as the ``countersign``
   exception the kernel raised (it carries the kernel's error back to the kit unchanged); when
   the framework paused, raise ``session.paused(request_id)``;
-- optionally ``resume(session, action, arguments)`` (continue a run paused by an earlier
+- optionally ``resume(session, action, arguments, run)`` (continue a run paused by an earlier
   ``invoke``, possibly in another process) and ``not_applicable(suite, case) -> Optional[str]``.
 
 Who answered: ``session.review`` returns ``approver`` (a bare name; ``approver_token`` instead
@@ -162,12 +166,12 @@ class _Bridge:
     def interrupt(self, setup: Any) -> Any:
         return _Interrupt(self._adapter.interrupt(Setup(setup)))
 
-    def invoke(self, session: Any, action: str, arguments_json: str) -> str:
-        value = self._adapter.invoke(Session(session), action, json.loads(arguments_json))
+    def invoke(self, session: Any, action: str, arguments_json: str, run: str) -> str:
+        value = self._adapter.invoke(Session(session), action, json.loads(arguments_json), run)
         return json.dumps(value)
 
-    def _resume(self, session: Any, action: str, arguments_json: str) -> str:
-        value = self._adapter.resume(Session(session), action, json.loads(arguments_json))
+    def _resume(self, session: Any, action: str, arguments_json: str, run: str) -> str:
+        value = self._adapter.resume(Session(session), action, json.loads(arguments_json), run)
         return json.dumps(value)
 
 
