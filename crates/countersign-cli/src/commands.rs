@@ -140,7 +140,7 @@ impl IdentityArgs {
         if let Some(path) = &self.token_file {
             let text = std::fs::read_to_string(path).map_err(|error| {
                 Failure(format!(
-                    "cannot read the approver token file `{}`: {error}",
+                    "cannot read the approver token file `{}`: {error}: check the path, or issue a token with `countersign approver token --key FILE --subject WHO`",
                     path.display()
                 ))
             })?;

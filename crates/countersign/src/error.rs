@@ -407,17 +407,16 @@ pub enum AnswerError {
         /// The id given.
         request_id: ApprovalId,
     },
-    /// The request was already decided differently; the first answer stands.
-    #[error(
-        "approval `{request_id}` was already answered: it is `{state}`{}; the first answer stands",
-        by_suffix(approver)
-    )]
+    /// The request was already decided differently, or (still `pending`, waiting for a
+    /// quorum) this approver already gave another answer; the first answer stands.
+    #[error("{}", already_decided_text(request_id, *state, approver))]
     AlreadyDecided {
         /// The request.
         request_id: ApprovalId,
         /// Its stored state.
         state: ApprovalState,
-        /// Who answered first.
+        /// Who answered first (for a `pending` request: this approver, whose earlier answer
+        /// was counted).
         approver: Option<String>,
     },
     /// The request expired before the answer.
@@ -503,6 +502,22 @@ pub enum AnswerError {
     /// The store failed; the answer may not be recorded: check with `countersign inspect`.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+fn already_decided_text(
+    request_id: &ApprovalId,
+    state: ApprovalState,
+    approver: &Option<String>,
+) -> String {
+    match (state, approver) {
+        (ApprovalState::Pending, Some(approver)) => format!(
+            "`{approver}` already answered approval `{request_id}` and that answer is counted: a changed answer from the same approver is refused; the request waits for other approvers"
+        ),
+        _ => format!(
+            "approval `{request_id}` was already answered: it is `{state}`{}; the first answer stands",
+            by_suffix(approver)
+        ),
+    }
 }
 
 fn by_suffix(approver: &Option<String>) -> String {
