@@ -57,7 +57,12 @@ pub struct ServeArgs {
     #[arg(long, value_name = "AUD", requires = "jwks")]
     jwt_audience: Option<String>,
     /// The JWT claim holding the caller's groups, an array of strings (with --jwks).
-    #[arg(long, value_name = "CLAIM", default_value = "groups", requires = "jwks")]
+    #[arg(
+        long,
+        value_name = "CLAIM",
+        default_value = "groups",
+        requires = "jwks"
+    )]
     jwt_groups_claim: String,
     /// Members of this group (from a token's `groups` or the policy's directory) may read every
     /// request, receipt and effect; what they may answer is still up to each request's rule.

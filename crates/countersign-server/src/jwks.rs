@@ -358,9 +358,12 @@ fn unverified_header(jwt: &str) -> Result<serde_json::Map<String, serde_json::Va
 }
 
 fn numeric_date(value: &serde_json::Value) -> Option<i64> {
-    value
-        .as_i64()
-        .or_else(|| value.as_f64().filter(|seconds| seconds.is_finite()).map(|seconds| seconds as i64))
+    value.as_i64().or_else(|| {
+        value
+            .as_f64()
+            .filter(|seconds| seconds.is_finite())
+            .map(|seconds| seconds as i64)
+    })
 }
 
 /// At most 64 printable characters of something a caller sent, for a message.
@@ -454,9 +457,7 @@ fn parse_jwks(bytes: &[u8]) -> Result<BTreeMap<String, Key>, String> {
             AlgorithmParameters::EllipticCurve(params) if params.curve == EllipticCurve::P256 => {
                 Algorithm::ES256
             }
-            AlgorithmParameters::OctetKeyPair(params)
-                if params.curve == EllipticCurve::Ed25519 =>
-            {
+            AlgorithmParameters::OctetKeyPair(params) if params.curve == EllipticCurve::Ed25519 => {
                 Algorithm::EdDSA
             }
             _ => continue,
