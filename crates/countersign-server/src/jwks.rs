@@ -60,7 +60,7 @@ impl JwksSource {
         let lower = text.to_ascii_lowercase();
         if lower.starts_with("https://") {
             return Err(JwksError::HttpsUnsupported {
-                url: text.to_owned(),
+                url: redacted(text),
             });
         }
         if lower.starts_with("http://") {
@@ -74,8 +74,23 @@ impl std::fmt::Display for JwksSource {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             JwksSource::File(path) => write!(f, "{}", path.display()),
-            JwksSource::Url(url) => f.write_str(url),
+            JwksSource::Url(url) => f.write_str(&redacted(url)),
         }
+    }
+}
+
+/// A URL for messages and logs: without user info (`user:password@`) and without its query,
+/// either of which may hold a secret.
+fn redacted(url: &str) -> String {
+    let without_query = url.split(['?', '#']).next().unwrap_or("");
+    let Some((scheme, rest)) = without_query.split_once("://") else {
+        return without_query.to_owned();
+    };
+    let authority_end = rest.find('/').unwrap_or(rest.len());
+    let (authority, path) = rest.split_at(authority_end);
+    match authority.rsplit_once('@') {
+        Some((_, host)) => format!("{scheme}://***@{host}{path}"),
+        None => without_query.to_owned(),
     }
 }
 
@@ -508,6 +523,22 @@ mod tests {
         assert_eq!(
             JwksSource::parse("keys.json").expect("a file"),
             JwksSource::File(PathBuf::from("keys.json"))
+        );
+    }
+
+    #[test]
+    fn urls_lose_user_info_and_query_in_messages() {
+        assert_eq!(
+            redacted("http://user:pw@127.0.0.1:8/jwks?key=s#x"),
+            "http://***@127.0.0.1:8/jwks"
+        );
+        assert_eq!(
+            redacted("http://127.0.0.1:8/jwks"),
+            "http://127.0.0.1:8/jwks"
+        );
+        assert_eq!(
+            JwksSource::Url("http://a:b@h/k".to_owned()).to_string(),
+            "http://***@h/k"
         );
     }
 
