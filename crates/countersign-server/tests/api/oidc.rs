@@ -289,6 +289,54 @@ async fn a_served_jwks_is_refreshed_and_a_failed_fetch_keeps_the_last_good_set()
 }
 
 #[tokio::test]
+async fn an_es256_jwt_signs_in_too() {
+    use p256::pkcs8::EncodePrivateKey as _;
+    let key =
+        p256::ecdsa::SigningKey::from_bytes(&p256::FieldBytes::from(rand::random::<[u8; 32]>()))
+            .expect("a P-256 key");
+    let point = key.verifying_key().to_encoded_point(false);
+    let set = json!({"keys": [{
+        "kty": "EC",
+        "crv": "P-256",
+        "kid": "ec-1",
+        "alg": "ES256",
+        "x": URL_SAFE_NO_PAD.encode(point.x().expect("x")),
+        "y": URL_SAFE_NO_PAD.encode(point.y().expect("y")),
+    }]});
+    let dir = tempfile::tempdir().expect("a folder");
+    let file = dir.path().join("jwks.json");
+    std::fs::write(&file, set.to_string()).expect("the JWKS file");
+    let oidc = OidcSignIn::load(JwksSource::File(file), rules(), DEFAULT_MAX_AGE)
+        .await
+        .expect("the JWKS loads");
+    let options = Options {
+        oidc: Some(oidc),
+        ..Options::default()
+    };
+    let harness = Harness::start(Backend::Sqlite, "oidc_es256", options).await;
+    let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::ES256);
+    header.kid = Some("ec-1".to_owned());
+    let der = key.to_pkcs8_der().expect("a PKCS#8 key");
+    let token = jsonwebtoken::encode(
+        &header,
+        &claims(&harness, "oidc|olga", &["ops"]),
+        &jsonwebtoken::EncodingKey::from_ec_der(der.as_bytes()),
+    )
+    .expect("a token");
+    let (status, body) = harness.get("/api/v1/approvals", Some(&token)).await;
+    assert_eq!(status, 200, "{body}");
+    // The same key claimed as EdDSA does not fit it.
+    let idp = IdpKey::new("ec-1");
+    refused(
+        &harness,
+        &idp.sign(&claims(&harness, "oidc|olga", &["ops"])),
+        "does not fit",
+    )
+    .await;
+    harness.stop().await;
+}
+
+#[tokio::test]
 async fn refuses_a_jwks_over_https_or_without_usable_keys() {
     assert!(JwksSource::parse("https://idp.example.com/jwks").is_err());
     let dir = tempfile::tempdir().expect("a folder");
