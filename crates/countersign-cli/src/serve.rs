@@ -10,6 +10,7 @@ use clap::Args;
 use countersign::token::PublicKey;
 use countersign::{Policy, SystemClock, store};
 use countersign_server::auth::{DEFAULT_SECRET_HEADER, ProxySignIn, SignIn};
+use countersign_server::jwks::{DEFAULT_MAX_AGE, JwksSource, JwtRules, OidcSignIn};
 use countersign_server::{Service, ServiceConfig, StoreSource};
 
 use crate::{Failure, Global};
@@ -44,6 +45,25 @@ pub struct ServeArgs {
     /// The header the proxy sends its shared secret in.
     #[arg(long, value_name = "NAME", default_value = DEFAULT_SECRET_HEADER, requires = "proxy_header")]
     proxy_secret_header: String,
+    /// Sign in with an identity provider's JWT (`Authorization: Bearer`), verified against this
+    /// JWKS: a file, or an `http://` URL fetched on start and every 10 minutes (https is not
+    /// fetched: save the JWKS to a file, or fetch it through a proxy on loopback).
+    #[arg(long, value_name = "FILE_OR_URL", requires_all = ["jwt_issuer", "jwt_audience"])]
+    jwks: Option<String>,
+    /// The `iss` a JWT must carry (with --jwks).
+    #[arg(long, value_name = "ISS", requires = "jwks")]
+    jwt_issuer: Option<String>,
+    /// The audience (`aud`) a JWT must be for (with --jwks).
+    #[arg(long, value_name = "AUD", requires = "jwks")]
+    jwt_audience: Option<String>,
+    /// The JWT claim holding the caller's groups, an array of strings (with --jwks).
+    #[arg(
+        long,
+        value_name = "CLAIM",
+        default_value = "groups",
+        requires = "jwks"
+    )]
+    jwt_groups_claim: String,
     /// Members of this group (from a token's `groups` or the policy's directory) may read every
     /// request, receipt and effect; what they may answer is still up to each request's rule.
     #[arg(long, value_name = "NAME")]
@@ -106,9 +126,26 @@ pub async fn run(
         }
         _ => None,
     };
+    let oidc = match (&args.jwks, &args.jwt_issuer, &args.jwt_audience) {
+        (Some(jwks), Some(issuer), Some(audience)) => {
+            let source = JwksSource::parse(jwks).map_err(|error| Failure(error.to_string()))?;
+            let rules = JwtRules {
+                issuer: issuer.clone(),
+                audience: audience.clone(),
+                groups_claim: args.jwt_groups_claim.clone(),
+            };
+            Some(
+                OidcSignIn::load(source, rules, DEFAULT_MAX_AGE)
+                    .await
+                    .map_err(|error| Failure(error.to_string()))?,
+            )
+        }
+        _ => None,
+    };
     let sign_in = SignIn {
         approver_keys: approver_keys(&policy, &args.approver_key)?,
         proxy,
+        oidc,
     };
     let service = Service::new(ServiceConfig {
         store: StoreSource::Url(url),
@@ -129,13 +166,18 @@ pub async fn run(
     let bound = listener.local_addr()?;
     if !sign_in.is_configured() {
         eprintln!(
-            "warning: no sign-in method is configured, so every API call will answer 401: add `approvers.keys` to the policy, pass `--approver-key`, or `--proxy-header NAME --proxy-secret-file FILE`"
+            "warning: no sign-in method is configured, so every API call will answer 401: add `approvers.keys` to the policy, pass `--approver-key`, `--jwks FILE_OR_URL --jwt-issuer ISS --jwt-audience AUD`, or `--proxy-header NAME --proxy-secret-file FILE`"
         );
     }
     writeln!(
         out,
-        "countersign approval service on http://{bound}/api/v1/ ({} approver keys{}); Ctrl-C stops it",
+        "countersign approval service on http://{bound}/api/v1/ ({} approver keys{}{}); Ctrl-C stops it",
         sign_in.approver_keys.len(),
+        if sign_in.oidc.is_some() {
+            ", JWT sign-in"
+        } else {
+            ""
+        },
         if sign_in.proxy.is_some() {
             ", proxy sign-in"
         } else {

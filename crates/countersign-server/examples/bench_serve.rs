@@ -83,6 +83,7 @@ actions:
         sign_in: SignIn {
             approver_keys: vec![key.public_key()],
             proxy: None,
+            oidc: None,
         },
         directory: policy.directory().clone(),
         auditors_group: None,

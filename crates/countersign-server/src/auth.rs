@@ -11,6 +11,12 @@
 //!   [`ProxySignIn::secret_header`], compared in constant time. The caller becomes a
 //!   [`Credential::Verified`] with [`Authentication::ProxyHeader`].
 //!
+//! - `Authorization: Bearer <JWT>` from an identity provider (`--jwks`, `--jwt-issuer`,
+//!   `--jwt-audience`), verified by [`crate::jwks::OidcSignIn`]; the caller becomes a
+//!   [`Credential::Verified`] with [`Authentication::Oidc`] and the groups of the token's
+//!   groups claim. A bearer token is taken for the identity provider's when it names an issuer
+//!   (`iss`; approver tokens do not), or when no approver keys are configured.
+//!
 //! When `Authorization` is present it decides alone: a refused token is never retried as a
 //! proxy identity. With no method configured every call is refused `not_authenticated`.
 
@@ -23,6 +29,7 @@ use countersign::token::{self, PublicKey};
 use sha2::{Digest, Sha256};
 use subtle::ConstantTimeEq;
 
+use crate::jwks::{self, OidcSignIn};
 use crate::problem::Problem;
 
 /// The header that carries the proxy's shared secret unless configured otherwise.
@@ -129,12 +136,14 @@ pub struct SignIn {
     pub approver_keys: Vec<PublicKey>,
     /// Sign-in through an authenticating proxy, if configured.
     pub proxy: Option<ProxySignIn>,
+    /// Sign-in with an identity provider's JWT, verified against its JWKS, if configured.
+    pub oidc: Option<OidcSignIn>,
 }
 
 impl SignIn {
     /// Is any sign-in method configured?
     pub fn is_configured(&self) -> bool {
-        !self.approver_keys.is_empty() || self.proxy.is_some()
+        !self.approver_keys.is_empty() || self.proxy.is_some() || self.oidc.is_some()
     }
 }
 
@@ -169,7 +178,7 @@ pub fn authenticate(
 ) -> Result<Caller, Problem> {
     if !sign_in.is_configured() {
         return Err(Problem::not_authenticated(
-            "this approval service has no sign-in method configured: start it with approver keys (`approvers.keys` in the policy, or `--approver-key`) or with `--proxy-header NAME --proxy-secret-file FILE`",
+            "this approval service has no sign-in method configured: start it with approver keys (`approvers.keys` in the policy, or `--approver-key`), with `--jwks FILE_OR_URL --jwt-issuer ISS --jwt-audience AUD`, or with `--proxy-header NAME --proxy-secret-file FILE`",
         ));
     }
     let mut authorizations = headers.get_all(header::AUTHORIZATION).iter();
@@ -190,6 +199,11 @@ pub fn authenticate(
                 "the `Authorization` header is not `Bearer TOKEN`: send an approver token from `countersign approver token`",
             ));
         };
+        if let Some(oidc) = &sign_in.oidc
+            && (sign_in.approver_keys.is_empty() || jwks::names_an_issuer(jwt))
+        {
+            return oidc_caller(oidc, directory, auditors_group, jwt, now);
+        }
         return token_caller(sign_in, directory, auditors_group, jwt, now);
     }
     if let Some(proxy) = &sign_in.proxy
@@ -270,6 +284,38 @@ pub fn token_caller(
         id: verified.subject,
         groups,
         authentication: Authentication::Token,
+    })
+}
+
+/// The caller an identity provider's JWT signs in.
+///
+/// # Errors
+///
+/// A 401 `not_authenticated` [`Problem`] saying what failed (unknown key, bad signature,
+/// expired, wrong issuer, wrong audience); it never repeats the token.
+fn oidc_caller(
+    oidc: &OidcSignIn,
+    directory: &BTreeMap<String, Vec<String>>,
+    auditors_group: Option<&str>,
+    jwt: &str,
+    now: Timestamp,
+) -> Result<Caller, Problem> {
+    let (id, claimed) = oidc.verify(jwt, now).map_err(|problem| {
+        Problem::not_authenticated(format!(
+            "the identity provider's token is refused: {problem}"
+        ))
+    })?;
+    let groups = merged_groups(directory, &id, &claimed);
+    Ok(Caller {
+        credential: Credential::Verified {
+            id: id.clone(),
+            groups: claimed,
+            authentication: Authentication::Oidc,
+        },
+        auditor: is_auditor(auditors_group, &groups),
+        id,
+        groups,
+        authentication: Authentication::Oidc,
     })
 }
 

@@ -4,7 +4,8 @@
 //! from anywhere the operator exposes it, through the one closed answer contract every surface
 //! shares ([`countersign::approval::submit_answer`] and the store's `resolve_effect`). It never
 //! writes a grant itself and never takes an identity from anything a caller asserts: callers sign
-//! in with an approver token or through an authenticating proxy ([`auth`]), and the kernel
+//! in with an approver token, an identity provider's JWT ([`jwks`]) or through an
+//! authenticating proxy ([`auth`]), and the kernel
 //! judges every answer against the rule stored with the request.
 //!
 //! Routes (all JSON; errors are RFC 9457 problem details, [`problem`]):
@@ -28,6 +29,7 @@
 mod api;
 pub mod auth;
 pub mod browser;
+pub mod jwks;
 mod metrics;
 pub mod problem;
 mod scope;
@@ -42,6 +44,7 @@ use countersign::store::{self, Store};
 use countersign::{Clock, StoreError};
 
 pub use auth::{Caller, ProxySignIn, SignIn};
+pub use jwks::{JwksSource, JwtRules, OidcSignIn};
 pub use problem::Problem;
 
 /// The address `countersign serve` listens on unless told otherwise: loopback only.

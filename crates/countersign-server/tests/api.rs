@@ -6,6 +6,7 @@
 
 mod api {
     pub mod browser;
+    pub mod oidc;
     pub mod robustness;
     pub mod routes;
     pub mod support;

@@ -46,6 +46,7 @@ async fn an_unreachable_store_answers_503_and_keeps_serving() {
         sign_in: SignIn {
             approver_keys: vec![key.public_key()],
             proxy: None,
+            oidc: None,
         },
         directory: Default::default(),
         auditors_group: None,
@@ -188,6 +189,7 @@ fn fuzz_router() -> (axum::Router, String, String) {
                 countersign_server::ProxySignIn::new("x-user", "x-secret", &"s".repeat(32))
                     .expect("a proxy"),
             ),
+            oidc: None,
         },
         directory: Default::default(),
         auditors_group: Some("audit".to_owned()),

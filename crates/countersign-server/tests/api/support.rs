@@ -30,6 +30,7 @@ pub struct Options {
     pub proxy: bool,
     pub auditors_group: Option<&'static str>,
     pub no_sign_in: bool,
+    pub oidc: Option<countersign_server::OidcSignIn>,
 }
 
 pub struct Harness {
@@ -124,6 +125,7 @@ impl Harness {
                     ProxySignIn::new("x-forwarded-user", "x-proxy-secret", PROXY_SECRET)
                         .expect("a proxy configuration")
                 }),
+                oidc: options.oidc.clone(),
             }
         };
         let service = Service::new(ServiceConfig {
