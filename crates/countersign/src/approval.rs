@@ -211,14 +211,9 @@ impl ApprovalRecord {
         u32::try_from(count).unwrap_or(u32::MAX)
     }
 
-    /// The approvers whose yes granted it (empty unless it was granted).
+    /// The approvers whose yes granted it: empty unless it is `granted` or `consumed`.
     pub fn granted_by(&self) -> Vec<&Approver> {
-        if !matches!(self.state, ApprovalState::Granted | ApprovalState::Consumed)
-            && self
-                .answers
-                .iter()
-                .all(|answer| answer.decision != AnswerDecision::Approve)
-        {
+        if !matches!(self.state, ApprovalState::Granted | ApprovalState::Consumed) {
             return Vec::new();
         }
         self.answers
@@ -492,10 +487,19 @@ impl ApprovalProvider for InterruptApprovalProvider {
         if self.interrupt.carries_approved_arguments() {
             answered_about_pending(pending, answer.arguments.as_ref())?;
         }
+        // An adapter hands over a token or a name; it never vouches for an identity itself
+        // (only a surface the operator runs, such as the approval service, does).
+        let approver = match answer.approver {
+            Credential::Verified { id, .. } => Credential::Unverified {
+                source: format!("the {} adapter, naming `{id}`", self.interrupt.framework()),
+                reason: "an adapter cannot vouch for an approver: pass the approver's token on the resuming call".to_owned(),
+            },
+            other => other,
+        };
         let submitted = crate::store::RecordAnswer {
             request_id: pending.request_id.clone(),
             decision: Ok(answer.decision),
-            approver: answer.approver,
+            approver,
             channel: self.interrupt.channel(),
             shown_hash: answer.shown_hash,
             note: answer.note,

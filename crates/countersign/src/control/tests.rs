@@ -1326,7 +1326,19 @@ impl crate::approval::FrameworkInterrupt for ScriptedInterrupt {
             None => Err(crate::approval::InterruptError::Suspended),
             Some((decision, arguments)) => Ok(crate::approval::ApprovalAnswer {
                 decision: *decision,
-                approver: self.approver.unwrap_or("human:alice").into(),
+                // `verified:NAME` plays an adapter that claims to vouch for NAME itself.
+                approver: match self
+                    .approver
+                    .unwrap_or("human:alice")
+                    .strip_prefix("verified:")
+                {
+                    Some(id) => crate::approver::Credential::Verified {
+                        id: id.to_owned(),
+                        groups: Vec::new(),
+                        authentication: crate::approver::Authentication::Oidc,
+                    },
+                    None => self.approver.unwrap_or("human:alice").into(),
+                },
                 shown_hash: Some(pending.action_hash.clone()),
                 note: None,
                 arguments: arguments.clone(),
@@ -1506,6 +1518,22 @@ async fn the_principal_that_asked_cannot_answer_its_own_request() {
         );
         assert_eq!(world.calls(), 0);
     }
+}
+
+#[tokio::test]
+async fn an_adapter_cannot_vouch_for_an_identity() {
+    let (world, _) = world_with_interrupt_as(
+        Some((AnswerDecision::Approve, Some(json!({"to": "a"})))),
+        Some("verified:human:alice"),
+    );
+    let error = world.call("notify", json!({"to": "a"})).await.unwrap_err();
+    assert_eq!(error.reason(), "not_authenticated", "{error}");
+    assert!(error.to_string().contains("cannot vouch"), "{error}");
+    assert_eq!(world.calls(), 0);
+    let requests = world.store.approvals(None).await.unwrap();
+    assert_eq!(requests.len(), 1);
+    assert_eq!(requests[0].state, crate::ApprovalState::Pending);
+    assert!(requests[0].answers.is_empty());
 }
 
 #[tokio::test]
