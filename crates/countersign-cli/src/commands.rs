@@ -673,10 +673,12 @@ pub async fn verify(
         }
         _ => Failure(error.to_string()),
     })?;
+    let warnings = policy.approval_warnings();
     let policy_summary = serde_json::json!({
         "file": path.display().to_string(),
         "hash": policy.hash(),
         "mode": policy.mode().as_str(),
+        "warnings": warnings,
     });
     if !global.json {
         writeln!(
@@ -686,6 +688,9 @@ pub async fn verify(
             policy.hash(),
             policy.mode().as_str()
         )?;
+        for warning in &warnings {
+            writeln!(out, "warning: {}", printable(warning))?;
+        }
     }
     if global.store_url.is_none()
         && let Some(store_file) = missing_store_file(global)

@@ -192,6 +192,63 @@ impl Policy {
         }
     }
 
+    /// Approval rules nobody can satisfy, or that only a token claiming an unknown group can,
+    /// as one-line warnings naming the action key and the rule (0-based). A policy with
+    /// warnings still loads: each is a likely mistake, not a contradiction (a token's `groups`
+    /// claim may name groups the directory does not). `countersign verify` prints them.
+    pub fn approval_warnings(&self) -> Vec<String> {
+        let mut warnings = Vec::new();
+        for entry in &self.entries {
+            let mut specs: Vec<(String, &ApprovalSpec)> = Vec::new();
+            if let Some(spec) = &entry.approval {
+                specs.push((format!("`{}`", entry.key), spec));
+            }
+            if let EntryBody::Rules(rules) = &entry.body {
+                for (index, rule) in rules.iter().enumerate() {
+                    if let Some(spec) = &rule.approval {
+                        specs.push((format!("`{}` rule {index}", entry.key), spec));
+                    }
+                }
+            }
+            for (place, spec) in specs {
+                self.warn_about(&place, spec, &mut warnings);
+            }
+        }
+        warnings
+    }
+
+    fn warn_about(&self, place: &str, spec: &ApprovalSpec, warnings: &mut Vec<String>) {
+        let named_only = spec
+            .approvers
+            .iter()
+            .all(|pattern| !pattern.contains('*') && !pattern.starts_with("group:"));
+        if named_only && spec.quorum as usize > spec.approvers.len() {
+            warnings.push(format!(
+                "{place}: `quorum: {}` but only {} approver(s) are named: no request can ever be granted; name more approvers or lower the quorum",
+                spec.quorum,
+                spec.approvers.len()
+            ));
+        }
+        if spec.require == Requirement::Authenticated && self.keys.is_empty() {
+            warnings.push(format!(
+                "{place}: `require: authenticated` but `approvers.keys` lists no key: no approver token can verify, so only the approval service's OIDC or proxy sign-in can answer; add a key with `countersign keygen`"
+            ));
+        }
+        for pattern in &spec.approvers {
+            if let Some(group) = pattern.strip_prefix("group:")
+                && !group.contains('*')
+                && !self
+                    .directory
+                    .values()
+                    .any(|groups| groups.iter().any(|member_of| member_of == group))
+            {
+                warnings.push(format!(
+                    "{place}: nobody in `directory` is in group `{group}`: only a verified token whose `groups` claim names it can approve; check the spelling"
+                ));
+            }
+        }
+    }
+
     /// Decide `action` against its canonical `arguments` (a JSON object). Pure, no I/O.
     ///
     /// Ignores [`Policy::mode`]: observe mode is applied by the caller.

@@ -190,3 +190,29 @@ fn a_wrong_hash_is_refused_before_anything_is_recorded() {
         "{run:?}"
     );
 }
+
+#[test]
+fn verify_warns_about_approval_rules_nobody_can_satisfy() {
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        "countersign.yaml",
+        "schema: countersign.policy/v1
+directory:
+  human:alice: [finance]
+actions:
+  refund:
+    decision: approve
+    approval: { approvers: [\"group:finanse\"], require: authenticated }
+",
+    );
+    let run = sandbox.run(&["verify", "--policy", "countersign.yaml"]);
+    assert_eq!(run.status, Some(0), "warnings do not fail verify: {run:?}");
+    let warnings: Vec<&str> = run
+        .stdout
+        .lines()
+        .filter(|line| line.starts_with("warning: "))
+        .collect();
+    assert_eq!(warnings.len(), 2, "{run:?}");
+    assert!(warnings[0].contains("lists no key"), "{warnings:?}");
+    assert!(warnings[1].contains("group `finanse`"), "{warnings:?}");
+}

@@ -1493,3 +1493,42 @@ fn can_permit_is_false_only_for_entries_that_always_deny() {
     assert!(!can("a.rules_deny"));
     assert!(can("a.rules_some"));
 }
+
+#[test]
+fn warns_about_approval_rules_nobody_can_satisfy() {
+    let policy = Policy::from_yaml_str(
+        "schema: countersign.policy/v1
+directory:
+  human:alice: [finance]
+actions:
+  refund:
+    decision: approve
+    approval: { approvers: [\"human:alice\"], quorum: 2 }
+  wire:
+    rules:
+      - decision: approve
+        approval: { approvers: [\"group:finanse\", \"group:finance\"], require: authenticated }
+  read:
+    decision: approve
+    approval: { approvers: [\"group:fin*\", \"human:*\"], quorum: 3 }
+",
+        None,
+    )
+    .expect("warnings are not load errors");
+    let warnings = policy.approval_warnings();
+    assert_eq!(warnings.len(), 3, "{warnings:#?}");
+    assert!(warnings[0].starts_with("`refund`: `quorum: 2` but only 1 approver(s) are named"));
+    assert!(
+        warnings[1].starts_with(
+            "`wire` rule 0: `require: authenticated` but `approvers.keys` lists no key"
+        )
+    );
+    assert!(warnings[2].starts_with("`wire` rule 0: nobody in `directory` is in group `finanse`"));
+    // Patterns and known groups draw no warning.
+    let clean = Policy::from_yaml_str(
+        "schema: countersign.policy/v1\nactions:\n  a:\n    decision: approve\n",
+        None,
+    )
+    .expect("loads");
+    assert!(clean.approval_warnings().is_empty());
+}
