@@ -116,6 +116,15 @@ pub async fn pending(
         out,
         "answer with `countersign approve <ID>` or `countersign deny <ID> --note \"why\"`"
     )?;
+    if waiting
+        .iter()
+        .any(|record| record.rule.require == countersign::approver::Requirement::Authenticated)
+    {
+        writeln!(
+            out,
+            "a request that needs an authenticated approver takes your approver token: add `--token-file FILE` (from `countersign approver token`)"
+        )?;
+    }
     Ok(ExitCode::SUCCESS)
 }
 

@@ -115,6 +115,11 @@ async fn an_authenticated_rule_takes_a_token_and_refuses_a_name() {
     let id = agent.request_approval("pi_t1", 900_000).await;
     let id = id.as_str();
 
+    let listed = sandbox.run(&["pending"]);
+    assert!(
+        listed.stdout.contains("add `--token-file FILE`"),
+        "{listed:?}"
+    );
     let asserted = sandbox.run(&["approve", id, "--as", "human:alice"]);
     assert_eq!(asserted.status, Some(1));
     assert!(
