@@ -64,8 +64,13 @@ pub(crate) fn run(mut command: Command) -> Result<()> {
     Ok(())
 }
 
+/// The checkout this xtask was started from: `cargo run` sets `CARGO_MANIFEST_DIR` for the run,
+/// which names this checkout even when the binary in a shared target folder was last built from
+/// another checkout (the path baked in at build time is only the fallback).
 pub(crate) fn project_root() -> PathBuf {
-    let manifest = PathBuf::from(env!("CARGO_MANIFEST_DIR"));
+    let manifest = std::env::var_os("CARGO_MANIFEST_DIR")
+        .map(PathBuf::from)
+        .unwrap_or_else(|| PathBuf::from(env!("CARGO_MANIFEST_DIR")));
     manifest.parent().map(Path::to_path_buf).unwrap_or(manifest)
 }
 
