@@ -67,7 +67,11 @@ pub fn control_error(error: &ControlError) -> napi::Error {
     let (class, fields) = match error {
         ControlError::InvalidArguments { action, source } => (
             "InvalidArguments",
-            json!({"action": action, "detail": source.to_string()}),
+            json!({
+                "action": action,
+                "detail": source.to_string(),
+                "canonical_reason": source.reason(),
+            }),
         ),
         ControlError::Template { action, source } => (
             "BadTemplate",

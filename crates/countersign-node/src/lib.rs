@@ -25,8 +25,6 @@
 //! event or receipt except through it.
 
 mod errors;
-#[cfg(feature = "conformance")]
-mod kit;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -61,19 +59,6 @@ pub struct NativeControl {
     store_url: String,
     /// `None` for a control built in Rust: its identity provider decides.
     principal: Option<countersign::Principal>,
-}
-
-impl NativeControl {
-    /// A control built in Rust by an operator (the conformance kit), for JavaScript to use.
-    #[cfg(feature = "conformance")]
-    pub(crate) fn adopt(control: Control, store_url: String) -> NativeControl {
-        NativeControl {
-            control,
-            policy_path: None,
-            store_url,
-            principal: None,
-        }
-    }
 }
 
 /// `.countersign/countersign.db` in the policy file's folder (as the CLI).
@@ -210,7 +195,9 @@ async fn call_executor(bridge: &ExecutorBridge, canonical: String) -> Result<(),
         ExecutorError::failed(format!("the executor's promise failed: {error}"))
     })?;
     let outcome: Outcome = serde_json::from_str(&envelope).map_err(|error| {
-        ExecutorError::failed(format!("the executor bridge answered `{envelope}`: {error}"))
+        ExecutorError::failed(format!(
+            "the executor bridge answered `{envelope}`: {error}"
+        ))
     })?;
     match outcome {
         Outcome { ok: true, .. } => Ok(()),
@@ -237,7 +224,8 @@ pub async fn open_control(
     store_url: Option<String>,
     approval_ttl: Option<f64>,
 ) -> napi::Result<NativeControl> {
-    let principal = countersign::Principal::new(&principal).map_err(|error| misuse(&error.to_string()))?;
+    let principal =
+        countersign::Principal::new(&principal).map_err(|error| misuse(&error.to_string()))?;
     let ttl = approval_ttl
         .map(|value| seconds("approvalTtl", value))
         .transpose()?;
@@ -495,9 +483,11 @@ impl NativeControl {
             let Some(last) = page.last() else { break };
             after = last.seq;
             for stored in &page {
-                receipts.push(stored.to_receipt().map_err(|detail| {
-                    store_error(&countersign::StoreError::Corrupt { detail })
-                })?);
+                receipts.push(
+                    stored.to_receipt().map_err(|detail| {
+                        store_error(&countersign::StoreError::Corrupt { detail })
+                    })?,
+                );
             }
         }
         to_json(&receipts)

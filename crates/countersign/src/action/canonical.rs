@@ -29,10 +29,10 @@
 //!   inputs share one hash. This module follows the erratum.
 //! - Integers whose magnitude exceeds 2^53 − 1, the largest a double holds exactly (I-JSON,
 //!   RFC 7493 section 2.2): integer values from `serde` (`i64`, `u64`, `i128`, `u128`, ...) and
-//!   integer literals in JSON text. Send such numbers as strings. One exception keeps canonical
-//!   text a fixed point: an integer literal that is already exactly the canonical spelling of
-//!   its double (`9007199254740992`, `100000000000000000000`) is accepted, because no digit of
-//!   it changes. `9007199254740993` (which would become `...992`) and `1000000000000000000000`
+//!   integer literals in JSON text, by one rule. Send such numbers as strings. One exception
+//!   keeps canonical text a fixed point: an integer (value or literal) that is already exactly
+//!   the canonical spelling of its double (`9007199254740992`, `100000000000000000000`) is
+//!   accepted, because no digit of it changes. `9007199254740993` (which would become `...992`) and `1000000000000000000000`
 //!   (which would become `1e+21`) are refused.
 //! - Unpaired surrogates from `\u` escapes (JSON text only; a Rust `str` cannot hold one).
 //! - Nesting deeper than 128 arrays and objects, reported as an error, not a stack overflow.
@@ -154,7 +154,9 @@ impl fmt::Display for CanonicalJson {
 ///
 /// - [`CanonicalError::NotFinite`]: an `f64` or `f32` is NaN or infinite.
 /// - [`CanonicalError::NegativeZero`]: a float is `-0.0`.
-/// - [`CanonicalError::UnsafeInteger`]: an integer's magnitude exceeds 2^53 − 1.
+/// - [`CanonicalError::UnsafeInteger`]: an integer's magnitude exceeds 2^53 − 1, unless its
+///   digits are already the canonical spelling of its double (the rule [`parse_canonical`]
+///   applies to integer literals).
 /// - [`CanonicalError::DuplicateKey`]: the value emits one object key twice.
 /// - [`CanonicalError::UnsupportedValue`]: a map key is not a string, char, integer or unit
 ///   variant, or a raw JSON marker is malformed.
@@ -434,13 +436,31 @@ fn number_node(value: f64) -> Result<Node, CanonicalError> {
 
 fn integer_node(value: i128) -> Result<Node, CanonicalError> {
     if value.unsigned_abs() > u128::from(MAX_SAFE_INTEGER) {
-        return Err(CanonicalError::UnsafeInteger {
-            path: String::new(),
-            value: value.to_string(),
-        });
+        // INVARIANT (one integer rule): an integer outside ±(2^53 − 1) is accepted only when
+        // canonical form keeps every digit of it, whether it comes as a Rust integer or as an
+        // integer literal in JSON text (`parse_canonical`), so the typed and text paths (and
+        // with them the Rust, Python and Node bindings) refuse exactly the same integers.
+        // Shared vectors: `tests/vectors/numbers.json`.
+        let digits = value.to_string();
+        if !is_canonical_integer_spelling(&digits) {
+            return Err(CanonicalError::UnsafeInteger {
+                path: String::new(),
+                value: digits,
+            });
+        }
     }
-    // Exact: the magnitude is below 2^53.
+    // Exact: below 2^53 in magnitude, or a double whose canonical spelling is these digits.
     Ok(Node::Number(value as f64))
+}
+
+/// Whether `digits` (`-?digits`) is exactly the canonical spelling of the double nearest it.
+fn is_canonical_integer_spelling(digits: &str) -> bool {
+    let Ok(value) = digits.parse::<f64>() else {
+        return false;
+    };
+    let mut canonical = String::new();
+    write_number(value, &mut canonical);
+    canonical == digits
 }
 
 fn utf16_order(left: &str, right: &str) -> Ordering {
@@ -969,10 +989,9 @@ impl Parser<'_> {
         }
         let node = number_node(value)?;
         if is_integer_literal && !is_safe_integer_literal(literal) {
-            // Accepted only when no digit changes: the literal is its double's canonical text.
-            let mut canonical = String::new();
-            write_number(value, &mut canonical);
-            if canonical != literal {
+            // Accepted only when no digit changes: the literal is its double's canonical text
+            // (INVARIANT (one integer rule), as `integer_node`).
+            if !is_canonical_integer_spelling(literal) {
                 return Err(CanonicalError::UnsafeInteger {
                     path: String::new(),
                     value: cut_literal(literal),

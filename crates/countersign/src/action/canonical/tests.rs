@@ -439,8 +439,12 @@ fn accepts_floats_with_fraction_or_exponent_beyond_safe_range() {
 #[test]
 fn refuses_unsafe_integer_values() {
     assert_eq!(
-        to_canonical(&9_007_199_254_740_992_u64),
-        Err(unsafe_integer("", "9007199254740992"))
+        to_canonical(&9_007_199_254_740_993_u64),
+        Err(unsafe_integer("", "9007199254740993"))
+    );
+    assert_eq!(
+        to_canonical(&1_152_921_504_606_846_976_u64),
+        Err(unsafe_integer("", "1152921504606846976"))
     );
     assert_eq!(
         to_canonical(&json!({"id": u64::MAX})),
@@ -460,6 +464,25 @@ fn refuses_unsafe_integer_values() {
     );
     assert_eq!(canonical_text(&-5_i128), "-5");
     assert_eq!(canonical_text(&5_u128), "5");
+}
+
+#[test]
+fn accepts_large_integer_values_exactly_as_their_literals() {
+    // One integer rule for values and text: beyond ±(2^53 − 1), an integer is accepted only
+    // when canonical form keeps every digit (here: it is a double's canonical spelling).
+    for (value, literal) in [
+        (9_007_199_254_740_992_i128, "9007199254740992"),
+        (-9_007_199_254_740_992_i128, "-9007199254740992"),
+        (100_000_000_000_000_000_000_i128, "100000000000000000000"),
+        (-295_147_905_179_352_830_000_i128, "-295147905179352830000"),
+    ] {
+        assert_eq!(canonical_text(&value), literal);
+        check(literal, Ok(literal));
+    }
+    assert_eq!(
+        canonical_text(&9_007_199_254_740_992_u64),
+        "9007199254740992"
+    );
 }
 
 #[test]
