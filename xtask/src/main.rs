@@ -14,7 +14,7 @@ const HELP: &str = "\
 cargo xtask <command>
 
 Commands:
-  test                   run the whole test suite (what CI runs)
+  test                   run the whole test suite (what CI runs; the Python and Node bindings too)
   bench [--quick]        run the benchmarks in release mode and print calls per second
   bench --compare [...]  Countersign side by side with ctrlrun (bench/compare/run.sh; options
                          after --compare go to compare.py, e.g. --only scenarios)
@@ -113,6 +113,12 @@ fn test(_args: &[String]) -> Result<()> {
         python.env("COUNTERSIGN_TEST_POSTGRES_URL", url);
     }
     run(python)?;
+    // The Node binding: napi build into the shared target folder, node --test on Node 22 (from
+    // npm, into the target folder), and one load on the machine's Node.
+    let mut node = Command::new("bash");
+    node.current_dir(&root)
+        .arg("crates/countersign-node/run-tests.sh");
+    run(node)?;
     // The side-by-side comparison with ctrlrun, once with tiny counts (reuses that debug wheel).
     let mut compare = Command::new("bash");
     compare
@@ -265,6 +271,7 @@ const FORBIDDEN_IN_KERNEL: &[&str] = &[
     "clap",
     "rmcp",
     "pyo3",
+    "napi",
     "anyhow",
     "swiftide",
     "swiftide-agents",

@@ -82,8 +82,16 @@ fn every_number_vector_holds_on_the_text_and_the_typed_path() {
         if let Ok(n) = vector.input.parse::<i128>() {
             typed += 1;
             let request = ActionRequest::new(file.action.as_str(), &Integer { n });
-            assert_eq!(outcome(&control, &request), expected, "typed {}", vector.input);
+            assert_eq!(
+                outcome(&control, &request),
+                expected,
+                "typed {}",
+                vector.input
+            );
         }
     }
-    assert!(typed >= 10, "too few integer vectors reached the typed path: {typed}");
+    assert!(
+        typed >= 10,
+        "too few integer vectors reached the typed path: {typed}"
+    );
 }
