@@ -38,6 +38,9 @@ echo "== building the binding (napi build, N-API 8) and the countersign CLI"
     --target-dir "$CARGO_TARGET_DIR" >/dev/null)
 (cd "$repo" && cargo build --quiet -p countersign-cli)
 
+echo "== type-checking the TypeScript declarations (tsc)"
+(cd "$here" && "$node22" node_modules/typescript/bin/tsc -p .)
+
 echo "== node --test on $("$node22" --version)"
 (cd "$here" && COUNTERSIGN_BIN="$CARGO_TARGET_DIR/debug/countersign" \
     "$node22" --test --test-reporter=spec "test/*.test.js")
