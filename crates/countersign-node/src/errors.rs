@@ -62,9 +62,12 @@ fn did_run(error: &ControlError) -> &'static str {
     }
 }
 
-/// A kernel refusal as the matching JavaScript error.
-pub fn control_error(error: &ControlError) -> napi::Error {
-    let (class, fields) = match error {
+/// A kernel refusal as the matching JavaScript error. While the conformance kit runs in this
+/// process (feature `conformance`), the error also carries the number of the kernel's error,
+/// kept by the kit (`kernelRefusal`), so the kit gets back exactly what the kernel refused with
+/// when a JavaScript adapter lets the error through.
+pub fn control_error(error: ControlError) -> napi::Error {
+    let (class, fields) = match &error {
         ControlError::InvalidArguments { action, source } => (
             "InvalidArguments",
             json!({
@@ -170,15 +173,37 @@ pub fn control_error(error: &ControlError) -> napi::Error {
         ControlError::Store { after_run, .. } => ("StoreError", json!({"after_run": after_run})),
         ControlError::Internal(_) => ("InternalError", json!({})),
     };
+    let message = error.to_string();
+    let said = Said {
+        message: &message,
+        reason: error.reason(),
+        did_run: did_run(&error),
+        may_retry: error.may_retry(),
+    };
+    #[cfg(feature = "conformance")]
+    let fields = match (fields, crate::kit::keep_refusal(error)) {
+        (Value::Object(mut members), Some(number)) => {
+            members.insert("kernel_refusal".to_owned(), json!(number));
+            Value::Object(members)
+        }
+        (fields, _) => fields,
+    };
+    build(class, said, fields)
+}
+
+/// The kit's executor said its effect did not happen: `NotExecuted` in JavaScript, as an
+/// executor would throw it.
+#[cfg(feature = "conformance")]
+pub fn not_executed(reason: &str) -> napi::Error {
     build(
-        class,
+        "NotExecuted",
         Said {
-            message: &error.to_string(),
-            reason: error.reason(),
-            did_run: did_run(error),
-            may_retry: error.may_retry(),
+            message: reason,
+            reason: "not_executed",
+            did_run: "no",
+            may_retry: true,
         },
-        fields,
+        json!({}),
     )
 }
 

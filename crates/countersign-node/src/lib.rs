@@ -25,6 +25,8 @@
 //! event or receipt except through it.
 
 mod errors;
+#[cfg(feature = "conformance")]
+pub mod kit;
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -59,6 +61,19 @@ pub struct NativeControl {
     store_url: String,
     /// `None` for a control built in Rust: its identity provider decides.
     principal: Option<countersign::Principal>,
+}
+
+impl NativeControl {
+    /// A control built in Rust by an operator (the conformance kit), for JavaScript to use.
+    #[cfg(feature = "conformance")]
+    pub(crate) fn adopt(control: Control, store_url: String) -> NativeControl {
+        NativeControl {
+            control,
+            policy_path: None,
+            store_url,
+            principal: None,
+        }
+    }
 }
 
 /// `.countersign/countersign.db` in the policy file's folder (as the CLI).
@@ -287,7 +302,7 @@ impl NativeControl {
         let evaluation = self
             .control
             .evaluate(&ActionRequest::from_json_text(action, &arguments_json))
-            .map_err(|error| control_error(&error))?;
+            .map_err(control_error)?;
         to_json(&evaluation)
     }
 
@@ -304,7 +319,7 @@ impl NativeControl {
         let evaluation = self
             .control
             .evaluate(&ActionRequest::from_json_text(action, &arguments_json))
-            .map_err(|error| control_error(&error))?;
+            .map_err(control_error)?;
         Ok(evaluation.mode == Mode::Enforce && evaluation.decision == Decision::Approve)
     }
 
@@ -328,7 +343,7 @@ impl NativeControl {
         match self.control.request_approval(&request).await {
             Ok(Some(record)) => Ok(Some(record_json(&record)?)),
             Ok(None) => Ok(None),
-            Err(error) => Err(control_error(&error)),
+            Err(error) => Err(control_error(error)),
         }
     }
 
@@ -373,7 +388,7 @@ impl NativeControl {
             .await;
         match result {
             Ok(done) => to_json(&done.receipt),
-            Err(error) => Err(control_error(&error)),
+            Err(error) => Err(control_error(error)),
         }
     }
 
