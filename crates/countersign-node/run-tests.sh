@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Build the Node binding (`@countersign/node`) and run its tests with Node's own test runner on
-# Node 22, then load it once on the machine's Node (20 on CI).
+# Node 22 (one test file at a time, so the event-loop test measures the binding, not the other
+# test files competing for the cores), then load it once on the machine's Node (20 on CI).
 #
 # Needs the Rust toolchain, node and npm on PATH (Node 20 or newer), and the npm registry:
 # `@napi-rs/cli` goes into crates/countersign-node/node_modules (from package-lock.json) and
@@ -43,7 +44,7 @@ echo "== type-checking the TypeScript declarations (tsc)"
 
 echo "== node --test on $("$node22" --version)"
 (cd "$here" && COUNTERSIGN_BIN="$CARGO_TARGET_DIR/debug/countersign" \
-    "$node22" --test --test-reporter=spec "test/*.test.js")
+    "$node22" --test --test-concurrency=1 --test-reporter=spec "test/*.test.js")
 
 system_node="$(command -v node)"
 echo "== loading the binding on the machine's Node ($("$system_node" --version))"
