@@ -16,7 +16,16 @@ const path = require('node:path')
 const errors = require('./errors.js')
 const { fromNative, InvalidArguments, NotExecuted } = errors
 
-const native = require(path.join(__dirname, `countersign.${process.platform}-${process.arch}-gnu.node`))
+const addon = path.join(__dirname, `countersign.${process.platform}-${process.arch}-gnu.node`)
+let native
+try {
+  native = require(addon)
+} catch (error) {
+  throw new Error(
+    `cannot load the Countersign addon \`${addon}\`: ${error.message}; only linux-x64-gnu is built today: build it with \`npx napi build --platform --no-js --release\` in ${__dirname}`,
+    { cause: error },
+  )
+}
 
 /**
  * Arguments as JSON text for the kernel's strict parser, never silently changed: `NaN`,
