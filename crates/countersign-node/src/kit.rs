@@ -43,7 +43,12 @@ use crate::NativeControl;
 use crate::errors::{self, misuse};
 
 /// A JavaScript function of one argument returning a promise of text (JSON).
-type Bridge<T> = ThreadsafeFunction<T, Promise<String>, T, napi::Status, false>;
+///
+/// Weak (`Weak = true`): a bridge never keeps Node's event loop alive by itself. While the kit
+/// runs, its pending promise does; after it, a bridge still held by a kit world's `Control`
+/// (reachable from a JavaScript object until that is collected) must not keep the process
+/// from exiting.
+type Bridge<T> = ThreadsafeFunction<T, Promise<String>, T, napi::Status, false, true>;
 
 /// Set while [`run_adapter_kit`] runs in this process: only then are refusals kept.
 static RUNNING: AtomicBool = AtomicBool::new(false);

@@ -27,3 +27,14 @@ for (const [framework, suite] of [
     assert.match(report.text, new RegExp(`^${suite} \\(FAIL\\)$`, 'm'), report.text)
   })
 }
+
+test('the kit run as a program prints its report and exits (nothing keeps Node alive)', () => {
+  const { execFileSync } = require('node:child_process')
+  const path = require('node:path')
+  // A bridge left holding the event loop would hang here until the timeout kills the child.
+  const output = execFileSync(process.execPath, [path.join(__dirname, 'kit', 'reference_adapter.js')], {
+    encoding: 'utf8',
+    timeout: 120_000,
+  })
+  assert.match(output, /node-binding: 18\/18 \(0 not applicable\)\n$/)
+})

@@ -1108,6 +1108,25 @@ proptest! {
     }
 
     #[test]
+    fn integers_meet_one_rule_as_values_and_as_text(
+        value in prop_oneof![
+            any::<i128>(),
+            any::<i64>().prop_map(i128::from),
+            // Integers that are exact doubles beyond 2^53, some of them canonical spellings.
+            (53_u32..100, 1_i128..16, any::<bool>())
+                .prop_map(|(shift, mantissa, negative)| {
+                    let value = mantissa << shift;
+                    if negative { -value } else { value }
+                }),
+            (1_u32..38).prop_map(|exponent| 10_i128.pow(exponent)),
+        ]
+    ) {
+        // INVARIANT (one integer rule): a Rust integer and its decimal digits as JSON text are
+        // accepted or refused alike, with the same canonical text or the same error.
+        prop_assert_eq!(to_canonical(&value), parse_canonical(&value.to_string()));
+    }
+
+    #[test]
     fn numbers_round_trip_to_the_same_double(value in finite_f64()) {
         let result = to_canonical(&value);
         if value == 0.0 && value.is_sign_negative() {
