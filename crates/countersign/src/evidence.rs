@@ -963,10 +963,7 @@ fn effect_state_after(receipt: &Receipt) -> Option<crate::effect::EffectState> {
         (ReceiptKind::Attempt | ReceiptKind::Resolution, ReceiptOutcome::Failed) => {
             Some(EffectState::Failed)
         }
-        (
-            ReceiptKind::Attempt,
-            ReceiptOutcome::Ambiguous | ReceiptOutcome::HandedOff,
-        )
+        (ReceiptKind::Attempt, ReceiptOutcome::Ambiguous | ReceiptOutcome::HandedOff)
         | (ReceiptKind::LeaseExpired, _) => Some(EffectState::Ambiguous),
         _ => None,
     }

@@ -388,7 +388,11 @@ pub trait Store: Send + Sync + 'static {
     /// # Errors
     ///
     /// [`StoreError`] only; refusals are [`HandOffOutcome::Refused`].
-    async fn hand_off(&self, hand_off: HandOff, now: Timestamp) -> Result<HandOffOutcome, StoreError> {
+    async fn hand_off(
+        &self,
+        hand_off: HandOff,
+        now: Timestamp,
+    ) -> Result<HandOffOutcome, StoreError> {
         let _ = (hand_off, now);
         Err(StoreError::Backend {
             message: format!(

@@ -138,7 +138,10 @@ async fn a_denied_call_is_refused_with_its_receipt() {
             .hand_off(bash("rm -rf /"))
             .await
             .expect_err("denied");
-        assert!(matches!(refusal, ControlError::ActionDenied { .. }), "{refusal}");
+        assert!(
+            matches!(refusal, ControlError::ActionDenied { .. }),
+            "{refusal}"
+        );
         let receipts = world.receipts().await;
         assert_eq!(receipts.len(), 1);
         assert_eq!(receipts[0].outcome, ReceiptOutcome::Refused);
@@ -153,7 +156,10 @@ async fn a_granted_call_is_handed_off_once_consuming_its_grant() {
             Err(ControlError::ApprovalRequired { request_id, .. }) => request_id,
             other => panic!("expected approval_required, got {other:?}"),
         };
-        assert!(world.receipts().await.is_empty(), "a waiting request writes no receipt");
+        assert!(
+            world.receipts().await.is_empty(),
+            "a waiting request writes no receipt"
+        );
         // Asking again before an answer finds the same request.
         match world.control.hand_off(bash("cargo publish")).await {
             Err(ControlError::ApprovalRequired { request_id, .. }) => {
@@ -181,7 +187,11 @@ async fn a_granted_call_is_handed_off_once_consuming_its_grant() {
         assert_eq!(handed.receipt.outcome, ReceiptOutcome::HandedOff);
         assert_eq!(handed.receipt.approval_id.as_deref(), Some(first.as_str()));
         assert_eq!(handed.receipt.approver.as_deref(), Some("human:alice"));
-        let approvers = handed.receipt.approvers.clone().expect("granting approvers");
+        let approvers = handed
+            .receipt
+            .approvers
+            .clone()
+            .expect("granting approvers");
         assert_eq!(approvers.len(), 1);
         assert_eq!(approvers[0].id, "human:alice");
         let stored = world
@@ -234,7 +244,11 @@ async fn a_handed_off_effect_is_left_ambiguous_and_refuses_a_retry() {
             .expect("read")
             .expect("reserved");
         assert_eq!(record.state, EffectState::Ambiguous);
-        let again = world.control.hand_off(request()).await.expect_err("refused");
+        let again = world
+            .control
+            .hand_off(request())
+            .await
+            .expect_err("refused");
         assert_eq!(again.reason(), "ambiguous", "{again}");
         world.assert_consistent().await;
     }

@@ -231,7 +231,11 @@ actions:
                 let decided = policy.decide(action, &arguments);
                 let explained = policy.explain(action, &arguments);
                 assert_eq!(explained.decision, decided.decision, "{action} {arguments}");
-                assert_eq!(explained.reason, decided.reason.code(), "{action} {arguments}");
+                assert_eq!(
+                    explained.reason,
+                    decided.reason.code(),
+                    "{action} {arguments}"
+                );
             }
         }
     }

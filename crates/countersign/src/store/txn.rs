@@ -745,7 +745,9 @@ pub fn hand_off<T: Txn + ?Sized>(
                     now,
                 )? {
                     return Err(StoreError::Corrupt {
-                        detail: format!("effect `{key}` reserved by {attempt_id} was not held in the same transaction"),
+                        detail: format!(
+                            "effect `{key}` reserved by {attempt_id} was not held in the same transaction"
+                        ),
                     });
                 }
                 draft.detail = Some(detail);
