@@ -452,7 +452,7 @@ pub struct DiffArgs {
 /// Arguments of `policy replay`.
 #[derive(Debug, Args)]
 pub struct ReplayArgs {
-    /// Only the newest N attempts [default: all].
+    /// Only the attempts among the newest N receipts [default: every receipt].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..))]
     last: Option<u64>,
 }
@@ -652,7 +652,7 @@ fn diff(global: &Global, args: &DiffArgs, out: &mut dyn Write) -> Result<ExitCod
     }
     writeln!(
         out,
-        "see what NEW would have decided for the recorded attempts: countersign policy replay --policy {}",
+        "see what the new policy would have decided for the recorded attempts: countersign policy replay --policy {}",
         args.new.display()
     )?;
     Ok(ExitCode::SUCCESS)
