@@ -13,11 +13,19 @@ static COLOR: AtomicBool = AtomicBool::new(false);
 
 /// Decide, once, whether this run paints its output.
 pub fn init() {
-    let no_color = std::env::var_os("NO_COLOR").is_some_and(|value| !value.is_empty());
     COLOR.store(
-        !no_color && std::io::stdout().is_terminal(),
+        color_enabled(
+            std::env::var_os("NO_COLOR").as_deref(),
+            std::io::stdout().is_terminal(),
+        ),
         Ordering::Relaxed,
     );
+}
+
+/// Colour is on exactly when standard output is a terminal and `NO_COLOR` is unset or empty
+/// (<https://no-color.org>: "when present and not an empty string").
+fn color_enabled(no_color: Option<&std::ffi::OsStr>, stdout_is_terminal: bool) -> bool {
+    stdout_is_terminal && no_color.is_none_or(std::ffi::OsStr::is_empty)
 }
 
 fn paint(text: &str, style: Style) -> String {
@@ -59,4 +67,20 @@ pub fn progress(length: u64, what: &str) -> indicatif::ProgressBar {
     }
     bar.set_message(what.to_owned());
     bar
+}
+
+#[cfg(test)]
+mod tests {
+    use std::ffi::OsStr;
+
+    use super::color_enabled;
+
+    #[test]
+    fn colour_only_on_a_terminal_and_never_with_no_color() {
+        assert!(color_enabled(None, true));
+        assert!(color_enabled(Some(OsStr::new("")), true));
+        assert!(!color_enabled(Some(OsStr::new("1")), true));
+        assert!(!color_enabled(None, false));
+        assert!(!color_enabled(Some(OsStr::new("1")), false));
+    }
 }

@@ -294,3 +294,44 @@ fn the_quick_tour_runs_as_documented() {
     assert!(second.stdout.contains("\"allow\""), "{second:?}");
     assert_eq!(run(&["verify"]).status, Some(0));
 }
+
+/// On a terminal (a pseudo-terminal from `script`, util-linux) the decision word is coloured;
+/// with `NO_COLOR` set, or through a pipe, it never is.
+#[test]
+fn colour_only_on_a_terminal_and_never_with_no_color() {
+    let sandbox = Sandbox::new();
+    let binary = env!("CARGO_BIN_EXE_countersign");
+    let on_a_terminal = |no_color: Option<&str>| {
+        let mut command = std::process::Command::new("script");
+        command
+            .args([
+                "-qec",
+                &format!("{binary} evaluate stripe.charge"),
+                "/dev/null",
+            ])
+            .current_dir(sandbox.work())
+            .env_remove("NO_COLOR")
+            .env("TERM", "xterm");
+        if let Some(value) = no_color {
+            command.env("NO_COLOR", value);
+        }
+        let output = command
+            .output()
+            .expect("`script` (util-linux) runs the command on a pseudo-terminal");
+        assert!(output.status.success(), "{output:?}");
+        String::from_utf8_lossy(&output.stdout).into_owned()
+    };
+    let coloured = on_a_terminal(None);
+    assert!(
+        coloured.contains("\u{1b}["),
+        "no colour on a terminal: {coloured:?}"
+    );
+    let plain = on_a_terminal(Some("1"));
+    assert!(plain.contains("stripe.charge: deny"), "{plain:?}");
+    assert!(
+        !plain.contains("\u{1b}["),
+        "colour despite NO_COLOR: {plain:?}"
+    );
+    let piped = sandbox.run(&["evaluate", "stripe.charge"]);
+    assert!(!piped.stdout.contains('\u{1b}'), "{piped:?}");
+}
