@@ -290,3 +290,53 @@ async fn an_executors_exit_status_is_recorded_on_its_receipt() {
         world.assert_consistent().await;
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn racing_hand_offs_of_one_grant_let_exactly_one_through() {
+    for world in worlds().await {
+        let first = match world.control.hand_off(bash("make release")).await {
+            Err(ControlError::ApprovalRequired { request_id, .. }) => request_id,
+            other => panic!("expected approval_required, got {other:?}"),
+        };
+        world
+            .control
+            .answer(&first, AnswerDecision::Approve, "human:alice", None)
+            .await
+            .expect("granted");
+        let racers: Vec<_> = (0..8)
+            .map(|_| {
+                let control = world.control.clone();
+                let id = first.clone();
+                tokio::spawn(async move {
+                    control
+                        .hand_off(bash("make release").with_approval(id))
+                        .await
+                })
+            })
+            .collect();
+        let mut through = 0;
+        for racer in racers {
+            match racer.await.expect("no panic") {
+                Ok(handed) => {
+                    through += 1;
+                    assert_eq!(handed.receipt.outcome, ReceiptOutcome::HandedOff);
+                }
+                Err(refusal) => assert_eq!(refusal.reason(), "consumed", "{refusal}"),
+            }
+        }
+        assert_eq!(
+            through,
+            1,
+            "one grant, one hand-off ({})",
+            world.store.backend()
+        );
+        let handed_off = world
+            .receipts()
+            .await
+            .iter()
+            .filter(|receipt| receipt.outcome == ReceiptOutcome::HandedOff)
+            .count();
+        assert_eq!(handed_off, 1);
+        world.assert_consistent().await;
+    }
+}
