@@ -114,19 +114,18 @@ fn a_signal_is_ambiguous_with_the_signal_recorded() {
 fn the_timeout_kills_the_command_and_is_ambiguous() {
     let sandbox = Sandbox::new();
     sandbox.with_agent_policy();
-    let run = job(
-        &sandbox,
-        "e",
-        &["--timeout", "1s"],
-        "sleep 20; echo finished >> runs",
-    );
+    // `exec`: the shell becomes `sleep`, so the process killed is the one that would finish.
+    let started = std::time::Instant::now();
+    let run = job(&sandbox, "e", &["--timeout", "1s"], "exec sleep 20");
     assert_eq!(run.status, Some(124), "{run:?}");
     let receipt = last_receipt(&sandbox);
     assert_eq!(receipt["outcome"], "ambiguous");
     assert_eq!(receipt["reason"], "timeout");
     assert!(receipt.get("exit_status").is_none(), "{receipt}");
-    std::thread::sleep(std::time::Duration::from_millis(300));
-    assert_eq!(runs(&sandbox), 1, "the killed command never finished");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(15),
+        "the command was killed at the timeout, not left to finish"
+    );
 }
 
 #[test]
@@ -203,4 +202,48 @@ fn a_command_that_cannot_start_is_failed_with_status_127() {
     ]);
     assert_eq!(run.status, Some(127), "{run:?}");
     assert_eq!(last_receipt(&sandbox)["outcome"], "failed");
+}
+
+#[test]
+fn with_wait_the_command_runs_as_soon_as_it_is_granted() {
+    let sandbox = Sandbox::new();
+    sandbox.with_agent_policy();
+    let waiting = std::thread::scope(|scope| {
+        let exec = scope.spawn(|| {
+            sandbox.run(&[
+                "exec",
+                "--policy",
+                "agent.yaml",
+                "--action",
+                "deploy",
+                "--args",
+                "{\"service\": \"web\"}",
+                "--wait",
+                "60s",
+                "--",
+                "sh",
+                "-c",
+                "echo deployed >> runs",
+            ])
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let id = loop {
+            let pending = sandbox.run(&["pending", "--json"]);
+            if pending.status == Some(0)
+                && let Ok(Value::Array(requests)) = serde_json::from_str::<Value>(&pending.stdout)
+                && let Some(id) = requests.first().and_then(|request| request["id"].as_str())
+            {
+                break id.to_owned();
+            }
+            assert!(std::time::Instant::now() < deadline, "no request appeared");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        assert_eq!(runs(&sandbox), 0, "nothing runs before the grant");
+        let approved = sandbox.run(&["approve", &id]);
+        assert_eq!(approved.status, Some(0), "{approved:?}");
+        exec.join().expect("the exec thread")
+    });
+    assert_eq!(waiting.status, Some(0), "{waiting:?}");
+    assert_eq!(runs(&sandbox), 1);
+    assert_eq!(last_receipt(&sandbox)["outcome"], "committed");
 }
