@@ -212,3 +212,23 @@ fn malformed_input_is_a_blocking_error_and_writes_nothing() {
     assert!(run.stderr.contains("no policy file"), "{run:?}");
     assert!(StoreFiles::read(&sandbox.store_path()).is_absent());
 }
+
+#[test]
+fn in_observe_mode_every_call_is_allowed_and_recorded_with_what_enforcement_would_do() {
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        "agent.yaml",
+        &crate::support::AGENT_POLICY
+            .replace("environment: test\n", "environment: test\nmode: observe\n"),
+    );
+    let (answer, reason) = decision(&check(&sandbox, "Bash", r#"{"command":"rm -rf /"}"#));
+    assert_eq!(answer, "allow", "observe mode enforces nothing: {reason}");
+    assert!(
+        reason.contains("observe mode") && reason.contains("denied"),
+        "{reason}"
+    );
+    let receipts = sandbox.receipts_json();
+    assert_eq!(receipts.len(), 1);
+    assert_eq!(receipts[0]["outcome"], "observed");
+    assert_eq!(receipts[0]["reason"], "would_deny");
+}
