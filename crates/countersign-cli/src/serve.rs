@@ -19,7 +19,9 @@ use crate::{Failure, Global};
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Where to listen. Loopback only unless --behind-proxy.
-    #[arg(long, value_name = "ADDR", default_value = countersign_server::DEFAULT_LISTEN)]
+    /// An IP address and port such as `127.0.0.1:8080` or `[::1]:8080`; host names are not
+    /// resolved, so the address checked for loopback is the one bound.
+    #[arg(long, value_name = "ADDR", default_value = countersign_server::DEFAULT_LISTEN, value_parser = parse_listen)]
     listen: SocketAddr,
     /// The URL people reach the service at, through the proxy (for example
     /// `https://approvals.example.com`).
@@ -68,6 +70,21 @@ pub struct ServeArgs {
     /// request, receipt and effect; what they may answer is still up to each request's rule.
     #[arg(long, value_name = "NAME")]
     auditors_group: Option<String>,
+}
+
+/// Parses `--listen`: an IP address and a port, with an error that says what to give instead
+/// of clap's generic "invalid socket address syntax".
+fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    text.trim().parse().map_err(|_| {
+        let hint = match text.rsplit_once(':') {
+            Some((host, port)) if port.parse::<u16>().is_ok() && !host.is_empty() => format!(
+                "`{host}` is not an IP address (host names are not resolved, so that the address checked for loopback is the one bound): give `127.0.0.1:{port}` or `[::1]:{port}`"
+            ),
+            _ => "give an IP address and a port, such as `127.0.0.1:8080` or `[::1]:8080`"
+                .to_owned(),
+        };
+        format!("`{text}` is not an address to listen on: {hint}")
+    })
 }
 
 /// The approver keys: the policy's, then each `--approver-key`.

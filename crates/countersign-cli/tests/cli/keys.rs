@@ -241,3 +241,35 @@ fn refuses_a_missing_key_file() {
         "cannot read the key file `absent.key`: there is no such file"
     );
 }
+
+#[test]
+fn keygen_into_a_missing_folder_says_which_folder_to_create() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&["keygen", "--out", "keys/approver.key"]);
+    assert_eq!(
+        run.one_line_error(),
+        "the folder `keys` does not exist, so `--out keys/approver.key` cannot be written: create it first (`mkdir -p keys`) or give a path in an existing folder"
+    );
+    assert!(!sandbox.work().join("keys").exists());
+}
+
+#[test]
+fn refuses_a_subject_without_a_kind() {
+    let sandbox = Sandbox::new();
+    assert_eq!(
+        sandbox.run(&["keygen", "--out", "approver.key"]).status,
+        Some(0)
+    );
+    let run = sandbox.run(&[
+        "approver",
+        "token",
+        "--key",
+        "approver.key",
+        "--subject",
+        "bob",
+    ]);
+    assert_eq!(
+        run.one_line_error(),
+        "`--subject bob` has no kind: approver ids are written `KIND:NAME`, as the policy names them: pass `--subject human:bob`"
+    );
+}
