@@ -106,6 +106,54 @@ fn approver_keys(policy: &Policy, given: &[String]) -> Result<Vec<PublicKey>, Fa
     Ok(keys)
 }
 
+/// A warning when keys given only with `--approver-key` appear in no waiting request's stored
+/// rule: a token they sign signs in, but each answer is judged against the keys stored with its
+/// request, so such a person sees nothing to answer (a fresh user met exactly that on the demo's
+/// store). `None` when every key is stored with some waiting request, nothing waits, or the
+/// store cannot be listed (the service reports that itself).
+async fn unstored_keys_warning(url: &str, policy: &Policy, sign_in: &SignIn) -> Option<String> {
+    let policy_keys: Vec<PublicKey> = policy
+        .approver_keys()
+        .iter()
+        .filter_map(|text| PublicKey::parse(text).ok())
+        .collect();
+    let extra: Vec<&PublicKey> = sign_in
+        .approver_keys
+        .iter()
+        .filter(|key| !policy_keys.contains(key))
+        .collect();
+    if extra.is_empty() {
+        return None;
+    }
+    let store = store::open_url_async(url).await.ok()?;
+    let waiting = store
+        .approvals(Some(countersign::ApprovalState::Pending))
+        .await
+        .ok()?;
+    if waiting.is_empty() {
+        return None;
+    }
+    let unstored: Vec<String> = extra
+        .iter()
+        .filter(|key| {
+            let text = key.to_string();
+            !waiting
+                .iter()
+                .any(|record| record.rule.keys.iter().any(|stored| stored.trim() == text))
+        })
+        .map(|key| format!("key {}", key.key_id()))
+        .collect();
+    if unstored.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "warning: {} given with --approver-key {} in none of the {} waiting request(s)' stored rules: a token it signs signs in, but cannot answer them (each request is judged by the keys stored with it); list the key under `approvers.keys` in the policy so that new requests store it",
+        unstored.join(", "),
+        if unstored.len() == 1 { "is" } else { "are" },
+        waiting.len()
+    ))
+}
+
 /// `countersign serve`.
 pub async fn run(
     global: &Global,
@@ -165,7 +213,7 @@ pub async fn run(
         oidc,
     };
     let service = Service::new(ServiceConfig {
-        store: StoreSource::Url(url),
+        store: StoreSource::Url(url.clone()),
         sign_in: sign_in.clone(),
         directory: policy.directory().clone(),
         auditors_group: args.auditors_group.clone(),
@@ -176,6 +224,8 @@ pub async fn run(
         eprintln!(
             "warning: {error}: serving anyway; calls answer 503 until the store can be reached"
         );
+    } else if let Some(warning) = unstored_keys_warning(&url, &policy, &sign_in).await {
+        eprintln!("{warning}");
     }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
