@@ -33,6 +33,18 @@ from countersign_langgraph import Approver, Gate, LangGraphInterrupt, create_age
 sys.path.insert(0, str(Path(__file__).parent))
 from scripted_model import ScriptedChatModel, call  # noqa: E402
 
+
+class _OneCallModel(ScriptedChatModel):
+    """Emits the kit's call when the user asked, and "done" once the tool answered (a resumed
+    run, whose model instance is new, never emits the call a second time)."""
+
+    call: dict = {}
+    turns: list = []
+
+    def _generate(self, messages, stop=None, run_manager=None, **kwargs):
+        self.turns = [[self.call], "done"]
+        return super()._generate(messages, stop, run_manager, **kwargs)
+
 # LangChain tool names are the model-facing names: the kit's actions under names without dots.
 ACTIONS = {"kit_refund": "kit.refund", "kit_wire_transfer": "kit.wire_transfer"}
 TOOL_NAMES = {action: name for name, action in ACTIONS.items()}
@@ -64,8 +76,10 @@ class LangGraphKitAdapter:
         gate, agent, saver = self._agent(session, action, arguments)
         try:
             config = {"configurable": {"thread_id": self._thread(session, run)}}
-            if not gate.pending(agent, config):
+            pauses = gate.pending(agent, config)
+            if not pauses:
                 return self.invoke(session, action, arguments, run)
+            self.call_id = pauses[0].tool_call_id
             agent.invoke(None, config)
             return self._settle(session, gate, agent, config)
         finally:
@@ -88,7 +102,7 @@ class LangGraphKitAdapter:
             return json.dumps(session.run_tool({"iban": iban, "amount": amount}))
 
         self.call_id = "call_" + uuid.uuid4().hex[:12]
-        model = ScriptedChatModel(turns=[[call(TOOL_NAMES[action], arguments, self.call_id)], "done"])
+        model = _OneCallModel(call=call(TOOL_NAMES[action], arguments, self.call_id))
         saver = SqliteSaver(
             sqlite3.connect(Path(session.scratch_dir) / "checkpoints.db", check_same_thread=False)
         )
@@ -124,6 +138,7 @@ class LangGraphKitAdapter:
             if not pauses:
                 break
             pause = pauses[0]
+            self.call_id = pause.tool_call_id
             if pause.request_id in answered:
                 # Answered once and still pending (a quorum's first yes, a refused answer):
                 # the call ends here; the next call in this run asks the next approver.
@@ -145,6 +160,8 @@ class LangGraphKitAdapter:
                 notes={pause.interrupt_id: answer["note"]} if answer["note"] else None,
             )
             value = self._envelope(resume.command.resume[pause.interrupt_id], answer)
+            # A refused answer (not_entitled, ...) is raised as itself; the thread stays paused
+            # on the same request for an entitled approver.
             agent.invoke(Command(resume={pause.interrupt_id: value}), config, context=resume.context)
         state = agent.get_state(config)
         for message in reversed(state.values["messages"]):
@@ -214,7 +231,7 @@ class _LooseInterrupt(LangGraphInterrupt):
 
 class ReusesAnEarlierAnswer(LangGraphKitAdapter):
     """Hands the kernel an earlier answer for a request nobody answered (a cache of answers).
-    Must fail `kernel` or `reentry`."""
+    Must fail `denial` (the yes given to an earlier call is handed over for the denied one)."""
 
     framework = "langgraph-broken-answer-cache"
 

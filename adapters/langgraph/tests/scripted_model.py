@@ -1,5 +1,7 @@
-"""A scripted LangChain chat model: each model call returns the next scripted AI message (tool
-calls or a final text), offline. ``bind_tools`` returns the model itself."""
+"""A scripted LangChain chat model: each model call returns the scripted AI message for its place
+in the conversation (tool calls or a final text), offline. The place is the number of AI
+messages since the last human message, so a resumed run in a new process (a new model
+instance) gets the turn it would have had. ``bind_tools`` returns the model itself."""
 
 from __future__ import annotations
 
@@ -33,11 +35,14 @@ class ScriptedChatModel(BaseChatModel):
         self, messages: list[BaseMessage], stop: Optional[list[str]] = None, run_manager: Any = None, **kwargs: Any
     ) -> ChatResult:
         self.seen.append(list(messages))
-        if self.position < len(self.turns):
-            turn = self.turns[self.position]
-            self.position += 1
-        else:
-            turn = "done"
+        place = 0
+        for message in reversed(messages):
+            if getattr(message, "type", None) == "human":
+                break
+            if getattr(message, "type", None) == "ai":
+                place += 1
+        self.position = place
+        turn = self.turns[place] if place < len(self.turns) else "done"
         if isinstance(turn, str):
             message = AIMessage(content=turn)
         else:

@@ -257,8 +257,9 @@ def test_the_approver_comes_from_the_resuming_call_never_the_payload(tmp_path: P
     resume = gate.resume(agent, config(), {pause.interrupt_id: "approve"}, approver=Approver(name="human:alice"))
     value = dict(resume.command.resume[pause.interrupt_id])
     value["payload_approver"] = "human:root"      # an entitled name written into the payload
-    result = agent.invoke(Command(resume={pause.interrupt_id: value}), config(), context=resume.context)
-    assert "__interrupt__" in result             # paused again: alice is not entitled
+    with pytest.raises(countersign.AnswerRefused) as refused:   # alice is not entitled
+        agent.invoke(Command(resume={pause.interrupt_id: value}), config(), context=resume.context)
+    assert refused.value.reason == "not_entitled"
     refused = [r for r in gate.control.receipts() if r["kind"] == "answer"]
     assert refused[-1]["outcome"] == "refused" and refused[-1]["reason"] == "not_entitled"
     assert refused[-1]["approver"] == "human:alice"

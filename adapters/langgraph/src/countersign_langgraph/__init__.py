@@ -532,13 +532,6 @@ class Gate:
                             "answer arrived; this is a new request for the same call"
                         )
                 asker.ask(pending, note=note)
-            except AnswerRefused as error:
-                # The kernel refused who answered, or how (a receipt names them): the request
-                # stays pending, and the next entitled approver answers the next pause.
-                pending = self.control.approval(asker.last_request)
-                if pending is None or pending.state != "pending":
-                    raise
-                asker.ask(pending, refused=error)
             finally:
                 if asker.last_request is not None:
                     self.interrupt.drop(asker.last_request)
