@@ -60,6 +60,8 @@ actions:
     decision: allow
   close_ticket:
     decision: approve
+  shell_exec:
+    decision: approve
 """
 
 
@@ -154,8 +156,8 @@ class Tools:
 
         self.all = [read, refund, delete, transfer, drop_table, wire, send_email, read_file, delete_file]
 
-    def count(self, name: str, **arguments: Any) -> int:
-        return self.runs[name + json.dumps(arguments, sort_keys=True)]
+    def count(self, tool_name: str, /, **arguments: Any) -> int:
+        return self.runs[tool_name + json.dumps(arguments, sort_keys=True)]
 
 
 @pytest.fixture

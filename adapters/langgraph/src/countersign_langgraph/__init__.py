@@ -427,9 +427,7 @@ class Gate:
     def tool_node(self, tools: Sequence[Any], **kwargs: Any) -> Any:
         """A LangChain ``ToolNode`` whose every call goes through the gate. Route to it with
         :meth:`send_tool_calls` (one task per tool call, so each pause is its own interrupt)."""
-        from langchain.tools.tool_node import ToolNode
-
-        return ToolNode(
+        return _tool_node_class()(
             tools, wrap_tool_call=self.wrap_tool_call, awrap_tool_call=self.awrap_tool_call,
             **kwargs,
         )
@@ -639,6 +637,18 @@ class Gate:
             command=Command(resume=resume_map),
             context=ResumeContext(approver=approver, answer_ids=frozenset(answer_ids)),
         )
+
+
+def _tool_node_class() -> type:
+    """LangGraph's ``ToolNode`` where it takes ``wrap_tool_call`` (langgraph-prebuilt >= 1.1),
+    else the one LangChain 1.0's ``create_agent`` uses (``langchain.tools.tool_node``)."""
+    from langgraph.prebuilt import ToolNode
+
+    if "wrap_tool_call" in inspect.signature(ToolNode.__init__).parameters:
+        return ToolNode
+    from langchain.tools.tool_node import _ToolNode
+
+    return _ToolNode
 
 
 class _Asker:
