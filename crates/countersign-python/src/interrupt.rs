@@ -9,9 +9,9 @@
 //! `{"decision", "approver" | "approver_token", "note", "arguments", "action_hash"}`; see
 //! [`parse_answer`].
 
+use countersign::FrameworkInterrupt;
 use countersign::approval::{AnswerDecision, ApprovalAnswer, InterruptError, PendingApproval};
 use countersign::approver::Credential;
-use countersign::FrameworkInterrupt;
 use pyo3::prelude::*;
 
 /// The framework's interrupt, played by a Python object the operator handed `Control`.
@@ -74,16 +74,16 @@ impl FrameworkInterrupt for PyFrameworkInterrupt {
         let answered = std::thread::scope(|scope| {
             scope
                 .spawn(|| {
-                    Python::attach(|py| {
-                        match self.object.call_method1(py, "interrupt", (text,)) {
+                    Python::attach(
+                        |py| match self.object.call_method1(py, "interrupt", (text,)) {
                             Ok(value) if value.is_none(py) => Ok(None),
                             Ok(value) => value.extract::<String>(py).map(Some).map_err(|_| {
                                 "the interrupt returned something other than JSON text or None"
                                     .to_owned()
                             }),
                             Err(error) => Err(format!("{}", error.value(py))),
-                        }
-                    })
+                        },
+                    )
                 })
                 .join()
                 .unwrap_or_else(|_| Err("the interrupt's thread panicked".to_owned()))

@@ -404,13 +404,15 @@ impl NativeControl {
             .identity(StaticIdentity::new(principal.inner.clone()));
         if let Some(interrupt) = interrupt {
             let clock: Arc<dyn countersign::Clock> = Arc::new(countersign::SystemClock);
-            builder = builder.clock(Arc::clone(&clock)).approval_provider(Arc::new(
-                countersign::approval::InterruptApprovalProvider::new(
-                    opened,
-                    Arc::new(interrupt),
-                    clock,
-                ),
-            ));
+            builder = builder
+                .clock(Arc::clone(&clock))
+                .approval_provider(Arc::new(
+                    countersign::approval::InterruptApprovalProvider::new(
+                        opened,
+                        Arc::new(interrupt),
+                        clock,
+                    ),
+                ));
         }
         if let Some(seconds) = approval_ttl {
             let ttl = Duration::try_from_secs_f64(seconds).map_err(|_| {
