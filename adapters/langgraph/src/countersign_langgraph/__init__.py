@@ -39,14 +39,8 @@ from dataclasses import dataclass, field
 from typing import Any, Awaitable, Callable, Collection, Iterable, Literal, Mapping, Optional, Sequence, Union
 
 import countersign
-from countersign import (
-    AnswerRefused,
-    ApprovalDenied,
-    ApprovalExpired,
-    ApprovalRequired,
-    CountersignError,
-    InvalidDecision,
-)
+from countersign import ApprovalRequired, CountersignError, InvalidDecision
+from langchain.agents.middleware import AgentMiddleware, HumanInTheLoopMiddleware
 from langchain_core.messages import ToolMessage
 from langgraph.types import Command, Send, interrupt as _lg_interrupt
 from pydantic import BaseModel, ConfigDict, ValidationError
@@ -72,6 +66,8 @@ __all__ = [
     "StaleApproval",
     "AmbiguousResume",
     "CONTINUE_REASONS",
+    "refusal_message",
+    "check_middleware",
 ]
 
 FRAMEWORK = "langgraph"
@@ -687,20 +683,11 @@ class _Asker:
             payload["previous_answer"] = note
         return payload
 
-    def ask(
-        self,
-        record: countersign.ApprovalRequest,
-        refused: Optional[CountersignError] = None,
-        note: Optional[str] = None,
-    ) -> None:
+    def ask(self, record: countersign.ApprovalRequest, note: Optional[str] = None) -> None:
         """Pause with this request (``GraphInterrupt`` propagates), or hold the answer this
         resuming call carries for it, for the kernel's provider to take."""
         self.last_request = record.request_id
-        if note is not None:
-            pass
-        elif refused is not None:
-            note = f"the last answer was refused ({refused.reason}): {refused.message}"
-        elif record.request_id in self.asked:
+        if note is None and record.request_id in self.asked:
             note = "the last answer left the request pending (approvals so far: " \
                 f"{record.approvals_given} of {record.quorum})"
         while True:
@@ -759,36 +746,24 @@ class _Asker:
             return
 
 
-class CountersignMiddleware:
-    """Placeholder replaced below by a real ``AgentMiddleware`` subclass."""
+class CountersignMiddleware(AgentMiddleware):
+    """LangChain v1 agent middleware: every gated tool call is decided by the kernel
+    (:meth:`Gate.wrap_tool_call`). Prefer :func:`create_agent`, which adds it innermost (it
+    sees exactly the arguments that will run) and checks the rest of the list."""
 
+    def __init__(self, gate: Gate) -> None:
+        super().__init__()
+        self.gate = gate
 
-try:
-    from langchain.agents.middleware import AgentMiddleware as _AgentMiddleware
-    from langchain.agents.middleware import HumanInTheLoopMiddleware as _HITL
-except ImportError:  # pragma: no cover - LangGraph without LangChain
-    _AgentMiddleware = None  # type: ignore[assignment]
-    _HITL = None  # type: ignore[assignment]
+    @property
+    def name(self) -> str:
+        return "CountersignMiddleware"
 
-if _AgentMiddleware is not None:
+    def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
+        return self.gate.wrap_tool_call(request, handler)
 
-    class CountersignMiddleware(_AgentMiddleware):  # type: ignore[no-redef]
-        """LangChain v1 agent middleware: every gated tool call is decided by the kernel
-        (:meth:`Gate.wrap_tool_call`)."""
-
-        def __init__(self, gate: Gate) -> None:
-            super().__init__()
-            self.gate = gate
-
-        @property
-        def name(self) -> str:
-            return "CountersignMiddleware"
-
-        def wrap_tool_call(self, request: Any, handler: Callable[[Any], Any]) -> Any:
-            return self.gate.wrap_tool_call(request, handler)
-
-        async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
-            return await self.gate.awrap_tool_call(request, handler)
+    async def awrap_tool_call(self, request: Any, handler: Callable[[Any], Awaitable[Any]]) -> Any:
+        return await self.gate.awrap_tool_call(request, handler)
 
 
 def check_middleware(gate: Gate, middleware: Iterable[Any], tools: Iterable[Any] = ()) -> None:
@@ -797,7 +772,7 @@ def check_middleware(gate: Gate, middleware: Iterable[Any], tools: Iterable[Any]
     its edits would change the arguments after the human saw them)."""
     tool_names = {getattr(tool, "name", None) or getattr(tool, "__name__", "") for tool in tools}
     for item in middleware:
-        if _HITL is not None and isinstance(item, _HITL):
+        if isinstance(item, HumanInTheLoopMiddleware):
             clashing = sorted(
                 name
                 for name, config in (getattr(item, "interrupt_on", {}) or {}).items()
