@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from langchain.agents.middleware import HumanInTheLoopMiddleware
+from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.types import Command
 
 import countersign
@@ -291,8 +292,6 @@ def test_different_arguments_on_replay_get_no_authority(gate: Gate, tools: Tools
     builder.add_node("act", node)
     builder.add_edge(START, "act")
     builder.add_edge("act", END)
-    from langgraph.checkpoint.memory import InMemorySaver
-
     graph = builder.compile(checkpointer=InMemorySaver())
     graph.invoke({"messages": [{"role": "user", "content": "go"}]}, config())
     (pause,) = gate.pending(graph, config())
@@ -345,3 +344,36 @@ def test_the_async_path_pauses_and_resumes_the_same_way(gate: Gate, tools: Tools
     result = asyncio.run(scenario())
     assert tool_messages(result)["c1"].content == "refunded o-4"
     assert tools.count("refund", order="o-4") == 1
+
+
+def test_a_tool_that_fails_is_an_unknown_outcome_and_one_that_did_nothing_may_retry(gate: Gate) -> None:
+    from langchain_core.tools import tool
+
+    attempts = []
+
+    @tool
+    def refund(order: str) -> str:
+        """Refund an order."""
+        attempts.append(order)
+        if order == "boom":
+            raise RuntimeError("the payment provider timed out")
+        raise countersign.NotExecuted("the provider refused before charging")
+
+    agent = create_agent(
+        ScriptedChatModel(turns=[[call("refund", {"order": "boom"}, "c1")], "done"]), [refund],
+        gate=Gate(gate.control, gate.interrupt, gated={"refund"}, actions={"refund": "read"}),
+        checkpointer=InMemorySaver(),
+    )
+    with pytest.raises(countersign.OutcomeUnknown) as raised:
+        start(agent)
+    assert raised.value.did_run == "maybe"
+    agent = create_agent(
+        ScriptedChatModel(turns=[[call("refund", {"order": "calm"}, "c2")], "done"]), [refund],
+        gate=Gate(gate.control, gate.interrupt, gated={"refund"}, actions={"refund": "read"}),
+        checkpointer=InMemorySaver(),
+    )
+    with pytest.raises(countersign.NotExecuted) as raised:
+        start(agent)
+    assert raised.value.may_retry is True
+    assert attempts == ["boom", "calm"]
+    assert [r["outcome"] for r in gate.control.receipts()] == ["ambiguous", "failed"]
