@@ -120,13 +120,13 @@ def test_an_answer_after_expiry_authorizes_nothing_and_asks_again(tmp_path: Path
 
 
 def test_a_grant_used_after_expiry_tells_the_model_it_expired(tmp_path: Path, tools: Tools) -> None:
-    control, interrupt = make_control(write_policy(tmp_path), ttl=1.0)
+    control, interrupt = make_control(write_policy(tmp_path), ttl=4.0)
     gate = Gate(control, interrupt)
     agent = make_agent(gate, tools, [[call("refund", {"order": "o-9"}, "c1")], "done"])
     start(agent)
     (pause,) = gate.pending(agent, config())
     control.approve(pause.request_id, approver="human:alice")   # answered in time, out of band
-    time.sleep(1.2)
+    time.sleep(4.2)
     result = agent.invoke(None, config())                        # resumed too late
     message = tool_messages(result)["c1"]
     body = json.loads(message.content)
