@@ -19,7 +19,8 @@ Commands:
   bench --compare [...]  Countersign side by side with ctrlrun (bench/compare/run.sh; options
                          after --compare go to compare.py, e.g. --only scenarios)
   conformance [--json]   run the adapter conformance kit against every adapter in the workspace
-                         (swiftide's through its own test, text only)
+                         (swiftide's through its own test; openai-agents' and langgraph's
+                         through the binding, in the venvs `cargo xtask test` builds; text only)
   conformance --stores   run the store conformance kit against memory, SQLite and PostgreSQL
 ";
 
@@ -113,6 +114,18 @@ fn test(_args: &[String]) -> Result<()> {
         python.env("COUNTERSIGN_TEST_POSTGRES_URL", url);
     }
     run(python)?;
+    // The LangGraph / LangChain v1 adapter: its own venvs, pytest against the newest and the
+    // oldest supported langgraph + langchain (the same wheel build, reused by maturin's cache).
+    let mut langgraph = Command::new("bash");
+    langgraph
+        .current_dir(&root)
+        .arg("adapters/langgraph/run-tests.sh");
+    // Its cross-process test pauses and resumes on the test PostgreSQL database (the kernel's
+    // store and langgraph-checkpoint-postgres's tables side by side).
+    if let Some(url) = POSTGRES_URL.get() {
+        langgraph.env("COUNTERSIGN_TEST_POSTGRES_URL", url);
+    }
+    run(langgraph)?;
     // The side-by-side comparison with ctrlrun, once with tiny counts (reuses that debug wheel).
     let mut compare = Command::new("bash");
     compare
@@ -252,6 +265,25 @@ fn conformance_adapters(args: &[String]) -> Result<()> {
         } else {
             eprintln!(
                 "xtask: the openai-agents adapter's report needs its venv ({}): run `cargo xtask test` (or adapters/openai-agents/run-tests.sh) first",
+                python.display()
+            );
+        }
+        // The LangGraph adapter, the same way, in the venv `adapters/langgraph/run-tests.sh`
+        // builds (its newest langgraph + langchain).
+        let python = target_dir(&root)
+            .join("py-venv-langgraph")
+            .join("bin")
+            .join("python");
+        if python.is_file() {
+            let mut langgraph = Command::new(python);
+            langgraph
+                .current_dir(&root)
+                .env("COUNTERSIGN_BIN", &cli)
+                .arg("adapters/langgraph/tests/kit_adapter.py");
+            run(langgraph)?;
+        } else {
+            eprintln!(
+                "xtask: the langgraph adapter's report needs its venv ({}): run `cargo xtask test` (or adapters/langgraph/run-tests.sh) first",
                 python.display()
             );
         }
