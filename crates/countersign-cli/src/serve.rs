@@ -154,6 +154,7 @@ pub async fn run(
         auditors_group: args.auditors_group.clone(),
         public_url: args.public_url.clone(),
         clock: Arc::new(SystemClock),
+        policy: Some(Arc::new(policy.clone())),
     });
     if let Err(error) = service.open_store().await {
         eprintln!(

@@ -89,6 +89,7 @@ actions:
         auditors_group: None,
         public_url: None,
         clock: Arc::new(SystemClock),
+        policy: Some(Arc::new(policy.clone())),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);

@@ -135,6 +135,7 @@ impl Harness {
             auditors_group: options.auditors_group.map(str::to_owned),
             public_url: None,
             clock: Arc::new(clock.clone()),
+            policy: Some(Arc::new(policy.clone())),
         });
         let (base, shutdown, server) = serve(service).await;
         Harness {
