@@ -41,6 +41,8 @@ pub struct Harness {
     pub clock: ManualClock,
     pub key: SigningKey,
     pub executed: Arc<AtomicUsize>,
+    /// The SQLite file, on SQLite.
+    pub sqlite_path: Option<std::path::PathBuf>,
     _dir: tempfile::TempDir,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
@@ -146,6 +148,8 @@ impl Harness {
             clock,
             key,
             executed: Arc::new(AtomicUsize::new(0)),
+            sqlite_path: matches!(backend, Backend::Sqlite)
+                .then(|| dir.path().join("countersign.db")),
             _dir: dir,
             shutdown: Some(shutdown),
             server: Some(server),
