@@ -1,4 +1,4 @@
-//! `countersign serve`: the approval service (sign-in and the JSON API).
+//! `countersign serve`: the approval service (sign-in, the web inbox and the JSON API).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -172,7 +172,7 @@ pub async fn run(
     }
     writeln!(
         out,
-        "countersign approval service on http://{bound}/api/v1/ ({} approver keys{}{}); Ctrl-C stops it",
+        "countersign approval service on http://{bound}/ (inbox: /inbox, API: /api/v1/; {} approver keys{}{}); Ctrl-C stops it",
         sign_in.approver_keys.len(),
         if sign_in.oidc.is_some() {
             ", JWT sign-in"
