@@ -445,3 +445,74 @@ async fn the_receipts_page_shows_the_last_verification_not_a_new_walk() {
     server.await.expect("ends").expect("cleanly");
     harness.stop().await;
 }
+
+#[tokio::test]
+async fn pages_work_through_the_authenticating_proxy_with_a_keyed_csrf_value() {
+    let harness = Harness::start(
+        Backend::Sqlite,
+        "pages_proxy",
+        Options {
+            proxy: true,
+            ..Options::default()
+        },
+    )
+    .await;
+    let (id, hash) = harness
+        .ask("finance.small", json!({"payment_id": "pi_proxy"}))
+        .await;
+    let proxied = |request: reqwest::RequestBuilder, who: &str| {
+        request
+            .header("x-forwarded-user", who)
+            .header("x-proxy-secret", super::support::PROXY_SECRET)
+    };
+    let (status, html) = page(
+        proxied(
+            client().get(harness.url(&format!("/requests/{id}"))),
+            "human:alice",
+        )
+        .send()
+        .await
+        .expect("the page"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let csrf = hidden(&html, "csrf");
+    // Another person's value is not this person's.
+    let (_, bob_html) = page(
+        proxied(client().get(harness.url("/inbox")), "human:bob")
+            .send()
+            .await
+            .expect("the page"),
+    )
+    .await;
+    let bob_csrf = hidden(&bob_html, "csrf");
+    assert_ne!(csrf, bob_csrf);
+    let answer = |csrf: String| {
+        proxied(
+            client().post(harness.url(&format!("/requests/{id}/answer"))),
+            "human:alice",
+        )
+        .form(&[
+            ("csrf", csrf),
+            ("decision", "approve".to_owned()),
+            ("action_hash", hash.as_str().to_owned()),
+        ])
+        .send()
+    };
+    let (status, html) = page(answer(bob_csrf).await.expect("an answer")).await;
+    assert_eq!(status, 403, "{html}");
+    let response = answer(csrf).await.expect("an answer");
+    assert_eq!(response.status(), 303);
+    let record = harness
+        .store
+        .approval(&id)
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(record.state, ApprovalState::Granted);
+    assert_eq!(
+        record.answers[0].approver.authentication.as_str(),
+        "proxy_header"
+    );
+    harness.stop().await;
+}
