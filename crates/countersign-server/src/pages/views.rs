@@ -294,6 +294,9 @@ pub(crate) fn request(viewer: &Viewer, view: &RequestView, now: Timestamp) -> Ma
         @if let Some(problem) = &view.refusal {
             div.banner.error role="alert" id="answer-refused" {
                 p { strong { "Your answer was not counted." } " " (problem.detail) }
+                @if problem.reason == "mismatch" {
+                    p { "The hash your form sent is not this request's. This page shows the request as it is now: read it again, then answer." }
+                }
                 p.reason { "Reason: " code { (problem.reason) } }
             }
         }
@@ -454,7 +457,11 @@ fn chain_status(status: &ChainStatus) -> Markup {
             }
             ChainStatus::Intact { head_seq, verified_at } => {
                 div.banner.ok id="chain-status" role="status" {
-                    strong { "Chain intact" } " from receipt 1 to receipt " (head_seq)
+                    @if *head_seq == 0 {
+                        strong { "No receipts yet" } ": the log is empty"
+                    } @else {
+                        strong { "Chain intact" } " from receipt 1 to receipt " (head_seq)
+                    }
                     ", last verified at " time datetime=(verified_at.to_rfc3339()) { (verified_at.to_rfc3339()) } "."
                 }
             }
