@@ -9,7 +9,7 @@
 use countersign::ApprovalState;
 use countersign::Timestamp;
 use countersign::approval::{AnswerDecision, ApprovalRecord};
-use countersign::display::{FindingKind, ShownText};
+use countersign::display::{FindingKind, ShownText, ValueKind};
 use countersign::evidence::Receipt;
 use maud::{DOCTYPE, Markup, html};
 
@@ -149,6 +149,26 @@ fn countdown(now: Timestamp, expires_at: Timestamp) -> Markup {
             data-expires=(expires_at.as_millis()) data-now=(now.as_millis()) {
             (time_left(now, expires_at))
         }
+    }
+}
+
+/// A value's JSON type, in words.
+fn kind_name(kind: ValueKind) -> &'static str {
+    match kind {
+        ValueKind::String => "string",
+        ValueKind::Number => "number",
+        ValueKind::Bool => "boolean",
+        ValueKind::Null => "null",
+        ValueKind::EmptyObject => "empty object",
+        ValueKind::EmptyArray => "empty array",
+    }
+}
+
+/// The name a value is serialized as (the stable snake_case name of a receipt's kind).
+fn serialized_name(value: &impl serde::Serialize) -> String {
+    match serde_json::to_value(value) {
+        Ok(serde_json::Value::String(name)) => name,
+        _ => String::new(),
     }
 }
 
@@ -337,7 +357,7 @@ pub(crate) fn request(viewer: &Viewer, view: &RequestView, now: Timestamp) -> Ma
                 @for argument in &display.arguments {
                     tr {
                         td { code { (marked(&argument.path)) } (findings(&argument.path)) }
-                        td { (format!("{:?}", argument.kind).to_lowercase()) }
+                        td { (kind_name(argument.kind)) }
                         td.argument-value { code { (marked(&argument.value)) } (findings(&argument.value)) }
                     }
                 }
@@ -510,7 +530,7 @@ pub(crate) fn receipts(
                         tr {
                             td { (receipt.seq) }
                             td { time datetime=(receipt.recorded_at.to_rfc3339()) { (receipt.recorded_at.to_rfc3339()) } }
-                            td { (format!("{:?}", receipt.kind).to_lowercase()) }
+                            td { (serialized_name(&receipt.kind)) }
                             td {
                                 (receipt.outcome.as_str())
                                 @if let Some(reason) = &receipt.reason { " (" code { (reason) } ")" }
