@@ -46,10 +46,18 @@ fn main() -> Result<()> {
 /// The database URL `ensure_postgres` made, passed to every cargo command started after it.
 static POSTGRES_URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
+/// The browser tools `ensure_browser` found or installed (`COUNTERSIGN_CHROMIUM`,
+/// `COUNTERSIGN_CHROMEDRIVER`, `COUNTERSIGN_AXE_JS` and their paths), passed to every cargo
+/// command started after it.
+static BROWSER_TOOLS: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+
 pub(crate) fn cargo() -> Command {
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()));
     if let Some(url) = POSTGRES_URL.get() {
         command.env("COUNTERSIGN_TEST_POSTGRES_URL", url);
+    }
+    for (name, value) in BROWSER_TOOLS.get().into_iter().flatten() {
+        command.env(name, value);
     }
     command
 }
@@ -86,6 +94,7 @@ fn test(_args: &[String]) -> Result<()> {
     let root = project_root();
     check_kernel_dependencies(&root)?;
     ensure_postgres(&root)?;
+    ensure_browser(&root)?;
     let mut tests = cargo();
     tests
         .current_dir(&root)
@@ -103,6 +112,20 @@ fn test(_args: &[String]) -> Result<()> {
         .args(["run", "--quiet", "-p", "countersign-bench", "--", "--quick"]);
     run(smoke)?;
     bench_stores::run(true)?;
+    // The approval service's benchmark (the inbox page with 1,000 pending requests, the API
+    // listing, answers per second), briefly.
+    let mut serve = cargo();
+    serve.current_dir(&root).args([
+        "run",
+        "--quiet",
+        "-p",
+        "countersign-server",
+        "--example",
+        "bench_serve",
+        "--",
+        "--quick",
+    ]);
+    run(serve)?;
     // The Python binding and the OpenAI Agents SDK adapter: a venv, the wheel, pytest against
     // the newest and the oldest supported openai-agents.
     let mut python = Command::new("bash");
@@ -337,6 +360,38 @@ fn check_kernel_dependencies(root: &Path) -> Result<()> {
         );
     }
     eprintln!("xtask: kernel dependency check passed");
+    Ok(())
+}
+
+/// Make sure the browser tests have Chromium, chromedriver and axe-core: run `.ci/browser.sh`
+/// (it installs Debian's `chromium` and `chromium-driver` with apt-get and axe-core from npm
+/// into `<target>/browser-tools`, and is quick when they are there), and pass the paths it
+/// prints to every cargo command started after it.
+fn ensure_browser(root: &Path) -> Result<()> {
+    let output = Command::new("bash")
+        .current_dir(root)
+        .arg(".ci/browser.sh")
+        .env("CARGO_TARGET_DIR", target_dir(root))
+        .output()
+        .context("cannot run .ci/browser.sh")?;
+    if !output.status.success() {
+        bail!(
+            "no browser for the inbox tests: .ci/browser.sh failed ({}); install Debian's `chromium` and `chromium-driver` and run it again",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let tools: Vec<(String, String)> = stdout
+        .lines()
+        .filter_map(|line| line.strip_prefix("export "))
+        .filter_map(|line| line.split_once('='))
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect();
+    if tools.len() != 3 {
+        bail!(".ci/browser.sh printed {tools:?}, not the three paths the inbox tests need");
+    }
+    eprintln!("xtask: browser tools {tools:?}");
+    let _ = BROWSER_TOOLS.set(tools);
     Ok(())
 }
 
