@@ -52,6 +52,7 @@ pub(crate) fn router(service: Service) -> Router {
         .route("/metrics", get(metrics))
         .route("/signin", get(browser::signin_form).post(browser::signin))
         .route("/signout", post(browser::signout))
+        .merge(crate::pages::routes())
         .route_layer(axum::middleware::from_fn_with_state(service.clone(), track))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -148,7 +149,7 @@ fn json(status: StatusCode, value: &impl Serialize) -> Answer {
 impl Service {
     /// Sign the caller in: a token, the proxy header, or a browser session. `changes`: the call
     /// changes something, so a session must also prove it is not cross-site (CSRF header).
-    fn caller(&self, headers: &HeaderMap, changes: bool) -> Result<Caller, Problem> {
+    pub(crate) fn caller(&self, headers: &HeaderMap, changes: bool) -> Result<Caller, Problem> {
         let proxy_identity = self
             .inner
             .sign_in
@@ -196,7 +197,23 @@ impl Service {
         )
     }
 
-    async fn store(&self) -> Result<Arc<dyn Store>, Problem> {
+    /// The browser session this request is signed in with, when the session decides who the
+    /// caller is (no `Authorization`, no proxy identity header): as [`Service::caller`] picks.
+    pub(crate) fn session_in_use(&self, headers: &HeaderMap) -> Option<browser::Session> {
+        let proxy_identity = self
+            .inner
+            .sign_in
+            .proxy
+            .as_ref()
+            .is_some_and(|proxy| headers.contains_key(&proxy.identity_header));
+        if headers.contains_key(header::AUTHORIZATION) || proxy_identity {
+            return None;
+        }
+        let id = browser::cookie(headers, browser::SESSION_COOKIE)?;
+        self.inner.sessions.find(id, self.inner.clock.now())
+    }
+
+    pub(crate) async fn store(&self) -> Result<Arc<dyn Store>, Problem> {
         self.inner
             .store
             .get()
@@ -395,7 +412,7 @@ async fn list_approvals(
 }
 
 /// The request `id`, if it exists and the caller may see it.
-async fn visible_approval(
+pub(crate) async fn visible_approval(
     store: &dyn Store,
     id: &str,
     scope: &mut Scope<'_>,
@@ -544,30 +561,57 @@ async fn answer(
         Some(other) => Some(ActionHash::from_stored(other.to_string())),
     };
     let note = note_of(&object)?;
-    let store = service.store().await?;
     let now = service.inner.clock.now();
-    let submitted = store::RecordAnswer {
-        request_id,
-        decision,
-        approver: caller.credential.clone(),
-        channel: Channel::Service,
-        shown_hash,
-        note,
-    };
-    let record = approval::submit_answer(store.as_ref(), submitted, now)
-        .await
-        .map_err(|error| {
-            service.inner.metrics.record_answer(error.reason());
-            Problem::from_answer(&error)
-        })?;
-    service.inner.metrics.record_answer(record.state.as_str());
+    let record = service
+        .answer_as(&caller, request_id, decision, shown_hash, note)
+        .await?;
     let mut scope = Scope::new(&caller, now);
     json(StatusCode::OK, &item(&record, &mut scope))
 }
 
+impl Service {
+    /// Hand the kernel `caller`'s answer to `request_id`, exactly as every surface does
+    /// ([`approval::submit_answer`], channel `service`): the JSON API and the inbox's form both
+    /// come here. The approver is the signed-in caller's credential, never anything submitted.
+    ///
+    /// # Errors
+    ///
+    /// The kernel's refusal (or the store's failure) as a [`Problem`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`approval::submit_answer`]: the answer is recorded in one transaction, or not at all.
+    pub(crate) async fn answer_as(
+        &self,
+        caller: &Caller,
+        request_id: ApprovalId,
+        decision: Result<AnswerDecision, approval::InvalidDecision>,
+        shown_hash: Option<ActionHash>,
+        note: Option<String>,
+    ) -> Result<ApprovalRecord, Problem> {
+        let store = self.store().await?;
+        let submitted = store::RecordAnswer {
+            request_id,
+            decision,
+            approver: caller.credential.clone(),
+            channel: Channel::Service,
+            shown_hash,
+            note,
+        };
+        let record = approval::submit_answer(store.as_ref(), submitted, self.inner.clock.now())
+            .await
+            .map_err(|error| {
+                self.inner.metrics.record_answer(error.reason());
+                Problem::from_answer(&error)
+            })?;
+        self.inner.metrics.record_answer(record.state.as_str());
+        Ok(record)
+    }
+}
+
 /// What governs who may see and resolve an effect: the consumed approval's rule, else the
 /// attempt's `resolvers`, else none (the kernel's default: anyone but the principal).
-async fn effect_rule(
+pub(crate) async fn effect_rule(
     store: &dyn Store,
     record: &EffectRecord,
     approvals: &mut HashMap<String, Option<ApprovalRule>>,
@@ -595,7 +639,7 @@ async fn effect_rule(
     Ok(context.resolvers.clone())
 }
 
-fn sees_effect(scope: &mut Scope<'_>, rule: Option<&ApprovalRule>) -> bool {
+pub(crate) fn sees_effect(scope: &mut Scope<'_>, rule: Option<&ApprovalRule>) -> bool {
     match rule {
         Some(rule) => scope.sees_rule(rule),
         // No stored rule: the kernel lets anyone but the principal resolve it.
@@ -696,47 +740,73 @@ async fn resolve(
                 "say how you found out in `note`: it is kept in the resolution's receipt",
             )
         })?;
-    let store = service.store().await?;
-    let record = store
-        .effect(&effect_key)
-        .await
-        .map_err(|error| Problem::from_store(&error))?
-        .ok_or_else(unknown)?;
-    let rule = effect_rule(store.as_ref(), &record, &mut HashMap::new()).await?;
-    let credential = match (&rule, &caller.credential) {
-        // No stored rule and so no stored keys to verify a token against: the service's own
-        // verification at sign-in (against the policy's keys) vouches for the caller.
-        (None, Credential::Token(_)) => Credential::Verified {
-            id: caller.id.clone(),
-            groups: caller.groups.clone(),
-            authentication: Authentication::Token,
-        },
-        (_, credential) => credential.clone(),
-    };
-    let resolved = store
-        .resolve_effect(
-            store::ResolveEffect {
-                key: effect_key,
-                to,
-                resolver: store::Resolver::Person {
-                    credential,
-                    channel: Channel::Service,
-                },
-                note: Some(note),
-            },
-            service.inner.clock.now(),
-        )
-        .await
-        .map_err(|error| {
-            let problem = Problem::from_resolve(&error);
-            service.inner.metrics.record_resolution(problem.reason);
-            problem
-        })?;
-    service
-        .inner
-        .metrics
-        .record_resolution(resolved.state.as_str());
+    let resolved = service
+        .resolve_as(&caller, effect_key, to, note, unknown)
+        .await?;
     json(StatusCode::OK, &resolved)
+}
+
+impl Service {
+    /// Hand the store `caller`'s resolution of the ambiguous effect `effect_key` (the store's
+    /// `resolve_effect` judges the caller against the effect's resolvers): the JSON API and the
+    /// effects page both come here. `unknown` is the problem for an effect that does not exist.
+    ///
+    /// # Errors
+    ///
+    /// The refusal (or the store's failure) as a [`Problem`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As the store's `resolve_effect`: one transaction, or nothing.
+    pub(crate) async fn resolve_as(
+        &self,
+        caller: &Caller,
+        effect_key: EffectKey,
+        to: EffectState,
+        note: String,
+        unknown: impl FnOnce() -> Problem,
+    ) -> Result<EffectRecord, Problem> {
+        let store = self.store().await?;
+        let record = store
+            .effect(&effect_key)
+            .await
+            .map_err(|error| Problem::from_store(&error))?
+            .ok_or_else(unknown)?;
+        let rule = effect_rule(store.as_ref(), &record, &mut HashMap::new()).await?;
+        let credential = match (&rule, &caller.credential) {
+            // No stored rule and so no stored keys to verify a token against: the service's own
+            // verification at sign-in (against the policy's keys) vouches for the caller.
+            (None, Credential::Token(_)) => Credential::Verified {
+                id: caller.id.clone(),
+                groups: caller.groups.clone(),
+                authentication: Authentication::Token,
+            },
+            (_, credential) => credential.clone(),
+        };
+        let resolved = store
+            .resolve_effect(
+                store::ResolveEffect {
+                    key: effect_key,
+                    to,
+                    resolver: store::Resolver::Person {
+                        credential,
+                        channel: Channel::Service,
+                    },
+                    note: Some(note),
+                },
+                self.inner.clock.now(),
+            )
+            .await
+            .map_err(|error| {
+                let problem = Problem::from_resolve(&error);
+                self.inner.metrics.record_resolution(problem.reason);
+                problem
+            })?;
+        self.inner
+            .metrics
+            .record_resolution(resolved.state.as_str());
+        Ok(resolved)
+    }
 }
 
 /// `GET /api/v1/receipts`: oldest first; `cursor` is the last `seq` seen.
@@ -747,91 +817,15 @@ async fn list_receipts(
 ) -> Answer {
     let caller = service.caller(&headers, false)?;
     let listing = listing(query, false)?;
-    let mut after_seq: u64 = match &listing.cursor {
+    let after_seq: u64 = match &listing.cursor {
         None => 0,
         Some(cursor) => decode_cursor(cursor)?
             .parse()
             .map_err(|_| invalid_cursor())?,
     };
-    let store = service.store().await?;
-    let mut scope = Scope::new(&caller, service.inner.clock.now());
-    let mut approvals: HashMap<String, bool> = HashMap::new();
-    let mut effects: HashMap<String, bool> = HashMap::new();
-    let mut rules = HashMap::new();
-    let mut items: Vec<Receipt> = Vec::new();
-    let mut scanned = 0usize;
-    let batch = 256;
-    let next_cursor = 'scan: loop {
-        let stored = store
-            .receipts(after_seq, batch)
-            .await
-            .map_err(|error| Problem::from_store(&error))?;
-        let exhausted = stored.len() < batch;
-        for row in stored {
-            scanned += 1;
-            after_seq = row.seq;
-            let receipt = row.to_receipt().map_err(|detail| {
-                Problem::from_store(&countersign::StoreError::Corrupt { detail })
-            })?;
-            let visible = if caller.auditor {
-                true
-            } else if let Some(approval_id) = &receipt.approval_id {
-                match approvals.get(approval_id) {
-                    Some(visible) => *visible,
-                    None => {
-                        let visible = match ApprovalId::parse(approval_id) {
-                            Ok(id) => store
-                                .approval(&id)
-                                .await
-                                .map_err(|error| Problem::from_store(&error))?
-                                .is_some_and(|record| scope.sees(&record)),
-                            Err(_) => false,
-                        };
-                        approvals.insert(approval_id.clone(), visible);
-                        visible
-                    }
-                }
-            } else if let Some(key) = &receipt.effect_key {
-                match effects.get(key) {
-                    Some(visible) => *visible,
-                    None => {
-                        let record = match EffectKey::new(key.clone()) {
-                            Ok(key) => store
-                                .effect(&key)
-                                .await
-                                .map_err(|error| Problem::from_store(&error))?,
-                            Err(_) => None,
-                        };
-                        let visible = match record {
-                            Some(record) => {
-                                let rule = effect_rule(store.as_ref(), &record, &mut rules).await?;
-                                sees_effect(&mut scope, rule.as_ref())
-                            }
-                            None => false,
-                        };
-                        effects.insert(key.clone(), visible);
-                        visible
-                    }
-                }
-            } else {
-                // Neither a request nor an effect: policy decisions and plain attempts are for
-                // auditors.
-                false
-            };
-            if visible {
-                items.push(receipt);
-                if items.len() == listing.limit {
-                    break 'scan Some(after_seq);
-                }
-            }
-            if scanned >= RECEIPT_SCAN {
-                break 'scan Some(after_seq);
-            }
-        }
-        if exhausted {
-            break None;
-        }
-    };
+    let (items, next_cursor) = service
+        .visible_receipts(&caller, after_seq, listing.limit)
+        .await?;
     json(
         StatusCode::OK,
         &Page {
@@ -839,4 +833,106 @@ async fn list_receipts(
             next_cursor: next_cursor.map(|seq| encode_cursor(&seq.to_string())),
         },
     )
+}
+
+impl Service {
+    /// The receipts `caller` may read after `seq` `after_seq`, oldest first, at most `limit`;
+    /// and the `seq` to continue after when there may be more (at most [`RECEIPT_SCAN`]
+    /// receipts are read per call).
+    ///
+    /// # Errors
+    ///
+    /// The store's failure as a [`Problem`].
+    ///
+    /// # Cancel safety
+    ///
+    /// Read-only.
+    pub(crate) async fn visible_receipts(
+        &self,
+        caller: &Caller,
+        mut after_seq: u64,
+        limit: usize,
+    ) -> Result<(Vec<Receipt>, Option<u64>), Problem> {
+        let store = self.store().await?;
+        let mut scope = Scope::new(caller, self.inner.clock.now());
+        let mut approvals: HashMap<String, bool> = HashMap::new();
+        let mut effects: HashMap<String, bool> = HashMap::new();
+        let mut rules = HashMap::new();
+        let mut items: Vec<Receipt> = Vec::new();
+        let mut scanned = 0usize;
+        let batch = 256;
+        let next_cursor = 'scan: loop {
+            let stored = store
+                .receipts(after_seq, batch)
+                .await
+                .map_err(|error| Problem::from_store(&error))?;
+            let exhausted = stored.len() < batch;
+            for row in stored {
+                scanned += 1;
+                after_seq = row.seq;
+                let receipt = row.to_receipt().map_err(|detail| {
+                    Problem::from_store(&countersign::StoreError::Corrupt { detail })
+                })?;
+                let visible = if caller.auditor {
+                    true
+                } else if let Some(approval_id) = &receipt.approval_id {
+                    match approvals.get(approval_id) {
+                        Some(visible) => *visible,
+                        None => {
+                            let visible = match ApprovalId::parse(approval_id) {
+                                Ok(id) => store
+                                    .approval(&id)
+                                    .await
+                                    .map_err(|error| Problem::from_store(&error))?
+                                    .is_some_and(|record| scope.sees(&record)),
+                                Err(_) => false,
+                            };
+                            approvals.insert(approval_id.clone(), visible);
+                            visible
+                        }
+                    }
+                } else if let Some(key) = &receipt.effect_key {
+                    match effects.get(key) {
+                        Some(visible) => *visible,
+                        None => {
+                            let record = match EffectKey::new(key.clone()) {
+                                Ok(key) => store
+                                    .effect(&key)
+                                    .await
+                                    .map_err(|error| Problem::from_store(&error))?,
+                                Err(_) => None,
+                            };
+                            let visible = match record {
+                                Some(record) => {
+                                    let rule =
+                                        effect_rule(store.as_ref(), &record, &mut rules).await?;
+                                    sees_effect(&mut scope, rule.as_ref())
+                                }
+                                None => false,
+                            };
+                            effects.insert(key.clone(), visible);
+                            visible
+                        }
+                    }
+                } else {
+                    // Neither a request nor an effect: policy decisions and plain attempts are for
+                    // auditors.
+                    false
+                };
+                if visible {
+                    items.push(receipt);
+                    if items.len() == limit {
+                        break 'scan Some(after_seq);
+                    }
+                }
+                if scanned >= RECEIPT_SCAN {
+                    break 'scan Some(after_seq);
+                }
+            }
+            if exhausted {
+                break None;
+            }
+        };
+        Ok((items, next_cursor))
+    }
 }

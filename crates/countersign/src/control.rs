@@ -82,6 +82,8 @@ pub struct ActionRequest {
     resource: Option<Template>,
     run: Option<String>,
     correlation: Option<(String, String)>,
+    /// Where the executor puts a process's exit status ([`ActionRequest::with_exit_status`]).
+    exit_status: Option<ExitStatusSlot>,
 }
 
 impl ActionRequest {
@@ -112,6 +114,7 @@ impl ActionRequest {
             resource: None,
             run: None,
             correlation: None,
+            exit_status: None,
         }
     }
 
@@ -1098,6 +1101,7 @@ impl Control {
         };
         let mut final_draft = draft.with_outcome(receipt_outcome, reason);
         final_draft.detail = detail.clone();
+        final_draft.exit_status = request.exit_status.as_ref().and_then(ExitStatusSlot::get);
         let finish = FinishAttempt {
             attempt_id: attempt_id.to_owned(),
             effect_key: action.effect_key.clone(),
@@ -1195,6 +1199,7 @@ impl Control {
         };
         let mut observed = draft.with_outcome(ReceiptOutcome::Observed, Some(would));
         observed.detail = detail.clone();
+        observed.exit_status = request.exit_status.as_ref().and_then(ExitStatusSlot::get);
         let receipt = self
             .inner
             .store
@@ -1529,6 +1534,10 @@ where
         self.run(self.request(arguments, Some(approval))).await
     }
 }
+
+mod external;
+
+pub use external::{ExitStatusSlot, HANDED_OFF_DETAIL, HandedOff};
 
 #[cfg(test)]
 mod tests;

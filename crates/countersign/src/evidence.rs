@@ -21,8 +21,10 @@ use crate::clock::Timestamp;
 /// `v2` adds, each written only when set: `approvals_given` and `approvals_needed` (a quorum's
 /// count), `approver_groups`, `channel`, `authentication` and `hash_confirmed` (who answered and
 /// how that was known), `approvers` (those whose yes granted the approval an attempt consumed)
-/// and `attempt_started_at`. [`verify`] reads chains that mix `v1` and `v2` receipts: each
-/// receipt's hash covers its own stored body, whatever its version.
+/// and `attempt_started_at`; later, the outcome `handed_off` ([`ReceiptOutcome::HandedOff`]) and
+/// `exit_status` ([`ProcessExit`]). [`verify`] reads chains that mix `v1` and `v2` receipts:
+/// each receipt's hash covers its own stored body, whatever its version, and a `v1` receipt
+/// carrying anything only `v2` has is unreadable.
 pub const RECEIPT_SCHEMA: &str = "countersign.receipt/v2";
 
 /// The schema strings [`verify`] accepts.
@@ -76,6 +78,11 @@ pub enum ReceiptOutcome {
     /// An approver's yes was counted; the request needs more approvals (`approvals_given` of
     /// `approvals_needed`).
     Counted,
+    /// v2: the attempt was authorized (the policy allowed it, or it consumed a granted
+    /// approval) and handed to a tool that runs outside Countersign, such as a coding agent's
+    /// own tool after its hook said yes ([`crate::Control::hand_off`]). Whether and how the
+    /// tool ran is not known to Countersign; an effect key it reserved is left `ambiguous`.
+    HandedOff,
 }
 
 impl ReceiptKind {
@@ -106,6 +113,7 @@ impl ReceiptOutcome {
             ReceiptOutcome::Expired => "expired",
             ReceiptOutcome::Voided => "voided",
             ReceiptOutcome::Counted => "counted",
+            ReceiptOutcome::HandedOff => "handed_off",
         }
     }
 }
@@ -190,6 +198,10 @@ pub struct Receipt {
     /// v2: when the attempt this receipt ends began (UTC, RFC 3339 with milliseconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt_started_at: Option<Timestamp>,
+    /// v2: how the process an attempt ran ended (`countersign exec`): its exit code or the
+    /// signal that ended it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<ProcessExit>,
     /// This receipt's hash over every other field.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub hash: String,
@@ -252,6 +264,50 @@ pub struct ReceiptDraft {
     pub approvers: Option<Vec<crate::approver::Approver>>,
     /// See [`Receipt::attempt_started_at`].
     pub attempt_started_at: Option<Timestamp>,
+    /// See [`Receipt::exit_status`].
+    pub exit_status: Option<ProcessExit>,
+}
+
+/// How a process ended, as a receipt records it (`exit_status`, receipt v2): exactly one of
+/// `code` (its exit code; 0 is success) and `signal` (the number of the Unix signal that ended
+/// it) is set. JSON: `{"code": 3}` or `{"signal": 9}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessExit {
+    /// The exit code, when the process exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<i32>,
+    /// The signal number, when a signal ended the process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+}
+
+impl ProcessExit {
+    /// A process that exited with `code`.
+    pub fn code(code: i32) -> ProcessExit {
+        ProcessExit {
+            code: Some(code),
+            signal: None,
+        }
+    }
+
+    /// A process ended by signal number `signal`.
+    pub fn signal(signal: i32) -> ProcessExit {
+        ProcessExit {
+            code: None,
+            signal: Some(signal),
+        }
+    }
+}
+
+impl std::fmt::Display for ProcessExit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.code, self.signal) {
+            (Some(code), _) => write!(f, "exit code {code}"),
+            (None, Some(signal)) => write!(f, "signal {signal}"),
+            (None, None) => write!(f, "no exit status"),
+        }
+    }
 }
 
 impl ReceiptDraft {
@@ -335,6 +391,7 @@ pub fn seal(
         hash_confirmed: draft.hash_confirmed,
         approvers: draft.approvers,
         attempt_started_at: draft.attempt_started_at,
+        exit_status: draft.exit_status,
         hash: String::new(),
     };
     let body = body_of(&receipt, arguments.as_ref())?;
@@ -440,6 +497,11 @@ fn body_of(
     optional(&mut out, ",\"environment\":", &receipt.environment);
     present(
         &mut out,
+        ",\"exit_status\":",
+        canonical_of(receipt.exit_status.as_ref())?,
+    );
+    present(
+        &mut out,
         ",\"hash_confirmed\":",
         receipt.hash_confirmed.map(|flag| flag.to_string()),
     );
@@ -476,6 +538,8 @@ impl Receipt {
             || self.hash_confirmed.is_some()
             || self.approvers.is_some()
             || self.attempt_started_at.is_some()
+            || self.exit_status.is_some()
+            || self.outcome == ReceiptOutcome::HandedOff
     }
 }
 
@@ -899,9 +963,8 @@ fn effect_state_after(receipt: &Receipt) -> Option<crate::effect::EffectState> {
         (ReceiptKind::Attempt | ReceiptKind::Resolution, ReceiptOutcome::Failed) => {
             Some(EffectState::Failed)
         }
-        (ReceiptKind::Attempt, ReceiptOutcome::Ambiguous) | (ReceiptKind::LeaseExpired, _) => {
-            Some(EffectState::Ambiguous)
-        }
+        (ReceiptKind::Attempt, ReceiptOutcome::Ambiguous | ReceiptOutcome::HandedOff)
+        | (ReceiptKind::LeaseExpired, _) => Some(EffectState::Ambiguous),
         _ => None,
     }
 }
@@ -1064,7 +1127,10 @@ pub async fn cross_check_approvals(
             (ReceiptKind::ApprovalVoided, _) => "voided",
             (
                 ReceiptKind::Attempt,
-                ReceiptOutcome::Committed | ReceiptOutcome::Failed | ReceiptOutcome::Ambiguous,
+                ReceiptOutcome::Committed
+                | ReceiptOutcome::Failed
+                | ReceiptOutcome::Ambiguous
+                | ReceiptOutcome::HandedOff,
             ) => "consumed",
             _ => return,
         };

@@ -60,8 +60,8 @@ pub use approval::{
 };
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use control::{
-    ActionRequest, Control, ControlBuilder, Evaluation, Executed, IdentityProvider, Protected,
-    StaticIdentity, needs_approval,
+    ActionRequest, Control, ControlBuilder, Evaluation, Executed, ExitStatusSlot, HandedOff,
+    IdentityProvider, Protected, StaticIdentity, needs_approval,
 };
 pub use display::ApprovalDisplay;
 pub use effect::{EffectKey, EffectRecord, EffectState, ExecutorError, ReconcileHook};
