@@ -32,8 +32,8 @@
 //!   integer literals in JSON text, by one rule. Send such numbers as strings. One exception
 //!   keeps canonical text a fixed point: an integer (value or literal) that is already exactly
 //!   the canonical spelling of its double (`9007199254740992`, `100000000000000000000`) is
-//!   accepted, because no digit of it changes. `9007199254740993` (which would become `...992`) and `1000000000000000000000`
-//!   (which would become `1e+21`) are refused.
+//!   accepted, because no digit of it changes. `9007199254740993` (which would become
+//!   `...992`) and `1000000000000000000000` (which would become `1e+21`) are refused.
 //! - Unpaired surrogates from `\u` escapes (JSON text only; a Rust `str` cannot hold one).
 //! - Nesting deeper than 128 arrays and objects, reported as an error, not a stack overflow.
 //!
