@@ -4,7 +4,7 @@
 
 use std::sync::Arc;
 
-use countersign::evidence::{self, Receipt};
+use countersign::evidence::Receipt;
 use countersign::store::Store;
 use countersign::{
     AnswerDecision, ApprovalId, ApprovalRecord, ControlError, FrameworkInterrupt, Policy,
@@ -646,7 +646,7 @@ impl Observed {
 
 /// Every receipt in `store`, after checking the chain.
 pub(crate) async fn read_receipts(store: &dyn Store) -> Result<Vec<Receipt>, String> {
-    let report = evidence::verify_store(store, None)
+    let report = countersign::audit::verify_store(store, None)
         .await
         .map_err(|error| format!("the kit cannot read receipts: {error}"))?;
     if let Some(chain_break) = report.first_break {

@@ -279,7 +279,7 @@ async fn check_chain(store: &dyn Store, expected: Option<usize>) -> Result<(), K
             )
         })?;
     }
-    let report = countersign::evidence::verify_store(store, None)
+    let report = countersign::audit::verify_store(store, None)
         .await
         .map_err(store_error("verifying"))?;
     ensure(report.first_break.is_none(), || {

@@ -12,7 +12,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use countersign::approval::{self, AnswerDecision, ApprovalRecord};
+use countersign::approval::{AnswerDecision, ApprovalRecord};
 use countersign::approver::{ApprovalRule, Authentication, Channel, Credential};
 use countersign::display::{self, ApprovalDisplay};
 use countersign::effect::EffectRecord;
@@ -554,7 +554,7 @@ async fn answer(
         shown_hash,
         note,
     };
-    let record = approval::submit_answer(store.as_ref(), submitted, now)
+    let record = countersign::control::submit_answer(store.as_ref(), submitted, now)
         .await
         .map_err(|error| {
             service.inner.metrics.record_answer(error.reason());

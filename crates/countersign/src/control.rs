@@ -14,6 +14,12 @@
 //!    (retry allowed); any other error, a panic, a timeout, a dropped future → ambiguous;
 //! 7. one receipt, chained, written atomically with the final state change.
 
+mod answer;
+
+pub use answer::{
+    ApprovalProvider, InterruptApprovalProvider, ProviderOutcome, record_answer, submit_answer,
+};
+
 use std::future::Future;
 use std::marker::PhantomData;
 use std::panic::AssertUnwindSafe;
@@ -26,10 +32,7 @@ use serde::de::DeserializeOwned;
 
 use crate::action::canonical::{self, CanonicalError, CanonicalJson};
 use crate::action::{Action, ActionHash, Principal};
-use crate::approval::{
-    self, AnswerDecision, ApprovalId, ApprovalProvider, ApprovalRecord, ApprovalState, Correlation,
-    ProviderOutcome,
-};
+use crate::approval::{AnswerDecision, ApprovalId, ApprovalRecord, ApprovalState, Correlation};
 use crate::approver::{ApprovalRule, Channel, Credential};
 use crate::clock::{Clock, SystemClock, Timestamp};
 use crate::effect::{
@@ -37,13 +40,12 @@ use crate::effect::{
     RetryDecision,
 };
 use crate::error::{AnswerError, ControlError, ResolveError, StoreError};
-use crate::evidence::{
-    self, Anchor, Receipt, ReceiptDraft, ReceiptKind, ReceiptOutcome, VerifyReport,
-};
+use crate::evidence::{Anchor, Receipt, ReceiptDraft, ReceiptKind, ReceiptOutcome, VerifyReport};
+use crate::id::random_id;
 use crate::policy::{Decision, Mode, Policy, Template};
 use crate::store::{
     BeginAttempt, BeginOutcome, BeginRefusal, EffectClaim, FinishAttempt, NewApproval, OpenOutcome,
-    PresentedApproval, RecordAnswer, ResolveEffect, Resolver, Store, random_id,
+    PresentedApproval, RecordAnswer, ResolveEffect, Resolver, Store,
 };
 
 /// Vouches for the principal of every action (never taken from model output or arguments).
@@ -1232,7 +1234,7 @@ impl Control {
         approver: &str,
         note: Option<&str>,
     ) -> Result<ApprovalRecord, AnswerError> {
-        approval::record_answer(
+        record_answer(
             self.inner.store.as_ref(),
             request_id,
             decision,
@@ -1254,7 +1256,7 @@ impl Control {
     ///
     /// One store transaction.
     pub async fn submit_answer(&self, answer: RecordAnswer) -> Result<ApprovalRecord, AnswerError> {
-        approval::submit_answer(self.inner.store.as_ref(), answer, self.now()).await
+        submit_answer(self.inner.store.as_ref(), answer, self.now()).await
     }
 
     /// Resolve an ambiguous effect to `committed` or `failed`.
@@ -1290,7 +1292,7 @@ impl Control {
         &self,
         anchor: Option<&Anchor>,
     ) -> Result<VerifyReport, StoreError> {
-        evidence::verify_store(self.inner.store.as_ref(), anchor).await
+        crate::audit::verify_store(self.inner.store.as_ref(), anchor).await
     }
 
     /// Wrap an async function or closure as a protected tool named `action`.
