@@ -4,14 +4,19 @@
 
 use std::sync::Arc;
 
-use crate::action::{REDACTED, canonical};
+use crate::action::REDACTED;
+use crate::action::canonical::{self};
 use crate::approval::{
     AnswerDecision, ApprovalId, ApprovalRecord, FrameworkInterrupt, InterruptError, PendingApproval,
 };
 use crate::approver::{Channel, Credential};
 use crate::clock::Timestamp;
-use crate::error::ControlError;
-use crate::store::Store;
+use crate::effect::{EffectKey, EffectRecord, EffectState};
+use crate::error::{AnswerError, ControlError, ResolveError, StoreError};
+use crate::evidence::{Anchor, VerifyReport};
+use crate::store::{RecordAnswer, ResolveEffect, Resolver, Store};
+
+use super::Control;
 
 /// What an [`ApprovalProvider`] did with a pending request.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -194,4 +199,81 @@ pub async fn record_answer(
         note: note.map(str::to_owned),
     };
     submit_answer(store, answer, now).await
+}
+
+impl Control {
+    /// Record a human's answer as the programmatic API: an asserted `approver` through
+    /// [`Channel::Api`], with no hash echo. Judged by the request's stored rule like every
+    /// answer; [`Control::submit_answer`] takes a token, a channel and the hash shown.
+    ///
+    /// # Errors
+    ///
+    /// [`AnswerError`]: see [`approval::submit_answer`].
+    pub async fn answer(
+        &self,
+        request_id: &ApprovalId,
+        decision: AnswerDecision,
+        approver: &str,
+        note: Option<&str>,
+    ) -> Result<ApprovalRecord, AnswerError> {
+        record_answer(
+            self.inner.store.as_ref(),
+            request_id,
+            decision,
+            approver,
+            note,
+            self.now(),
+        )
+        .await
+    }
+
+    /// Record an answer as a surface submits it (the one closed answer contract: see
+    /// [`approval::submit_answer`]).
+    ///
+    /// # Errors
+    ///
+    /// [`AnswerError`]: see [`approval::submit_answer`].
+    ///
+    /// # Cancel safety
+    ///
+    /// One store transaction.
+    pub async fn submit_answer(&self, answer: RecordAnswer) -> Result<ApprovalRecord, AnswerError> {
+        submit_answer(self.inner.store.as_ref(), answer, self.now()).await
+    }
+
+    /// Resolve an ambiguous effect to `committed` or `failed`.
+    ///
+    /// # Errors
+    ///
+    /// [`ResolveError`]: unknown key, not ambiguous, bad target, store.
+    pub async fn resolve(
+        &self,
+        key: &EffectKey,
+        to: EffectState,
+        resolver: &str,
+        note: Option<&str>,
+    ) -> Result<EffectRecord, ResolveError> {
+        let resolve = ResolveEffect {
+            key: key.clone(),
+            to,
+            resolver: Resolver::Person {
+                credential: Credential::Asserted(resolver.to_owned()),
+                channel: Channel::Api,
+            },
+            note: note.map(str::to_owned),
+        };
+        self.inner.store.resolve_effect(resolve, self.now()).await
+    }
+
+    /// Verify the receipt chain, against `anchor` if given.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be read.
+    pub async fn verify_receipts(
+        &self,
+        anchor: Option<&Anchor>,
+    ) -> Result<VerifyReport, StoreError> {
+        crate::audit::verify_store(self.inner.store.as_ref(), anchor).await
+    }
 }

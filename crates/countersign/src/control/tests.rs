@@ -7,11 +7,16 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::approval::AnswerDecision;
-use crate::clock::ManualClock;
-use crate::error::DidRun;
-use crate::evidence::ReceiptOutcome;
-use crate::store::{MemoryStore, SqliteStore};
+use crate::action::{ActionHash, Principal};
+use crate::approval::{AnswerDecision, ApprovalId, ApprovalState};
+use crate::clock::{Clock, ManualClock, Timestamp};
+use crate::effect::{
+    EffectKey, EffectRecord, EffectState, ExecutorError, ReconcileHook, Reconciled,
+};
+use crate::error::{AnswerError, ControlError, DidRun};
+use crate::evidence::{Receipt, ReceiptDraft, ReceiptKind, ReceiptOutcome};
+use crate::policy::Policy;
+use crate::store::{BeginAttempt, BeginOutcome, EffectClaim, MemoryStore, SqliteStore, Store};
 
 const REFUNDS: &str = r#"
 schema: countersign.policy/v1
