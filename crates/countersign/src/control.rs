@@ -4,13 +4,13 @@
 //!
 //! 1. build the action: principal from the identity provider, arguments canonicalized (an
 //!    unrepresentable argument is refused before anything is written), templates rendered;
-//! 2. policy decision (`deny` → [`ControlError::ActionDenied`], with a receipt);
+//! 2. policy decision (`deny` → [`ControlError::ActionDenied`](crate::error::ControlError::ActionDenied), with a receipt);
 //! 3. approval gate: `approve` with nothing presented looks for a usable request for this exact
 //!    action hash; if there is none, it writes a pending request and asks the approval provider,
-//!    or returns [`ControlError::ApprovalRequired`] (no receipt, no reservation: a waiting
+//!    or returns [`ControlError::ApprovalRequired`](crate::error::ControlError::ApprovalRequired) (no receipt, no reservation: a waiting
 //!    approval holds nothing). If the effect key would be refused anyway, nobody is asked;
 //! 4. approval take and 5. effect reservation, in **one** store transaction;
-//! 6. execute, and map the outcome: `Ok` → committed; [`ExecutorError::NotExecuted`] → failed
+//! 6. execute, and map the outcome: `Ok` → committed; [`ExecutorError::NotExecuted`](crate::effect::ExecutorError::NotExecuted) → failed
 //!    (retry allowed); any other error, a panic, a timeout, a dropped future → ambiguous;
 //! 7. one receipt, chained, written atomically with the final state change.
 //!
@@ -76,7 +76,7 @@ impl ControlBuilder {
 
     /// The approval provider asked when policy says `approve` (for example an
     /// [`crate::InterruptApprovalProvider`]). Without one, approvals are out of band: the
-    /// attempt returns [`ControlError::ApprovalRequired`].
+    /// attempt returns [`ControlError::ApprovalRequired`](crate::error::ControlError::ApprovalRequired).
     pub fn approval_provider(mut self, provider: Arc<dyn ApprovalProvider>) -> ControlBuilder {
         self.inner.approvals = Some(provider);
         self

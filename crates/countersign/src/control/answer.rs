@@ -208,7 +208,7 @@ impl Control {
     ///
     /// # Errors
     ///
-    /// [`AnswerError`]: see [`approval::submit_answer`].
+    /// [`AnswerError`]: see [`submit_answer`].
     pub async fn answer(
         &self,
         request_id: &ApprovalId,
@@ -228,11 +228,11 @@ impl Control {
     }
 
     /// Record an answer as a surface submits it (the one closed answer contract: see
-    /// [`approval::submit_answer`]).
+    /// [`submit_answer`]).
     ///
     /// # Errors
     ///
-    /// [`AnswerError`]: see [`approval::submit_answer`].
+    /// [`AnswerError`]: see [`submit_answer`].
     ///
     /// # Cancel safety
     ///
