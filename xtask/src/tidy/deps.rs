@@ -78,15 +78,25 @@ fn collect_idents(tokens: proc_macro2::TokenStream, names: &mut BTreeSet<String>
 /// `(table, dependency key, line)` for every dependency the manifest lists.
 fn dependencies(member: &Member) -> Vec<(String, String, usize)> {
     let text = &member.manifest_text;
-    let line_of = |key: &str| {
-        text.lines()
-            .position(|line| {
+    // The line of `key` inside the `[table]` section (the whole file for other forms).
+    let line_of = |table: &str, key: &str| {
+        let lines: Vec<&str> = text.lines().collect();
+        let header = format!("[{table}]");
+        let start = lines
+            .iter()
+            .position(|line| line.trim() == header)
+            .map_or(0, |index| index + 1);
+        lines
+            .iter()
+            .enumerate()
+            .skip(start)
+            .find(|(_, line)| {
                 let line = line.trim_start();
                 line.starts_with(&format!("{key} "))
                     || line.starts_with(&format!("{key}."))
                     || line.starts_with(&format!("{key}="))
             })
-            .map_or(0, |index| index + 1)
+            .map_or(0, |(index, _)| index + 1)
     };
     let mut found = Vec::new();
     let mut tables: Vec<(String, &toml_edit::Item)> = Vec::new();
@@ -111,7 +121,7 @@ fn dependencies(member: &Member) -> Vec<(String, String, usize)> {
     for (table, item) in tables {
         if let Some(entries) = item.as_table_like() {
             for (key, _) in entries.iter() {
-                found.push((table.clone(), key.to_owned(), line_of(key)));
+                found.push((table.clone(), key.to_owned(), line_of(&table, key)));
             }
         }
     }

@@ -256,3 +256,27 @@ fn refuses_an_unused_dependency() {
         vec![(format!("{KERNEL}/Cargo.toml"), 10)]
     );
 }
+
+#[test]
+fn refuses_a_kernel_item_path_a_doc_names_that_is_not_there() {
+    let tree = Tree::new();
+    tree.kernel(
+        "clock.rs",
+        "pub fn now() {}\npub mod manual {\n    pub struct Manual;\n}\n",
+    );
+    tree.kernel(
+        "audit.rs",
+        "pub use crate::evidence::Verifier;\npub async fn verify_store() {}\n",
+    );
+    tree.write(
+        "docs/SPEC.md",
+        "Time is `clock::now` and `clock::manual::Manual`; see `countersign::audit::{verify_store, Verifier}`.\nNot `clock::later`, nor `countersign::evidence::verify_store`; `serde_json::Value` is not ours.\n",
+    );
+    assert_eq!(
+        tree.of(Rule::DocPaths),
+        vec![
+            ("docs/SPEC.md".to_owned(), 2),
+            ("docs/SPEC.md".to_owned(), 2)
+        ]
+    );
+}
