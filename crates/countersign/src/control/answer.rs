@@ -5,7 +5,7 @@
 use std::sync::Arc;
 
 use crate::action::REDACTED;
-use crate::action::canonical::{self};
+use crate::action::canonical;
 use crate::approval::{
     AnswerDecision, ApprovalId, ApprovalRecord, FrameworkInterrupt, InterruptError, PendingApproval,
 };
