@@ -208,6 +208,14 @@ impl Store for DangerBrokenStore {
         self.inner.approvals(state).await
     }
 
+    async fn hand_off(
+        &self,
+        hand_off: countersign::store::HandOff,
+        now: Timestamp,
+    ) -> Result<countersign::store::HandOffOutcome, StoreError> {
+        self.inner.hand_off(hand_off, now).await
+    }
+
     async fn begin_attempt(
         &self,
         mut begin: BeginAttempt,

@@ -507,8 +507,26 @@ pub async fn run(
     demo.say("")?;
     let report = demo.control.verify_receipts(None).await?;
     render::verify_report(&report, demo.out)?;
+    // One request is left waiting, so that `pending`, `approve` and `serve` have something to
+    // show on the demo's store (a waiting request holds nothing and writes no receipt, so the
+    // chain above is unchanged).
+    demo.say("\n9. One request is left waiting for you")?;
+    let left = demo
+        .refund(
+            json!({"payment_id": "pi_1006", "amount": 120000}),
+            None,
+            false,
+        )
+        .await?;
+    demo.show(&left)?;
+    if let Err(ControlError::ApprovalRequired { request_id, .. }) = &left {
+        demo.say(format!(
+            "   answer it from another shell: countersign approve {request_id} --as human:you --store-url sqlite:{0}",
+            store_path.display()
+        ))?;
+    }
     demo.say(format!(
-        "\nlook around: countersign receipts --store-url sqlite:{0}  (or effects, pending, inspect <id>)",
+        "\nlook around: countersign receipts --store-url sqlite:{0}  (or effects, pending, inspect <id>, serve)",
         store_path.display()
     ))?;
     Ok(if report.is_intact() {

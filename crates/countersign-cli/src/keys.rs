@@ -62,6 +62,17 @@ pub fn keygen(
     args: &KeygenArgs,
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
+    if let Some(folder) = args.out.parent()
+        && !folder.as_os_str().is_empty()
+        && !folder.is_dir()
+    {
+        return Err(Failure(format!(
+            "the folder `{}` does not exist, so `--out {}` cannot be written: create it first (`mkdir -p {}`) or give a path in an existing folder",
+            folder.display(),
+            args.out.display(),
+            folder.display()
+        )));
+    }
     let files = token::write_keypair(&args.out)?;
     let key_id = files.public_key.key_id();
     if global.json {
@@ -118,9 +129,17 @@ fn issue_token(
         .iter()
         .map(|group| group.trim().to_owned())
         .collect();
+    let subject = args.subject.trim();
+    // Approver ids are `KIND:NAME` (`human:alice`), as the policy's `approvers:` lists name them;
+    // a bare name would sign in but match no rule, and every answer would be refused.
+    if !subject.is_empty() && !subject.contains(':') {
+        return Err(Failure(format!(
+            "`--subject {subject}` has no kind: approver ids are written `KIND:NAME`, as the policy names them: pass `--subject human:{subject}`"
+        )));
+    }
     let key = SigningKey::load(&args.key)?;
     let now = SystemClock.now();
-    let issued = token::issue(&key, args.subject.trim(), &groups, ttl, now).map_err(|error| {
+    let issued = token::issue(&key, subject, &groups, ttl, now).map_err(|error| {
         match error {
             TokenError::LifetimeTooLong { .. } => Failure(format!(
                 "`--ttl {ttl_text}` is longer than an approver token may live: pass `--ttl 24h` or less"

@@ -7,10 +7,14 @@
 
 mod commands;
 mod demo;
+mod everyday;
+mod exec;
 mod gateway;
+mod hook;
 mod keys;
 mod render;
 mod serve;
+mod style;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -25,7 +29,7 @@ use clap::{Args, Parser, Subcommand};
     version,
     long_about = None,
     propagate_version = true,
-    after_help = "New here? `countersign demo` walks through every guarantee on a scratch store."
+    after_help = "New here? `countersign init` starts a policy in this folder; `countersign demo` walks through every guarantee on a scratch store."
 )]
 pub struct Cli {
     #[command(flatten)]
@@ -67,6 +71,37 @@ pub struct Global {
 
 #[derive(Debug, Subcommand)]
 enum Command {
+    /// Start here: write a commented starter policy (`countersign.yaml`) and `.countersign/`
+    /// for its store in this folder. Never overwrites an existing policy.
+    Init(everyday::InitArgs),
+    /// What the policy decides for one call, and why: which entry, which rule, which condition.
+    /// Writes nothing.
+    Evaluate(everyday::EvaluateArgs),
+    /// Claude Code's PreToolUse hook: read the tool call on standard input, answer allow or
+    /// deny on standard output (an `approve` opens a request and denies until it is granted).
+    ///
+    /// The action is `tool_name` (`Bash`, `Write`, `mcp__server__tool`) and the arguments are
+    /// `tool_input`. A granted request lets the identical call through once, recorded
+    /// `handed_off` (the tool runs outside Countersign). Malformed input, a policy that does
+    /// not load or a store that cannot be written is a blocking error: exit status 2, the
+    /// reason on standard error, nothing written. Protocol:
+    /// https://code.claude.com/docs/en/hooks#pretooluse (read 2026-12-01).
+    Check(hook::CheckArgs),
+    /// Run a command as a protected action: policy, approval, effect key and a receipt with its
+    /// exit status. `countersign exec --action NAME --args JSON -- COMMAND…`
+    ///
+    /// Exit 0 is `committed`; an exit code listed with `--not-executed-exit` is `failed` (a
+    /// retry may run); any other exit, a signal or `--timeout` is `ambiguous` (every retry on
+    /// its effect key refused until resolved). The command's output passes through, and exec
+    /// exits with the command's status (128+N for signal N, 124 after `--timeout`), or 125 when
+    /// Countersign refused and the command did not run (127/126: not found/not executable).
+    Exec(exec::ExecArgs),
+    /// Compare two policies, or replay the recorded attempts under a candidate policy.
+    Policy(everyday::PolicyArgs),
+    /// Count receipts by action, outcome and reason, optionally over a recent window.
+    Stats(everyday::StatsArgs),
+    /// Print a shell completion script: `countersign completions bash > /etc/bash_completion.d/countersign`.
+    Completions(everyday::CompletionsArgs),
     /// Walk through the kernel on a fresh SQLite store: allow, approve, a mismatched answer,
     /// a refund two finance approvers must countersign (with refused answers), a duplicate, a
     /// lost response, an unknown action, and the verified receipt chain.
@@ -136,6 +171,7 @@ fn main() -> ExitCode {
         );
     }));
     let cli = Cli::parse();
+    style::init();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .build()
@@ -199,6 +235,13 @@ impl<W: std::io::Write> std::io::Write for ClosablePipe<W> {
 pub async fn run(cli: Cli, out: &mut dyn std::io::Write) -> Result<ExitCode, Failure> {
     let global = &cli.global;
     match cli.command {
+        Command::Init(args) => everyday::init(global, &args, out),
+        Command::Evaluate(args) => everyday::evaluate(global, &args, out),
+        Command::Check(args) => hook::check(global, &args, out).await,
+        Command::Exec(args) => exec::exec(global, &args, out).await,
+        Command::Policy(args) => everyday::policy(global, &args, out).await,
+        Command::Stats(args) => everyday::stats(global, &args, out).await,
+        Command::Completions(args) => everyday::completions(&args, out),
         Command::Demo(args) => demo::run(global, &args, out).await,
         Command::Pending(args) => commands::pending(global, &args, out).await,
         Command::Approve(args) => commands::answer(global, &args, true, out).await,

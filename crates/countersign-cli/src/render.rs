@@ -31,7 +31,7 @@ impl Table {
         );
     }
 
-    /// Write the table.
+    /// Write the table (without a header line when every header is empty: a list of facts).
     pub fn write(&self, out: &mut dyn Write) -> io::Result<()> {
         let mut widths: Vec<usize> = self
             .headers
@@ -58,7 +58,9 @@ impl Table {
                 .collect();
             padded.join("  ").trim_end().to_owned()
         };
-        writeln!(out, "{}", line(&self.headers))?;
+        if self.headers.iter().any(|header| !header.is_empty()) {
+            writeln!(out, "{}", line(&self.headers))?;
+        }
         for row in &self.rows {
             writeln!(out, "{}", line(row))?;
         }

@@ -19,7 +19,9 @@ use crate::{Failure, Global};
 #[derive(Debug, Args)]
 pub struct ServeArgs {
     /// Where to listen. Loopback only unless --behind-proxy.
-    #[arg(long, value_name = "ADDR", default_value = countersign_server::DEFAULT_LISTEN)]
+    /// An IP address and port such as `127.0.0.1:8080` or `[::1]:8080`; host names are not
+    /// resolved, so the address checked for loopback is the one bound.
+    #[arg(long, value_name = "ADDR", default_value = countersign_server::DEFAULT_LISTEN, value_parser = parse_listen)]
     listen: SocketAddr,
     /// The URL people reach the service at, through the proxy (for example
     /// `https://approvals.example.com`).
@@ -70,6 +72,21 @@ pub struct ServeArgs {
     auditors_group: Option<String>,
 }
 
+/// Parses `--listen`: an IP address and a port, with an error that says what to give instead
+/// of clap's generic "invalid socket address syntax".
+fn parse_listen(text: &str) -> Result<SocketAddr, String> {
+    text.trim().parse().map_err(|_| {
+        let hint = match text.rsplit_once(':') {
+            Some((host, port)) if port.parse::<u16>().is_ok() && !host.is_empty() => format!(
+                "`{host}` is not an IP address (host names are not resolved, so that the address checked for loopback is the one bound): give `127.0.0.1:{port}` or `[::1]:{port}`"
+            ),
+            _ => "give an IP address and a port, such as `127.0.0.1:8080` or `[::1]:8080`"
+                .to_owned(),
+        };
+        format!("`{text}` is not an address to listen on: {hint}")
+    })
+}
+
 /// The approver keys: the policy's, then each `--approver-key`.
 fn approver_keys(policy: &Policy, given: &[String]) -> Result<Vec<PublicKey>, Failure> {
     let mut keys = Vec::new();
@@ -87,6 +104,54 @@ fn approver_keys(policy: &Policy, given: &[String]) -> Result<Vec<PublicKey>, Fa
     }
     keys.dedup();
     Ok(keys)
+}
+
+/// A warning when keys given only with `--approver-key` appear in no waiting request's stored
+/// rule: a token they sign signs in, but each answer is judged against the keys stored with its
+/// request, so such a person sees nothing to answer (a fresh user met exactly that on the demo's
+/// store). `None` when every key is stored with some waiting request, nothing waits, or the
+/// store cannot be listed (the service reports that itself).
+async fn unstored_keys_warning(url: &str, policy: &Policy, sign_in: &SignIn) -> Option<String> {
+    let policy_keys: Vec<PublicKey> = policy
+        .approver_keys()
+        .iter()
+        .filter_map(|text| PublicKey::parse(text).ok())
+        .collect();
+    let extra: Vec<&PublicKey> = sign_in
+        .approver_keys
+        .iter()
+        .filter(|key| !policy_keys.contains(key))
+        .collect();
+    if extra.is_empty() {
+        return None;
+    }
+    let store = store::open_url_async(url).await.ok()?;
+    let waiting = store
+        .approvals(Some(countersign::ApprovalState::Pending))
+        .await
+        .ok()?;
+    if waiting.is_empty() {
+        return None;
+    }
+    let unstored: Vec<String> = extra
+        .iter()
+        .filter(|key| {
+            let text = key.to_string();
+            !waiting
+                .iter()
+                .any(|record| record.rule.keys.iter().any(|stored| stored.trim() == text))
+        })
+        .map(|key| format!("key {}", key.key_id()))
+        .collect();
+    if unstored.is_empty() {
+        return None;
+    }
+    Some(format!(
+        "warning: {} given with --approver-key {} in none of the {} waiting request(s)' stored rules: a token it signs signs in, but cannot answer them (each request is judged by the keys stored with it); list the key under `approvers.keys` in the policy so that new requests store it",
+        unstored.join(", "),
+        if unstored.len() == 1 { "is" } else { "are" },
+        waiting.len()
+    ))
 }
 
 /// `countersign serve`.
@@ -148,7 +213,7 @@ pub async fn run(
         oidc,
     };
     let service = Service::new(ServiceConfig {
-        store: StoreSource::Url(url),
+        store: StoreSource::Url(url.clone()),
         sign_in: sign_in.clone(),
         directory: policy.directory().clone(),
         auditors_group: args.auditors_group.clone(),
@@ -159,6 +224,8 @@ pub async fn run(
         eprintln!(
             "warning: {error}: serving anyway; calls answer 503 until the store can be reached"
         );
+    } else if let Some(warning) = unstored_keys_warning(&url, &policy, &sign_in).await {
+        eprintln!("{warning}");
     }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await

@@ -12,10 +12,16 @@ mod approvers;
 mod bad_input;
 #[path = "cli/chain.rs"]
 mod chain;
+#[path = "cli/check.rs"]
+mod check;
 #[path = "cli/demo.rs"]
 mod demo;
 #[path = "cli/display.rs"]
 mod display;
+#[path = "cli/everyday.rs"]
+mod everyday;
+#[path = "cli/exec.rs"]
+mod exec;
 #[path = "cli/help.rs"]
 mod help;
 #[path = "cli/keys.rs"]

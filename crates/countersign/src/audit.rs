@@ -114,9 +114,8 @@ fn effect_state_after(receipt: &Receipt) -> Option<crate::effect::EffectState> {
         (ReceiptKind::Attempt | ReceiptKind::Resolution, ReceiptOutcome::Failed) => {
             Some(EffectState::Failed)
         }
-        (ReceiptKind::Attempt, ReceiptOutcome::Ambiguous) | (ReceiptKind::LeaseExpired, _) => {
-            Some(EffectState::Ambiguous)
-        }
+        (ReceiptKind::Attempt, ReceiptOutcome::Ambiguous | ReceiptOutcome::HandedOff)
+        | (ReceiptKind::LeaseExpired, _) => Some(EffectState::Ambiguous),
         _ => None,
     }
 }
@@ -279,7 +278,10 @@ pub async fn cross_check_approvals(
             (ReceiptKind::ApprovalVoided, _) => "voided",
             (
                 ReceiptKind::Attempt,
-                ReceiptOutcome::Committed | ReceiptOutcome::Failed | ReceiptOutcome::Ambiguous,
+                ReceiptOutcome::Committed
+                | ReceiptOutcome::Failed
+                | ReceiptOutcome::Ambiguous
+                | ReceiptOutcome::HandedOff,
             ) => "consumed",
             _ => return,
         };

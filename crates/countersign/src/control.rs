@@ -20,6 +20,7 @@
 //! ([`Control::protect`], [`Protected`]). This file holds [`Control`] and its builder.
 
 mod answer;
+mod external;
 mod gate;
 mod pipeline;
 mod protect;
@@ -28,6 +29,7 @@ mod request;
 pub use answer::{
     ApprovalProvider, InterruptApprovalProvider, ProviderOutcome, record_answer, submit_answer,
 };
+pub use external::{ExitStatusSlot, HANDED_OFF_DETAIL, HandedOff};
 pub use protect::Protected;
 pub use request::{
     ActionRequest, Evaluation, Executed, IdentityProvider, StaticIdentity, needs_approval,

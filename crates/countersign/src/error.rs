@@ -488,9 +488,7 @@ pub enum AnswerError {
     /// The action hash the surface showed is not the request's: the person saw a different
     /// action (a stale card, an edited payload). A refusal receipt was written; the request is
     /// unchanged.
-    #[error(
-        "the answer to approval `{request_id}` was given about {shown}, but the request is for {action_hash}: look at the request again (`countersign inspect {request_id}`) and answer what it shows"
-    )]
+    #[error("{}", mismatch_text(request_id, shown, action_hash))]
     Mismatch {
         /// The request.
         request_id: ApprovalId,
@@ -502,6 +500,21 @@ pub enum AnswerError {
     /// The store failed; the answer may not be recorded: check with `countersign inspect`.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// The text of [`AnswerError::Mismatch`]: a hash that differs says to look again; a missing one
+/// (`(none)`) says which field carries it on each surface, so an HTTP caller is not sent to
+/// the CLI.
+fn mismatch_text(request_id: &ApprovalId, shown: &str, action_hash: &ActionHash) -> String {
+    if shown == "(none)" {
+        format!(
+            "the answer to approval `{request_id}` did not echo the action hash it was given about, and this surface must: send the hash the person was shown with the answer (`action_hash` in the approval service's API, `--hash` on the CLI); the request is for {action_hash}"
+        )
+    } else {
+        format!(
+            "the answer to approval `{request_id}` was given about {shown}, but the request is for {action_hash}: look at the request again (its page, the API's `GET /api/v1/approvals/{request_id}`, or `countersign inspect {request_id}`) and answer what it shows"
+        )
+    }
 }
 
 fn already_decided_text(

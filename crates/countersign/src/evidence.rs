@@ -31,8 +31,10 @@ use crate::clock::Timestamp;
 /// `v2` adds, each written only when set: `approvals_given` and `approvals_needed` (a quorum's
 /// count), `approver_groups`, `channel`, `authentication` and `hash_confirmed` (who answered and
 /// how that was known), `approvers` (those whose yes granted the approval an attempt consumed)
-/// and `attempt_started_at`. [`verify`] reads chains that mix `v1` and `v2` receipts: each
-/// receipt's hash covers its own stored body, whatever its version.
+/// and `attempt_started_at`; later, the outcome `handed_off` ([`ReceiptOutcome::HandedOff`]) and
+/// `exit_status` ([`ProcessExit`]). [`verify`] reads chains that mix `v1` and `v2` receipts:
+/// each receipt's hash covers its own stored body, whatever its version, and a `v1` receipt
+/// carrying anything only `v2` has is unreadable.
 pub const RECEIPT_SCHEMA: &str = "countersign.receipt/v2";
 
 /// The schema strings [`verify`] accepts.
@@ -86,6 +88,11 @@ pub enum ReceiptOutcome {
     /// An approver's yes was counted; the request needs more approvals (`approvals_given` of
     /// `approvals_needed`).
     Counted,
+    /// v2: the attempt was authorized (the policy allowed it, or it consumed a granted
+    /// approval) and handed to a tool that runs outside Countersign, such as a coding agent's
+    /// own tool after its hook said yes ([`crate::Control::hand_off`]). Whether and how the
+    /// tool ran is not known to Countersign; an effect key it reserved is left `ambiguous`.
+    HandedOff,
 }
 
 impl ReceiptKind {
@@ -116,6 +123,7 @@ impl ReceiptOutcome {
             ReceiptOutcome::Expired => "expired",
             ReceiptOutcome::Voided => "voided",
             ReceiptOutcome::Counted => "counted",
+            ReceiptOutcome::HandedOff => "handed_off",
         }
     }
 }
@@ -200,6 +208,10 @@ pub struct Receipt {
     /// v2: when the attempt this receipt ends began (UTC, RFC 3339 with milliseconds).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub attempt_started_at: Option<Timestamp>,
+    /// v2: how the process an attempt ran ended (`countersign exec`): its exit code or the
+    /// signal that ended it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub exit_status: Option<ProcessExit>,
     /// This receipt's hash over every other field.
     #[serde(default, skip_serializing_if = "String::is_empty")]
     pub hash: String,
@@ -262,6 +274,50 @@ pub struct ReceiptDraft {
     pub approvers: Option<Vec<crate::approver::Approver>>,
     /// See [`Receipt::attempt_started_at`].
     pub attempt_started_at: Option<Timestamp>,
+    /// See [`Receipt::exit_status`].
+    pub exit_status: Option<ProcessExit>,
+}
+
+/// How a process ended, as a receipt records it (`exit_status`, receipt v2): exactly one of
+/// `code` (its exit code; 0 is success) and `signal` (the number of the Unix signal that ended
+/// it) is set. JSON: `{"code": 3}` or `{"signal": 9}`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ProcessExit {
+    /// The exit code, when the process exited.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub code: Option<i32>,
+    /// The signal number, when a signal ended the process.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub signal: Option<i32>,
+}
+
+impl ProcessExit {
+    /// A process that exited with `code`.
+    pub fn code(code: i32) -> ProcessExit {
+        ProcessExit {
+            code: Some(code),
+            signal: None,
+        }
+    }
+
+    /// A process ended by signal number `signal`.
+    pub fn signal(signal: i32) -> ProcessExit {
+        ProcessExit {
+            code: None,
+            signal: Some(signal),
+        }
+    }
+}
+
+impl std::fmt::Display for ProcessExit {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match (self.code, self.signal) {
+            (Some(code), _) => write!(f, "exit code {code}"),
+            (None, Some(signal)) => write!(f, "signal {signal}"),
+            (None, None) => write!(f, "no exit status"),
+        }
+    }
 }
 
 impl ReceiptDraft {
@@ -306,6 +362,8 @@ impl Receipt {
             || self.hash_confirmed.is_some()
             || self.approvers.is_some()
             || self.attempt_started_at.is_some()
+            || self.exit_status.is_some()
+            || self.outcome == ReceiptOutcome::HandedOff
     }
 }
 

@@ -58,6 +58,7 @@ pub use crate::approver::matches_pattern;
 
 mod condition;
 mod error;
+mod explain;
 mod load;
 mod template;
 mod yaml;
@@ -70,6 +71,7 @@ mod tests;
 pub use error::{
     DurationProblem, KeyPlace, LoadError, LoadErrorKind, NumberProblem, PatternProblem,
 };
+pub use explain::{ConditionTrace, EntryMatch, Explanation, RuleTrace};
 pub use template::{Template, TemplateError};
 
 use condition::Condition;
@@ -99,6 +101,8 @@ pub struct Policy {
     // unique because action keys are.
     patterns: Vec<(String, usize)>,
     hash: String,
+    /// The parsed document the hash covers (defaults filled in, canonical).
+    document: serde_json::Value,
 }
 
 impl Policy {
@@ -129,6 +133,16 @@ impl Policy {
     /// change it and every semantic change does. Stamped on every receipt.
     pub fn hash(&self) -> &str {
         &self.hash
+    }
+
+    /// The parsed document [`Policy::hash`] covers, as JSON: `schema`, `mode`, `environment`,
+    /// `approval_ttl_seconds`, `actions` (each entry by its key, as its fingerprint covers it:
+    /// `decision` or `rules` with their `when` conditions, templates, TTL, `approval`,
+    /// `resolvers`, `secret_arguments`, `mcp`) and, when set, `directory` and `approvers`.
+    /// Comments, formatting and key order are gone, so two documents compare by meaning
+    /// (`countersign policy diff`).
+    pub fn document(&self) -> &serde_json::Value {
+        &self.document
     }
 
     /// Whether decisions are enforced or only recorded.

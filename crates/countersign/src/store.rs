@@ -200,6 +200,43 @@ pub struct FinishAttempt {
     pub draft: ReceiptDraft,
 }
 
+/// Hand an attempt off to a tool that runs outside Countersign ([`Store::hand_off`]): consume
+/// the presented approval, reserve the effect key and end the attempt with its `handed_off`
+/// receipt, all in one transaction.
+#[derive(Clone, Debug)]
+pub struct HandOff {
+    /// The attempt, exactly as [`Store::begin_attempt`] takes it (its `refusal_draft` is the
+    /// receipt written if the approval or the key is refused).
+    pub begin: BeginAttempt,
+    /// The receipt ending the attempt (outcome `handed_off`); the store fills in the consumed
+    /// approval's id, approver, note, policy hash and granting approvers.
+    pub draft: ReceiptDraft,
+    /// Kept on a reserved effect record, which is left `ambiguous`: whether the tool ran is
+    /// not known to Countersign.
+    pub detail: String,
+}
+
+/// What [`Store::hand_off`] did.
+#[allow(clippy::large_enum_variant)]
+#[derive(Clone, Debug)]
+pub enum HandOffOutcome {
+    /// The approval (if any) is consumed, the key (if any) reserved and left `ambiguous`, and
+    /// the `handed_off` receipt written.
+    HandedOff {
+        /// The consumed approval.
+        approval: Option<ApprovalRecord>,
+        /// The `handed_off` receipt.
+        receipt: Box<Receipt>,
+    },
+    /// Refused; nothing was consumed or reserved, and the refusal receipt was written.
+    Refused {
+        /// Why.
+        refusal: BeginRefusal,
+        /// The refusal receipt.
+        receipt: Box<Receipt>,
+    },
+}
+
 /// A human's answer to record: the one closed answer contract every surface submits.
 #[derive(Clone, Debug)]
 pub struct RecordAnswer {
@@ -339,6 +376,31 @@ pub trait Store: Send + Sync + 'static {
         finish: FinishAttempt,
         now: Timestamp,
     ) -> Result<Receipt, StoreError>;
+
+    /// Hand an attempt off to a tool that runs outside Countersign: [`Store::begin_attempt`]'s
+    /// checks and writes, then the `handed_off` receipt (and a reserved key left `ambiguous`),
+    /// in one transaction. On a refusal, exactly what `begin_attempt` writes on one.
+    ///
+    /// The default implementation refuses with [`StoreError::Backend`]: a backend that does
+    /// not override it cannot hand off in one transaction, and never does it in two. The
+    /// memory, SQLite and PostgreSQL stores override it.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only; refusals are [`HandOffOutcome::Refused`].
+    async fn hand_off(
+        &self,
+        hand_off: HandOff,
+        now: Timestamp,
+    ) -> Result<HandOffOutcome, StoreError> {
+        let _ = (hand_off, now);
+        Err(StoreError::Backend {
+            message: format!(
+                "the `{}` store cannot hand an attempt off in one transaction: use the memory, SQLite or PostgreSQL store",
+                self.backend()
+            ),
+        })
+    }
 
     /// Write a receipt that records no other state change (a policy denial, an attempt with
     /// no effect key).

@@ -222,3 +222,23 @@ fn serve_refuses_a_public_address_without_a_proxy_and_a_missing_store() {
         "{run:?}"
     );
 }
+
+#[test]
+fn serve_says_why_a_host_name_cannot_be_listened_on() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&["serve", "--listen", "localhost:8780"]);
+    assert_eq!(run.status, Some(2), "a usage error: {run:?}");
+    assert!(
+        run.stderr.contains(
+            "`localhost:8780` is not an address to listen on: `localhost` is not an IP address (host names are not resolved, so that the address checked for loopback is the one bound): give `127.0.0.1:8780` or `[::1]:8780`"
+        ),
+        "{run:?}"
+    );
+    let run = sandbox.run(&["serve", "--listen", "8780"]);
+    assert!(
+        run.stderr.contains(
+            "`8780` is not an address to listen on: give an IP address and a port, such as `127.0.0.1:8080` or `[::1]:8080`"
+        ),
+        "{run:?}"
+    );
+}

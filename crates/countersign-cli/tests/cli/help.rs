@@ -84,3 +84,48 @@ fn no_command_is_a_usage_error_that_shows_the_help() {
     assert_eq!(run.status, Some(2), "{run:?}");
     assert!(run.stderr.contains("Usage: countersign"), "{run:?}");
 }
+
+#[test]
+fn init_help() {
+    check_help("help_init", &["init", "--help"]);
+}
+
+#[test]
+fn evaluate_help() {
+    check_help("help_evaluate", &["evaluate", "--help"]);
+}
+
+#[test]
+fn check_command_help() {
+    check_help("help_check", &["check", "--help"]);
+}
+
+#[test]
+fn exec_help() {
+    check_help("help_exec", &["exec", "--help"]);
+}
+
+#[test]
+fn policy_help() {
+    check_help("help_policy", &["policy", "--help"]);
+}
+
+#[test]
+fn policy_diff_help() {
+    check_help("help_policy_diff", &["policy", "diff", "--help"]);
+}
+
+#[test]
+fn policy_replay_help() {
+    check_help("help_policy_replay", &["policy", "replay", "--help"]);
+}
+
+#[test]
+fn stats_help() {
+    check_help("help_stats", &["stats", "--help"]);
+}
+
+#[test]
+fn completions_help() {
+    check_help("help_completions", &["completions", "--help"]);
+}

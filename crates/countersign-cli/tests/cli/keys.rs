@@ -241,3 +241,90 @@ fn refuses_a_missing_key_file() {
         "cannot read the key file `absent.key`: there is no such file"
     );
 }
+
+#[test]
+fn keygen_into_a_missing_folder_says_which_folder_to_create() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&["keygen", "--out", "keys/approver.key"]);
+    assert_eq!(
+        run.one_line_error(),
+        "the folder `keys` does not exist, so `--out keys/approver.key` cannot be written: create it first (`mkdir -p keys`) or give a path in an existing folder"
+    );
+    assert!(!sandbox.work().join("keys").exists());
+}
+
+#[test]
+fn refuses_a_subject_without_a_kind() {
+    let sandbox = Sandbox::new();
+    assert_eq!(
+        sandbox.run(&["keygen", "--out", "approver.key"]).status,
+        Some(0)
+    );
+    let run = sandbox.run(&[
+        "approver",
+        "token",
+        "--key",
+        "approver.key",
+        "--subject",
+        "bob",
+    ]);
+    assert_eq!(
+        run.one_line_error(),
+        "`--subject bob` has no kind: approver ids are written `KIND:NAME`, as the policy names them: pass `--subject human:bob`"
+    );
+}
+
+/// `serve` with a key given only on the command line, over the demo's store (whose waiting
+/// request stored the policy's keys, none): it warns at startup that tokens signed by that key
+/// cannot answer what is waiting, instead of showing an empty inbox without a word.
+#[test]
+fn serve_warns_when_a_command_line_key_is_stored_with_no_waiting_request() {
+    use std::io::{BufRead, BufReader};
+    use std::process::{Command, Stdio};
+
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    assert_eq!(
+        sandbox.run(&["keygen", "--out", "approver.key"]).status,
+        Some(0)
+    );
+    let mut child = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--store-url",
+            "sqlite:.countersign/countersign.db",
+            "--approver-key",
+            "approver.key.pub",
+        ])
+        .current_dir(sandbox.work())
+        .env_remove("COUNTERSIGN_POLICY")
+        .env_remove("COUNTERSIGN_STORE_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start countersign serve");
+    // The warning is written before the line that says the service is up.
+    let mut started = String::new();
+    BufReader::new(child.stdout.take().expect("stdout"))
+        .read_line(&mut started)
+        .expect("read the startup line");
+    child.kill().expect("stop the service");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("read stderr");
+    child.wait().expect("reap the service");
+    assert!(
+        started.starts_with("countersign approval service on http://127.0.0.1:"),
+        "{started:?} / {stderr:?}"
+    );
+    let public = PublicKey::load(&sandbox.work().join("approver.key.pub")).expect("public key");
+    assert!(
+        stderr.contains(&format!(
+            "warning: key {} given with --approver-key is in none of the 1 waiting request(s)' stored rules",
+            public.key_id()
+        )),
+        "{stderr:?}"
+    );
+}

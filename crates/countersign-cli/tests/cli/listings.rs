@@ -96,6 +96,13 @@ async fn pending_lists_waiting_requests_and_how_to_answer_them() {
 fn pending_with_nothing_waiting_says_so() {
     let sandbox = Sandbox::new();
     sandbox.fill_with_demo();
+    // The demo leaves one request waiting; once it is denied, nothing is.
+    let waiting = json(&sandbox.run(&["pending", "--json"]));
+    let waiting = waiting.as_array().expect("a list");
+    assert_eq!(waiting.len(), 1, "the demo leaves one request: {waiting:?}");
+    let id = waiting[0]["id"].as_str().expect("an id");
+    let denied = sandbox.run(&["deny", id, "--as", "human:you"]);
+    assert_eq!(denied.status, Some(0), "{denied:?}");
     let run = sandbox.run(&["pending"]);
     assert_eq!(run.status, Some(0), "{run:?}");
     assert_eq!(run.stdout, "no approval requests are waiting\n");

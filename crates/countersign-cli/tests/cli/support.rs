@@ -89,9 +89,27 @@ impl Sandbox {
 
     /// Run `countersign ARGS` with `cwd` as the working directory.
     pub fn run_in(&self, cwd: &Path, args: &[&str]) -> Run {
-        let output = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        self.run_with(cwd, args, None)
+    }
+
+    /// Run `countersign ARGS` in `work/` with `stdin` as its standard input.
+    pub fn run_with_stdin(&self, args: &[&str], stdin: &str) -> Run {
+        self.run_with(&self.work(), args, Some(stdin))
+    }
+
+    /// Run `countersign ARGS` in `cwd`, with `stdin` as its standard input if given.
+    pub fn run_with(&self, cwd: &Path, args: &[&str], stdin: Option<&str>) -> Run {
+        use std::io::Write;
+        let mut child = Command::new(env!("CARGO_BIN_EXE_countersign"))
             .args(args)
             .current_dir(cwd)
+            .stdin(if stdin.is_some() {
+                std::process::Stdio::piped()
+            } else {
+                std::process::Stdio::null()
+            })
+            .stdout(std::process::Stdio::piped())
+            .stderr(std::process::Stdio::piped())
             .env("TMPDIR", self.tmp())
             .env("USER", "tester")
             .env("COLUMNS", "100")
@@ -100,8 +118,16 @@ impl Sandbox {
             .env_remove("COUNTERSIGN_APPROVER")
             .env_remove("CLICOLOR_FORCE")
             .env_remove("RUST_BACKTRACE")
-            .output()
+            .env_remove("COUNTERSIGN_PRINCIPAL")
+            .spawn()
             .expect("start the countersign binary");
+        if let Some(text) = stdin {
+            let mut pipe = child.stdin.take().expect("a stdin pipe");
+            pipe.write_all(text.as_bytes()).expect("write stdin");
+        }
+        let output = child
+            .wait_with_output()
+            .expect("wait for the countersign binary");
         let run = Run {
             args: args.iter().map(|arg| (*arg).to_owned()).collect(),
             status: output.status.code(),
@@ -375,5 +401,45 @@ impl Agent {
     /// How many times the payment provider was called.
     pub fn refunds(&self) -> usize {
         self.refunds.load(Ordering::SeqCst)
+    }
+}
+
+/// The policy of the `check` and `exec` tests (`work/agent.yaml`): Claude Code tools and
+/// commands run as protected actions.
+pub const AGENT_POLICY: &str = "\
+schema: countersign.policy/v1
+environment: test
+actions:
+  Read:
+    decision: allow
+  Bash:
+    rules:
+      - when: { command: { eq: \"rm -rf /\" } }
+        decision: deny
+      - when: { command: { in: [\"ls\", \"git status\"] } }
+        decision: allow
+      - decision: approve
+  \"mcp__github__*\":
+    decision: approve
+  job:
+    effect: \"job:{id}\"
+    decision: allow
+  deploy:
+    effect: \"deploy:{service}\"
+    decision: approve
+";
+
+impl Sandbox {
+    /// Write [`AGENT_POLICY`] to `work/agent.yaml`; its default store is the sandbox's.
+    pub fn with_agent_policy(&self) -> &Sandbox {
+        self.write("agent.yaml", AGENT_POLICY);
+        self
+    }
+
+    /// Every receipt in the default store, as `receipts --json` prints them.
+    pub fn receipts_json(&self) -> Vec<serde_json::Value> {
+        let run = self.run(&["receipts", "--last", "1000", "--json"]);
+        assert_eq!(run.status, Some(0), "{run:?}");
+        serde_json::from_str(&run.stdout).expect("receipts --json is JSON")
     }
 }

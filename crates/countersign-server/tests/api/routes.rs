@@ -302,6 +302,14 @@ async fn refuses_a_mismatched_or_missing_hash(backend: Backend, case: &str) {
             (409, Some("mismatch")),
             "{body}: {problem}"
         );
+        if body.get("action_hash").is_none() {
+            let detail = problem["detail"].as_str().unwrap_or_default();
+            assert!(
+                detail.contains("did not echo the action hash")
+                    && detail.contains("`action_hash` in the approval service's API"),
+                "a missing hash names the API's field, not only the CLI: {problem}"
+            );
+        }
     }
     let record = harness
         .store

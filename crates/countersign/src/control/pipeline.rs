@@ -25,7 +25,7 @@ use crate::store::{
     ResolveEffect, Resolver, Store,
 };
 
-use super::{ActionRequest, Control, DENIED_BY_POLICY, Executed, Prepared};
+use super::{ActionRequest, Control, DENIED_BY_POLICY, Executed, ExitStatusSlot, Prepared};
 
 enum ExecutorOutcome<T> {
     Value(T),
@@ -69,7 +69,7 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 impl Control {
-    fn draft(&self, prepared: &Prepared, attempt_id: &str) -> ReceiptDraft {
+    pub(super) fn draft(&self, prepared: &Prepared, attempt_id: &str) -> ReceiptDraft {
         let action = &prepared.action;
         ReceiptDraft {
             kind: Some(ReceiptKind::Attempt),
@@ -94,7 +94,11 @@ impl Control {
 
     /// What the effect record an attempt reserves keeps about it (see
     /// [`crate::effect::AttemptContext`]); `None` without an effect key.
-    fn attempt_context(&self, prepared: &Prepared, draft: &ReceiptDraft) -> Option<AttemptContext> {
+    pub(super) fn attempt_context(
+        &self,
+        prepared: &Prepared,
+        draft: &ReceiptDraft,
+    ) -> Option<AttemptContext> {
         let action = &prepared.action;
         action.effect_key.as_ref()?;
         Some(AttemptContext {
@@ -173,7 +177,7 @@ impl Control {
     /// action was given under a policy that allowed asking; the policy now denies the action, so
     /// the approval is voided (never consumed) and the receipt says `policy_changed` (case B05).
     /// Returns the reason recorded.
-    async fn deny(
+    pub(super) async fn deny(
         &self,
         request: &ActionRequest,
         prepared: &Prepared,
@@ -366,6 +370,7 @@ impl Control {
         };
         let mut final_draft = draft.with_outcome(receipt_outcome, reason);
         final_draft.detail = detail.clone();
+        final_draft.exit_status = request.exit_status.as_ref().and_then(ExitStatusSlot::get);
         let finish = FinishAttempt {
             attempt_id: attempt_id.to_owned(),
             effect_key: action.effect_key.clone(),
@@ -463,6 +468,7 @@ impl Control {
         };
         let mut observed = draft.with_outcome(ReceiptOutcome::Observed, Some(would));
         observed.detail = detail.clone();
+        observed.exit_status = request.exit_status.as_ref().and_then(ExitStatusSlot::get);
         let receipt = self
             .inner
             .store
@@ -532,7 +538,7 @@ pub(super) fn effect_refusal(decision: RetryDecision, record: &EffectRecord) -> 
     }
 }
 
-fn begin_refusal(
+pub(super) fn begin_refusal(
     refusal: BeginRefusal,
     presented: Option<&ApprovalId>,
     action_hash: &ActionHash,

@@ -14,7 +14,7 @@ use crate::error::ControlError;
 use crate::evidence::Receipt;
 use crate::policy::{Decision, Mode, Template};
 
-use super::{Control, Prepared};
+use super::{Control, ExitStatusSlot, Prepared};
 
 /// Vouches for the principal of every action (never taken from model output or arguments).
 pub trait IdentityProvider: Send + Sync + 'static {
@@ -52,6 +52,8 @@ pub struct ActionRequest {
     pub(super) resource: Option<Template>,
     pub(super) run: Option<String>,
     pub(super) correlation: Option<(String, String)>,
+    /// Where the executor puts a process's exit status ([`ActionRequest::with_exit_status`]).
+    pub(super) exit_status: Option<ExitStatusSlot>,
 }
 
 impl ActionRequest {
@@ -82,6 +84,7 @@ impl ActionRequest {
             resource: None,
             run: None,
             correlation: None,
+            exit_status: None,
         }
     }
 

@@ -53,6 +53,7 @@ pub fn seal(
         hash_confirmed: draft.hash_confirmed,
         approvers: draft.approvers,
         attempt_started_at: draft.attempt_started_at,
+        exit_status: draft.exit_status,
         hash: String::new(),
     };
     let body = body_of(&receipt, arguments.as_ref())?;
@@ -156,6 +157,11 @@ pub(super) fn body_of(
     optional(&mut out, ",\"detail\":", &receipt.detail);
     optional(&mut out, ",\"effect_key\":", &receipt.effect_key);
     optional(&mut out, ",\"environment\":", &receipt.environment);
+    present(
+        &mut out,
+        ",\"exit_status\":",
+        canonical_of(receipt.exit_status.as_ref())?,
+    );
     present(
         &mut out,
         ",\"hash_confirmed\":",

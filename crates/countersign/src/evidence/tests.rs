@@ -197,6 +197,8 @@ fn body_matches_the_generic_canonical_form() {
         ReceiptOutcome::Denied,
         ReceiptOutcome::Expired,
         ReceiptOutcome::Voided,
+        ReceiptOutcome::Counted,
+        ReceiptOutcome::HandedOff,
     ];
     let awkward =
         "quote \" backslash \\ newline \n tab \t nul \u{0} bell \u{7} del \u{7f} é 世界 \u{1F600}";
@@ -247,6 +249,11 @@ fn body_matches_the_generic_canonical_form() {
         attempt_started_at: n
             .is_multiple_of(2)
             .then(|| Timestamp::from_millis(1_700_000_000_123)),
+        exit_status: match n % 3 {
+            0 => Some(ProcessExit::code(n as i32 - 7)),
+            1 => Some(ProcessExit::signal(9)),
+            _ => None,
+        },
     };
     let drafts = (0..kinds.len() * outcomes.len())
         .map(full)
@@ -267,5 +274,47 @@ fn body_matches_the_generic_canonical_form() {
         let generic = canonical::to_canonical(&unhashed).unwrap().into_string();
         assert_eq!(stored.body, generic, "receipt {n}");
         assert_eq!(receipt.hash, canonical::sha256_prefixed(generic.as_bytes()));
+    }
+}
+
+/// `countersign.receipt/v2`'s `handed_off` outcome and `exit_status` field verify in a chain,
+/// and a receipt that claims `v1` while carrying either is unreadable.
+#[test]
+fn reads_handed_off_and_exit_status_and_refuses_them_in_v1() {
+    let handed = draft(1).with_outcome(ReceiptOutcome::HandedOff, None);
+    let exited = ReceiptDraft {
+        exit_status: Some(ProcessExit::code(3)),
+        ..draft(2)
+    }
+    .with_outcome(ReceiptOutcome::Ambiguous, Some("executor_error"));
+    let (first, first_stored) = seal(handed, None, Timestamp::from_millis(1)).unwrap();
+    let head = ChainHead {
+        seq: first.seq,
+        hash: first.hash.clone(),
+    };
+    let (second, second_stored) = seal(exited, Some(&head), Timestamp::from_millis(2)).unwrap();
+    assert!(first_stored.body.contains("\"outcome\":\"handed_off\""));
+    assert!(second_stored.body.contains("\"exit_status\":{\"code\":3}"));
+    assert_eq!(second_stored.to_receipt().unwrap(), second);
+    let report = verify([&first_stored, &second_stored], None);
+    assert!(report.is_intact(), "{report:?}");
+
+    // Each alone, as the first receipt of a chain, relabelled `v1` and rehashed.
+    for relabelled in [
+        draft(1).with_outcome(ReceiptOutcome::HandedOff, None),
+        ReceiptDraft {
+            exit_status: Some(ProcessExit::signal(9)),
+            ..draft(2)
+        },
+    ] {
+        let (_, mut stored) = seal(relabelled, None, Timestamp::from_millis(1)).unwrap();
+        stored.body = stored.body.replace(RECEIPT_SCHEMA, RECEIPT_SCHEMAS[0]);
+        stored.hash = canonical::sha256_prefixed(stored.body.as_bytes());
+        match verify([&stored], None).first_break {
+            Some(ChainBreak::Unreadable { detail, .. }) => {
+                assert!(detail.contains("only v2 has"), "{detail}")
+            }
+            other => panic!("a v1 receipt with v2 content must be unreadable: {other:?}"),
+        }
     }
 }

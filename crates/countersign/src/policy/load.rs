@@ -307,6 +307,7 @@ fn build_policy(root: &Node, base: Option<&Path>) -> Result<Policy, LoadError> {
         exact,
         patterns,
         hash,
+        document,
     })
 }
 

@@ -15,8 +15,8 @@ use crate::error::{AnswerError, ResolveError, StoreError};
 use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
 use crate::store::txn::{self, Txn};
 use crate::store::{
-    BeginAttempt, BeginOutcome, FinishAttempt, NewApproval, OpenOutcome, RecordAnswer,
-    ResolveEffect, Store,
+    BeginAttempt, BeginOutcome, FinishAttempt, HandOff, HandOffOutcome, NewApproval, OpenOutcome,
+    RecordAnswer, ResolveEffect, Store,
 };
 
 #[derive(Default)]
@@ -316,6 +316,14 @@ impl Store for MemoryStore {
         now: Timestamp,
     ) -> Result<Receipt, StoreError> {
         flatten(self.with_txn(|txn| Ok(txn::finish_attempt(txn, finish, now))))
+    }
+
+    async fn hand_off(
+        &self,
+        hand_off: HandOff,
+        now: Timestamp,
+    ) -> Result<HandOffOutcome, StoreError> {
+        flatten(self.with_txn(|txn| Ok(txn::hand_off(txn, hand_off, now))))
     }
 
     async fn append_receipt(

@@ -96,8 +96,8 @@ use crate::error::{AnswerError, ResolveError, StoreError};
 use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
 use crate::store::stored;
 use crate::store::{
-    BeginAttempt, BeginOutcome, FinishAttempt, NewApproval, OpenOutcome, RecordAnswer,
-    ResolveEffect, Store,
+    BeginAttempt, BeginOutcome, FinishAttempt, HandOff, HandOffOutcome, NewApproval, OpenOutcome,
+    RecordAnswer, ResolveEffect, Store,
 };
 
 /// The schema version this build migrates to, writes and reads (2: issue #12; see
@@ -614,6 +614,17 @@ impl Store for PostgresStore {
             .await?
         {
             txn::Done::Receipt(receipt) => Ok(*receipt),
+            _ => Err(txn::wrong_result()),
+        }
+    }
+
+    async fn hand_off(
+        &self,
+        hand_off: HandOff,
+        now: Timestamp,
+    ) -> Result<HandOffOutcome, StoreError> {
+        match self.write(&txn::Operation::HandOff(hand_off), now).await? {
+            txn::Done::HandedOff(outcome) => Ok(outcome),
             _ => Err(txn::wrong_result()),
         }
     }

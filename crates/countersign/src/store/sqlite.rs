@@ -46,8 +46,8 @@ use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
 use crate::store::stored;
 use crate::store::txn::{self, Txn};
 use crate::store::{
-    BeginAttempt, BeginOutcome, FinishAttempt, NewApproval, OpenOutcome, RecordAnswer,
-    ResolveEffect, Store,
+    BeginAttempt, BeginOutcome, FinishAttempt, HandOff, HandOffOutcome, NewApproval, OpenOutcome,
+    RecordAnswer, ResolveEffect, Store,
 };
 
 /// The schema version this build writes and reads.
@@ -493,6 +493,17 @@ impl Store for SqliteStore {
                 Ok(txn::finish_attempt(txn, finish.clone(), now))
             })
             .await,
+        )
+    }
+
+    async fn hand_off(
+        &self,
+        hand_off: HandOff,
+        now: Timestamp,
+    ) -> Result<HandOffOutcome, StoreError> {
+        flatten(
+            self.write(false, |txn| Ok(txn::hand_off(txn, hand_off.clone(), now)))
+                .await,
         )
     }
 

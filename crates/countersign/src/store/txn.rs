@@ -20,8 +20,8 @@ use crate::evidence::{
     self, ChainHead, Receipt, ReceiptDraft, ReceiptKind, ReceiptOutcome, StoredReceipt,
 };
 use crate::store::{
-    BeginAttempt, BeginOutcome, BeginRefusal, FinishAttempt, NewApproval, OpenOutcome,
-    RECONCILE_HOOK, RecordAnswer, ResolveEffect, Resolver,
+    BeginAttempt, BeginOutcome, BeginRefusal, FinishAttempt, HandOff, HandOffOutcome, NewApproval,
+    OpenOutcome, RECONCILE_HOOK, RecordAnswer, ResolveEffect, Resolver,
 };
 use crate::{ActionHash, ApprovalId, EffectKey};
 
@@ -700,6 +700,65 @@ pub fn begin_attempt<T: Txn + ?Sized>(
         ))?;
     }
     Ok(BeginOutcome::Started { approval: consumed })
+}
+
+/// Fill `draft` with what an attempt that consumed `record` records about it: the request, its
+/// decisive approver and note, the policy it was requested under and who granted it.
+pub(crate) fn record_consumed(draft: &mut ReceiptDraft, record: &ApprovalRecord) {
+    draft.approval_id = Some(record.id.as_str().to_owned());
+    draft.approver = record.approver.clone();
+    draft.note = record.note.clone();
+    draft.approval_policy_hash = Some(record.policy_hash.clone());
+    draft.approvers = Some(record.granted_by().into_iter().cloned().collect());
+}
+
+/// [`crate::Store::hand_off`]: [`begin_attempt`], then (if it started) the reserved key left
+/// `ambiguous` and the `handed_off` receipt, in the caller's one transaction.
+pub fn hand_off<T: Txn + ?Sized>(
+    txn: &mut T,
+    hand_off: HandOff,
+    now: Timestamp,
+) -> Result<HandOffOutcome, StoreError> {
+    let HandOff {
+        begin,
+        mut draft,
+        detail,
+    } = hand_off;
+    let attempt_id = begin.attempt_id.clone();
+    let key = begin.effect.as_ref().map(|claim| claim.key.clone());
+    match begin_attempt(txn, begin, now)? {
+        BeginOutcome::Refused { refusal, receipt } => {
+            Ok(HandOffOutcome::Refused { refusal, receipt })
+        }
+        BeginOutcome::Started { approval } => {
+            if let Some(record) = &approval {
+                record_consumed(&mut draft, record);
+            }
+            if let Some(key) = &key {
+                // INVARIANT (hand-off-ambiguous): a handed-off effect may have happened, so it
+                // is never left `reserved` (a lapse would say the same later) nor `committed`.
+                if !txn.complete_effect(
+                    key,
+                    &attempt_id,
+                    EffectState::Ambiguous,
+                    Some(&detail),
+                    now,
+                )? {
+                    return Err(StoreError::Corrupt {
+                        detail: format!(
+                            "effect `{key}` reserved by {attempt_id} was not held in the same transaction"
+                        ),
+                    });
+                }
+                draft.detail = Some(detail);
+            }
+            let receipt = append(txn, draft, now)?;
+            Ok(HandOffOutcome::HandedOff {
+                approval,
+                receipt: Box::new(receipt),
+            })
+        }
+    }
 }
 
 /// The effect record an attempt's reservation writes; both backends build it here.

@@ -15,11 +15,11 @@ use crate::evidence::{self, Receipt, ReceiptDraft, ReceiptKind, ReceiptOutcome};
 use crate::store::postgres::{PgFailure, PgTxn};
 use crate::store::txn::{
     AnswerStep, ResolveStep, answer_step, approval_draft, correlated_outcome, effect_draft,
-    reservation, resolve_step,
+    record_consumed, reservation, resolve_step,
 };
 use crate::store::{
-    BeginAttempt, BeginOutcome, BeginRefusal, FinishAttempt, NewApproval, OpenOutcome,
-    RecordAnswer, ResolveEffect,
+    BeginAttempt, BeginOutcome, BeginRefusal, FinishAttempt, HandOff, HandOffOutcome, NewApproval,
+    OpenOutcome, RecordAnswer, ResolveEffect,
 };
 
 /// One store operation, kept whole so a conflicted run can be run again.
@@ -32,6 +32,7 @@ pub(crate) enum Operation {
     AnswerApproval(RecordAnswer),
     BeginAttempt(BeginAttempt),
     FinishAttempt(FinishAttempt),
+    HandOff(HandOff),
     Append(ReceiptDraft),
     ResolveEffect(ResolveEffect),
 }
@@ -44,6 +45,7 @@ impl Operation {
             Operation::AnswerApproval(_) => "answer_approval",
             Operation::BeginAttempt(_) => "begin_attempt",
             Operation::FinishAttempt(_) => "finish_attempt",
+            Operation::HandOff(_) => "hand_off",
             Operation::Append(_) => "append_receipt",
             Operation::ResolveEffect(_) => "resolve_effect",
         }
@@ -56,6 +58,7 @@ pub(crate) enum Done {
     Opened(OpenOutcome),
     Answered(Result<ApprovalRecord, AnswerError>),
     Begun(BeginOutcome),
+    HandedOff(HandOffOutcome),
     Receipt(Box<Receipt>),
     Resolved(Result<EffectRecord, ResolveError>),
 }
@@ -83,6 +86,9 @@ pub(crate) async fn run(
         }
         Operation::FinishAttempt(finish) => {
             Done::Receipt(Box::new(finish_attempt(txn, finish.clone(), now).await?))
+        }
+        Operation::HandOff(hand_off) => {
+            Done::HandedOff(self::hand_off(txn, hand_off.clone(), now).await?)
         }
         Operation::Append(draft) => Done::Receipt(Box::new(append(txn, draft.clone(), now).await?)),
         Operation::ResolveEffect(resolve) => {
@@ -443,6 +449,58 @@ pub(crate) async fn finish_attempt(
         }
     }
     append(txn, draft, now).await
+}
+
+/// [`crate::Store::hand_off`]: the twin of [`crate::store::txn::hand_off`].
+pub(crate) async fn hand_off(
+    txn: &mut PgTxn,
+    hand_off: HandOff,
+    now: Timestamp,
+) -> Result<HandOffOutcome, PgFailure> {
+    let HandOff {
+        begin,
+        mut draft,
+        detail,
+    } = hand_off;
+    let attempt_id = begin.attempt_id.clone();
+    let key = begin.effect.as_ref().map(|claim| claim.key.clone());
+    match begin_attempt(txn, begin, now).await? {
+        BeginOutcome::Refused { refusal, receipt } => {
+            Ok(HandOffOutcome::Refused { refusal, receipt })
+        }
+        BeginOutcome::Started { approval } => {
+            if let Some(record) = &approval {
+                record_consumed(&mut draft, record);
+            }
+            if let Some(key) = &key {
+                // INVARIANT (hand-off-ambiguous): see the twin.
+                match txn.effect(key).await? {
+                    Some(mut record)
+                        if record.attempt_id == attempt_id
+                            && record.state == EffectState::Reserved =>
+                    {
+                        record.state = EffectState::Ambiguous;
+                        record.updated_at = now;
+                        record.detail = Some(detail.clone());
+                        txn.put_effect(&record).await?;
+                    }
+                    _ => {
+                        return Err(PgFailure::Store(StoreError::Corrupt {
+                            detail: format!(
+                                "effect `{key}` reserved by {attempt_id} was not held in the same transaction"
+                            ),
+                        }));
+                    }
+                }
+                draft.detail = Some(detail);
+            }
+            let receipt = append(txn, draft, now).await?;
+            Ok(HandOffOutcome::HandedOff {
+                approval,
+                receipt: Box::new(receipt),
+            })
+        }
+    }
 }
 
 /// [`crate::Store::resolve_effect`].

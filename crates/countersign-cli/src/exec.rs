@@ -1,0 +1,251 @@
+//! `countersign exec`: run a command as a protected action.
+//!
+//! The command is the executor of [`countersign::Control::execute`]: the policy decides, an
+//! `approve` waits for a grant, the effect key is reserved, and the attempt ends in one receipt
+//! that records the exit status. Exit 0 is `committed`; an exit code listed with
+//! `--not-executed-exit` is `failed` (the command says it did nothing; a retry may run); any
+//! other exit, a signal or `--timeout` is `ambiguous`. A command that cannot be started is
+//! `failed`: it definitely did not run.
+
+use std::ffi::OsString;
+use std::io::Write;
+use std::process::{ExitCode, Stdio};
+use std::sync::Arc;
+use std::time::Duration;
+
+use clap::Args;
+use countersign::evidence::ProcessExit;
+use countersign::{
+    ActionRequest, ApprovalId, Control, ControlError, ExecutorError, ExitStatusSlot, StaticIdentity,
+};
+
+use crate::everyday::{load_policy, parse_arguments, principal};
+use crate::{Failure, Global};
+
+/// The exit status when Countersign refused or failed and the command did not run.
+pub const REFUSED: u8 = 125;
+/// The exit status when the command could not be started because it is not executable.
+pub const NOT_EXECUTABLE: u8 = 126;
+/// The exit status when the command was not found.
+pub const NOT_FOUND: u8 = 127;
+/// The exit status when `--timeout` ended the command (as `timeout(1)`).
+pub const TIMED_OUT: u8 = 124;
+
+fn duration(text: &str) -> Result<Duration, String> {
+    humantime::parse_duration(text)
+        .map_err(|error| format!("{error}: write a number and a unit, such as 30s, 5m or 1h"))
+}
+
+/// Arguments of `exec`.
+#[derive(Debug, Args)]
+pub struct ExecArgs {
+    /// The action name the policy decides (`deploy`, `db.migrate`).
+    #[arg(long, value_name = "NAME")]
+    action: String,
+    /// The action's arguments: a JSON object. They are what the policy's conditions and the
+    /// effect-key template read and what an approver sees; the command gets them, canonical, in
+    /// `COUNTERSIGN_ARGS`.
+    #[arg(long = "args", value_name = "JSON", default_value = "{}")]
+    arguments: String,
+    /// An exit code by which the command says it definitely did nothing: recorded `failed`, so a
+    /// retry may run (repeat for several). Any other non-zero exit is `ambiguous`.
+    #[arg(
+        long = "not-executed-exit",
+        value_name = "CODE",
+        allow_negative_numbers = true
+    )]
+    not_executed: Vec<i32>,
+    /// End the command after this long (`30s`, `5m`, `1h`): killed, and recorded `ambiguous`
+    /// (it may have done its work); exit status 124.
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    timeout: Option<Duration>,
+    /// When the call needs approval, wait this long for the answer (`10m`) instead of exiting
+    /// at once; the command runs as soon as it is granted.
+    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    wait: Option<Duration>,
+    /// Present this granted approval request (`apr_…`) [default: a grant for this exact call
+    /// is found by its action hash].
+    #[arg(long, value_name = "ID")]
+    approval: Option<String>,
+    /// Who acts: part of the action hash and the receipt.
+    #[arg(
+        long,
+        value_name = "WHO",
+        default_value = "agent:local",
+        env = "COUNTERSIGN_PRINCIPAL"
+    )]
+    principal: String,
+    /// The command and its arguments, after `--`.
+    #[arg(last = true, required = true, value_name = "COMMAND")]
+    command: Vec<OsString>,
+}
+
+/// `countersign exec`.
+pub async fn exec(
+    global: &Global,
+    args: &ExecArgs,
+    out: &mut dyn Write,
+) -> Result<ExitCode, Failure> {
+    // Our own output is flushed first: the command writes to the same standard output.
+    out.flush()?;
+    let arguments = parse_arguments(&args.arguments, "`--args`")?;
+    let principal = principal(&args.principal)?;
+    let approval = args
+        .approval
+        .as_deref()
+        .map(|id| ApprovalId::parse(id.trim()))
+        .transpose()?;
+    let policy = load_policy(&global.policy_path())?;
+    let store = countersign::store::open_url_async(&global.store_url()).await?;
+    let control = Control::builder_shared(Arc::new(policy), store)
+        .identity(StaticIdentity::new(principal))
+        .build();
+
+    let slot = ExitStatusSlot::new();
+    let mut request =
+        ActionRequest::new(args.action.clone(), &arguments).with_exit_status(slot.clone());
+    if let Some(timeout) = args.timeout {
+        request = request.with_timeout(timeout);
+    }
+    if let Some(wait) = args.wait {
+        request = request.with_wait(wait);
+    }
+    if let Some(id) = approval {
+        request = request.with_approval(id);
+    }
+    let program = args.command[0].clone();
+    let rest: Vec<OsString> = args.command[1..].to_vec();
+    let not_executed = args.not_executed.clone();
+    let action = args.action.clone();
+    // The exit status of a command that could not be started: 126 or 127.
+    let not_started: Arc<std::sync::Mutex<Option<u8>>> = Arc::default();
+    let record_not_started = Arc::clone(&not_started);
+    let executor_slot = slot.clone();
+    let result = control
+        .execute(request, move |canonical_arguments| async move {
+            let mut command = tokio::process::Command::new(&program);
+            command
+                .args(&rest)
+                .env("COUNTERSIGN_ACTION", &action)
+                .env("COUNTERSIGN_ARGS", canonical_arguments.to_string())
+                .stdin(Stdio::inherit())
+                .stdout(Stdio::inherit())
+                .stderr(Stdio::inherit())
+                // A timeout or a dropped attempt kills the command rather than leaving it
+                // running unrecorded.
+                .kill_on_drop(true);
+            let mut child = command.spawn().map_err(|error| {
+                let code = match error.kind() {
+                    std::io::ErrorKind::NotFound => NOT_FOUND,
+                    _ => NOT_EXECUTABLE,
+                };
+                if let Ok(mut slot) = record_not_started.lock() {
+                    *slot = Some(code);
+                }
+                ExecutorError::not_executed(format!(
+                    "cannot start `{}`: {error}",
+                    program.to_string_lossy()
+                ))
+            })?;
+            let status = child.wait().await.map_err(|error| {
+                ExecutorError::failed(format!("lost track of the command: {error}"))
+            })?;
+            let exit = process_exit(status);
+            executor_slot.set(exit);
+            match exit.code {
+                Some(0) => Ok(()),
+                Some(code) if not_executed.contains(&code) => Err(ExecutorError::not_executed(
+                    format!("exit code {code}, listed with --not-executed-exit"),
+                )),
+                _ => Err(ExecutorError::failed(format!(
+                    "the command ended with {exit}"
+                ))),
+            }
+        })
+        .await;
+    let code_of = |exit: Option<ProcessExit>| -> u8 {
+        match exit {
+            Some(ProcessExit {
+                code: Some(code), ..
+            }) => u8::try_from(code.rem_euclid(256)).unwrap_or(1),
+            Some(ProcessExit {
+                signal: Some(signal),
+                ..
+            }) => u8::try_from(128 + signal.rem_euclid(128)).unwrap_or(1),
+            _ => 1,
+        }
+    };
+    let name = countersign::evidence::printable(&args.action).into_owned();
+    match result {
+        Ok(_) => Ok(ExitCode::SUCCESS),
+        Err(ControlError::NotExecuted { message, .. }) => {
+            let started = not_started.lock().ok().and_then(|slot| *slot);
+            eprintln!(
+                "countersign: `{name}` did not run ({message}): recorded `failed`; a retry may run it"
+            );
+            Ok(ExitCode::from(
+                started.unwrap_or_else(|| code_of(slot.get())),
+            ))
+        }
+        Err(ControlError::OutcomeUnknown {
+            effect_key, cause, ..
+        }) => {
+            let next = match &effect_key {
+                Some(key) => format!(
+                    "every retry is refused until someone finds out what happened and runs `countersign resolve {key} --committed` or `--failed`"
+                ),
+                None => "it has no effect key, so nothing refuses a retry".to_owned(),
+            };
+            eprintln!(
+                "countersign: `{name}` may have done its work ({cause}): recorded `ambiguous`; {next}"
+            );
+            let exit = slot.get();
+            Ok(ExitCode::from(match (exit, args.timeout) {
+                (None, Some(_)) => TIMED_OUT,
+                _ => code_of(exit),
+            }))
+        }
+        Err(ControlError::ApprovalRequired {
+            request_id,
+            expires_at,
+            ..
+        }) => {
+            eprintln!(
+                "countersign: `{name}` needs a human's approval: request {request_id} is waiting (see `countersign pending`); once `countersign approve {request_id}` grants it, run this same command again (until {expires_at}), or add `--wait 10m` to wait for the answer; the command did not run"
+            );
+            Ok(ExitCode::from(REFUSED))
+        }
+        Err(ControlError::Store {
+            after_run: true,
+            source,
+        }) => {
+            eprintln!(
+                "countersign: `{name}` ran, but its outcome could not be recorded ({source}): its effect stays reserved and becomes `ambiguous` when the lease lapses"
+            );
+            Ok(ExitCode::from(code_of(slot.get())))
+        }
+        Err(refusal) => {
+            eprintln!(
+                "countersign: `{name}` refused ({}): {refusal}; the command did not run",
+                refusal.reason()
+            );
+            Ok(ExitCode::from(REFUSED))
+        }
+    }
+}
+
+/// How a process ended, for the receipt.
+fn process_exit(status: std::process::ExitStatus) -> ProcessExit {
+    if let Some(code) = status.code() {
+        return ProcessExit::code(code);
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            return ProcessExit::signal(signal);
+        }
+    }
+    // Neither a code nor a signal: not reachable on Unix or Windows; record the failure.
+    ProcessExit::code(-1)
+}

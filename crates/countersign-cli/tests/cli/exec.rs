@@ -1,0 +1,249 @@
+//! `countersign exec`: a command run as a protected action. Each exit mapping (0 committed,
+//! a listed code failed, another code, a signal or the timeout ambiguous), the exit status on
+//! the receipt, and a duplicate refused by its effect key.
+
+use serde_json::Value;
+
+use crate::support::{Run, Sandbox};
+
+/// `countersign exec --policy agent.yaml --action job --args {"id": ID} EXTRA… -- sh -c SCRIPT`.
+/// The script appends a line to `work/runs` each time it runs.
+fn job(sandbox: &Sandbox, id: &str, extra: &[&str], script: &str) -> Run {
+    let arguments = format!("{{\"id\": \"{id}\"}}");
+    let script = format!("echo {id} >> runs; {script}");
+    let mut args = vec![
+        "exec",
+        "--policy",
+        "agent.yaml",
+        "--action",
+        "job",
+        "--args",
+        &arguments,
+    ];
+    args.extend_from_slice(extra);
+    args.extend_from_slice(&["--", "sh", "-c", &script]);
+    sandbox.run(&args)
+}
+
+/// How many times the job scripts ran.
+fn runs(sandbox: &Sandbox) -> usize {
+    std::fs::read_to_string(sandbox.work().join("runs"))
+        .map(|text| text.lines().count())
+        .unwrap_or(0)
+}
+
+fn last_receipt(sandbox: &Sandbox) -> Value {
+    sandbox.receipts_json().pop().expect("a receipt")
+}
+
+#[test]
+fn exit_zero_is_committed_and_its_output_passes_through() {
+    let sandbox = Sandbox::new();
+    sandbox.with_agent_policy();
+    let run = job(
+        &sandbox,
+        "a",
+        &[],
+        "echo \"args: $COUNTERSIGN_ARGS\"; echo to-stderr >&2",
+    );
+    assert_eq!(run.status, Some(0), "{run:?}");
+    assert_eq!(run.stdout, "args: {\"id\":\"a\"}\n");
+    assert_eq!(run.stderr, "to-stderr\n");
+    sandbox
+        .settings()
+        .bind(|| insta::assert_snapshot!("exec_committed", run.transcript()));
+    let receipt = last_receipt(&sandbox);
+    assert_eq!(receipt["outcome"], "committed");
+    assert_eq!(receipt["effect_key"], "job:a");
+    assert_eq!(receipt["exit_status"], serde_json::json!({"code": 0}));
+}
+
+#[test]
+fn a_listed_exit_code_is_failed_and_a_retry_may_run() {
+    let sandbox = Sandbox::new();
+    sandbox.with_agent_policy();
+    let run = job(&sandbox, "b", &["--not-executed-exit", "75"], "exit 75");
+    assert_eq!(run.status, Some(75), "the command's own status: {run:?}");
+    sandbox
+        .settings()
+        .bind(|| insta::assert_snapshot!("exec_failed", run.transcript()));
+    let receipt = last_receipt(&sandbox);
+    assert_eq!(receipt["outcome"], "failed");
+    assert_eq!(receipt["reason"], "not_executed");
+    assert_eq!(receipt["exit_status"], serde_json::json!({"code": 75}));
+    let retry = job(&sandbox, "b", &[], "exit 0");
+    assert_eq!(retry.status, Some(0), "{retry:?}");
+    assert_eq!(runs(&sandbox), 2);
+    assert_eq!(last_receipt(&sandbox)["outcome"], "committed");
+}
+
+#[test]
+fn another_exit_code_is_ambiguous_and_refuses_every_retry() {
+    let sandbox = Sandbox::new();
+    sandbox.with_agent_policy();
+    let run = job(&sandbox, "c", &["--not-executed-exit", "75"], "exit 3");
+    assert_eq!(run.status, Some(3), "{run:?}");
+    let receipt = last_receipt(&sandbox);
+    assert_eq!(receipt["outcome"], "ambiguous");
+    assert_eq!(receipt["exit_status"], serde_json::json!({"code": 3}));
+    let retry = job(&sandbox, "c", &[], "exit 0");
+    assert_eq!(retry.status, Some(125), "refused: {retry:?}");
+    assert!(
+        retry.stderr.contains("countersign resolve job:c"),
+        "{retry:?}"
+    );
+    assert_eq!(runs(&sandbox), 1, "the retry did not run");
+    let transcripts = format!("{}\n{}", run.transcript(), retry.transcript());
+    sandbox
+        .settings()
+        .bind(|| insta::assert_snapshot!("exec_ambiguous_then_refused", transcripts));
+}
+
+#[test]
+fn a_signal_is_ambiguous_with_the_signal_recorded() {
+    let sandbox = Sandbox::new();
+    sandbox.with_agent_policy();
+    let run = job(&sandbox, "d", &[], "kill -9 $$");
+    assert_eq!(run.status, Some(128 + 9), "{run:?}");
+    let receipt = last_receipt(&sandbox);
+    assert_eq!(receipt["outcome"], "ambiguous");
+    assert_eq!(receipt["exit_status"], serde_json::json!({"signal": 9}));
+}
+
+#[test]
+fn the_timeout_kills_the_command_and_is_ambiguous() {
+    let sandbox = Sandbox::new();
+    sandbox.with_agent_policy();
+    // `exec`: the shell becomes `sleep`, so the process killed is the one that would finish.
+    let started = std::time::Instant::now();
+    let run = job(&sandbox, "e", &["--timeout", "1s"], "exec sleep 20");
+    assert_eq!(run.status, Some(124), "{run:?}");
+    let receipt = last_receipt(&sandbox);
+    assert_eq!(receipt["outcome"], "ambiguous");
+    assert_eq!(receipt["reason"], "timeout");
+    assert!(receipt.get("exit_status").is_none(), "{receipt}");
+    assert!(
+        started.elapsed() < std::time::Duration::from_secs(15),
+        "the command was killed at the timeout, not left to finish"
+    );
+}
+
+#[test]
+fn a_duplicate_run_is_refused_by_its_effect_key() {
+    let sandbox = Sandbox::new();
+    sandbox.with_agent_policy();
+    assert_eq!(job(&sandbox, "f", &[], "exit 0").status, Some(0));
+    let duplicate = job(&sandbox, "f", &[], "exit 0");
+    assert_eq!(duplicate.status, Some(125), "{duplicate:?}");
+    assert_eq!(runs(&sandbox), 1, "the duplicate did not run");
+    sandbox
+        .settings()
+        .bind(|| insta::assert_snapshot!("exec_duplicate", duplicate.transcript()));
+    let receipt = last_receipt(&sandbox);
+    assert_eq!(receipt["outcome"], "refused");
+    assert_eq!(receipt["reason"], "duplicate");
+}
+
+#[test]
+fn a_command_that_needs_approval_runs_after_the_grant() {
+    let sandbox = Sandbox::new();
+    sandbox.with_agent_policy();
+    let deploy = |sandbox: &Sandbox| {
+        sandbox.run(&[
+            "exec",
+            "--policy",
+            "agent.yaml",
+            "--action",
+            "deploy",
+            "--args",
+            "{\"service\": \"api\"}",
+            "--",
+            "sh",
+            "-c",
+            "echo deployed >> runs",
+        ])
+    };
+    let waiting = deploy(&sandbox);
+    assert_eq!(waiting.status, Some(125), "{waiting:?}");
+    assert_eq!(runs(&sandbox), 0);
+    let id = waiting
+        .stderr
+        .split_whitespace()
+        .find(|word| word.starts_with("apr_"))
+        .expect("the request id")
+        .to_owned();
+    sandbox
+        .settings()
+        .bind(|| insta::assert_snapshot!("exec_needs_approval", waiting.transcript()));
+    let approved = sandbox.run(&["approve", &id]);
+    assert_eq!(approved.status, Some(0), "{approved:?}");
+    let ran = deploy(&sandbox);
+    assert_eq!(ran.status, Some(0), "{ran:?}");
+    assert_eq!(runs(&sandbox), 1);
+    let receipt = last_receipt(&sandbox);
+    assert_eq!(receipt["outcome"], "committed");
+    assert_eq!(receipt["approval_id"], id.as_str());
+}
+
+#[test]
+fn a_command_that_cannot_start_is_failed_with_status_127() {
+    let sandbox = Sandbox::new();
+    sandbox.with_agent_policy();
+    let run = sandbox.run(&[
+        "exec",
+        "--policy",
+        "agent.yaml",
+        "--action",
+        "job",
+        "--args",
+        "{\"id\": \"g\"}",
+        "--",
+        "./no-such-command",
+    ]);
+    assert_eq!(run.status, Some(127), "{run:?}");
+    assert_eq!(last_receipt(&sandbox)["outcome"], "failed");
+}
+
+#[test]
+fn with_wait_the_command_runs_as_soon_as_it_is_granted() {
+    let sandbox = Sandbox::new();
+    sandbox.with_agent_policy();
+    let waiting = std::thread::scope(|scope| {
+        let exec = scope.spawn(|| {
+            sandbox.run(&[
+                "exec",
+                "--policy",
+                "agent.yaml",
+                "--action",
+                "deploy",
+                "--args",
+                "{\"service\": \"web\"}",
+                "--wait",
+                "60s",
+                "--",
+                "sh",
+                "-c",
+                "echo deployed >> runs",
+            ])
+        });
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+        let id = loop {
+            let pending = sandbox.run(&["pending", "--json"]);
+            if pending.status == Some(0)
+                && let Ok(Value::Array(requests)) = serde_json::from_str::<Value>(&pending.stdout)
+                && let Some(id) = requests.first().and_then(|request| request["id"].as_str())
+            {
+                break id.to_owned();
+            }
+            assert!(std::time::Instant::now() < deadline, "no request appeared");
+            std::thread::sleep(std::time::Duration::from_millis(100));
+        };
+        assert_eq!(runs(&sandbox), 0, "nothing runs before the grant");
+        let approved = sandbox.run(&["approve", &id]);
+        assert_eq!(approved.status, Some(0), "{approved:?}");
+        exec.join().expect("the exec thread")
+    });
+    assert_eq!(waiting.status, Some(0), "{waiting:?}");
+    assert_eq!(runs(&sandbox), 1);
+    assert_eq!(last_receipt(&sandbox)["outcome"], "committed");
+}
