@@ -22,7 +22,8 @@ Commands:
   bench --compare [...]  Countersign side by side with ctrlrun (bench/compare/run.sh; options
                          after --compare go to compare.py, e.g. --only scenarios)
   conformance [--json]   run the adapter conformance kit against every adapter in the workspace
-                         (swiftide's through its own test, text only)
+                         (swiftide's through its own test; openai-agents' and langgraph's
+                         through the binding, in the venvs `cargo xtask test` builds; text only)
   conformance --stores   run the store conformance kit against memory, SQLite and PostgreSQL
 ";
 
@@ -49,10 +50,18 @@ fn main() -> Result<()> {
 /// The database URL `ensure_postgres` made, passed to every cargo command started after it.
 static POSTGRES_URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
+/// The browser tools `ensure_browser` found or installed (`COUNTERSIGN_CHROMIUM`,
+/// `COUNTERSIGN_CHROMEDRIVER`, `COUNTERSIGN_AXE_JS` and their paths), passed to every cargo
+/// command started after it.
+static BROWSER_TOOLS: std::sync::OnceLock<Vec<(String, String)>> = std::sync::OnceLock::new();
+
 pub(crate) fn cargo() -> Command {
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()));
     if let Some(url) = POSTGRES_URL.get() {
         command.env("COUNTERSIGN_TEST_POSTGRES_URL", url);
+    }
+    for (name, value) in BROWSER_TOOLS.get().into_iter().flatten() {
+        command.env(name, value);
     }
     command
 }
@@ -89,6 +98,7 @@ fn test(_args: &[String]) -> Result<()> {
     let root = project_root();
     check_kernel_dependencies(&root)?;
     ensure_postgres(&root)?;
+    ensure_browser(&root)?;
     let mut tests = cargo();
     tests
         .current_dir(&root)
@@ -106,6 +116,20 @@ fn test(_args: &[String]) -> Result<()> {
         .args(["run", "--quiet", "-p", "countersign-bench", "--", "--quick"]);
     run(smoke)?;
     bench_stores::run(true)?;
+    // The approval service's benchmark (the inbox page with 1,000 pending requests, the API
+    // listing, answers per second), briefly.
+    let mut serve = cargo();
+    serve.current_dir(&root).args([
+        "run",
+        "--quiet",
+        "-p",
+        "countersign-server",
+        "--example",
+        "bench_serve",
+        "--",
+        "--quick",
+    ]);
+    run(serve)?;
     // The Python binding and the OpenAI Agents SDK adapter: a venv, the wheel, pytest against
     // the newest and the oldest supported openai-agents.
     let mut python = Command::new("bash");
@@ -117,6 +141,18 @@ fn test(_args: &[String]) -> Result<()> {
         python.env("COUNTERSIGN_TEST_POSTGRES_URL", url);
     }
     run(python)?;
+    // The LangGraph / LangChain v1 adapter: its own venvs, pytest against the newest and the
+    // oldest supported langgraph + langchain (the same wheel build, reused by maturin's cache).
+    let mut langgraph = Command::new("bash");
+    langgraph
+        .current_dir(&root)
+        .arg("adapters/langgraph/run-tests.sh");
+    // Its cross-process test pauses and resumes on the test PostgreSQL database (the kernel's
+    // store and langgraph-checkpoint-postgres's tables side by side).
+    if let Some(url) = POSTGRES_URL.get() {
+        langgraph.env("COUNTERSIGN_TEST_POSTGRES_URL", url);
+    }
+    run(langgraph)?;
     // The side-by-side comparison with ctrlrun, once with tiny counts (reuses that debug wheel).
     let mut compare = Command::new("bash");
     compare
@@ -259,6 +295,25 @@ fn conformance_adapters(args: &[String]) -> Result<()> {
                 python.display()
             );
         }
+        // The LangGraph adapter, the same way, in the venv `adapters/langgraph/run-tests.sh`
+        // builds (its newest langgraph + langchain).
+        let python = target_dir(&root)
+            .join("py-venv-langgraph")
+            .join("bin")
+            .join("python");
+        if python.is_file() {
+            let mut langgraph = Command::new(python);
+            langgraph
+                .current_dir(&root)
+                .env("COUNTERSIGN_BIN", &cli)
+                .arg("adapters/langgraph/tests/kit_adapter.py");
+            run(langgraph)?;
+        } else {
+            eprintln!(
+                "xtask: the langgraph adapter's report needs its venv ({}): run `cargo xtask test` (or adapters/langgraph/run-tests.sh) first",
+                python.display()
+            );
+        }
     }
     Ok(())
 }
@@ -309,6 +364,38 @@ fn check_kernel_dependencies(root: &Path) -> Result<()> {
         );
     }
     eprintln!("xtask: kernel dependency check passed");
+    Ok(())
+}
+
+/// Make sure the browser tests have Chromium, chromedriver and axe-core: run `.ci/browser.sh`
+/// (it installs Debian's `chromium` and `chromium-driver` with apt-get and axe-core from npm
+/// into `<target>/browser-tools`, and is quick when they are there), and pass the paths it
+/// prints to every cargo command started after it.
+fn ensure_browser(root: &Path) -> Result<()> {
+    let output = Command::new("bash")
+        .current_dir(root)
+        .arg(".ci/browser.sh")
+        .env("CARGO_TARGET_DIR", target_dir(root))
+        .output()
+        .context("cannot run .ci/browser.sh")?;
+    if !output.status.success() {
+        bail!(
+            "no browser for the inbox tests: .ci/browser.sh failed ({}); install Debian's `chromium` and `chromium-driver` and run it again",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let tools: Vec<(String, String)> = stdout
+        .lines()
+        .filter_map(|line| line.strip_prefix("export "))
+        .filter_map(|line| line.split_once('='))
+        .map(|(name, value)| (name.to_owned(), value.to_owned()))
+        .collect();
+    if tools.len() != 3 {
+        bail!(".ci/browser.sh printed {tools:?}, not the three paths the inbox tests need");
+    }
+    eprintln!("xtask: browser tools {tools:?}");
+    let _ = BROWSER_TOOLS.set(tools);
     Ok(())
 }
 

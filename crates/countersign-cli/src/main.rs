@@ -138,8 +138,9 @@ enum Command {
     Keygen(keys::KeygenArgs),
     /// Approver identities: `countersign approver token` issues a signed, short-lived token.
     Approver(keys::ApproverArgs),
-    /// Run the approval service: sign-in (approver tokens, or an authenticating proxy) and the
-    /// JSON API for answering approvals and resolving effects, on loopback by default.
+    /// Run the approval service: sign-in (approver tokens, an identity provider's JWT, or an
+    /// authenticating proxy), the web inbox at /inbox and the JSON API for answering approvals
+    /// and resolving effects, on loopback by default.
     Serve(serve::ServeArgs),
 }
 

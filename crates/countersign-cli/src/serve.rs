@@ -1,4 +1,4 @@
-//! `countersign serve`: the approval service (sign-in and the JSON API).
+//! `countersign serve`: the approval service (sign-in, the web inbox and the JSON API).
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -219,6 +219,7 @@ pub async fn run(
         auditors_group: args.auditors_group.clone(),
         public_url: args.public_url.clone(),
         clock: Arc::new(SystemClock),
+        policy: Some(Arc::new(policy.clone())),
     });
     if let Err(error) = service.open_store().await {
         eprintln!(
@@ -238,7 +239,7 @@ pub async fn run(
     }
     writeln!(
         out,
-        "countersign approval service on http://{bound}/api/v1/ ({} approver keys{}{}); Ctrl-C stops it",
+        "countersign approval service on http://{bound}/ (inbox: /inbox, API: /api/v1/; {} approver keys{}{}); Ctrl-C stops it",
         sign_in.approver_keys.len(),
         if sign_in.oidc.is_some() {
             ", JWT sign-in"

@@ -168,28 +168,11 @@ impl FrameworkInterrupt for PyInterrupt {
     }
 }
 
-/// `{"decision": "approve"|"deny"|"reject", "approver": str, "note": str|null, "arguments": ...,
-/// "action_hash": str|null}`. The decision is read strictly (case B38). `approver` must be the
-/// one the operator passed on the resuming call (`answer["approver"]` from `session.review`),
-/// never a name read back from the framework's payload or run state.
+/// The interrupt's answer, read as for an interrupt handed to a Python-built `Control`
+/// ([`crate::interrupt::parse_answer`]): `approver_token` or `approver` is the one the operator
+/// passed on the resuming call, never a name read back from the framework's payload.
 fn parse_answer(text: &str) -> Result<ApprovalAnswer, String> {
-    let value: serde_json::Value = serde_json::from_str(text)
-        .map_err(|error| format!("the interrupt's answer is not JSON: {error}"))?;
-    let decision = AnswerDecision::from_submitted(value.get("decision")).map_err(|invalid| {
-        format!(
-            "the interrupt's answer has decision {}: use \"approve\" or \"deny\"",
-            invalid.given
-        )
-    })?;
-    Ok(ApprovalAnswer {
-        decision,
-        approver: value["approver"].as_str().unwrap_or_default().into(),
-        shown_hash: value["action_hash"]
-            .as_str()
-            .map(countersign::ActionHash::from_stored),
-        note: value["note"].as_str().map(str::to_owned),
-        arguments: value.get("arguments").filter(|a| !a.is_null()).cloned(),
-    })
+    crate::interrupt::parse_answer(text)
 }
 
 fn shown_from_json(text: &str) -> PyResult<Shown> {

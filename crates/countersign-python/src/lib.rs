@@ -18,6 +18,7 @@
 //! event or receipt except through it.
 
 mod errors;
+mod interrupt;
 mod kit;
 
 use std::path::{Path, PathBuf};
@@ -360,14 +361,23 @@ impl NativeControl {
     /// Open `policy` with the store at `store_url` (default: the SQLite file
     /// `.countersign/countersign.db` beside the policy), acting as `principal`.
     #[new]
-    #[pyo3(signature = (policy, principal, store_url=None, approval_ttl=None))]
+    ///
+    /// `interrupt`, when given, is the framework's interrupt (see `interrupt.rs`): the control
+    /// asks humans through it, with the kernel's `InterruptApprovalProvider` around it (the
+    /// same clock and store), as an operator builds one for a Rust adapter.
+    #[pyo3(signature = (policy, principal, store_url=None, approval_ttl=None, interrupt=None))]
     fn new(
         py: Python<'_>,
         policy: PathBuf,
         principal: Principal,
         store_url: Option<String>,
         approval_ttl: Option<f64>,
+        interrupt: Option<Py<PyAny>>,
     ) -> PyResult<NativeControl> {
+        let interrupt = match interrupt {
+            Some(object) => Some(interrupt::PyFrameworkInterrupt::new(py, object)?),
+            None => None,
+        };
         let loaded = Policy::load(&policy).map_err(|error| load_error(py, &error))?;
         let url = store_url.unwrap_or_else(|| default_store_url(&policy));
         if let Some(path) = url.strip_prefix("sqlite:") {
@@ -390,8 +400,20 @@ impl NativeControl {
         let opened = py
             .detach(|| runtime().block_on(store::open_url_async(&url)))
             .map_err(|error| store_error(py, &error))?;
-        let mut builder = Control::builder_shared(Arc::new(loaded), opened)
+        let mut builder = Control::builder_shared(Arc::new(loaded), Arc::clone(&opened))
             .identity(StaticIdentity::new(principal.inner.clone()));
+        if let Some(interrupt) = interrupt {
+            let clock: Arc<dyn countersign::Clock> = Arc::new(countersign::SystemClock);
+            builder = builder
+                .clock(Arc::clone(&clock))
+                .approval_provider(Arc::new(
+                    countersign::control::InterruptApprovalProvider::new(
+                        opened,
+                        Arc::new(interrupt),
+                        clock,
+                    ),
+                ));
+        }
         if let Some(seconds) = approval_ttl {
             let ttl = Duration::try_from_secs_f64(seconds).map_err(|_| {
                 PyValueError::new_err(format!(

@@ -379,3 +379,79 @@ def test_a_correlation_must_be_a_pair_of_strings(control) -> None:
     with pytest.raises(ValueError):
         control.request_approval("stripe.refund", {"payment_id": "x", "amount": 900},
                                  correlation=("", "call_1"))
+
+
+class _ScriptedInterrupt:
+    """A framework interrupt for `Control(interrupt=...)`: suspends until `answer` is set."""
+
+    framework = "scripted"
+    carries_approved_arguments = True
+
+    def __init__(self) -> None:
+        self.answer = None
+        self.asked = []
+
+    def interrupt(self, pending: str):
+        import json
+
+        record = json.loads(pending)
+        self.asked.append(record["request_id"])
+        if self.answer is None:
+            return None
+        return json.dumps({**self.answer, "action_hash": record["action_hash"]})
+
+
+def _interrupt_control(tmp_path: Path, interrupt) -> countersign.Control:
+    policy = tmp_path / "countersign.yaml"
+    policy.write_text(POLICY)
+    return countersign.Control(policy, principal="agent:test", interrupt=interrupt)
+
+
+def test_a_control_built_with_an_interrupt_asks_it_and_records_its_answer(tmp_path: Path) -> None:
+    interrupt = _ScriptedInterrupt()
+    control = _interrupt_control(tmp_path, interrupt)
+    runs = []
+    with pytest.raises(countersign.ApprovalRequired) as raised:
+        control.execute("stripe.refund", {"payment_id": "pi_i", "amount": 900}, runs.append)
+    assert interrupt.asked == [raised.value.request_id] and runs == []
+    interrupt.answer = {
+        "decision": "approve", "approver": "human:alice", "note": None,
+        "arguments": {"payment_id": "pi_i", "amount": 900},
+    }
+    control.execute("stripe.refund", {"payment_id": "pi_i", "amount": 900}, runs.append)
+    assert len(runs) == 1
+    answer = [r for r in control.receipts() if r["kind"] == "answer"][0]
+    assert answer["channel"] == "interrupt:scripted" and answer["approver"] == "human:alice"
+    assert answer["hash_confirmed"] is True
+
+
+def test_an_interrupt_answer_about_other_arguments_or_naming_nobody_authorizes_nothing(tmp_path: Path) -> None:
+    interrupt = _ScriptedInterrupt()
+    control = _interrupt_control(tmp_path, interrupt)
+    interrupt.answer = {"decision": "approve", "approver": "human:alice", "arguments": {"payment_id": "pi_x", "amount": 1}}
+    with pytest.raises(countersign.ApprovalMismatch):
+        control.execute("stripe.refund", {"payment_id": "pi_j", "amount": 900}, lambda a: "ran")
+    interrupt.answer = {"decision": "approve", "arguments": {"payment_id": "pi_j", "amount": 900}}
+    with pytest.raises(countersign.CountersignError) as raised:
+        control.execute("stripe.refund", {"payment_id": "pi_j", "amount": 900}, lambda a: "ran")
+    assert raised.value.reason in ("no_approver", "not_authenticated")
+    assert {r.state for r in control.approvals()} == {"pending"}
+
+
+def test_an_interrupt_that_raises_is_interrupt_failed_and_a_malformed_one_is_refused(tmp_path: Path) -> None:
+    class Broken(_ScriptedInterrupt):
+        def interrupt(self, pending: str):
+            raise RuntimeError("the framework is down")
+
+    control = _interrupt_control(tmp_path, Broken())
+    with pytest.raises(countersign.InterruptFailed):
+        control.execute("stripe.refund", {"payment_id": "pi_k", "amount": 900}, lambda a: "ran")
+
+    class Nameless:
+        carries_approved_arguments = True
+
+        def interrupt(self, pending):
+            return None
+
+    with pytest.raises(TypeError, match="framework"):
+        _interrupt_control(tmp_path, Nameless())

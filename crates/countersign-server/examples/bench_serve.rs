@@ -5,6 +5,8 @@
 //!
 //! - `GET /api/v1/approvals` (the first page of 50, every request judged against its stored
 //!   rule): p50 and p99 over many calls;
+//! - `GET /inbox`, the web inbox signed in with a browser session (the first page of 100 rows
+//!   rendered as HTML, every request judged against its stored rule): p50 and p99;
 //! - `POST /api/v1/approvals/{id}/answer`, one after another: answers per second.
 //!
 //! `--quick` runs a few of each, so the harness never rots; its figures mean nothing.
@@ -89,6 +91,7 @@ actions:
         auditors_group: None,
         public_url: None,
         clock: Arc::new(SystemClock),
+        policy: Some(Arc::new(policy.clone())),
     });
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await?;
     let base = format!("http://{}", listener.local_addr()?);
@@ -122,6 +125,62 @@ actions:
     latencies.sort();
     println!(
         "serve: GET /api/v1/approvals, {PENDING} pending, first page of 50: p50 {:.2} ms, p99 {:.2} ms ({listings} calls)",
+        percentile(&latencies, 0.50).as_secs_f64() * 1e3,
+        percentile(&latencies, 0.99).as_secs_f64() * 1e3,
+    );
+
+    // The web inbox, as a browser signed in through the form sees it.
+    let browser = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()?;
+    let form = browser.get(format!("{base}/signin")).send().await?;
+    let csrf = form
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .find_map(|value| value.strip_prefix("countersign_csrf="))
+        .and_then(|value| value.split(';').next())
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow::anyhow!("the sign-in form set no CSRF cookie"))?;
+    let signed_in = browser
+        .post(format!("{base}/signin"))
+        .header("cookie", format!("countersign_csrf={csrf}"))
+        .form(&[("csrf", csrf.as_str()), ("token", alice.as_str())])
+        .send()
+        .await?;
+    anyhow::ensure!(signed_in.status() == 303, "sign-in: {}", signed_in.status());
+    let session = signed_in
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .find(|value| value.starts_with("countersign_session="))
+        .and_then(|value| value.split(';').next())
+        .map(str::to_owned)
+        .ok_or_else(|| anyhow::anyhow!("sign-in set no session cookie"))?;
+    let mut latencies = Vec::with_capacity(listings);
+    let mut page_bytes = 0;
+    for _ in 0..listings {
+        let started = Instant::now();
+        let response = browser
+            .get(format!("{base}/inbox"))
+            .header("cookie", &session)
+            .send()
+            .await?;
+        anyhow::ensure!(response.status() == 200, "inbox: {}", response.status());
+        let body = response.text().await?;
+        latencies.push(started.elapsed());
+        anyhow::ensure!(
+            body.contains(&format!("{PENDING} requests wait")),
+            "the inbox does not list {PENDING} requests"
+        );
+        page_bytes = body.len();
+    }
+    latencies.sort();
+    println!(
+        "serve: GET /inbox (HTML, browser session), {PENDING} pending, first page of 100 rows ({} KiB): p50 {:.2} ms, p99 {:.2} ms ({listings} calls)",
+        page_bytes / 1024,
         percentile(&latencies, 0.50).as_secs_f64() * 1e3,
         percentile(&latencies, 0.99).as_secs_f64() * 1e3,
     );

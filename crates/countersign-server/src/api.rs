@@ -15,7 +15,7 @@ use axum::response::{IntoResponse, Response};
 use axum::routing::{get, post};
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
-use countersign::approval::{AnswerDecision, ApprovalRecord};
+use countersign::approval::{self, AnswerDecision, ApprovalRecord};
 use countersign::approver::{ApprovalRule, Authentication, Channel, Credential};
 use countersign::display::{self, ApprovalDisplay};
 use countersign::effect::EffectRecord;
@@ -32,6 +32,8 @@ use crate::{Service, browser};
 
 use effects::*;
 use receipts::*;
+
+pub(crate) use effects::{effect_rule, sees_effect};
 
 /// The largest request body accepted, in bytes.
 const MAX_BODY: usize = 64 * 1024;
@@ -58,6 +60,7 @@ pub(crate) fn router(service: Service) -> Router {
         .route("/metrics", get(metrics))
         .route("/signin", get(browser::signin_form).post(browser::signin))
         .route("/signout", post(browser::signout))
+        .merge(crate::pages::routes())
         .route_layer(axum::middleware::from_fn_with_state(service.clone(), track))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)
@@ -154,7 +157,7 @@ fn json(status: StatusCode, value: &impl Serialize) -> Answer {
 impl Service {
     /// Sign the caller in: a token, the proxy header, or a browser session. `changes`: the call
     /// changes something, so a session must also prove it is not cross-site (CSRF header).
-    fn caller(&self, headers: &HeaderMap, changes: bool) -> Result<Caller, Problem> {
+    pub(crate) fn caller(&self, headers: &HeaderMap, changes: bool) -> Result<Caller, Problem> {
         let proxy_identity = self
             .inner
             .sign_in
@@ -202,7 +205,23 @@ impl Service {
         )
     }
 
-    async fn store(&self) -> Result<Arc<dyn Store>, Problem> {
+    /// The browser session this request is signed in with, when the session decides who the
+    /// caller is (no `Authorization`, no proxy identity header): as [`Service::caller`] picks.
+    pub(crate) fn session_in_use(&self, headers: &HeaderMap) -> Option<browser::Session> {
+        let proxy_identity = self
+            .inner
+            .sign_in
+            .proxy
+            .as_ref()
+            .is_some_and(|proxy| headers.contains_key(&proxy.identity_header));
+        if headers.contains_key(header::AUTHORIZATION) || proxy_identity {
+            return None;
+        }
+        let id = browser::cookie(headers, browser::SESSION_COOKIE)?;
+        self.inner.sessions.find(id, self.inner.clock.now())
+    }
+
+    pub(crate) async fn store(&self) -> Result<Arc<dyn Store>, Problem> {
         self.inner
             .store
             .get()
@@ -401,7 +420,7 @@ async fn list_approvals(
 }
 
 /// The request `id`, if it exists and the caller may see it.
-async fn visible_approval(
+pub(crate) async fn visible_approval(
     store: &dyn Store,
     id: &str,
     scope: &mut Scope<'_>,
@@ -550,23 +569,51 @@ async fn answer(
         Some(other) => Some(ActionHash::from_stored(other.to_string())),
     };
     let note = note_of(&object)?;
-    let store = service.store().await?;
     let now = service.inner.clock.now();
-    let submitted = store::RecordAnswer {
-        request_id,
-        decision,
-        approver: caller.credential.clone(),
-        channel: Channel::Service,
-        shown_hash,
-        note,
-    };
-    let record = countersign::control::submit_answer(store.as_ref(), submitted, now)
-        .await
-        .map_err(|error| {
-            service.inner.metrics.record_answer(error.reason());
-            Problem::from_answer(&error)
-        })?;
-    service.inner.metrics.record_answer(record.state.as_str());
+    let record = service
+        .answer_as(&caller, request_id, decision, shown_hash, note)
+        .await?;
     let mut scope = Scope::new(&caller, now);
     json(StatusCode::OK, &item(&record, &mut scope))
+}
+
+impl Service {
+    /// Hand the kernel `caller`'s answer to `request_id`, exactly as every surface does
+    /// ([`countersign::control::submit_answer`], channel `service`): the JSON API and the inbox's form both
+    /// come here. The approver is the signed-in caller's credential, never anything submitted.
+    ///
+    /// # Errors
+    ///
+    /// The kernel's refusal (or the store's failure) as a [`Problem`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`countersign::control::submit_answer`]: the answer is recorded in one transaction, or not at all.
+    pub(crate) async fn answer_as(
+        &self,
+        caller: &Caller,
+        request_id: ApprovalId,
+        decision: Result<AnswerDecision, approval::InvalidDecision>,
+        shown_hash: Option<ActionHash>,
+        note: Option<String>,
+    ) -> Result<ApprovalRecord, Problem> {
+        let store = self.store().await?;
+        let submitted = store::RecordAnswer {
+            request_id,
+            decision,
+            approver: caller.credential.clone(),
+            channel: Channel::Service,
+            shown_hash,
+            note,
+        };
+        let record =
+            countersign::control::submit_answer(store.as_ref(), submitted, self.inner.clock.now())
+                .await
+                .map_err(|error| {
+                    self.inner.metrics.record_answer(error.reason());
+                    Problem::from_answer(&error)
+                })?;
+        self.inner.metrics.record_answer(record.state.as_str());
+        Ok(record)
+    }
 }

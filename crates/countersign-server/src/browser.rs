@@ -1,8 +1,9 @@
 //! Browser sign-in: a form that exchanges an approver token for a session cookie.
 //!
 //! `GET /signin` shows a form; `POST /signin` (form-encoded `token` and `csrf`) verifies the
-//! token like the API does and sets `countersign_session` (HttpOnly, SameSite=Lax, `Secure`
-//! when the public URL is https), valid until the token expires. `POST /signout` ends it.
+//! token like the API does, sets `countersign_session` (HttpOnly, SameSite=Lax, `Secure`
+//! when the public URL is https), valid until the token expires, and sends the browser to the
+//! inbox (`303 /inbox`). `POST /signout` ends it (`303 /signin?signed_out`).
 //!
 //! CSRF: the form carries a random value that must equal the `countersign_csrf` cookie set with
 //! it (double submit), and a request with an `Origin` header must come from the service's own
@@ -17,9 +18,9 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use axum::body::Bytes;
-use axum::extract::State;
+use axum::extract::{Query, State};
 use axum::http::{HeaderMap, HeaderValue, StatusCode, header};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use base64::Engine;
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use countersign::Timestamp;
@@ -27,8 +28,8 @@ use countersign::token;
 use rand::RngCore;
 use subtle::ConstantTimeEq;
 
-use crate::Service;
 use crate::problem::Problem;
+use crate::{Service, pages};
 
 /// The session cookie's name.
 pub const SESSION_COOKIE: &str = "countersign_session";
@@ -151,7 +152,7 @@ impl Service {
 
     /// A request with an `Origin` must come from this service: the public URL's origin, or
     /// `http(s)://` plus the `Host` it was sent to.
-    fn origin_allowed(&self, headers: &HeaderMap) -> bool {
+    pub(crate) fn origin_allowed(&self, headers: &HeaderMap) -> bool {
         let Some(origin) = headers.get(header::ORIGIN) else {
             return true;
         };
@@ -179,59 +180,18 @@ impl Service {
     }
 }
 
-fn html(status: StatusCode, body: String, cookies: &[String]) -> Response {
-    let mut response = (status, body).into_response();
-    let headers = response.headers_mut();
-    headers.insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("text/html; charset=utf-8"),
-    );
-    headers.insert(
-        header::CONTENT_SECURITY_POLICY,
-        HeaderValue::from_static(
-            "default-src 'none'; style-src 'unsafe-inline'; form-action 'self'; frame-ancestors 'none'",
-        ),
-    );
-    headers.insert(header::X_FRAME_OPTIONS, HeaderValue::from_static("DENY"));
-    for cookie in cookies {
-        if let Ok(value) = HeaderValue::from_str(cookie) {
-            headers.append(header::SET_COOKIE, value);
-        }
-    }
-    response
-}
-
-/// Text for HTML, every character that could start markup escaped.
-fn escape(text: &str) -> String {
-    let mut escaped = String::with_capacity(text.len());
-    for character in text.chars() {
-        match character {
-            '&' => escaped.push_str("&amp;"),
-            '<' => escaped.push_str("&lt;"),
-            '>' => escaped.push_str("&gt;"),
-            '"' => escaped.push_str("&quot;"),
-            '\'' => escaped.push_str("&#39;"),
-            other => escaped.push(other),
-        }
-    }
-    escaped
-}
-
-/// `GET /signin`: the form, with a fresh CSRF value in a cookie and a hidden field.
-pub async fn signin_form(State(service): State<Service>) -> Response {
+/// The sign-in form with a fresh CSRF value (cookie and hidden field), and `error` from the last
+/// attempt if there was one, under `status`.
+fn signin_page(
+    service: &Service,
+    status: StatusCode,
+    error: Option<&Problem>,
+    signed_out: bool,
+) -> Response {
     let csrf = random_value();
-    let body = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Sign in: Countersign</title></head><body>\
-<h1>Sign in to approve</h1>\
-<form method=\"post\" action=\"/signin\">\
-<input type=\"hidden\" name=\"csrf\" value=\"{csrf}\">\
-<label>Approver token (from <code>countersign approver token</code>)<br>\
-<textarea name=\"token\" rows=\"6\" cols=\"80\" autocomplete=\"off\" required></textarea></label><br>\
-<button type=\"submit\">Sign in</button></form></body></html>"
-    );
-    html(
-        StatusCode::OK,
-        body,
+    pages::html(
+        status,
+        pages::views::signin(&csrf, error, signed_out),
         &[format!(
             "{CSRF_COOKIE}={csrf}; {}; Max-Age=3600",
             service
@@ -241,7 +201,24 @@ pub async fn signin_form(State(service): State<Service>) -> Response {
     )
 }
 
-fn form_fields(headers: &HeaderMap, body: &Bytes) -> Result<HashMap<String, String>, Problem> {
+/// `GET /signin`: the form, with a fresh CSRF value in a cookie and a hidden field
+/// (`?signed_out` adds a line saying the person is signed out).
+pub async fn signin_form(
+    State(service): State<Service>,
+    Query(query): Query<HashMap<String, String>>,
+) -> Response {
+    signin_page(
+        &service,
+        StatusCode::OK,
+        None,
+        query.contains_key("signed_out"),
+    )
+}
+
+pub(crate) fn form_fields(
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<HashMap<String, String>, Problem> {
     let is_form = headers
         .get(header::CONTENT_TYPE)
         .and_then(|value| value.to_str().ok())
@@ -270,11 +247,13 @@ fn form_fields(headers: &HeaderMap, body: &Bytes) -> Result<HashMap<String, Stri
     Ok(fields)
 }
 
-/// `POST /signin`: check the CSRF value and the origin, verify the token, open a session.
+/// `POST /signin`: check the CSRF value and the origin, verify the token, open a session and
+/// go to the inbox (`303`); a refusal shows the form again with what went wrong, under the
+/// refusal's status (`403 csrf`, `401 not_authenticated`, ...).
 pub async fn signin(State(service): State<Service>, headers: HeaderMap, body: Bytes) -> Response {
     match open_session(&service, &headers, &body) {
         Ok(response) => response,
-        Err(problem) => problem.into_response(),
+        Err(problem) => signin_page(&service, problem.status, Some(&problem), false),
     }
 }
 
@@ -319,26 +298,19 @@ fn open_session(service: &Service, headers: &HeaderMap, body: &Bytes) -> Result<
         )
     })?;
     let max_age = (verified.expires_at.as_millis() - now.as_millis()).max(0) / 1000;
-    let body = format!(
-        "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Signed in: Countersign</title></head><body>\
-<p>Signed in as <strong>{}</strong> until {}.</p>\
-<p>The inbox comes next; meanwhile the API at <code>/api/v1/</code> accepts this session. Calls that change anything must send <code>{CSRF_HEADER}: {csrf}</code>.</p>\
-<form method=\"post\" action=\"/signout\"><input type=\"hidden\" name=\"csrf\" value=\"{csrf}\"><button type=\"submit\">Sign out</button></form>\
-</body></html>",
-        escape(&verified.subject),
-        verified.expires_at,
-    );
-    Ok(html(
-        StatusCode::OK,
-        body,
-        &[
-            format!(
-                "{SESSION_COOKIE}={id}; {}; Max-Age={max_age}",
-                service.cookie_attributes()
-            ),
-            format!("{CSRF_COOKIE}=; {}; Max-Age=0", service.cookie_attributes()),
-        ],
-    ))
+    let mut response = pages::see_other("/inbox");
+    for cookie in [
+        format!(
+            "{SESSION_COOKIE}={id}; {}; Max-Age={max_age}",
+            service.cookie_attributes()
+        ),
+        format!("{CSRF_COOKIE}=; {}; Max-Age=0", service.cookie_attributes()),
+    ] {
+        if let Ok(value) = HeaderValue::from_str(&cookie) {
+            response.headers_mut().append(header::SET_COOKIE, value);
+        }
+    }
+    Ok(response)
 }
 
 /// `POST /signout`: end the session (the form's `csrf` must be the session's).
@@ -359,16 +331,18 @@ pub async fn signout(State(service): State<Service>, headers: HeaderMap, body: B
             return Err(csrf_refused("sign out from this service's own page"));
         }
         service.inner.sessions.close(id);
-        Ok(html(
-            StatusCode::OK,
-            "<!doctype html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>Signed out: Countersign</title></head><body><p>Signed out.</p></body></html>".to_owned(),
-            &[format!(
-                "{SESSION_COOKIE}=; {}; Max-Age=0",
-                service.cookie_attributes()
-            )],
-        ))
+        let mut response = pages::see_other("/signin?signed_out");
+        if let Ok(value) = HeaderValue::from_str(&format!(
+            "{SESSION_COOKIE}=; {}; Max-Age=0",
+            service.cookie_attributes()
+        )) {
+            response.headers_mut().append(header::SET_COOKIE, value);
+        }
+        Ok(response)
     })();
-    result.unwrap_or_else(IntoResponse::into_response)
+    result.unwrap_or_else(|problem| {
+        pages::html(problem.status, pages::views::problem(None, &problem), &[])
+    })
 }
 
 #[cfg(test)]
@@ -377,7 +351,6 @@ mod tests {
 
     #[test]
     fn escapes_markup_and_reads_one_cookie() {
-        assert_eq!(escape("<b>\"x\"&'"), "&lt;b&gt;&quot;x&quot;&amp;&#39;");
         let mut headers = HeaderMap::new();
         headers.insert(
             header::COOKIE,

@@ -20,6 +20,8 @@
 //! | `GET /api/v1/effects` | effect records the caller may read (`?state=`) |
 //! | `POST /api/v1/effects/{key}/resolve` | `{to: committed\|failed, note}` |
 //! | `GET /signin`, `POST /signin`, `POST /signout` | browser sign-in: a token for a session cookie ([`browser`]) |
+//! | `GET /inbox`, `/requests/{id}`, `/history`, `/receipts`, `/effects`; `POST /requests/{id}/answer`, `/effects/{key}/resolve` | the web inbox: HTML pages over the same kernel calls ([`pages`]) |
+//! | `GET /static/inbox.css`, `/static/inbox.js` | the pages' style sheet and their few lines of script |
 //! | `GET /metrics` | counters in Prometheus text (no sign-in; no ids or names in labels) |
 //!
 //! The service has no TLS of its own: it listens on loopback, or behind a reverse proxy that
@@ -29,8 +31,10 @@
 mod api;
 pub mod auth;
 pub mod browser;
+pub mod chain;
 pub mod jwks;
 mod metrics;
+pub mod pages;
 pub mod problem;
 mod scope;
 
@@ -41,7 +45,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use countersign::store::{self, Store};
-use countersign::{Clock, StoreError};
+use countersign::{Clock, Policy, StoreError};
 
 pub use auth::{Caller, ProxySignIn, SignIn};
 pub use jwks::{JwksSource, JwtRules, OidcSignIn};
@@ -69,6 +73,10 @@ pub struct ServiceConfig {
     pub public_url: Option<String>,
     /// The clock every expiry is judged by.
     pub clock: Arc<dyn Clock>,
+    /// The policy the service was started with, if any: the request page names the policy
+    /// rule that required approval when the action's entry is unchanged since the request
+    /// (same entry fingerprint). Every answer is still judged by the request's stored rule.
+    pub policy: Option<Arc<Policy>>,
 }
 
 /// Where the service's store comes from.
@@ -144,6 +152,11 @@ struct Inner {
     clock: Arc<dyn Clock>,
     metrics: metrics::Metrics,
     sessions: browser::Sessions,
+    policy: Option<Arc<Policy>>,
+    chain: chain::ChainCache,
+    /// A random key for the CSRF value of pages opened without a browser session (proxy
+    /// sign-in): the value is a keyed digest of the signed-in identity.
+    page_key: [u8; 32],
 }
 
 impl Service {
@@ -162,6 +175,13 @@ impl Service {
                 clock: config.clock,
                 metrics: metrics::Metrics::default(),
                 sessions: browser::Sessions::default(),
+                policy: config.policy,
+                chain: chain::ChainCache::default(),
+                page_key: {
+                    let mut key = [0_u8; 32];
+                    rand::RngCore::fill_bytes(&mut rand::rng(), &mut key);
+                    key
+                },
             }),
         }
     }
@@ -210,6 +230,8 @@ pub fn check_listen(addr: SocketAddr, behind_proxy: bool) -> Result<(), ListenEr
 }
 
 /// Serve `service` on `listener` until `shutdown` completes, then finish the calls in flight.
+/// While it serves, a background task keeps the receipt chain's status current
+/// ([`chain::REFRESH`]) for the receipts page.
 ///
 /// # Errors
 ///
@@ -219,9 +241,12 @@ pub async fn serve(
     service: Service,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
-    axum::serve(listener, service.router())
+    let verifying = chain::spawn(&service);
+    let served = axum::serve(listener, service.router())
         .with_graceful_shutdown(shutdown)
-        .await
+        .await;
+    verifying.abort();
+    served
 }
 
 /// Completes on Ctrl-C (SIGINT) or SIGTERM.

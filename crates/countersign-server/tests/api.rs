@@ -2,11 +2,15 @@
 //! PostgreSQL), the agent's `Control` on the same store, and an HTTP client.
 //!
 //! PostgreSQL tests read `COUNTERSIGN_TEST_POSTGRES_URL` and fail loudly without it (run
-//! `.ci/postgres.sh` to get one).
+//! `.ci/postgres.sh` to get one). The inbox tests (`inbox::`) drive real Chromium and fail
+//! loudly without it (run `.ci/browser.sh`, which `cargo xtask test` runs first).
 
 mod api {
     pub mod browser;
+    pub mod chromium;
+    pub mod inbox;
     pub mod oidc;
+    pub mod pages;
     pub mod robustness;
     pub mod routes;
     pub mod support;

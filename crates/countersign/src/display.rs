@@ -198,6 +198,12 @@ impl FindingKind {
         }
     }
 
+    /// A few words for a person, as [`ApprovalDisplay::to_text`] lists it (`bidirectional
+    /// control (can reorder what you read)`): for surfaces that show findings themselves.
+    pub fn description(self) -> &'static str {
+        self.describe()
+    }
+
     /// A few words for a person.
     fn describe(self) -> &'static str {
         match self {

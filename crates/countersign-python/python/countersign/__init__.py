@@ -238,6 +238,20 @@ class Control:
             accepts (``postgres://…`` when built with it).
         approval_ttl: seconds an approval request stays answerable (default: the policy's,
             else 15 minutes).
+        interrupt: the framework's interrupt, for a resumed-in-place adapter (docs/SPEC.md
+            2.1-2.2): when a call needs a human, the kernel's ``InterruptApprovalProvider``
+            asks it, records its answer (channel ``interrupt:<framework>``) and judges it by
+            the request's stored rule. An object with ``framework`` (str),
+            ``carries_approved_arguments`` (bool) and ``interrupt(pending: str) -> str | None``:
+            ``pending`` is the request as JSON (``request_id``, ``action``, ``arguments``,
+            ``action_hash``, ``expires_at``, ...); return ``None`` to suspend (the call ends
+            :class:`ApprovalRequired`, the request stays pending), or the answer as JSON:
+            ``{"decision": "approve"|"deny", "approver_token"|"approver": ..., "note": ...,
+            "arguments": ..., "action_hash": ...}`` whose approver is the one the application
+            passed on the resuming call (never a name from the framework's payload). An
+            exception raised there is :class:`InterruptFailed`. It is called on a thread of
+            its own. Without one, a call that needs a human ends :class:`ApprovalRequired`
+            and waits for ``countersign approve``.
 
     Raises:
         PolicyError: the policy does not load (the message names the line).
@@ -251,10 +265,13 @@ class Control:
         principal: Union[Principal, str],
         store_url: Optional[str] = None,
         approval_ttl: Optional[float] = None,
+        interrupt: Any = None,
     ) -> None:
         if isinstance(principal, str):
             principal = Principal(principal)
-        self._native = _NativeControl(os.fspath(policy), principal, store_url, approval_ttl)
+        self._native = _NativeControl(
+            os.fspath(policy), principal, store_url, approval_ttl, interrupt
+        )
         self.principal: Optional[Principal] = principal
 
     @classmethod

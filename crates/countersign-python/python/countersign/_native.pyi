@@ -21,6 +21,7 @@ class NativeControl:
         principal: Principal,
         store_url: Optional[str] = None,
         approval_ttl: Optional[float] = None,
+        interrupt: Any = None,
     ) -> None: ...
     @property
     def policy_path(self) -> Optional[os.PathLike[str]]: ...

@@ -5,7 +5,7 @@ use super::*;
 
 /// What governs who may see and resolve an effect: the consumed approval's rule, else the
 /// attempt's `resolvers`, else none (the kernel's default: anyone but the principal).
-pub(super) async fn effect_rule(
+pub(crate) async fn effect_rule(
     store: &dyn Store,
     record: &EffectRecord,
     approvals: &mut HashMap<String, Option<ApprovalRule>>,
@@ -33,7 +33,7 @@ pub(super) async fn effect_rule(
     Ok(context.resolvers.clone())
 }
 
-pub(super) fn sees_effect(scope: &mut Scope<'_>, rule: Option<&ApprovalRule>) -> bool {
+pub(crate) fn sees_effect(scope: &mut Scope<'_>, rule: Option<&ApprovalRule>) -> bool {
     match rule {
         Some(rule) => scope.sees_rule(rule),
         // No stored rule: the kernel lets anyone but the principal resolve it.
@@ -134,45 +134,71 @@ pub(super) async fn resolve(
                 "say how you found out in `note`: it is kept in the resolution's receipt",
             )
         })?;
-    let store = service.store().await?;
-    let record = store
-        .effect(&effect_key)
-        .await
-        .map_err(|error| Problem::from_store(&error))?
-        .ok_or_else(unknown)?;
-    let rule = effect_rule(store.as_ref(), &record, &mut HashMap::new()).await?;
-    let credential = match (&rule, &caller.credential) {
-        // No stored rule and so no stored keys to verify a token against: the service's own
-        // verification at sign-in (against the policy's keys) vouches for the caller.
-        (None, Credential::Token(_)) => Credential::Verified {
-            id: caller.id.clone(),
-            groups: caller.groups.clone(),
-            authentication: Authentication::Token,
-        },
-        (_, credential) => credential.clone(),
-    };
-    let resolved = store
-        .resolve_effect(
-            store::ResolveEffect {
-                key: effect_key,
-                to,
-                resolver: store::Resolver::Person {
-                    credential,
-                    channel: Channel::Service,
-                },
-                note: Some(note),
-            },
-            service.inner.clock.now(),
-        )
-        .await
-        .map_err(|error| {
-            let problem = Problem::from_resolve(&error);
-            service.inner.metrics.record_resolution(problem.reason);
-            problem
-        })?;
-    service
-        .inner
-        .metrics
-        .record_resolution(resolved.state.as_str());
+    let resolved = service
+        .resolve_as(&caller, effect_key, to, note, unknown)
+        .await?;
     json(StatusCode::OK, &resolved)
+}
+
+impl Service {
+    /// Hand the store `caller`'s resolution of the ambiguous effect `effect_key` (the store's
+    /// `resolve_effect` judges the caller against the effect's resolvers): the JSON API and the
+    /// effects page both come here. `unknown` is the problem for an effect that does not exist.
+    ///
+    /// # Errors
+    ///
+    /// The refusal (or the store's failure) as a [`Problem`].
+    ///
+    /// # Cancel safety
+    ///
+    /// As the store's `resolve_effect`: one transaction, or nothing.
+    pub(crate) async fn resolve_as(
+        &self,
+        caller: &Caller,
+        effect_key: EffectKey,
+        to: EffectState,
+        note: String,
+        unknown: impl FnOnce() -> Problem,
+    ) -> Result<EffectRecord, Problem> {
+        let store = self.store().await?;
+        let record = store
+            .effect(&effect_key)
+            .await
+            .map_err(|error| Problem::from_store(&error))?
+            .ok_or_else(unknown)?;
+        let rule = effect_rule(store.as_ref(), &record, &mut HashMap::new()).await?;
+        let credential = match (&rule, &caller.credential) {
+            // No stored rule and so no stored keys to verify a token against: the service's own
+            // verification at sign-in (against the policy's keys) vouches for the caller.
+            (None, Credential::Token(_)) => Credential::Verified {
+                id: caller.id.clone(),
+                groups: caller.groups.clone(),
+                authentication: Authentication::Token,
+            },
+            (_, credential) => credential.clone(),
+        };
+        let resolved = store
+            .resolve_effect(
+                store::ResolveEffect {
+                    key: effect_key,
+                    to,
+                    resolver: store::Resolver::Person {
+                        credential,
+                        channel: Channel::Service,
+                    },
+                    note: Some(note),
+                },
+                self.inner.clock.now(),
+            )
+            .await
+            .map_err(|error| {
+                let problem = Problem::from_resolve(&error);
+                self.inner.metrics.record_resolution(problem.reason);
+                problem
+            })?;
+        self.inner
+            .metrics
+            .record_resolution(resolved.state.as_str());
+        Ok(resolved)
+    }
 }

@@ -26,6 +26,31 @@ fn value_of(set_cookie: &str) -> String {
         .expect("a cookie value")
 }
 
+/// The `Set-Cookie` for `name`, if the response sets it.
+fn set_cookie_named(response: &reqwest::Response, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .find(|value| value.starts_with(&format!("{name}=")))
+        .map(str::to_owned)
+}
+
+/// The status and HTML of a page; asserts the headers every page carries.
+async fn html_page(response: reqwest::Response) -> (u16, String) {
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    assert_eq!(headers["content-type"], "text/html; charset=utf-8");
+    assert_eq!(
+        headers["content-security-policy"],
+        countersign_server::pages::CONTENT_SECURITY_POLICY
+    );
+    assert_eq!(headers["x-content-type-options"], "nosniff");
+    assert_eq!(headers["referrer-policy"], "same-origin");
+    (status, response.text().await.expect("html"))
+}
+
 /// The hidden `csrf` field of a page.
 fn hidden_csrf(page: &str) -> String {
     let start = page.find("name=\"csrf\" value=\"").expect("a csrf field") + 19;
@@ -86,13 +111,13 @@ async fn a_token_signs_a_browser_in_behind_csrf_checks() {
         )
         .await
         .expect("answer");
-        assert!(response.headers().get("set-cookie").is_none());
-        let (status, problem) = read(response).await;
-        assert_eq!(
-            (status, problem["reason"].as_str()),
-            (403, Some("csrf")),
-            "{problem}"
+        assert!(
+            set_cookie_named(&response, "countersign_session").is_none(),
+            "no session"
         );
+        let (status, page) = html_page(response).await;
+        assert_eq!(status, 403, "{page}");
+        assert!(page.contains("<code>csrf</code>"), "{page}");
     }
     // A bad token with a good form: 401.
     let response = post(
@@ -102,16 +127,17 @@ async fn a_token_signs_a_browser_in_behind_csrf_checks() {
     )
     .await
     .expect("answer");
-    let (status, problem) = read(response).await;
-    assert_eq!(
-        (status, problem["reason"].as_str()),
-        (401, Some("not_authenticated"))
-    );
+    let (status, page) = html_page(response).await;
+    assert_eq!(status, 401, "{page}");
+    assert!(page.contains("<code>not_authenticated</code>"), "{page}");
 
     // The real thing, from our own origin.
     let origin = harness.base.clone();
-    let response = harness
-        .client
+    let no_redirects = reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a client");
+    let response = no_redirects
         .post(harness.url("/signin"))
         .header("cookie", format!("countersign_csrf={csrf}"))
         .header("origin", origin)
@@ -119,7 +145,8 @@ async fn a_token_signs_a_browser_in_behind_csrf_checks() {
         .send()
         .await
         .expect("answer");
-    assert_eq!(response.status(), 200);
+    assert_eq!(response.status(), 303, "signed in: to the inbox");
+    assert_eq!(response.headers()["location"], "/inbox");
     let session_cookie = set_cookie(&response, "countersign_session");
     assert!(session_cookie.contains("HttpOnly"), "{session_cookie}");
     assert!(session_cookie.contains("SameSite=Lax"), "{session_cookie}");
@@ -128,7 +155,15 @@ async fn a_token_signs_a_browser_in_behind_csrf_checks() {
         "the cookie is not the token"
     );
     let session = format!("countersign_session={}", value_of(&session_cookie));
-    let page = response.text().await.expect("html");
+    let inbox = harness
+        .client
+        .get(harness.url("/inbox"))
+        .header("cookie", &session)
+        .send()
+        .await
+        .expect("the inbox");
+    let (status, page) = html_page(inbox).await;
+    assert_eq!(status, 200, "{page}");
     assert!(page.contains("human:alice"));
     let session_csrf = hidden_csrf(&page);
 

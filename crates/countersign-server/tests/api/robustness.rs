@@ -52,6 +52,7 @@ async fn an_unreachable_store_answers_503_and_keeps_serving() {
         auditors_group: None,
         public_url: None,
         clock: Arc::new(SystemClock),
+        policy: None,
     });
     let (base, shutdown, server) = serve(service).await;
     let client = reqwest::Client::new();
@@ -195,6 +196,7 @@ fn fuzz_router() -> (axum::Router, String, String) {
         auditors_group: Some("audit".to_owned()),
         public_url: None,
         clock: Arc::new(SystemClock),
+        policy: None,
     });
     (service.router(), id.as_str().to_owned(), token)
 }

@@ -41,6 +41,8 @@ pub struct Harness {
     pub clock: ManualClock,
     pub key: SigningKey,
     pub executed: Arc<AtomicUsize>,
+    /// The SQLite file, on SQLite.
+    pub sqlite_path: Option<std::path::PathBuf>,
     _dir: tempfile::TempDir,
     shutdown: Option<tokio::sync::oneshot::Sender<()>>,
     server: Option<tokio::task::JoinHandle<std::io::Result<()>>>,
@@ -135,6 +137,7 @@ impl Harness {
             auditors_group: options.auditors_group.map(str::to_owned),
             public_url: None,
             clock: Arc::new(clock.clone()),
+            policy: Some(Arc::new(policy.clone())),
         });
         let (base, shutdown, server) = serve(service).await;
         Harness {
@@ -145,6 +148,8 @@ impl Harness {
             clock,
             key,
             executed: Arc::new(AtomicUsize::new(0)),
+            sqlite_path: matches!(backend, Backend::Sqlite)
+                .then(|| dir.path().join("countersign.db")),
             _dir: dir,
             shutdown: Some(shutdown),
             server: Some(server),

@@ -1,0 +1,518 @@
+//! The inbox's pages over HTTP (no browser): the headers every HTML response carries, answers
+//! and resolutions through the forms on both stores, and the receipts page's chain status.
+
+use std::sync::Arc;
+
+use countersign::approval::AnswerDecision;
+use countersign::{ActionRequest, ApprovalState, Clock, EffectKey, EffectState, ExecutorError};
+use countersign_server::chain::ChainStatus;
+use countersign_server::{Service, ServiceConfig, SignIn, StoreSource};
+use serde_json::json;
+
+use super::support::{Backend, Harness, Options, on_both_stores, serve};
+
+/// The exact header the issue asks of every HTML response.
+const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
+
+fn client() -> reqwest::Client {
+    reqwest::Client::builder()
+        .redirect(reqwest::redirect::Policy::none())
+        .build()
+        .expect("a client")
+}
+
+fn cookie_value(response: &reqwest::Response, name: &str) -> Option<String> {
+    response
+        .headers()
+        .get_all("set-cookie")
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .find_map(|value| value.strip_prefix(&format!("{name}=")))
+        .and_then(|value| value.split(';').next())
+        .map(str::to_owned)
+}
+
+/// The status and HTML of a page; asserts the headers every HTML response carries.
+async fn page(response: reqwest::Response) -> (u16, String) {
+    let status = response.status().as_u16();
+    let headers = response.headers().clone();
+    let url = response.url().to_string();
+    assert_eq!(headers["content-type"], "text/html; charset=utf-8", "{url}");
+    assert_eq!(headers["content-security-policy"], CSP, "{url}");
+    assert_eq!(headers["x-content-type-options"], "nosniff", "{url}");
+    assert_eq!(headers["referrer-policy"], "same-origin", "{url}");
+    (status, response.text().await.expect("html"))
+}
+
+/// The value of the hidden field `name` in the first form that has one.
+fn hidden(html: &str, name: &str) -> String {
+    let marker = format!("name=\"{name}\" value=\"");
+    let start = html
+        .find(&marker)
+        .unwrap_or_else(|| panic!("no `{name}` field"))
+        + marker.len();
+    html[start..].split('"').next().expect("a value").to_owned()
+}
+
+/// Sign in through the form; the session cookie (`countersign_session=…`).
+async fn sign_in(harness: &Harness, token: &str) -> String {
+    let client = client();
+    let form = client
+        .get(harness.url("/signin"))
+        .send()
+        .await
+        .expect("the form");
+    let csrf = cookie_value(&form, "countersign_csrf").expect("a csrf cookie");
+    let (status, _) = page(form).await;
+    assert_eq!(status, 200);
+    let response = client
+        .post(harness.url("/signin"))
+        .header("cookie", format!("countersign_csrf={csrf}"))
+        .form(&[("csrf", csrf.as_str()), ("token", token)])
+        .send()
+        .await
+        .expect("signed in");
+    assert_eq!(response.status(), 303);
+    assert_eq!(response.headers()["location"], "/inbox");
+    format!(
+        "countersign_session={}",
+        cookie_value(&response, "countersign_session").expect("a session")
+    )
+}
+
+async fn get(harness: &Harness, path: &str, session: &str) -> (u16, String) {
+    page(
+        client()
+            .get(harness.url(path))
+            .header("cookie", session)
+            .send()
+            .await
+            .expect("an answer"),
+    )
+    .await
+}
+
+async fn post_form(
+    harness: &Harness,
+    path: &str,
+    session: &str,
+    fields: &[(&str, &str)],
+) -> reqwest::Response {
+    client()
+        .post(harness.url(path))
+        .header("cookie", session)
+        .form(fields)
+        .send()
+        .await
+        .expect("an answer")
+}
+
+#[tokio::test]
+async fn every_html_response_carries_the_security_headers() {
+    let harness = Harness::start(Backend::Sqlite, "pages_headers", Options::default()).await;
+    let (id, _) = harness
+        .ask("finance.small", json!({"payment_id": "pi_h"}))
+        .await;
+    let session = sign_in(&harness, &harness.token("human:alice", &[])).await;
+    for path in [
+        "/inbox".to_owned(),
+        format!("/requests/{id}"),
+        "/requests/apr_aaaaaaaaaaaaaaaaaaaa".to_owned(),
+        "/history".to_owned(),
+        "/receipts".to_owned(),
+        "/effects".to_owned(),
+        "/signin".to_owned(),
+    ] {
+        let (status, html) = get(&harness, &path, &session).await;
+        assert!(status == 200 || status == 404, "{path}: {status}");
+        assert!(html.starts_with("<!DOCTYPE html>"), "{path}");
+        assert!(!html.contains("style=\""), "{path}: no inline style");
+        assert!(!html.contains("<script>"), "{path}: no inline script");
+    }
+    // A refusal is a page too, with the same headers.
+    let (status, html) = page(
+        post_form(
+            &harness,
+            &format!("/requests/{id}/answer"),
+            &session,
+            &[("decision", "approve")],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 403);
+    assert!(html.contains("<code>csrf</code>"), "{html}");
+    // Signed out, a page sends the browser to the sign-in form.
+    let response = client()
+        .get(harness.url("/inbox"))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(response.status(), 303);
+    assert_eq!(response.headers()["location"], "/signin");
+    // The script and the style sheet are files.
+    for (path, media) in [
+        ("/static/inbox.js", "text/javascript; charset=utf-8"),
+        ("/static/inbox.css", "text/css; charset=utf-8"),
+    ] {
+        let response = client()
+            .get(harness.url(path))
+            .send()
+            .await
+            .expect("a file");
+        assert_eq!(response.status(), 200);
+        assert_eq!(response.headers()["content-type"], media);
+        assert_eq!(response.headers()["x-content-type-options"], "nosniff");
+    }
+    harness.stop().await;
+}
+
+async fn answers_from_the_page_go_through_the_kernel(backend: Backend, case: &str) {
+    let harness = Harness::start(backend, case, Options::default()).await;
+    let (id, hash) = harness
+        .ask(
+            "finance.refund",
+            json!({"payment_id": "pi_form", "amount": 70_000}),
+        )
+        .await;
+    let session = sign_in(&harness, &harness.token("human:alice", &[])).await;
+    let (status, html) = get(&harness, &format!("/requests/{id}"), &session).await;
+    assert_eq!(status, 200);
+    let csrf = hidden(&html, "csrf");
+    assert_eq!(
+        hidden(&html, "action_hash"),
+        hash.as_str(),
+        "the page posts the hash it shows"
+    );
+    let path = format!("/requests/{id}/answer");
+
+    // Another hash, or none: refused on the page, nothing counted.
+    let other = format!("sha256:{}", "0".repeat(64));
+    for fields in [
+        vec![
+            ("csrf", csrf.as_str()),
+            ("decision", "approve"),
+            ("action_hash", other.as_str()),
+        ],
+        vec![("csrf", csrf.as_str()), ("decision", "approve")],
+    ] {
+        let (status, html) = page(post_form(&harness, &path, &session, &fields).await).await;
+        assert_eq!(status, 409, "{html}");
+        assert!(html.contains("Your answer was not counted"), "{html}");
+        assert!(html.contains("<code>mismatch</code>"), "{html}");
+    }
+    // A decision that is not one: refused.
+    let (status, html) = page(
+        post_form(
+            &harness,
+            &path,
+            &session,
+            &[
+                ("csrf", &csrf),
+                ("decision", "yes"),
+                ("action_hash", hash.as_str()),
+            ],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 422, "{html}");
+    // A field naming someone else changes nothing: the approver is the signed-in person.
+    let response = post_form(
+        &harness,
+        &path,
+        &session,
+        &[
+            ("csrf", &csrf),
+            ("decision", "approve"),
+            ("action_hash", hash.as_str()),
+            ("approver", "human:bob"),
+            ("note", "ticket 7"),
+        ],
+    )
+    .await;
+    assert_eq!(response.status(), 303);
+    assert_eq!(
+        response.headers()["location"],
+        format!("/requests/{id}?answered=1")
+    );
+    let record = harness
+        .store
+        .approval(&id)
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(record.state, ApprovalState::Pending);
+    assert_eq!(record.answers.len(), 1);
+    let answer = &record.answers[0];
+    assert_eq!(answer.approver.id, "human:alice");
+    assert_eq!(answer.approver.channel.as_str(), "service");
+    assert_eq!(answer.approver.authentication.as_str(), "token");
+    assert_eq!(answer.decision, AnswerDecision::Approve);
+    assert!(answer.hash_confirmed);
+    assert_eq!(answer.note.as_deref(), Some("ticket 7"));
+    let (_, html) = get(&harness, &format!("/requests/{id}?answered=1"), &session).await;
+    assert!(html.contains("Your approval counted"), "{html}");
+    assert!(html.contains("1 of 2 approvals"), "{html}");
+    harness.stop().await;
+}
+
+async fn resolves_an_ambiguous_effect_with_a_reason(backend: Backend, case: &str) {
+    let harness = Harness::start(backend, case, Options::default()).await;
+    let arguments = json!({"payment_id": "pi_amb"});
+    let (id, hash) = harness.ask("finance.small", arguments.clone()).await;
+    let alice = harness.token("human:alice", &[]);
+    let (status, _) = harness.answer(&id, &alice, "approve", &hash).await;
+    assert_eq!(status, 200);
+    let lost = harness
+        .control
+        .execute(
+            ActionRequest::new("finance.small", &arguments).with_approval(id.clone()),
+            |_| async {
+                Err::<(), _>(ExecutorError::failed(
+                    "the connection dropped after sending",
+                ))
+            },
+        )
+        .await;
+    assert!(lost.is_err());
+    let key = EffectKey::new("small:pi_amb".to_owned()).expect("a key");
+    assert_eq!(
+        harness
+            .store
+            .effect(&key)
+            .await
+            .expect("read")
+            .expect("stored")
+            .state,
+        EffectState::Ambiguous
+    );
+    let session = sign_in(&harness, &alice).await;
+    let (status, html) = get(&harness, "/effects", &session).await;
+    assert_eq!(status, 200);
+    assert!(html.contains("small:pi_amb"), "{html}");
+    assert!(
+        html.contains("action=\"/effects/small%3Api_amb/resolve\""),
+        "{html}"
+    );
+    let csrf = hidden(&html, "csrf");
+    let path = "/effects/small%3Api_amb/resolve";
+    // No reason: refused, and it stays ambiguous.
+    let (status, html) = page(
+        post_form(
+            &harness,
+            path,
+            &session,
+            &[("csrf", &csrf), ("to", "failed"), ("note", "  ")],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 422, "{html}");
+    assert!(html.contains("<code>note_required</code>"), "{html}");
+    // No CSRF value: refused.
+    let (status, _) = page(
+        post_form(
+            &harness,
+            path,
+            &session,
+            &[("to", "failed"), ("note", "checked")],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 403);
+    assert_eq!(
+        harness
+            .store
+            .effect(&key)
+            .await
+            .expect("read")
+            .expect("stored")
+            .state,
+        EffectState::Ambiguous
+    );
+    let response = post_form(
+        &harness,
+        path,
+        &session,
+        &[
+            ("csrf", &csrf),
+            ("to", "failed"),
+            ("note", "Stripe shows no refund for pi_amb"),
+        ],
+    )
+    .await;
+    assert_eq!(response.status(), 303);
+    let effect = harness
+        .store
+        .effect(&key)
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(effect.state, EffectState::Failed);
+    assert_eq!(effect.resolved_by.as_deref(), Some("human:alice"));
+    let (_, html) = get(&harness, "/effects?resolved=small%3Api_amb", &session).await;
+    assert!(html.contains("Resolved"), "{html}");
+    assert!(html.contains("No ambiguous effect you may see"), "{html}");
+    harness.stop().await;
+}
+
+on_both_stores!(
+    answers_from_the_page_go_through_the_kernel,
+    resolves_an_ambiguous_effect_with_a_reason,
+);
+
+#[tokio::test]
+async fn the_receipts_page_shows_the_last_verification_not_a_new_walk() {
+    let harness = Harness::start(Backend::Sqlite, "pages_chain", Options::default()).await;
+    let (id, hash) = harness
+        .ask("finance.small", json!({"payment_id": "pi_chain"}))
+        .await;
+    let alice = harness.token("human:alice", &[]);
+    let (status, _) = harness.answer(&id, &alice, "approve", &hash).await;
+    assert_eq!(status, 200);
+    // A second service on the same store: its status changes only when it verifies.
+    let service = Service::new(ServiceConfig {
+        store: StoreSource::Open(Arc::clone(&harness.store)),
+        sign_in: SignIn {
+            approver_keys: vec![harness.key.public_key()],
+            proxy: None,
+            oidc: None,
+        },
+        directory: [("human:alice".to_owned(), vec!["finance".to_owned()])].into(),
+        auditors_group: None,
+        public_url: None,
+        clock: Arc::new(harness.clock.clone()),
+        policy: None,
+    });
+    assert_eq!(service.chain_status(), ChainStatus::NotYet);
+    service.verify_chain_now().await;
+    let head = harness
+        .store
+        .chain_head()
+        .await
+        .expect("read")
+        .expect("a head");
+    assert_eq!(
+        service.chain_status(),
+        ChainStatus::Intact {
+            head_seq: head.seq,
+            verified_at: harness.clock.now(),
+        }
+    );
+    // Alter a receipt: the cached status stays until the next verification walks the chain.
+    let path = harness.sqlite_path.clone().expect("SQLite");
+    rusqlite::Connection::open(&path)
+        .expect("the file")
+        .execute(
+            "UPDATE receipts SET body = replace(body, '\"human:alice\"', '\"human:mallory\"') WHERE seq = 1",
+            [],
+        )
+        .expect("tampered");
+    assert!(matches!(service.chain_status(), ChainStatus::Intact { .. }));
+    // A fresh service walks the chain from receipt 1 and finds the break; its page says so.
+    let fresh = Service::new(ServiceConfig {
+        store: StoreSource::Open(Arc::clone(&harness.store)),
+        sign_in: SignIn {
+            approver_keys: vec![harness.key.public_key()],
+            proxy: None,
+            oidc: None,
+        },
+        directory: [("human:alice".to_owned(), vec!["finance".to_owned()])].into(),
+        auditors_group: None,
+        public_url: None,
+        clock: Arc::new(harness.clock.clone()),
+        policy: None,
+    });
+    fresh.verify_chain_now().await;
+    match fresh.chain_status() {
+        ChainStatus::Broken { first_break, .. } => assert_eq!(first_break.seq(), 1),
+        other => panic!("expected a broken chain, got {other:?}"),
+    }
+    let (base, stop, server) = serve(fresh).await;
+    let response = client()
+        .get(format!("{base}/receipts"))
+        .bearer_auth(&alice)
+        .send()
+        .await
+        .expect("the receipts page");
+    let (status, html) = page(response).await;
+    assert_eq!(status, 200);
+    assert!(html.contains("Chain broken"), "{html}");
+    assert!(html.contains("receipt 1 was altered"), "{html}");
+    let _ = stop.send(());
+    server.await.expect("ends").expect("cleanly");
+    harness.stop().await;
+}
+
+#[tokio::test]
+async fn pages_work_through_the_authenticating_proxy_with_a_keyed_csrf_value() {
+    let harness = Harness::start(
+        Backend::Sqlite,
+        "pages_proxy",
+        Options {
+            proxy: true,
+            ..Options::default()
+        },
+    )
+    .await;
+    let (id, hash) = harness
+        .ask("finance.small", json!({"payment_id": "pi_proxy"}))
+        .await;
+    let proxied = |request: reqwest::RequestBuilder, who: &str| {
+        request
+            .header("x-forwarded-user", who)
+            .header("x-proxy-secret", super::support::PROXY_SECRET)
+    };
+    let (status, html) = page(
+        proxied(
+            client().get(harness.url(&format!("/requests/{id}"))),
+            "human:alice",
+        )
+        .send()
+        .await
+        .expect("the page"),
+    )
+    .await;
+    assert_eq!(status, 200);
+    let csrf = hidden(&html, "csrf");
+    // Another person's value is not this person's.
+    let (_, bob_html) = page(
+        proxied(client().get(harness.url("/inbox")), "human:bob")
+            .send()
+            .await
+            .expect("the page"),
+    )
+    .await;
+    let bob_csrf = hidden(&bob_html, "csrf");
+    assert_ne!(csrf, bob_csrf);
+    let answer = |csrf: String| {
+        proxied(
+            client().post(harness.url(&format!("/requests/{id}/answer"))),
+            "human:alice",
+        )
+        .form(&[
+            ("csrf", csrf),
+            ("decision", "approve".to_owned()),
+            ("action_hash", hash.as_str().to_owned()),
+        ])
+        .send()
+    };
+    let (status, html) = page(answer(bob_csrf).await.expect("an answer")).await;
+    assert_eq!(status, 403, "{html}");
+    let response = answer(csrf).await.expect("an answer");
+    assert_eq!(response.status(), 303);
+    let record = harness
+        .store
+        .approval(&id)
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(record.state, ApprovalState::Granted);
+    assert_eq!(
+        record.answers[0].approver.authentication.as_str(),
+        "proxy_header"
+    );
+    harness.stop().await;
+}
