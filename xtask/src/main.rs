@@ -1,9 +1,10 @@
-//! Project automation: `cargo xtask test | bench | conformance`.
+//! Project automation: `cargo xtask test | tidy | bench | conformance`.
 //!
 //! `cargo xtask test` is the one test command (README, Quick start); CI runs exactly it.
 
 mod bench_stores;
 mod conformance_stores;
+mod tidy;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -15,6 +16,8 @@ cargo xtask <command>
 
 Commands:
   test                   run the whole test suite (what CI runs; the Python and Node bindings too)
+  tidy                   check the code's structure: the kernel's layers, a size budget per
+                         file, paths named in docs, no ignored test, no unused dependency
   bench [--quick]        run the benchmarks in release mode and print calls per second
   bench --compare [...]  Countersign side by side with ctrlrun (bench/compare/run.sh; options
                          after --compare go to compare.py, e.g. --only scenarios)
@@ -32,6 +35,7 @@ fn main() -> Result<()> {
     let rest: Vec<String> = args.collect();
     match command.as_deref() {
         Some("test") => test(&rest),
+        Some("tidy") => tidy::run(),
         Some("bench") => bench(&rest),
         Some("conformance") if rest.iter().any(|arg| arg == "--stores") => {
             conformance_stores::run(&rest)

@@ -32,7 +32,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
-use countersign::approval::{self, AnswerDecision};
+use countersign::approval::AnswerDecision;
 use countersign::policy::{Decision, Mode};
 use countersign::store;
 use countersign::{
@@ -426,7 +426,7 @@ impl NativeControl {
         };
         let store = self.control.store();
         let now = self.control.clock().now();
-        match approval::submit_answer(store.as_ref(), answer, now).await {
+        match countersign::control::submit_answer(store.as_ref(), answer, now).await {
             Ok(record) => record_json(&record),
             Err(error) => Err(answer_error(&error)),
         }
