@@ -388,7 +388,8 @@ fn write_explanation(
         };
         let head = format!(
             "  rule {:<7} {} — {verdict}",
-            rule.index,
+            // Counted from 1, as the inbox and a person reading the file count them.
+            rule.index + 1,
             rule.decision.as_str()
         );
         if rule.conditions.is_empty() {
@@ -407,7 +408,8 @@ fn write_explanation(
     match explanation.rule {
         Some(index) => writeln!(
             out,
-            "  why          rule {index} is the first rule whose conditions all hold"
+            "  why          rule {} is the first rule whose conditions all hold",
+            index + 1
         )?,
         None => writeln!(
             out,

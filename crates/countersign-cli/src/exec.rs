@@ -96,7 +96,7 @@ pub async fn exec(
         .map(|id| ApprovalId::parse(id.trim()))
         .transpose()?;
     let policy = load_policy(&global.policy_path())?;
-    let store = countersign::store::open_url_async(&global.store_url()).await?;
+    let store = crate::commands::open_for_recording(global).await?;
     let control = Control::builder_shared(Arc::new(policy), store)
         .identity(StaticIdentity::new(principal))
         .build();
@@ -108,6 +108,27 @@ pub async fn exec(
         request = request.with_timeout(timeout);
     }
     if let Some(wait) = args.wait {
+        // Open (or find) the request first and say which it is: the kernel waits in silence,
+        // and the person who must approve needs its id (`request_approval` is idempotent per
+        // action hash, so the wait below watches this same request).
+        let mut probe = ActionRequest::new(args.action.clone(), &arguments);
+        if let Some(id) = &approval {
+            probe = probe.with_approval(id.clone());
+        }
+        if approval.is_none()
+            && let Ok(Some(record)) = control.request_approval(&probe).await
+            && record.state == countersign::ApprovalState::Pending
+        {
+            eprintln!(
+                "countersign: `{}` needs a human's approval: request {} is waiting; answer it from another shell with `countersign approve {}{}`; waiting up to {} (until {})",
+                args.action,
+                record.id,
+                record.id,
+                crate::commands::store_flags(global),
+                humantime::format_duration(wait),
+                record.expires_at
+            );
+        }
         request = request.with_wait(wait);
     }
     if let Some(id) = approval {
@@ -210,8 +231,14 @@ pub async fn exec(
             expires_at,
             ..
         }) => {
+            let flags = crate::commands::store_flags(global);
+            let wait_hint = if args.wait.is_some() {
+                "; no answer came within `--wait`"
+            } else {
+                ", or add `--wait 10m` to wait for the answer"
+            };
             eprintln!(
-                "countersign: `{name}` needs a human's approval: request {request_id} is waiting (see `countersign pending`); once `countersign approve {request_id}` grants it, run this same command again (until {expires_at}), or add `--wait 10m` to wait for the answer; the command did not run"
+                "countersign: `{name}` needs a human's approval: request {request_id} is waiting (see `countersign pending{flags}`); once `countersign approve {request_id}{flags}` grants it, run this same command again (until {expires_at}){wait_hint}; the command did not run"
             );
             Ok(ExitCode::from(REFUSED))
         }

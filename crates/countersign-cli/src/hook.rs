@@ -148,9 +148,9 @@ async fn decide(global: &Global, args: &CheckArgs) -> Result<HookOutput, String>
     let policy_path = global.policy_path();
     let policy = load_policy(&policy_path).map_err(|Failure(message)| message)?;
     let explanation = policy.explain(&call.name, &call.input);
-    let store = countersign::store::open_url_async(&global.store_url())
+    let store = crate::commands::open_for_recording(global)
         .await
-        .map_err(|error| format!("cannot open the store ({error})"))?;
+        .map_err(|Failure(message)| format!("cannot open the store: {message}"))?;
     let control = Control::builder_shared(std::sync::Arc::new(policy), store)
         .identity(StaticIdentity::new(principal))
         .build();
@@ -177,7 +177,8 @@ async fn decide(global: &Global, args: &CheckArgs) -> Result<HookOutput, String>
                     "countersign: `{tool}` allowed by {} (receipt {seq})",
                     match explanation.rule {
                         Some(index) => format!(
-                            "rule {index} of `{}`",
+                            "rule {} of `{}`",
+                            index + 1,
                             explanation.entry.as_deref().unwrap_or_default()
                         ),
                         None => format!(
@@ -205,7 +206,8 @@ async fn decide(global: &Global, args: &CheckArgs) -> Result<HookOutput, String>
                 "countersign: `{tool}` is denied by the policy ({reason}{}); do not retry it",
                 match explanation.rule {
                     Some(index) => format!(
-                        ", rule {index} of `{}`",
+                        ", rule {} of `{}`",
+                        index + 1,
                         explanation.entry.as_deref().unwrap_or_default()
                     ),
                     None => String::new(),

@@ -169,14 +169,11 @@ pub async fn run(
             url.escape_debug()
         )));
     }
-    let policy = Policy::load(&global.policy_path())?;
+    let policy = crate::everyday::load_policy(&global.policy_path())?;
     let url = global.store_url();
-    if let Some(path) = store::sqlite_path(&url)
-        && !path.is_empty()
-        && !std::path::Path::new(path).exists()
-    {
-        return Err(Failure(format!(
-            "no store at `{path}`: nothing has been recorded there yet: pass the agent's store with `--store-url sqlite:PATH`, or its policy with `--policy FILE` (the store is `.countersign/countersign.db` beside it)"
+    if let Some(path) = crate::commands::missing_store_file(global) {
+        return Err(Failure(crate::commands::missing_store_message(
+            global, &path,
         )));
     }
     let proxy = match (&args.proxy_header, &args.proxy_secret_file) {

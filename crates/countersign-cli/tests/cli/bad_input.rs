@@ -128,7 +128,9 @@ fn a_missing_store_is_never_created() {
         let run = sandbox.run(args);
         assert_eq!(
             run.one_line_error(),
-            "no store at `./.countersign/countersign.db`: nothing has been recorded there yet: pass the agent's store with `--store-url sqlite:PATH`, or its policy with `--policy FILE` (the store is `.countersign/countersign.db` beside it); `countersign demo` makes one to try",
+            // Beside a policy that exists, the store is the agent's to make: say so, not where
+            // else to look.
+            "no store at `./.countersign/countersign.db` yet: nothing has been recorded under `countersign.yaml`; the agent's first call makes it (the kernel API, `countersign exec` or `countersign check`), so there is nothing to show until then",
             "{args:?}"
         );
         assert!(

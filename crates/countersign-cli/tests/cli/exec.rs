@@ -241,9 +241,17 @@ fn with_wait_the_command_runs_as_soon_as_it_is_granted() {
         assert_eq!(runs(&sandbox), 0, "nothing runs before the grant");
         let approved = sandbox.run(&["approve", &id]);
         assert_eq!(approved.status, Some(0), "{approved:?}");
-        exec.join().expect("the exec thread")
+        (id, exec.join().expect("the exec thread"))
     });
+    let (id, waiting) = waiting;
     assert_eq!(waiting.status, Some(0), "{waiting:?}");
+    // While it waits, it names the request and the command that answers it.
+    assert!(
+        waiting.stderr.contains(&format!(
+            "request {id} is waiting; answer it from another shell with `countersign approve {id} --policy agent.yaml`; waiting up to 1m"
+        )),
+        "{waiting:?}"
+    );
     assert_eq!(runs(&sandbox), 1);
     assert_eq!(last_receipt(&sandbox)["outcome"], "committed");
 }
