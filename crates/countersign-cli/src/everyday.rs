@@ -466,7 +466,7 @@ pub async fn stats(
     args: &StatsArgs,
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
-    let store = crate::commands::open_existing(global).await?;
+    let store = crate::store_access::open_existing(global).await?;
     let from = args.since.map(|since| {
         let now = SystemClock.now().as_millis();
         let back = i64::try_from(since.as_millis()).unwrap_or(i64::MAX);

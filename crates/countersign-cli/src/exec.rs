@@ -96,7 +96,7 @@ pub async fn exec(
         .map(|id| ApprovalId::parse(id.trim()))
         .transpose()?;
     let policy = load_policy(&global.policy_path())?;
-    let store = crate::commands::open_for_recording(global).await?;
+    let store = crate::store_access::open_for_recording(global).await?;
     let control = Control::builder_shared(Arc::new(policy), store)
         .identity(StaticIdentity::new(principal))
         .build();
@@ -124,7 +124,7 @@ pub async fn exec(
                 args.action,
                 record.id,
                 record.id,
-                crate::commands::store_flags(global),
+                crate::store_access::store_flags(global),
                 humantime::format_duration(wait),
                 record.expires_at
             );
@@ -231,7 +231,7 @@ pub async fn exec(
             expires_at,
             ..
         }) => {
-            let flags = crate::commands::store_flags(global);
+            let flags = crate::store_access::store_flags(global);
             let wait_hint = if args.wait.is_some() {
                 "; no answer came within `--wait`"
             } else {

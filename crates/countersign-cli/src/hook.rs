@@ -148,7 +148,7 @@ async fn decide(global: &Global, args: &CheckArgs) -> Result<HookOutput, String>
     let policy_path = global.policy_path();
     let policy = load_policy(&policy_path).map_err(|Failure(message)| message)?;
     let explanation = policy.explain(&call.name, &call.input);
-    let store = crate::commands::open_for_recording(global)
+    let store = crate::store_access::open_for_recording(global)
         .await
         .map_err(|Failure(message)| format!("cannot open the store: {message}"))?;
     let control = Control::builder_shared(std::sync::Arc::new(policy), store)

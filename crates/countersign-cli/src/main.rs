@@ -14,6 +14,7 @@ mod hook;
 mod keys;
 mod render;
 mod serve;
+mod store_access;
 mod style;
 
 use std::path::{Path, PathBuf};

@@ -171,8 +171,8 @@ pub async fn run(
     }
     let policy = crate::everyday::load_policy(&global.policy_path())?;
     let url = global.store_url();
-    if let Some(path) = crate::commands::missing_store_file(global) {
-        return Err(Failure(crate::commands::missing_store_message(
+    if let Some(path) = crate::store_access::missing_store_file(global) {
+        return Err(Failure(crate::store_access::missing_store_message(
             global, &path,
         )));
     }

@@ -336,7 +336,7 @@ pub(super) async fn replay(
 ) -> Result<ExitCode, Failure> {
     let path = global.policy_path();
     let policy = load_policy(&path)?;
-    let store = crate::commands::open_existing(global).await?;
+    let store = crate::store_access::open_existing(global).await?;
     let head = store.chain_head().await?.map_or(0, |head| head.seq);
     let start = args.last.map_or(0, |last| head.saturating_sub(last));
     let progress = style::progress(head.saturating_sub(start), "replaying receipts");

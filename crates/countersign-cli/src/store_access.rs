@@ -1,0 +1,80 @@
+//! Which store a command opens, and what it says when the store is not there: reading
+//! commands never create one; recording commands (`exec`, `check`) create one only in a folder
+//! that exists.
+
+use std::sync::Arc;
+
+use countersign::store::{self, Store};
+
+use crate::{Failure, Global};
+
+/// The SQLite file the operator points at, when it does not exist. Reading commands never
+/// create it: a typo would otherwise show an empty store.
+pub(crate) fn missing_store_file(global: &Global) -> Option<String> {
+    let url = global.store_url();
+    let path = store::sqlite_path(&url)?;
+    (!path.is_empty() && !std::path::Path::new(path).exists()).then(|| path.to_owned())
+}
+
+/// Why a missing store file is refused, with the next step: the store beside a policy that
+/// exists (what `countersign init` sets up) is made by the agent's first call; any other path is
+/// probably not the agent's store.
+pub(crate) fn missing_store_message(global: &Global, path: &str) -> String {
+    if global.store_url.is_none() && global.policy_path().is_file() {
+        format!(
+            "no store at `{path}` yet: nothing has been recorded under `{}`; the agent's first call makes it (the kernel API, `countersign exec` or `countersign check`), so there is nothing to show until then",
+            global.policy_path().display()
+        )
+    } else {
+        format!(
+            "no store at `{path}`: nothing has been recorded there yet: pass the agent's store with `--store-url sqlite:PATH`, or its policy with `--policy FILE` (the store is `.countersign/countersign.db` beside it); `countersign demo` makes one to try"
+        )
+    }
+}
+
+/// The `--policy` and `--store-url` the operator passed, as flags to repeat in a command this
+/// one suggests (` --store-url sqlite:x.db`), so that the suggestion works when run as shown;
+/// empty when both are the defaults.
+pub(crate) fn store_flags(global: &Global) -> String {
+    let mut flags = String::new();
+    if let Some(policy) = &global.policy {
+        flags.push_str(&format!(" --policy {}", policy.display()));
+    }
+    if let Some(url) = &global.store_url {
+        flags.push_str(&format!(" --store-url {url}"));
+    }
+    flags
+}
+
+/// Open the store a command that records (`exec`, `check`) writes to: created on first use, but
+/// never in a folder that does not exist, so that a mistyped `--store-url` fails instead of
+/// quietly keeping requests where no human looks.
+///
+/// # Errors
+///
+/// A [`Failure`] naming the missing folder, or the store's own error.
+pub(crate) async fn open_for_recording(global: &Global) -> Result<Arc<dyn Store>, Failure> {
+    let url = global.store_url();
+    if global.store_url.is_some()
+        && let Some(path) = store::sqlite_path(&url)
+        && !path.is_empty()
+        && let Some(folder) = std::path::Path::new(path).parent()
+        && !folder.as_os_str().is_empty()
+        && !folder.is_dir()
+    {
+        return Err(Failure(format!(
+            "the store's folder `{}` does not exist, so `--store-url {url}` is probably mistyped: give the store the humans look at, or create the folder first (`mkdir -p {}`)",
+            folder.display(),
+            folder.display()
+        )));
+    }
+    Ok(store::open_url_async(&url).await?)
+}
+
+/// Open the store the operator points at; refuse to create an empty one by accident.
+pub(crate) async fn open_existing(global: &Global) -> Result<Arc<dyn Store>, Failure> {
+    if let Some(path) = missing_store_file(global) {
+        return Err(Failure(missing_store_message(global, &path)));
+    }
+    Ok(store::open_url_async(&global.store_url()).await?)
+}
