@@ -227,7 +227,14 @@ pub async fn run(
     }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
-        .map_err(|error| Failure(format!("cannot listen on `{}`: {error}", args.listen)))?;
+        .map_err(|error| {
+            let hint = if error.kind() == std::io::ErrorKind::AddrInUse {
+                ": another process listens there (another `countersign serve`?); stop it, or pass another address such as `--listen 127.0.0.1:8781`"
+            } else {
+                ""
+            };
+            Failure(format!("cannot listen on `{}`: {error}{hint}", args.listen))
+        })?;
     let bound = listener.local_addr()?;
     if !sign_in.is_configured() {
         eprintln!(
@@ -236,8 +243,13 @@ pub async fn run(
     }
     writeln!(
         out,
-        "countersign approval service on http://{bound}/ (inbox: /inbox, API: /api/v1/; {} approver keys{}{}); Ctrl-C stops it",
+        "countersign approval service on http://{bound}/ (inbox: /inbox, API: /api/v1/; {} approver key{}{}{}); Ctrl-C stops it",
         sign_in.approver_keys.len(),
+        if sign_in.approver_keys.len() == 1 {
+            ""
+        } else {
+            "s"
+        },
         if sign_in.oidc.is_some() {
             ", JWT sign-in"
         } else {

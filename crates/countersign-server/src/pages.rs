@@ -627,8 +627,21 @@ async fn effects(
         Ok(viewer) => viewer,
         Err(problem) => return service.refused_page(None, problem, true),
     };
-    let resolved = query.get("resolved").cloned();
+    // The banner only confirms what the store says: a crafted link naming an effect that is
+    // still ambiguous (or none at all) shows no "Resolved" claim.
+    let resolved = match query.get("resolved") {
+        Some(key) => confirmed_resolution(&service, key).await,
+        None => None,
+    };
     effects_page(&service, &viewer, StatusCode::OK, None, resolved).await
+}
+
+/// `key` when the store holds that effect and it is no longer `ambiguous`; else `None`.
+async fn confirmed_resolution(service: &Service, key: &str) -> Option<String> {
+    let key = countersign::EffectKey::new(key).ok()?;
+    let store = service.store().await.ok()?;
+    let record = store.effect(&key).await.ok()??;
+    (record.state != countersign::EffectState::Ambiguous).then(|| key.as_str().to_owned())
 }
 
 async fn effects_page(

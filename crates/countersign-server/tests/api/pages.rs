@@ -332,6 +332,14 @@ async fn resolves_an_ambiguous_effect_with_a_reason(backend: Backend, case: &str
             .state,
         EffectState::Ambiguous
     );
+    // A crafted link claims nothing: the effect is still ambiguous, another was never made.
+    for link in [
+        "/effects?resolved=small%3Api_amb",
+        "/effects?resolved=refund%3Api_never_resolved",
+    ] {
+        let (_, html) = get(&harness, link, &session).await;
+        assert!(!html.contains("id=\"resolve-result\""), "{link}: {html}");
+    }
     let response = post_form(
         &harness,
         path,
@@ -353,7 +361,7 @@ async fn resolves_an_ambiguous_effect_with_a_reason(backend: Backend, case: &str
     assert_eq!(effect.state, EffectState::Failed);
     assert_eq!(effect.resolved_by.as_deref(), Some("human:alice"));
     let (_, html) = get(&harness, "/effects?resolved=small%3Api_amb", &session).await;
-    assert!(html.contains("Resolved"), "{html}");
+    assert!(html.contains("id=\"resolve-result\""), "{html}");
     assert!(html.contains("No ambiguous effect you may see"), "{html}");
     harness.stop().await;
 }
