@@ -461,9 +461,7 @@ pub enum AnswerError {
     /// The request's rule requires an authenticated approver and the answer's identity is
     /// asserted, or its token did not verify. A refusal receipt was written; the request is
     /// unchanged.
-    #[error(
-        "approval `{request_id}` needs an authenticated approver: {detail}: pass an approver token with `--token-file FILE` or `COUNTERSIGN_APPROVER_TOKEN` (`countersign approver token` issues one)"
-    )]
+    #[error("{}", not_authenticated_text(request_id, approver.as_deref(), detail))]
     NotAuthenticated {
         /// The request.
         request_id: ApprovalId,
@@ -500,6 +498,21 @@ pub enum AnswerError {
     /// The store failed; the answer may not be recorded: check with `countersign inspect`.
     #[error(transparent)]
     Store(#[from] StoreError),
+}
+
+/// The text of [`AnswerError::NotAuthenticated`]. With an approver, an asserted name met a rule
+/// that requires a token; without one, the token itself did not verify against the keys stored
+/// with the request (whatever its rule requires), and the way out is another token or, where
+/// the rule accepts it, a typed name.
+fn not_authenticated_text(request_id: &ApprovalId, approver: Option<&str>, detail: &str) -> String {
+    match approver {
+        Some(_) => format!(
+            "approval `{request_id}` needs an authenticated approver: {detail}: pass an approver token with `--token-file FILE` or `COUNTERSIGN_APPROVER_TOKEN` (`countersign approver token` issues one)"
+        ),
+        None => format!(
+            "the approver token given for approval `{request_id}` did not verify against the keys stored with that request: {detail}; a token answers only requests opened while the policy listed its key, so use a token signed by one of those keys, or, where the request's rule accepts a typed name, answer with `--as NAME`"
+        ),
+    }
 }
 
 /// The text of [`AnswerError::Mismatch`]: a hash that differs says to look again; a missing one
