@@ -689,12 +689,14 @@ fn parse_state(text: &str) -> PyResult<ApprovalState> {
         ApprovalState::Consumed,
         ApprovalState::Expired,
         ApprovalState::Void,
+        ApprovalState::Revoked,
+        ApprovalState::Cancelled,
     ];
     all.into_iter()
         .find(|state| state.as_str() == text)
         .ok_or_else(|| {
             PyValueError::new_err(format!(
-                "unknown approval state `{text}`: use pending, granted, denied, consumed, expired or void"
+                "unknown approval state `{text}`: use pending, granted, denied, consumed, expired, void, revoked or cancelled"
             ))
         })
 }

@@ -99,6 +99,12 @@ pub enum ApprovalState {
     Expired,
     /// The action's policy entry changed after the request; it authorizes nothing.
     Void,
+    /// Its grant was taken back before it was used (by an approver who gave it, or an
+    /// entitled resolver); it authorizes nothing (issue #31).
+    Revoked,
+    /// The operator cancelled it while it waited (an abandoned run); it left every inbox and
+    /// no answer changes it (issue #31).
+    Cancelled,
 }
 
 impl ApprovalState {
@@ -111,6 +117,8 @@ impl ApprovalState {
             ApprovalState::Consumed => "consumed",
             ApprovalState::Expired => "expired",
             ApprovalState::Void => "void",
+            ApprovalState::Revoked => "revoked",
+            ApprovalState::Cancelled => "cancelled",
         }
     }
 
@@ -123,6 +131,8 @@ impl ApprovalState {
             "consumed" => ApprovalState::Consumed,
             "expired" => ApprovalState::Expired,
             "void" => ApprovalState::Void,
+            "revoked" => ApprovalState::Revoked,
+            "cancelled" => ApprovalState::Cancelled,
             _ => return None,
         })
     }
@@ -775,6 +785,10 @@ pub enum TakeRefusal {
     OtherRun,
     /// The action's policy entry changed since the request.
     PolicyChanged,
+    /// Its grant was revoked before it was used.
+    Revoked,
+    /// The operator cancelled the request.
+    Cancelled,
 }
 
 /// Decide whether a presented approval authorizes an attempt with `action_hash` in `run` under
@@ -814,6 +828,8 @@ pub fn plan_take(
         ApprovalState::Consumed => refuse(TakeRefusal::Consumed, None),
         ApprovalState::Expired => refuse(TakeRefusal::Expired, None),
         ApprovalState::Void => refuse(TakeRefusal::PolicyChanged, None),
+        ApprovalState::Revoked => refuse(TakeRefusal::Revoked, None),
+        ApprovalState::Cancelled => refuse(TakeRefusal::Cancelled, None),
     }
 }
 
@@ -884,6 +900,8 @@ pub fn plan_open(
     };
     (plan, marks)
 }
+
+pub mod withdraw;
 
 #[cfg(test)]
 mod tests;

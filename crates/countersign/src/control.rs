@@ -1405,6 +1405,8 @@ fn begin_refusal(
                     action_hash: action_hash.clone(),
                 },
                 (TakeRefusal::PolicyChanged, _) => ControlError::ApprovalVoid { request_id },
+                (TakeRefusal::Revoked, _) => ControlError::ApprovalRevoked { request_id },
+                (TakeRefusal::Cancelled, _) => ControlError::ApprovalCancelled { request_id },
                 (TakeRefusal::OtherRun, Some(record)) => ControlError::ApprovalOtherRun {
                     request_id,
                     run: record.run,
@@ -1536,6 +1538,7 @@ where
 }
 
 mod external;
+mod withdraw;
 
 pub use external::{ExitStatusSlot, HANDED_OFF_DETAIL, HandedOff};
 

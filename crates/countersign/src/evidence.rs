@@ -50,6 +50,11 @@ pub enum ReceiptKind {
     LeaseExpired,
     /// A human or reconcile hook resolved an ambiguous effect.
     Resolution,
+    /// v2: an approver revoked a grant not yet used, or withdrew their yes from a quorum still
+    /// pending, or such an attempt was refused (issue #31).
+    ApprovalRevoked,
+    /// v2: the operator cancelled a request, or such an attempt was refused (issue #31).
+    ApprovalCancelled,
 }
 
 /// The outcome a receipt records.
@@ -83,6 +88,13 @@ pub enum ReceiptOutcome {
     /// own tool after its hook said yes ([`crate::Control::hand_off`]). Whether and how the
     /// tool ran is not known to Countersign; an effect key it reserved is left `ambiguous`.
     HandedOff,
+    /// v2: a grant was revoked before it was used; it authorizes nothing.
+    Revoked,
+    /// v2: an approver's counted yes was withdrawn from a quorum still pending
+    /// (`approvals_given` is the count after it).
+    Withdrawn,
+    /// v2: the operator cancelled the request; it authorizes nothing.
+    Cancelled,
 }
 
 impl ReceiptKind {
@@ -95,6 +107,8 @@ impl ReceiptKind {
             ReceiptKind::ApprovalVoided => "approval_voided",
             ReceiptKind::LeaseExpired => "lease_expired",
             ReceiptKind::Resolution => "resolution",
+            ReceiptKind::ApprovalRevoked => "approval_revoked",
+            ReceiptKind::ApprovalCancelled => "approval_cancelled",
         }
     }
 }
@@ -114,6 +128,9 @@ impl ReceiptOutcome {
             ReceiptOutcome::Voided => "voided",
             ReceiptOutcome::Counted => "counted",
             ReceiptOutcome::HandedOff => "handed_off",
+            ReceiptOutcome::Revoked => "revoked",
+            ReceiptOutcome::Withdrawn => "withdrawn",
+            ReceiptOutcome::Cancelled => "cancelled",
         }
     }
 }
@@ -1125,6 +1142,8 @@ pub async fn cross_check_approvals(
             (ReceiptKind::Answer, ReceiptOutcome::Denied) => "denied",
             (ReceiptKind::ApprovalExpired, _) => "expired",
             (ReceiptKind::ApprovalVoided, _) => "voided",
+            (ReceiptKind::ApprovalRevoked, ReceiptOutcome::Revoked) => "revoked",
+            (ReceiptKind::ApprovalCancelled, ReceiptOutcome::Cancelled) => "cancelled",
             (
                 ReceiptKind::Attempt,
                 ReceiptOutcome::Committed
@@ -1138,14 +1157,31 @@ pub async fn cross_check_approvals(
     })
     .await?;
     let mut check = ApprovalCheck::default();
-    for record in store
+    // Issue #31: a revoked or cancelled request must end on its own receipt, and a granted one
+    // must not have been revoked or cancelled since.
+    let mut records = store
         .approvals(Some(crate::approval::ApprovalState::Granted))
-        .await?
-    {
+        .await?;
+    records.extend(
+        store
+            .approvals(Some(crate::approval::ApprovalState::Revoked))
+            .await?,
+    );
+    records.extend(
+        store
+            .approvals(Some(crate::approval::ApprovalState::Cancelled))
+            .await?,
+    );
+    for record in records {
         check.checked += 1;
         let id = record.id.as_str().to_owned();
         let receipts = ended.get(&id).copied();
-        if receipts != Some("granted") {
+        let expected = match record.state {
+            crate::approval::ApprovalState::Revoked => "revoked",
+            crate::approval::ApprovalState::Cancelled => "cancelled",
+            _ => "granted",
+        };
+        if receipts != Some(expected) {
             check.disagreements.push(ApprovalDisagreement {
                 request_id: id,
                 receipts,

@@ -157,6 +157,8 @@ impl BeginRefusal {
                 TakeRefusal::Mismatch => "mismatch",
                 TakeRefusal::OtherRun => "other_run",
                 TakeRefusal::PolicyChanged => "policy_changed",
+                TakeRefusal::Revoked => "revoked",
+                TakeRefusal::Cancelled => "cancelled",
             },
             BeginRefusal::Effect { decision, .. } => match decision {
                 RetryDecision::InProgress => "in_progress",
@@ -400,6 +402,36 @@ pub trait Store: Send + Sync + 'static {
                 self.backend()
             ),
         })
+    }
+
+    /// Take something back (issue #31): revoke a grant not yet used, withdraw one's counted
+    /// yes from a pending quorum, or (the operator) cancel a request; one receipt, in one
+    /// transaction with the change. See [`crate::approval::withdraw`] for the transitions.
+    ///
+    /// The default implementation refuses with [`StoreError::Backend`]; the memory, SQLite and
+    /// PostgreSQL stores override it.
+    ///
+    /// # Errors
+    ///
+    /// [`AnswerError`]: unknown, `consumed`, `revoked`, `cancelled`, `not_revocable`,
+    /// `expired`, the identity refusals of an answer, store.
+    ///
+    /// # Cancel safety
+    ///
+    /// As every method: the transaction is committed or not started.
+    async fn withdraw_approval(
+        &self,
+        withdrawal: crate::approval::withdraw::Withdrawal,
+        now: Timestamp,
+    ) -> Result<ApprovalRecord, AnswerError> {
+        let _ = (withdrawal, now);
+        Err(StoreError::Backend {
+            message: format!(
+                "the `{}` store cannot revoke or cancel approvals: use the memory, SQLite or PostgreSQL store",
+                self.backend()
+            ),
+        }
+        .into())
     }
 
     /// Write a receipt that records no other state change (a policy denial, an attempt with

@@ -306,6 +306,8 @@ fn any_state() -> impl Strategy<Value = ApprovalState> {
         Just(ApprovalState::Consumed),
         Just(ApprovalState::Expired),
         Just(ApprovalState::Void),
+        Just(ApprovalState::Revoked),
+        Just(ApprovalState::Cancelled),
     ]
 }
 

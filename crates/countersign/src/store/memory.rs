@@ -270,6 +270,28 @@ impl Store for MemoryStore {
         }
     }
 
+    async fn withdraw_approval(
+        &self,
+        withdrawal: crate::approval::withdraw::Withdrawal,
+        now: Timestamp,
+    ) -> Result<ApprovalRecord, AnswerError> {
+        // A refusal may still carry a committed mark (expiry): keep those writes.
+        let mut state = self.state.lock().map_err(|_| StoreError::Backend {
+            message: "the in-memory store is poisoned by an earlier panic".to_owned(),
+        })?;
+        let mut txn = MemoryTxn {
+            state: &mut state,
+            undo: Vec::new(),
+        };
+        match txn::withdraw_approval(&mut txn, withdrawal, now) {
+            Ok(result) => result,
+            Err(error) => {
+                txn.rollback();
+                Err(error.into())
+            }
+        }
+    }
+
     async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
         self.read(|state| state.approvals.get(id).cloned())
     }

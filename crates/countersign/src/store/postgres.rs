@@ -1128,6 +1128,20 @@ impl Store for PostgresStore {
         }
     }
 
+    async fn withdraw_approval(
+        &self,
+        withdrawal: crate::approval::withdraw::Withdrawal,
+        now: Timestamp,
+    ) -> Result<ApprovalRecord, AnswerError> {
+        match self
+            .write(&txn::Operation::Withdraw(withdrawal), now)
+            .await?
+        {
+            txn::Done::Answered(result) => result,
+            _ => Err(txn::wrong_result().into()),
+        }
+    }
+
     async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
         let rows = self
             .read_rows(

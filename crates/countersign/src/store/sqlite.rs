@@ -833,6 +833,22 @@ impl Store for SqliteStore {
         }
     }
 
+    async fn withdraw_approval(
+        &self,
+        withdrawal: crate::approval::withdraw::Withdrawal,
+        now: Timestamp,
+    ) -> Result<ApprovalRecord, AnswerError> {
+        match self
+            .write(true, |txn| {
+                txn::withdraw_approval(txn, withdrawal.clone(), now)
+            })
+            .await
+        {
+            Ok(result) => result,
+            Err(error) => Err(error.into()),
+        }
+    }
+
     async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
         self.read(|connection| {
             connection

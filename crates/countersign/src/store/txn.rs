@@ -501,6 +501,22 @@ pub(crate) fn answer_step(
         }
         None => false,
     };
+    // Issue #31: a revoked or cancelled request takes no answer, not even a repeat.
+    match record.state {
+        ApprovalState::Cancelled => {
+            let error = AnswerError::Cancelled {
+                request_id: record.id.clone(),
+            };
+            return refuse(&record, Some(&approver), error);
+        }
+        ApprovalState::Revoked => {
+            let error = AnswerError::Revoked {
+                request_id: record.id.clone(),
+            };
+            return refuse(&record, Some(&approver), error);
+        }
+        _ => {}
+    }
     let recorded = RecordedAnswer {
         approver: approver.clone(),
         decision,
@@ -582,6 +598,35 @@ pub fn answer_approval<T: Txn + ?Sized>(
             Ok(Err(error))
         }
         AnswerStep::Refuse { error, receipt } => {
+            if let Some(receipt) = receipt {
+                append(txn, receipt, now)?;
+            }
+            Ok(Err(error))
+        }
+    }
+}
+
+/// [`crate::Store::withdraw_approval`] (issue #31): the plan is
+/// [`crate::approval::withdraw`]'s. Returns the stored request after the withdrawal.
+pub fn withdraw_approval<T: Txn + ?Sized>(
+    txn: &mut T,
+    withdrawal: crate::approval::withdraw::Withdrawal,
+    now: Timestamp,
+) -> Result<Result<ApprovalRecord, AnswerError>, StoreError> {
+    use crate::approval::withdraw::{WithdrawStep, withdraw_step};
+    let record = txn.approval(&withdrawal.request_id)?;
+    match withdraw_step(record, withdrawal, now) {
+        WithdrawStep::Write { record, receipt } => {
+            txn.update_approval(&record)?;
+            append(txn, receipt, now)?;
+            Ok(Ok(record))
+        }
+        WithdrawStep::Repeat(record) => Ok(Ok(record)),
+        WithdrawStep::Expire { record, error } => {
+            mark_approval(txn, record, ApprovalState::Expired, now)?;
+            Ok(Err(error))
+        }
+        WithdrawStep::Refuse { error, receipt } => {
             if let Some(receipt) = receipt {
                 append(txn, receipt, now)?;
             }
