@@ -15,6 +15,7 @@ mod keys;
 mod render;
 mod serve;
 mod style;
+mod takeback;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -113,6 +114,12 @@ enum Command {
     Approve(commands::AnswerArgs),
     /// Deny an approval request: the agent gets a recorded denial, not an error to retry.
     Deny(commands::AnswerArgs),
+    /// Take back a grant not yet used (or your yes from a quorum still pending): an attempt
+    /// presenting it is refused `revoked`. A used grant cannot be revoked.
+    Revoke(takeback::RevokeArgs),
+    /// Cancel a waiting request (or, with `--run ID`, every waiting request of an abandoned
+    /// run): it leaves every inbox and a late answer is refused `cancelled`.
+    Cancel(takeback::CancelArgs),
     /// Settle an ambiguous effect once you know what happened.
     Resolve(commands::ResolveArgs),
     /// Show receipts, verify the chain, or export an anchor for later verification.
@@ -247,6 +254,8 @@ pub async fn run(cli: Cli, out: &mut dyn std::io::Write) -> Result<ExitCode, Fai
         Command::Pending(args) => commands::pending(global, &args, out).await,
         Command::Approve(args) => commands::answer(global, &args, true, out).await,
         Command::Deny(args) => commands::answer(global, &args, false, out).await,
+        Command::Revoke(args) => takeback::revoke(global, &args, out).await,
+        Command::Cancel(args) => takeback::cancel(global, &args, out).await,
         Command::Resolve(args) => commands::resolve(global, &args, out).await,
         Command::Receipts(args) => commands::receipts(global, &args, out).await,
         Command::Effects(args) => commands::effects(global, &args, out).await,

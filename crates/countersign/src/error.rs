@@ -459,7 +459,7 @@ pub enum AnswerError {
     /// The request was cancelled by the operator (issue #31): no answer changes it. The
     /// request is unchanged.
     #[error(
-        "approval `{request_id}` was cancelled by the operator: nothing to answer; the agent must send the call again to request a new approval"
+        "approval `{request_id}` was cancelled by the operator: it authorizes nothing and no answer changes it; the agent must send the call again to request a new approval"
     )]
     Cancelled {
         /// The request.
@@ -468,7 +468,7 @@ pub enum AnswerError {
     /// The request's grant was revoked (issue #31): no answer changes it. The request is
     /// unchanged.
     #[error(
-        "approval `{request_id}` was revoked: nothing to answer; the agent must send the call again to request a new approval"
+        "approval `{request_id}` was revoked: it authorizes nothing and no answer changes it; the agent must send the call again to request a new approval"
     )]
     Revoked {
         /// The request.

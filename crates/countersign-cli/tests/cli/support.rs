@@ -398,6 +398,31 @@ impl Agent {
         }
     }
 
+    /// Ask for a refund in `run` that needs a human; return the pending request's id.
+    pub async fn request_approval_in_run(
+        &self,
+        payment_id: &str,
+        amount: u64,
+        run: &str,
+    ) -> ApprovalId {
+        let request = ActionRequest::new(
+            "stripe.refund",
+            &json!({"payment_id": payment_id, "amount": amount}),
+        )
+        .with_run(run);
+        match self
+            .control
+            .execute(
+                request,
+                |_| async move { Ok::<_, ExecutorError>(String::new()) },
+            )
+            .await
+        {
+            Err(ControlError::ApprovalRequired { request_id, .. }) => request_id,
+            other => panic!("expected a pending approval request, got {other:?}"),
+        }
+    }
+
     /// How many times the payment provider was called.
     pub fn refunds(&self) -> usize {
         self.refunds.load(Ordering::SeqCst)
