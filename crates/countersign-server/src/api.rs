@@ -318,8 +318,16 @@ fn encode_cursor(text: &str) -> String {
     URL_SAFE_NO_PAD.encode(text)
 }
 
-/// `GET /api/v1/health`: no sign-in; says whether the store answers.
+/// `GET /api/v1/health`: no sign-in; says whether the store answers, and lists the policy's
+/// approval warnings (`warnings`: one line each, such as an approval nobody can answer, issue
+/// #31; empty without a policy).
 async fn health(State(service): State<Service>) -> Answer {
+    let warnings = service
+        .inner
+        .policy
+        .as_ref()
+        .map(|policy| policy.approval_warnings())
+        .unwrap_or_default();
     let store = service.store().await?;
     store
         .chain_head()
@@ -332,6 +340,7 @@ async fn health(State(service): State<Service>) -> Answer {
             "store": store.backend(),
             "version": env!("CARGO_PKG_VERSION"),
             "public_url": service.inner.public_url,
+            "warnings": warnings,
         }),
     )
 }

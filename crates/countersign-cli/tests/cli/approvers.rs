@@ -217,7 +217,11 @@ actions:
         .lines()
         .filter(|line| line.starts_with("warning: "))
         .collect();
-    assert_eq!(warnings.len(), 2, "{run:?}");
-    assert!(warnings[0].contains("lists no key"), "{warnings:?}");
-    assert!(warnings[1].contains("group `finanse`"), "{warnings:?}");
+    assert_eq!(warnings.len(), 3, "{run:?}");
+    assert!(
+        warnings[0].starts_with("warning: line 5: `refund`: nobody can answer"),
+        "{warnings:?}"
+    );
+    assert!(warnings[1].contains("lists no key"), "{warnings:?}");
+    assert!(warnings[2].contains("group `finanse`"), "{warnings:?}");
 }

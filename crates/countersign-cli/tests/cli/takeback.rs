@@ -142,3 +142,31 @@ async fn cancel_run_clears_only_that_runs_requests() {
     let verified = sandbox.run(&["verify"]);
     assert_eq!(verified.status, Some(0), "{verified:?}");
 }
+
+/// An approval nobody configured can answer is reported by `verify`, with the entry's line.
+#[test]
+fn verify_says_when_nobody_can_answer_an_approval() {
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        "countersign.yaml",
+        "schema: countersign.policy/v1
+environment: test
+directory:
+  human:alice: [support]
+actions:
+  stripe.refund:
+    decision: approve
+    approval: { approvers: [\"group:finance\"] }
+",
+    );
+    let verified = sandbox.run(&["verify"]);
+    sandbox
+        .settings()
+        .bind(|| insta::assert_snapshot!("verify_nobody_can_answer", verified.transcript()));
+    assert!(
+        verified
+            .stdout
+            .contains("warning: line 6: `stripe.refund`: nobody can answer"),
+        "{verified:?}"
+    );
+}
