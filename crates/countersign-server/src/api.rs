@@ -46,6 +46,7 @@ pub(crate) fn router(service: Service) -> Router {
         .route("/api/v1/approvals", get(list_approvals))
         .route("/api/v1/approvals/{id}", get(get_approval))
         .route("/api/v1/approvals/{id}/answer", post(answer))
+        .route("/api/v1/approvals/{id}/revoke", post(revoke))
         .route("/api/v1/receipts", get(list_receipts))
         .route("/api/v1/effects", get(list_effects))
         .route("/api/v1/effects/{key}/resolve", post(resolve))
@@ -574,6 +575,48 @@ async fn answer(
     let record = service
         .answer_as(&caller, request_id, decision, shown_hash, note)
         .await?;
+    let mut scope = Scope::new(&caller, now);
+    json(StatusCode::OK, &item(&record, &mut scope))
+}
+
+/// `POST /api/v1/approvals/{id}/revoke`: `{note}` (optional, the reason). The signed-in caller
+/// takes back a grant not yet used, or their counted yes from a pending quorum (issue #31);
+/// judged by the kernel (an approver who gave a yes, or an entitled resolver). A used grant is
+/// refused `consumed` (409) and nothing changes.
+async fn revoke(
+    State(service): State<Service>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    let caller = service.caller(&headers, true)?;
+    let Path(id) = path.map_err(|error| path_problem(&error))?;
+    let request_id = ApprovalId::parse(&id).map_err(|_| {
+        Problem::new(
+            StatusCode::NOT_FOUND,
+            "unknown_request",
+            format!(
+                "no approval request `{}`: list yours with `GET /api/v1/approvals`",
+                id.escape_debug()
+            ),
+        )
+    })?;
+    let object = body_object(&headers, body, &["note"])?;
+    let note = note_of(&object)?;
+    let now = service.inner.clock.now();
+    let store = service.store().await?;
+    let withdrawal = countersign::approval::withdraw::Withdrawal {
+        request_id,
+        kind: countersign::approval::withdraw::WithdrawalKind::Revoke {
+            approver: caller.credential.clone(),
+            channel: Channel::Service,
+        },
+        reason: note,
+    };
+    let record = store
+        .withdraw_approval(withdrawal, now)
+        .await
+        .map_err(|error| Problem::from_answer(&error))?;
     let mut scope = Scope::new(&caller, now);
     json(StatusCode::OK, &item(&record, &mut scope))
 }
