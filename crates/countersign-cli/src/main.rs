@@ -143,7 +143,8 @@ enum Command {
     /// `approvers.keys` in the policy; keep the private key where tokens are issued, and never
     /// put it in a policy.
     Keygen(keys::KeygenArgs),
-    /// Approver identities: `countersign approver token` issues a signed, short-lived token.
+    /// Approver identities: `countersign approver token` issues a signed, short-lived token;
+    /// `countersign approver revoke JTI` refuses one before it expires.
     Approver(keys::ApproverArgs),
     /// Run the approval service: sign-in (approver tokens, an identity provider's JWT, or an
     /// authenticating proxy), the web inbox at /inbox and the JSON API for answering approvals
@@ -263,7 +264,7 @@ pub async fn run(cli: Cli, out: &mut dyn std::io::Write) -> Result<ExitCode, Fai
         Command::Verify(args) => commands::verify(global, &args, out).await,
         Command::Gateway(args) => gateway::run(global, &args, out).await,
         Command::Keygen(args) => keys::keygen(global, &args, out),
-        Command::Approver(args) => keys::approver(global, &args, out),
+        Command::Approver(args) => keys::approver(global, &args, out).await,
         Command::Serve(args) => serve::run(global, &args, out).await,
     }
 }

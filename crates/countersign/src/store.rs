@@ -488,6 +488,51 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// [`StoreError`] only.
     async fn chain_head(&self) -> Result<Option<ChainHead>, StoreError>;
+
+    /// Put the approver token id `jti` on the deny-list (issue #31): from now on a token with
+    /// that id is refused `not_authenticated` by every answer and revocation, before it
+    /// expires. `by` and `reason` are kept with it. Returns false when it was already listed
+    /// (nothing changes).
+    ///
+    /// The default implementation refuses with [`StoreError::Backend`] (fail closed); the
+    /// memory, SQLite and PostgreSQL stores override it.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn revoke_token(
+        &self,
+        jti: &str,
+        by: &str,
+        reason: Option<&str>,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let _ = (jti, by, reason, now);
+        Err(StoreError::Backend {
+            message: format!(
+                "the `{}` store keeps no token deny-list: use the memory, SQLite or PostgreSQL store",
+                self.backend()
+            ),
+        })
+    }
+
+    /// Is the approver token id `jti` on the deny-list? The approval service asks this at
+    /// sign-in; answers are checked inside their own transaction.
+    ///
+    /// The default implementation refuses with [`StoreError::Backend`] (fail closed).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn token_revoked(&self, jti: &str) -> Result<bool, StoreError> {
+        let _ = jti;
+        Err(StoreError::Backend {
+            message: format!(
+                "the `{}` store keeps no token deny-list: use the memory, SQLite or PostgreSQL store",
+                self.backend()
+            ),
+        })
+    }
 }
 
 /// `delay` scaled by a random factor in [0.5, 1.5): the backoff both backends use between

@@ -614,3 +614,115 @@ async fn a_withdrawal_through_a_surface_records_its_channel() {
         assert_eq!(receipt.authentication.as_deref(), Some("asserted"));
     }
 }
+
+/// A token on the store's deny-list is refused `not_authenticated` by an answer and by a
+/// revocation, with a refusal receipt, on every backend; the same approver's fresh token works.
+#[tokio::test]
+async fn a_revoked_token_is_refused_before_it_expires() {
+    let key = countersign::token::generate_keypair().expect("a key");
+    let policy = format!(
+        "schema: countersign.policy/v1
+environment: test
+approvers:
+  keys: [\"{}\"]
+actions:
+  refund:
+    decision: approve
+    approval: {{ approvers: [\"group:finance\"], require: authenticated }}
+",
+        key.public_key()
+    );
+    for backend in backends().await {
+        let clock = Arc::new(ManualClock::new(Timestamp::from_millis(1_790_000_000_000)));
+        let control = Control::builder_shared(
+            Arc::new(Policy::from_yaml_str(&policy, None).expect("policy")),
+            Arc::clone(&backend.first),
+        )
+        .identity(StaticIdentity::new(
+            Principal::new("agent:support-bot").expect("principal"),
+        ))
+        .clock(Arc::clone(&clock) as Arc<dyn Clock>)
+        .build();
+        let token = |now| {
+            countersign::token::issue(
+                &key,
+                "human:alice",
+                &["finance".to_owned()],
+                std::time::Duration::from_secs(3600),
+                now,
+            )
+            .expect("a token")
+        };
+        let leaked = token(clock.now());
+        let jti = countersign::token::unverified_jti(&leaked).expect("a jti");
+        let request = match control
+            .execute(refund("t1", 50), |_| async { Ok::<_, ExecutorError>(()) })
+            .await
+        {
+            Err(ControlError::ApprovalRequired { request_id, .. }) => request_id,
+            other => panic!("expected approval_required, got {other:?}"),
+        };
+        let answer = |credential: String| countersign::store::RecordAnswer {
+            request_id: request.clone(),
+            decision: Ok(AnswerDecision::Approve),
+            approver: Credential::Token(credential),
+            channel: Channel::Api,
+            shown_hash: None,
+            note: None,
+        };
+        assert!(
+            backend
+                .first
+                .revoke_token(&jti, "ops:dana", Some("leaked"), clock.now())
+                .await
+                .expect("listed")
+        );
+        // The other connection sees it at once.
+        assert!(backend.second.token_revoked(&jti).await.expect("read"));
+        let refused = control
+            .submit_answer(answer(leaked.clone()))
+            .await
+            .expect_err("a revoked token answers nothing");
+        assert_eq!(refused.reason(), "not_authenticated", "{refused:?}");
+        assert!(refused.to_string().contains(&jti), "{refused}");
+        let last = backend
+            .first
+            .receipts(0, 1_000)
+            .await
+            .expect("receipts")
+            .last()
+            .expect("a receipt")
+            .to_receipt()
+            .expect("parses");
+        assert_eq!(last.outcome, ReceiptOutcome::Refused);
+        assert_eq!(last.reason.as_deref(), Some("not_authenticated"));
+        assert_eq!(last.authentication.as_deref(), Some("token"));
+
+        // A fresh token of the same approver answers; the leaked one cannot revoke the grant.
+        clock.advance(std::time::Duration::from_secs(1));
+        let granted = control
+            .submit_answer(answer(token(clock.now())))
+            .await
+            .expect("granted");
+        assert_eq!(granted.state, ApprovalState::Granted);
+        let refused = control
+            .withdraw(Withdrawal {
+                request_id: request.clone(),
+                kind: WithdrawalKind::Revoke {
+                    approver: Credential::Token(leaked),
+                    channel: Channel::Api,
+                },
+                reason: None,
+            })
+            .await
+            .expect_err("a revoked token revokes nothing");
+        assert_eq!(refused.reason(), "not_authenticated");
+        let record = backend
+            .first
+            .approval(&request)
+            .await
+            .expect("read")
+            .expect("exists");
+        assert_eq!(record.state, ApprovalState::Granted);
+    }
+}

@@ -129,9 +129,17 @@ async fn cancel_run_clears_only_that_runs_requests() {
         "ops:dana",
     ]);
     assert_eq!(cancelled.status, Some(0), "{cancelled:?}");
+    // Requests made in the same millisecond list in id order: sort the lines for the snapshot.
+    let mut lines: Vec<&str> = cancelled.stdout.lines().collect();
+    // (by what follows the random id)
+    lines.sort_by_key(|line| line.split_once(": ").map_or(*line, |(_, rest)| rest));
+    let shown = format!(
+        "$ countersign cancel --run run-7 --reason abandoned --as ops:dana\nstatus: 0\n{}",
+        lines.join("\n")
+    );
     sandbox
         .settings()
-        .bind(|| insta::assert_snapshot!("cancel_run_text", cancelled.transcript()));
+        .bind(|| insta::assert_snapshot!("cancel_run_text", shown));
     assert_eq!(state_of(&sandbox, first.as_str()), "cancelled");
     assert_eq!(state_of(&sandbox, second.as_str()), "cancelled");
     assert_eq!(state_of(&sandbox, other.as_str()), "pending");
@@ -169,4 +177,97 @@ actions:
             .contains("warning: line 6: `stripe.refund`: nobody can answer"),
         "{verified:?}"
     );
+}
+
+/// `countersign approver revoke JTI`: a revoked token is refused `not_authenticated` before it
+/// expires, and the refusal is recorded; a fresh token still answers.
+#[tokio::test]
+async fn a_revoked_approver_token_is_refused() {
+    let sandbox = Sandbox::new();
+    assert_eq!(
+        sandbox.run(&["keygen", "--out", "approvers"]).status,
+        Some(0)
+    );
+    sandbox.write(
+        "countersign.yaml",
+        "schema: countersign.policy/v1
+environment: test
+directory:
+  human:alice: [finance]
+approvers:
+  keys: [approvers.pub]
+actions:
+  stripe.refund:
+    effect: \"refund:{payment_id}\"
+    decision: approve
+    approval: { approvers: [\"group:finance\"], require: authenticated }
+",
+    );
+    let agent = sandbox.agent();
+    let id = agent.request_approval("pi_tok", 200_000).await;
+    let issue = || {
+        let issued = sandbox.run(&[
+            "--json",
+            "approver",
+            "token",
+            "--key",
+            "approvers",
+            "--subject",
+            "human:alice",
+            "--groups",
+            "finance",
+            "--ttl",
+            "1h",
+        ]);
+        assert_eq!(issued.status, Some(0), "{issued:?}");
+        let value: serde_json::Value = serde_json::from_str(&issued.stdout).expect("JSON");
+        (
+            value["token"].as_str().expect("token").to_owned(),
+            value["jti"].as_str().expect("a jti").to_owned(),
+        )
+    };
+    let (leaked, jti) = issue();
+    sandbox.write("leaked.token", &leaked);
+    let revoked = sandbox.run(&[
+        "approver",
+        "revoke",
+        &jti,
+        "--reason",
+        "leaked in a chat",
+        "--as",
+        "ops:dana",
+    ]);
+    assert_eq!(revoked.status, Some(0), "{revoked:?}");
+    sandbox
+        .settings()
+        .bind(|| insta::assert_snapshot!("approver_revoke_text", revoked.transcript()));
+    // Revoking it again, by the whole token this time, changes nothing.
+    let again = sandbox.run(&["approver", "revoke", &leaked]);
+    assert_eq!(again.status, Some(0), "{again:?}");
+    assert!(again.stdout.contains("already revoked"), "{again:?}");
+    assert!(!again.stdout.contains(&leaked), "a token was echoed");
+
+    let refused = sandbox.run(&["approve", id.as_str(), "--token-file", "leaked.token"]);
+    assert_eq!(refused.status, Some(1));
+    sandbox
+        .settings()
+        .bind(|| insta::assert_snapshot!("approve_refused_revoked_token", refused.transcript()));
+    let receipts = sandbox.receipts_json();
+    let last = receipts.last().expect("a refusal receipt");
+    assert_eq!(last["outcome"], "refused");
+    assert_eq!(last["reason"], "not_authenticated");
+    assert_eq!(state_of(&sandbox, id.as_str()), "pending");
+
+    let bad = sandbox.run(&["approver", "revoke", "not-an-id"]);
+    assert_eq!(bad.status, Some(1));
+    assert!(
+        bad.one_line_error().contains("is not a token id"),
+        "{bad:?}"
+    );
+
+    let (fresh, _) = issue();
+    sandbox.write("fresh.token", &fresh);
+    let granted = sandbox.run(&["approve", id.as_str(), "--token-file", "fresh.token"]);
+    assert_eq!(granted.status, Some(0), "{granted:?}");
+    assert_eq!(state_of(&sandbox, id.as_str()), "granted");
 }

@@ -78,9 +78,9 @@ use crate::store::{
     RecordAnswer, ResolveEffect, Store,
 };
 
-/// The schema version this build migrates to, writes and reads (2: issue #12; see
-/// [`crate::store::sqlite::SCHEMA_VERSION`] for what it added).
-pub const SCHEMA_VERSION: i64 = 2;
+/// The schema version this build migrates to, writes and reads (2: issue #12; 3: issue #31's
+/// token deny-list; see [`crate::store::sqlite::SCHEMA_VERSION`] for what each added).
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The forward-only migrations: version `n` is applied to a database at version `n − 1`.
 /// Never edit an applied migration; add the next one.
@@ -149,6 +149,17 @@ CREATE TABLE correlations (
     PRIMARY KEY (framework, run, call_id)
 );
 ALTER TABLE effects ADD COLUMN attempt TEXT;
+",
+    ),
+    (
+        3,
+        "
+CREATE TABLE revoked_tokens (
+    jti TEXT PRIMARY KEY,
+    revoked_at BIGINT NOT NULL,
+    revoked_by TEXT NOT NULL,
+    reason TEXT
+);
 ",
     ),
 ];
@@ -747,6 +758,16 @@ pub(crate) struct PgTxn {
 }
 
 impl PgTxn {
+    /// Is the approver token id `jti` on the deny-list (issue #31)?
+    pub(crate) async fn token_revoked(&mut self, jti: &str) -> Result<bool, PgFailure> {
+        let row = sqlx::query("SELECT 1 FROM revoked_tokens WHERE jti = $1")
+            .bind(jti.to_owned())
+            .fetch_optional(&mut *self.transaction)
+            .await
+            .map_err(classify)?;
+        Ok(row.is_some())
+    }
+
     /// One approval request, locked.
     pub(crate) async fn approval(
         &mut self,
@@ -1301,6 +1322,37 @@ impl Store for PostgresStore {
             )
             .await?;
         rows.iter().map(receipt_from_row).collect()
+    }
+
+    async fn revoke_token(
+        &self,
+        jti: &str,
+        by: &str,
+        reason: Option<&str>,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO revoked_tokens (jti, revoked_at, revoked_by, reason) VALUES ($1, $2, $3, $4) ON CONFLICT (jti) DO NOTHING",
+        )
+        .bind(jti.to_owned())
+        .bind(now.as_millis())
+        .bind(by.to_owned())
+        .bind(reason.map(str::to_owned))
+        .execute(&self.pool)
+        .await
+        .map_err(|error| StoreError::Backend {
+            message: format!("cannot write the token deny-list: {error}"),
+        })?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn token_revoked(&self, jti: &str) -> Result<bool, StoreError> {
+        let rows = self
+            .read_rows(
+                sqlx::query("SELECT 1 FROM revoked_tokens WHERE jti = $1").bind(jti.to_owned()),
+            )
+            .await?;
+        Ok(!rows.is_empty())
     }
 
     async fn chain_head(&self) -> Result<Option<ChainHead>, StoreError> {

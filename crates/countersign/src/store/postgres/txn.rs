@@ -273,7 +273,23 @@ pub(crate) async fn answer_approval(
     now: Timestamp,
 ) -> Result<Result<ApprovalRecord, AnswerError>, PgFailure> {
     let record = txn.approval(&answer.request_id).await?;
-    match answer_step(record, answer, now) {
+    let revoked = match crate::store::txn::credential_jti(&answer.approver) {
+        Some(jti) if txn.token_revoked(&jti).await? => Some(jti),
+        _ => None,
+    };
+    let step = match revoked {
+        Some(jti) => {
+            let (error, receipt) = crate::store::txn::revoked_token_refusal(
+                record,
+                answer.request_id,
+                &answer.channel,
+                &jti,
+            );
+            AnswerStep::Refuse { error, receipt }
+        }
+        None => answer_step(record, answer, now),
+    };
+    match step {
         AnswerStep::Write { record, receipt } => {
             txn.update_approval(&record).await?;
             append(txn, receipt, now).await?;
@@ -301,6 +317,24 @@ pub(crate) async fn withdraw_approval(
 ) -> Result<Result<ApprovalRecord, AnswerError>, PgFailure> {
     use crate::approval::withdraw::{WithdrawStep, withdraw_step};
     let record = txn.approval(&withdrawal.request_id).await?;
+    if let crate::approval::withdraw::WithdrawalKind::Revoke {
+        approver, channel, ..
+    } = &withdrawal.kind
+        && let Some(jti) = crate::store::txn::credential_jti(approver)
+        && txn.token_revoked(&jti).await?
+    {
+        let (error, receipt) = crate::store::txn::revoked_token_refusal(
+            record,
+            withdrawal.request_id.clone(),
+            channel,
+            &jti,
+        );
+        if let Some(mut receipt) = receipt {
+            receipt.kind = Some(ReceiptKind::ApprovalRevoked);
+            append(txn, receipt, now).await?;
+        }
+        return Ok(Err(error));
+    }
     match withdraw_step(record, withdrawal, now) {
         WithdrawStep::Write { record, receipt } => {
             txn.update_approval(&record).await?;
