@@ -136,7 +136,7 @@ pub async fn cancel(
                         .filter(|record| record.run.as_deref() == Some(run.as_str())),
                 );
             }
-            waiting.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+            waiting.sort_by_key(|record| record.created_at);
             waiting.into_iter().map(|record| record.id).collect()
         }
         (None, None) => {

@@ -94,7 +94,7 @@ impl Control {
                     .filter(|record| record.run.as_deref() == Some(run)),
             );
         }
-        waiting.sort_by(|a, b| a.created_at.cmp(&b.created_at));
+        waiting.sort_by_key(|record| record.created_at);
         let mut done = Vec::with_capacity(waiting.len());
         for record in waiting {
             let result = self.cancel(&record.id, operator, reason).await;
