@@ -90,7 +90,12 @@ async fn track(
         .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
     let method = request.method().as_str().to_owned();
     let started = std::time::Instant::now();
-    let response = next.run(request).await;
+    // Issue #31: an approver token on the store's deny-list signs in nowhere, by header or by
+    // the browser session it opened. Answers are also refused inside their own transaction.
+    let response = match revoked_token(&service, request.headers()).await {
+        Ok(None) => next.run(request).await,
+        Ok(Some(problem)) | Err(problem) => problem.into_response(),
+    };
     service.inner.metrics.record_request(
         &method,
         &route,
@@ -98,6 +103,38 @@ async fn track(
         started.elapsed(),
     );
     response
+}
+
+/// The refusal for a request presenting a revoked approver token, if it does (issue #31).
+/// Reading the deny-list fails closed: a store that cannot be read refuses the call.
+async fn revoked_token(service: &Service, headers: &HeaderMap) -> Result<Option<Problem>, Problem> {
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(|token| token.trim().to_owned());
+    let presented = bearer.or_else(|| {
+        let id = browser::cookie(headers, browser::SESSION_COOKIE)?;
+        let session = service.inner.sessions.find(id, service.inner.clock.now())?;
+        Some(session.token)
+    });
+    let Some(jti) = presented
+        .as_deref()
+        .and_then(countersign::token::unverified_jti)
+    else {
+        return Ok(None);
+    };
+    let store = service.store().await?;
+    if store
+        .token_revoked(&jti)
+        .await
+        .map_err(|error| Problem::from_store(&error))?
+    {
+        return Ok(Some(Problem::not_authenticated(format!(
+            "the approver token `{jti}` was revoked (`countersign approver revoke`): ask for a new one"
+        ))));
+    }
+    Ok(None)
 }
 
 /// `GET /metrics`: Prometheus text.

@@ -885,5 +885,27 @@ async fn revokes_a_yes_and_a_grant_but_never_a_used_one(backend: Backend, case: 
     let (status, health) = harness.get("/api/v1/health", None).await;
     assert_eq!(status, 200);
     assert!(health["warnings"].is_array(), "{health}");
+
+    // A revoked approver token signs in nowhere; bob's still does.
+    let jti = token::unverified_jti(&alice).expect("a jti");
+    assert!(
+        harness
+            .store
+            .revoke_token(&jti, "ops:dana", Some("leaked"), harness.clock.now())
+            .await
+            .expect("listed")
+    );
+    let (status, problem) = harness.get("/api/v1/approvals", Some(&alice)).await;
+    assert_eq!(
+        (status, problem["reason"].as_str()),
+        (401, Some("not_authenticated")),
+        "{problem}"
+    );
+    assert!(
+        problem["detail"].as_str().unwrap_or("").contains(&jti),
+        "{problem}"
+    );
+    let (status, _) = harness.get("/api/v1/approvals", Some(&bob)).await;
+    assert_eq!(status, 200);
     harness.stop().await;
 }
