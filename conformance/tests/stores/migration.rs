@@ -354,6 +354,9 @@ async fn check_migrated_from_2(store: Arc<dyn Store>, approvals: usize, receipts
         .expect("pending")
         .first()
     {
+        // The fixture's clock: just before the request expires (it was made with a 15-minute
+        // TTL), so the test does not depend on when it runs.
+        let now = countersign::Timestamp::from_millis(pending.expires_at.as_millis() - 1);
         let cancelled = store
             .withdraw_approval(
                 countersign::approval::withdraw::Withdrawal {
