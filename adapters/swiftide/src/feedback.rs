@@ -50,7 +50,8 @@ pub struct Pause {
     /// The swiftide tool call that paused.
     pub tool_call_id: String,
     /// Set when the paused action is a reviewer's edit of the tool call: what it was edited
-    /// from. Every later answer for this tool call carries it again ([`approve`] does).
+    /// from. Every later answer for this tool call carries it again
+    /// ([`crate::Gate::approve`] does).
     pub edit: Option<Edit>,
     /// Set when the feedback this pass received answered nothing, and the run paused again on
     /// `request_id`: the other request it named (`apr_…`), or [`NOT_AN_ANSWER`] when it carried

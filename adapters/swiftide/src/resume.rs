@@ -87,8 +87,8 @@ pub async fn waiting_calls(agent: &Agent) -> Result<Vec<ToolCall>, AgentError> {
 /// Resume an agent that stopped on paused tool calls, answering any number of them at once,
 /// whether or not swiftide would re-enter the turn.
 ///
-/// Each `(tool_call, feedback)` ([`crate::approve`], [`crate::reject`], [`crate::edit`],
-/// [`crate::recheck`]) is handed to the agent's context (`AgentContext::feedback_received`), as a
+/// Each `(tool_call, feedback)` ([`crate::Gate::approve`], [`crate::Gate::reject`],
+/// [`crate::edit`], [`crate::recheck`]) is handed to the agent's context (`AgentContext::feedback_received`), as a
 /// host does for swiftide's own resume. Then every call of the last turn still without output
 /// ([`waiting_calls`]) is re-entered once, in the turn's order, through the agent's tool of that
 /// name: a gated call reads its answer, which reaches the kernel through

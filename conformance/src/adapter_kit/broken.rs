@@ -5,8 +5,8 @@
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use countersign::approval::record_answer;
 use countersign::approver::Credential;
+use countersign::control::record_answer;
 use countersign::{
     AnswerDecision, ApprovalAnswer, ApprovalId, Control, ControlError, FrameworkInterrupt,
     InterruptApprovalProvider, InterruptError, PendingApproval, Principal, StaticIdentity,

@@ -8,7 +8,7 @@
 
 use std::time::Duration;
 
-use countersign::evidence::verify_store;
+use countersign::audit::verify_store;
 use countersign_conformance::store_kit::StoreBackend;
 use countersign_conformance::store_kit::worker::{self, start_in};
 use serde_json::{Value, json};

@@ -5,7 +5,7 @@
 use std::time::Duration;
 
 use countersign::EffectState;
-use countersign::evidence::verify_store;
+use countersign::audit::verify_store;
 use countersign_conformance::store_kit::worker::{self, start_in};
 use countersign_conformance::store_kit::{Fresh, SqliteBackend, StoreBackend};
 use serde_json::json;

@@ -4,8 +4,9 @@
 
 use std::time::Duration;
 
+use countersign::audit::verify_store;
 use countersign::evidence::{
-    AnchorCheck, ReceiptDraft, ReceiptKind, ReceiptOutcome, StoredReceipt, seal, verify_store,
+    AnchorCheck, ReceiptDraft, ReceiptKind, ReceiptOutcome, StoredReceipt, seal,
 };
 use countersign::{Anchor, Clock, SystemClock};
 use countersign_conformance::store_kit::worker::{self, start_in};

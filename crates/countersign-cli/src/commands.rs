@@ -276,7 +276,8 @@ pub async fn answer(
         shown_hash,
         note: args.note.clone(),
     };
-    let record = approval::submit_answer(store.as_ref(), submitted, SystemClock.now()).await?;
+    let record =
+        countersign::control::submit_answer(store.as_ref(), submitted, SystemClock.now()).await?;
     if global.json {
         write_json(out, &record)?;
         return Ok(ExitCode::SUCCESS);
@@ -462,7 +463,7 @@ pub async fn verify_chain(
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
     let anchor = read_anchor(anchor_file)?;
-    let report = evidence::verify_store(store, anchor.as_ref()).await?;
+    let report = countersign::audit::verify_store(store, anchor.as_ref()).await?;
     if json {
         write_json(out, &report)?;
     } else {
@@ -727,18 +728,22 @@ pub async fn verify(
     }
     let store = open_existing(global).await?;
     let anchor = read_anchor(args.anchor.as_deref())?;
-    let report = evidence::verify_store(store.as_ref(), anchor.as_ref()).await?;
+    let report = countersign::audit::verify_store(store.as_ref(), anchor.as_ref()).await?;
     // The effects table is what the kernel consults before running an effect and it is not
     // chained: compare it with the receipts (only meaningful on an intact chain).
     let (effects, approvals) = match report.first_break {
         None => (
-            Some(evidence::cross_check_effects(store.as_ref()).await?),
-            Some(evidence::cross_check_approvals(store.as_ref()).await?),
+            Some(countersign::audit::cross_check_effects(store.as_ref()).await?),
+            Some(countersign::audit::cross_check_approvals(store.as_ref()).await?),
         ),
         Some(_) => (None, None),
     };
-    let agree = effects.as_ref().is_none_or(evidence::StateCheck::agrees)
-        && approvals.as_ref().is_none_or(evidence::StateCheck::agrees);
+    let agree = effects
+        .as_ref()
+        .is_none_or(countersign::audit::StateCheck::agrees)
+        && approvals
+            .as_ref()
+            .is_none_or(countersign::audit::StateCheck::agrees);
     if global.json {
         write_json(
             out,

@@ -6,7 +6,7 @@ use std::process::ExitCode;
 use std::sync::{Arc, Mutex};
 
 use clap::Args;
-use countersign::approval::{self, AnswerDecision, ApprovalRecord};
+use countersign::approval::{AnswerDecision, ApprovalRecord};
 use countersign::approver::{Channel, Credential};
 use countersign::store::{RecordAnswer, SqliteStore, Store};
 use countersign::{
@@ -144,7 +144,9 @@ impl Demo<'_> {
             shown_hash: Some(shown_hash.clone()),
             note: None,
         };
-        match approval::submit_answer(self.store.as_ref(), answer, SystemClock.now()).await {
+        match countersign::control::submit_answer(self.store.as_ref(), answer, SystemClock.now())
+            .await
+        {
             Ok(record) => Ok(Ok(record)),
             Err(AnswerError::Store(error)) => Err(Failure(error.to_string())),
             Err(refused) => Ok(Err(refused)),
@@ -376,7 +378,7 @@ pub async fn run(
     } else {
         (AnswerDecision::Reject, "deny", "human:you")
     };
-    let record = approval::record_answer(
+    let record = countersign::control::record_answer(
         demo.store.as_ref(),
         &request_id,
         decision,
@@ -403,7 +405,7 @@ pub async fn run(
         .await?;
     demo.show(&asked)?;
     if let Err(ControlError::ApprovalRequired { request_id, .. }) = asked {
-        approval::record_answer(
+        countersign::control::record_answer(
             demo.store.as_ref(),
             &request_id,
             AnswerDecision::Approve,

@@ -116,7 +116,7 @@ pub fn receipts_table(receipts: &[Receipt]) -> Table {
 /// (`effects`, `granted approvals`), `advice` is the next step when they disagree.
 pub fn state_check<D: std::fmt::Display>(
     what: &str,
-    check: &countersign::evidence::StateCheck<D>,
+    check: &countersign::audit::StateCheck<D>,
     advice: &str,
     out: &mut dyn Write,
 ) -> io::Result<()> {

@@ -98,7 +98,11 @@ fn control_exception(py: Python<'_>, error: &ControlError, cause: Option<PyErr>)
     let (class, fields) = match error {
         ControlError::InvalidArguments { action, source } => (
             "InvalidArguments",
-            json!({"action": action, "detail": source.to_string()}),
+            json!({
+                "action": action,
+                "detail": source.to_string(),
+                "canonical_reason": source.reason(),
+            }),
         ),
         ControlError::Template { action, source } => (
             "BadTemplate",

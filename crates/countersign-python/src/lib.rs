@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Duration;
 
-use countersign::approval::{self, AnswerDecision};
+use countersign::approval::AnswerDecision;
 use countersign::store;
 use countersign::{
     ActionRequest, ApprovalId, ApprovalState, Control, EffectKey, ExecutorError, Policy,
@@ -407,7 +407,7 @@ impl NativeControl {
             builder = builder
                 .clock(Arc::clone(&clock))
                 .approval_provider(Arc::new(
-                    countersign::approval::InterruptApprovalProvider::new(
+                    countersign::control::InterruptApprovalProvider::new(
                         opened,
                         Arc::new(interrupt),
                         clock,
@@ -576,8 +576,13 @@ impl NativeControl {
         };
         let store = self.control.store();
         let now = self.control.clock().now();
-        let recorded =
-            py.detach(|| runtime().block_on(approval::submit_answer(store.as_ref(), answer, now)));
+        let recorded = py.detach(|| {
+            runtime().block_on(countersign::control::submit_answer(
+                store.as_ref(),
+                answer,
+                now,
+            ))
+        });
         match recorded {
             Ok(record) => to_json(&record),
             Err(error) => Err(answer_error(py, &error)),

@@ -2,7 +2,7 @@
 //!
 //! The service lets people answer an agent's approval requests and settle ambiguous effects
 //! from anywhere the operator exposes it, through the one closed answer contract every surface
-//! shares ([`countersign::approval::submit_answer`] and the store's `resolve_effect`). It never
+//! shares ([`countersign::control::submit_answer`] and the store's `resolve_effect`). It never
 //! writes a grant itself and never takes an identity from anything a caller asserts: callers sign
 //! in with an approver token, an identity provider's JWT ([`jwks`]) or through an
 //! authenticating proxy ([`auth`]), and the kernel

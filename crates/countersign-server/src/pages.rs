@@ -14,7 +14,7 @@
 //! or a bearer token): no form has a field that names an approver. Every form carries a CSRF
 //! value (the session's, or for proxy sign-in a keyed digest of the identity) and a request
 //! with an `Origin` must come from the service's own origin. Answers go through
-//! [`countersign::approval::submit_answer`] exactly like the API's; a hash other than the
+//! [`countersign::control::submit_answer`] exactly like the API's; a hash other than the
 //! request's is refused `mismatch` and the page says so.
 //!
 //! Every HTML response carries [`CONTENT_SECURITY_POLICY`], `X-Content-Type-Options: nosniff`

@@ -22,15 +22,12 @@
 //! [`plan_open`]); store backends only read and write.
 
 use std::fmt;
-use std::sync::Arc;
 
 use serde::Serialize;
 
-use crate::action::{ActionHash, REDACTED, canonical};
+use crate::action::{ActionHash, canonical};
 use crate::approver::{ApprovalRule, Approver, Channel, Credential};
 use crate::clock::Timestamp;
-use crate::error::ControlError;
-use crate::store::Store;
 
 /// An approval request identifier: `apr_` plus 20 lowercase base-32 characters.
 #[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
@@ -40,7 +37,7 @@ pub struct ApprovalId(String);
 impl ApprovalId {
     /// A fresh random identifier.
     pub fn generate() -> ApprovalId {
-        ApprovalId(crate::store::random_id("apr_"))
+        ApprovalId(crate::id::random_id("apr_"))
     }
 
     /// Parse a user-given identifier.
@@ -413,8 +410,9 @@ pub enum InterruptError {
 
 /// A framework's own human-in-the-loop primitive, seen from the kernel.
 ///
-/// Implemented by adapters; wrapped by the operator in an [`InterruptApprovalProvider`], which
-/// is the only place an adapter's answer becomes a grant.
+/// Implemented by adapters; wrapped by the operator in a
+/// [`crate::control::InterruptApprovalProvider`], which is the only place an adapter's answer
+/// becomes a grant.
 #[async_trait::async_trait]
 pub trait FrameworkInterrupt: Send + Sync {
     /// The framework's name (for evidence and reports), such as `langgraph`.
@@ -429,189 +427,6 @@ pub trait FrameworkInterrupt: Send + Sync {
     }
     /// Ask a human through the framework.
     async fn interrupt(&self, pending: PendingApproval) -> Result<ApprovalAnswer, InterruptError>;
-}
-
-/// What an [`ApprovalProvider`] did with a pending request.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum ProviderOutcome {
-    /// An answer was recorded in the store; the pipeline goes on to take it.
-    Answered,
-    /// Nobody answered now (out of band, or the framework paused the run): the attempt ends
-    /// with `ApprovalRequired` and the request stays pending.
-    Deferred,
-}
-
-/// Asks a human when policy says `approve` and nothing usable was presented.
-#[async_trait::async_trait]
-pub trait ApprovalProvider: Send + Sync {
-    /// Ask about `pending`; record the answer, if one comes, in the store.
-    ///
-    /// # Errors
-    ///
-    /// A [`ControlError`] that ends the attempt (for example `ApprovalMismatch` when the answer
-    /// is about other arguments).
-    async fn request(&self, pending: &PendingApproval) -> Result<ProviderOutcome, ControlError>;
-}
-
-/// The approval provider that routes requests through a framework's interrupt.
-///
-/// Constructed by the operator with the store and the adapter's [`FrameworkInterrupt`]; it
-/// records the answer (and who gave it) in the store, after checking that an answer carrying
-/// arguments is about exactly the pending ones.
-pub struct InterruptApprovalProvider {
-    store: Arc<dyn Store>,
-    interrupt: Arc<dyn FrameworkInterrupt>,
-    clock: Arc<dyn crate::clock::Clock>,
-}
-
-impl InterruptApprovalProvider {
-    /// A provider that asks through `interrupt` and records answers in `store`, judging expiry
-    /// by `clock` (use the same clock as the [`crate::Control`]).
-    pub fn new(
-        store: Arc<dyn Store>,
-        interrupt: Arc<dyn FrameworkInterrupt>,
-        clock: Arc<dyn crate::clock::Clock>,
-    ) -> InterruptApprovalProvider {
-        InterruptApprovalProvider {
-            store,
-            interrupt,
-            clock,
-        }
-    }
-}
-
-#[async_trait::async_trait]
-impl ApprovalProvider for InterruptApprovalProvider {
-    async fn request(&self, pending: &PendingApproval) -> Result<ProviderOutcome, ControlError> {
-        let answer = match self.interrupt.interrupt(pending.clone()).await {
-            Ok(answer) => answer,
-            Err(InterruptError::Suspended) => return Ok(ProviderOutcome::Deferred),
-            Err(InterruptError::Failed(message)) => {
-                return Err(ControlError::InterruptFailed {
-                    request_id: pending.request_id.clone(),
-                    framework: self.interrupt.framework().to_owned(),
-                    message,
-                });
-            }
-        };
-        if self.interrupt.carries_approved_arguments() {
-            answered_about_pending(pending, answer.arguments.as_ref())?;
-        }
-        // An adapter hands over a token or a name; it never vouches for an identity itself
-        // (only a surface the operator runs, such as the approval service, does).
-        let approver = match answer.approver {
-            Credential::Verified { id, .. } => Credential::Unverified {
-                source: format!("the {} adapter, naming `{id}`", self.interrupt.framework()),
-                reason: "an adapter cannot vouch for an approver: pass the approver's token on the resuming call".to_owned(),
-            },
-            other => other,
-        };
-        let submitted = crate::store::RecordAnswer {
-            request_id: pending.request_id.clone(),
-            decision: Ok(answer.decision),
-            approver,
-            channel: self.interrupt.channel(),
-            shown_hash: answer.shown_hash,
-            note: answer.note,
-        };
-        submit_answer(self.store.as_ref(), submitted, self.clock.now())
-            .await
-            .map_err(ControlError::from_answer_error)?;
-        Ok(ProviderOutcome::Answered)
-    }
-}
-
-/// Check that an answer's arguments are the pending ones (after the same redaction).
-fn answered_about_pending(
-    pending: &PendingApproval,
-    answered: Option<&serde_json::Value>,
-) -> Result<(), ControlError> {
-    let mismatch = |answered_hash: String| ControlError::ApprovalMismatch {
-        request_id: pending.request_id.clone(),
-        approved_hash: answered_hash,
-        action_hash: pending.action_hash.clone(),
-    };
-    let Some(answered) = answered else {
-        return Err(mismatch("(no arguments in the answer)".to_owned()));
-    };
-    let mut answered = answered.clone();
-    // Secret arguments are shown redacted; keep the redaction marker where the pending had it.
-    if let (serde_json::Value::Object(answered_map), serde_json::Value::Object(pending_map)) =
-        (&mut answered, &pending.arguments)
-    {
-        for (key, value) in pending_map {
-            if value.as_str() == Some(REDACTED) && answered_map.contains_key(key) {
-                answered_map.insert(key.clone(), value.clone());
-            }
-        }
-    }
-    let answered = canonical::to_canonical(&answered)
-        .map_err(|_| mismatch("(unrepresentable arguments)".to_owned()))?;
-    let pending_canonical = canonical::to_canonical(&pending.arguments)
-        .map_err(|_| mismatch("(unrepresentable pending arguments)".to_owned()))?;
-    if answered != pending_canonical {
-        return Err(mismatch(answered.sha256()));
-    }
-    Ok(())
-}
-
-/// Record a human's answer: the one path every surface shares (the CLI, the approval service,
-/// the Python helpers, the interrupt provider, the gateway).
-///
-/// The store judges it against the request's stored rule, in one transaction with the answer
-/// and its receipt; a refused answer changes nothing but writes a refusal receipt naming who
-/// sent it and why.
-///
-/// # Errors
-///
-/// [`crate::AnswerError`]: unknown request, an invalid decision, no approver, a token that
-/// does not verify, not entitled, self-approval, a hash echo that does not match, already
-/// decided (with the stored decision), expired, or a store failure.
-///
-/// # Cancel safety
-///
-/// One store transaction: dropping the future either leaves the answer unrecorded or recorded,
-/// never half.
-pub async fn submit_answer(
-    store: &dyn Store,
-    answer: crate::store::RecordAnswer,
-    now: Timestamp,
-) -> Result<ApprovalRecord, crate::error::AnswerError> {
-    if let Credential::Asserted(name) | Credential::Verified { id: name, .. } = &answer.approver
-        && name.trim().is_empty()
-    {
-        return Err(crate::error::AnswerError::NoApprover);
-    }
-    store.answer_approval(answer, now).await
-}
-
-/// [`submit_answer`] for the programmatic API: an asserted `approver` through
-/// [`Channel::Api`], with no hash echo (the answer receipt records `hash_confirmed: false`).
-///
-/// # Errors
-///
-/// As [`submit_answer`].
-///
-/// # Cancel safety
-///
-/// As [`submit_answer`].
-pub async fn record_answer(
-    store: &dyn Store,
-    request_id: &ApprovalId,
-    decision: AnswerDecision,
-    approver: &str,
-    note: Option<&str>,
-    now: Timestamp,
-) -> Result<ApprovalRecord, crate::error::AnswerError> {
-    let answer = crate::store::RecordAnswer {
-        request_id: request_id.clone(),
-        decision: Ok(decision),
-        approver: Credential::Asserted(approver.to_owned()),
-        channel: Channel::Api,
-        shown_hash: None,
-        note: note.map(str::to_owned),
-    };
-    submit_answer(store, answer, now).await
 }
 
 /// What to do with an answer from an approver the rule already accepted, given the stored

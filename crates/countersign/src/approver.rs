@@ -31,8 +31,6 @@ use std::fmt;
 
 use serde::{Deserialize, Serialize};
 
-use crate::policy::matches_pattern;
-
 /// The channel an answer came through. Serialized as its [`Channel::as_str`] text.
 #[derive(Clone, Debug, PartialEq, Eq, Hash)]
 pub enum Channel {
@@ -427,6 +425,18 @@ fn judge_against(
         });
     }
     Ok(())
+}
+
+/// Whether `name` matches the action key `pattern`.
+///
+/// A pattern with one `*`, at its end, matches every name that starts with the text before
+/// the `*` (`*` alone matches every name, `read_*` matches `read_` itself); any other key
+/// matches only the identical name.
+pub fn matches_pattern(pattern: &str, name: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) if !prefix.contains('*') => name.starts_with(prefix),
+        _ => pattern == name,
+    }
 }
 
 #[cfg(test)]

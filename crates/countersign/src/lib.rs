@@ -43,25 +43,28 @@
 pub mod action;
 pub mod approval;
 pub mod approver;
+pub mod audit;
 pub mod clock;
 pub mod control;
 pub mod display;
 pub mod effect;
 pub mod error;
 pub mod evidence;
+mod id;
 pub mod policy;
 pub mod store;
 pub mod token;
 
 pub use action::{Action, ActionHash, Principal, canonical};
 pub use approval::{
-    AnswerDecision, ApprovalAnswer, ApprovalId, ApprovalProvider, ApprovalRecord, ApprovalState,
-    FrameworkInterrupt, InterruptApprovalProvider, InterruptError, PendingApproval,
+    AnswerDecision, ApprovalAnswer, ApprovalId, ApprovalRecord, ApprovalState, FrameworkInterrupt,
+    InterruptError, PendingApproval,
 };
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use control::{
-    ActionRequest, Control, ControlBuilder, Evaluation, Executed, ExitStatusSlot, HandedOff,
-    IdentityProvider, Protected, StaticIdentity, needs_approval,
+    ActionRequest, ApprovalProvider, Control, ControlBuilder, Evaluation, Executed, ExitStatusSlot,
+    HandedOff, IdentityProvider, InterruptApprovalProvider, Protected, StaticIdentity,
+    needs_approval,
 };
 pub use display::ApprovalDisplay;
 pub use effect::{EffectKey, EffectRecord, EffectState, ExecutorError, ReconcileHook};

@@ -52,6 +52,10 @@ use serde_json::Value;
 
 use crate::approver::{ApprovalRule, Requirement};
 
+/// Whether `name` matches the action key `pattern` (defined beside the approver rules, which
+/// match group names the same way).
+pub use crate::approver::matches_pattern;
+
 mod condition;
 mod error;
 mod explain;
@@ -364,18 +368,6 @@ impl Policy {
 fn with_file(mut error: LoadError, source: Option<&Path>) -> LoadError {
     error.file = source.map(Path::to_path_buf);
     error
-}
-
-/// Whether `name` matches the action key `pattern`.
-///
-/// A pattern with one `*`, at its end, matches every name that starts with the text before
-/// the `*` (`*` alone matches every name, `read_*` matches `read_` itself); any other key
-/// matches only the identical name.
-pub fn matches_pattern(pattern: &str, name: &str) -> bool {
-    match pattern.strip_suffix('*') {
-        Some(prefix) if !prefix.contains('*') => name.starts_with(prefix),
-        _ => pattern == name,
-    }
 }
 
 /// Whether the kernel enforces decisions.

@@ -27,6 +27,7 @@ pub mod postgres;
 pub mod sqlite;
 mod stored;
 pub mod txn;
+pub(crate) mod withdraw;
 
 use rand::Rng;
 
@@ -547,18 +548,6 @@ pub fn sqlite_path(url: &str) -> Option<&str> {
     let rest = url.strip_prefix("sqlite:")?;
     let rest = rest.strip_prefix("//").unwrap_or(rest);
     Some(rest.split_once('?').map_or(rest, |(path, _)| path))
-}
-
-/// A random identifier: `prefix` plus 20 lowercase base-32 characters (100 bits).
-pub(crate) fn random_id(prefix: &str) -> String {
-    const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
-    let mut rng = rand::rng();
-    let mut id = String::with_capacity(prefix.len() + 20);
-    id.push_str(prefix);
-    for _ in 0..20 {
-        id.push(ALPHABET[rng.random_range(0..32)] as char);
-    }
-    id
 }
 
 /// Open a store from a URL:

@@ -133,7 +133,7 @@ impl World {
         channel: Channel,
         shown_hash: Option<ActionHash>,
     ) -> Result<ApprovalRecord, countersign::AnswerError> {
-        approval::submit_answer(
+        countersign::control::submit_answer(
             self.store.as_ref(),
             RecordAnswer {
                 request_id: record.id.clone(),

@@ -7,7 +7,8 @@
 
 use std::sync::Arc;
 
-use countersign::evidence::{self, ProcessExit, ReceiptOutcome};
+use countersign::audit;
+use countersign::evidence::{ProcessExit, ReceiptOutcome};
 use countersign::store::{self, MemoryStore, SqliteStore, Store};
 use countersign::{
     ActionRequest, AnswerDecision, ApprovalState, Clock, Control, ControlError, EffectKey,
@@ -96,11 +97,11 @@ impl World {
     /// The chain is intact and the effects and approvals tables agree with it.
     async fn assert_consistent(&self) {
         let store = self.store.as_ref();
-        let report = evidence::verify_store(store, None).await.expect("verify");
+        let report = audit::verify_store(store, None).await.expect("verify");
         assert!(report.is_intact(), "{report:?}");
-        let effects = evidence::cross_check_effects(store).await.expect("effects");
+        let effects = audit::cross_check_effects(store).await.expect("effects");
         assert!(effects.agrees(), "{effects:?}");
-        let approvals = evidence::cross_check_approvals(store)
+        let approvals = audit::cross_check_approvals(store)
             .await
             .expect("approvals");
         assert!(approvals.agrees(), "{approvals:?}");

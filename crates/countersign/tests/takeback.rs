@@ -10,7 +10,8 @@ use std::sync::Arc;
 
 use countersign::approval::withdraw::{Withdrawal, WithdrawalKind};
 use countersign::approver::{Channel, Credential};
-use countersign::evidence::{self, ReceiptKind, ReceiptOutcome};
+use countersign::audit;
+use countersign::evidence::{ReceiptKind, ReceiptOutcome};
 use countersign::store::{self, MemoryStore, SqliteStore, Store};
 use countersign::{
     ActionRequest, AnswerDecision, AnswerError, ApprovalId, ApprovalRecord, ApprovalState, Clock,
@@ -179,11 +180,11 @@ impl World {
     /// The chain is intact and the approvals and effects tables agree with it.
     async fn assert_consistent(&self) {
         let store = self.store.as_ref();
-        let report = evidence::verify_store(store, None).await.expect("verify");
+        let report = audit::verify_store(store, None).await.expect("verify");
         assert!(report.is_intact(), "{report:?}");
-        let effects = evidence::cross_check_effects(store).await.expect("effects");
+        let effects = audit::cross_check_effects(store).await.expect("effects");
         assert!(effects.agrees(), "{effects:?}");
-        let approvals = evidence::cross_check_approvals(store)
+        let approvals = audit::cross_check_approvals(store)
             .await
             .expect("approvals");
         assert!(approvals.agrees(), "{}: {approvals:?}", self.name());

@@ -314,7 +314,7 @@ pub fn tool_spec(name: &str) -> ToolSpec {
 }
 
 pub async fn receipt_lines(store: &dyn Store) -> Vec<String> {
-    let report = countersign::evidence::verify_store(store, None)
+    let report = countersign::audit::verify_store(store, None)
         .await
         .expect("the chain verifies");
     assert!(report.first_break.is_none(), "the receipt chain is intact");

@@ -3,7 +3,7 @@
 
 use std::sync::Arc;
 
-use countersign::{AnswerDecision, ApprovalState, Store, SystemClock, approval};
+use countersign::{AnswerDecision, ApprovalState, Store, SystemClock};
 use serde_json::{Value, json};
 
 use super::fake::Behaviour;
@@ -168,7 +168,7 @@ async fn an_unattested_clients_accept_is_a_refused_answer_and_the_request_stays_
     assert_eq!(attempt["kind"], "attempt");
     assert_eq!(attempt["reason"], "not_authenticated");
     // Another channel still answers it, and the retried call then runs once.
-    approval::record_answer(
+    countersign::control::record_answer(
         store.as_ref(),
         &record.id,
         AnswerDecision::Approve,
@@ -238,7 +238,7 @@ async fn an_approval_rejected_out_of_band_refuses_the_retry_with_a_message_sayin
     let paused = harness.client.call("write", json!({"a": "z"})).await;
     assert_eq!(refusal(&paused), (-32090, "approval_required".to_owned()));
     let request_id = only_approval(&store).await.id;
-    approval::record_answer(
+    countersign::control::record_answer(
         store.as_ref(),
         &request_id,
         AnswerDecision::Reject,

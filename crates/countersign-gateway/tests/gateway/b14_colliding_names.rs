@@ -2,7 +2,7 @@
 
 use std::sync::Arc;
 
-use countersign::approval::record_answer;
+use countersign::control::record_answer;
 use countersign::{AnswerDecision, ApprovalId, Clock, SystemClock};
 use serde_json::json;
 

@@ -117,12 +117,15 @@ class InvalidArguments(CountersignError):
     """An argument cannot be represented in canonical form (NaN, infinity, ``-0``, an integer
     outside ±(2**53−1), a value JSON cannot hold). Nothing was written.
 
-    Attributes: ``action``, ``detail``.
+    Attributes: ``action``, ``detail``, ``canonical_reason`` (the canonical form's reason:
+    ``not_finite``, ``negative_zero``, ``unsafe_integer``, ``duplicate_key``, ...; ``None`` when
+    the arguments were refused before they reached the kernel).
     """
 
     default_reason = "invalid_arguments"
     action: str
     detail: str
+    canonical_reason: Optional[str] = None
 
 
 class BadTemplate(CountersignError):

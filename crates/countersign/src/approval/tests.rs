@@ -452,7 +452,8 @@ proptest! {
         who in prop::sample::select(vec!["alice", "bob", "agent-self"]),
         alice_said_yes in any::<bool>(),
     ) {
-        use crate::approval::withdraw::{WithdrawStep, Withdrawal, WithdrawalKind, withdraw_step};
+        use crate::approval::withdraw::{Withdrawal, WithdrawalKind};
+        use crate::store::withdraw::{WithdrawStep, withdraw_step};
         let answers: Vec<(&str, AnswerDecision)> = if alice_said_yes {
             vec![("alice", AnswerDecision::Approve)]
         } else {

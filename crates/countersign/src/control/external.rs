@@ -5,15 +5,15 @@
 
 use std::sync::{Arc, Mutex};
 
-use super::{Control, Prepared, begin_refusal};
+use super::pipeline::begin_refusal;
+use super::{Control, Prepared};
 use crate::approval::{ApprovalId, ApprovalRecord};
 use crate::control::ActionRequest;
 use crate::error::ControlError;
 use crate::evidence::{ProcessExit, Receipt, ReceiptDraft, ReceiptOutcome};
+use crate::id::random_id;
 use crate::policy::{Decision, Mode};
-use crate::store::{
-    BeginAttempt, EffectClaim, HandOff, HandOffOutcome, PresentedApproval, random_id,
-};
+use crate::store::{BeginAttempt, EffectClaim, HandOff, HandOffOutcome, PresentedApproval};
 
 /// What [`Control::hand_off`] authorized: the decision, the `handed_off` receipt (`observed` in
 /// observe mode) and the approval it consumed, if any.

@@ -7,11 +7,16 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::*;
-use crate::approval::AnswerDecision;
-use crate::clock::ManualClock;
-use crate::error::DidRun;
-use crate::evidence::ReceiptOutcome;
-use crate::store::{MemoryStore, SqliteStore};
+use crate::action::{ActionHash, Principal};
+use crate::approval::{AnswerDecision, ApprovalId, ApprovalState};
+use crate::clock::{Clock, ManualClock, Timestamp};
+use crate::effect::{
+    EffectKey, EffectRecord, EffectState, ExecutorError, ReconcileHook, Reconciled,
+};
+use crate::error::{AnswerError, ControlError, DidRun};
+use crate::evidence::{Receipt, ReceiptDraft, ReceiptKind, ReceiptOutcome};
+use crate::policy::Policy;
+use crate::store::{BeginAttempt, BeginOutcome, EffectClaim, MemoryStore, SqliteStore, Store};
 
 const REFUNDS: &str = r#"
 schema: countersign.policy/v1
@@ -1364,7 +1369,7 @@ fn world_with_interrupt_as(
         approver,
     });
     let clock: Arc<dyn Clock> = Arc::new(world.clock.clone());
-    let provider = crate::approval::InterruptApprovalProvider::new(
+    let provider = crate::control::InterruptApprovalProvider::new(
         Arc::clone(&world.store),
         interrupt.clone(),
         Arc::clone(&clock),
@@ -1569,7 +1574,7 @@ async fn an_edited_or_deleted_effect_row_disagrees_with_its_receipts() {
             .await
             .unwrap();
     }
-    let intact = crate::evidence::cross_check_effects(world.store.as_ref())
+    let intact = crate::audit::cross_check_effects(world.store.as_ref())
         .await
         .unwrap();
     assert_eq!((intact.checked, intact.disagreements.len()), (3, 0));
@@ -1592,7 +1597,7 @@ async fn an_edited_or_deleted_effect_row_disagrees_with_its_receipts() {
     )
     .unwrap();
     drop(raw);
-    let check = crate::evidence::cross_check_effects(world.store.as_ref())
+    let check = crate::audit::cross_check_effects(world.store.as_ref())
         .await
         .unwrap();
     assert_eq!(check.checked, 2);
@@ -1610,7 +1615,7 @@ async fn an_edited_or_deleted_effect_row_disagrees_with_its_receipts() {
         ]
     );
     // The chain itself is intact: only the cross-check sees it.
-    let chain = crate::evidence::verify_store(world.store.as_ref(), None)
+    let chain = crate::audit::verify_store(world.store.as_ref(), None)
         .await
         .unwrap();
     assert!(chain.first_break.is_none());
@@ -1648,7 +1653,7 @@ async fn effects_agree_with_receipts_through_failure_ambiguity_and_resolution() 
             )
             .await;
         assert!(lost.is_err());
-        let before = crate::evidence::cross_check_effects(world.store.as_ref())
+        let before = crate::audit::cross_check_effects(world.store.as_ref())
             .await
             .unwrap();
         assert_eq!(
@@ -1666,7 +1671,7 @@ async fn effects_agree_with_receipts_through_failure_ambiguity_and_resolution() 
             )
             .await
             .unwrap();
-        let after = crate::evidence::cross_check_effects(world.store.as_ref())
+        let after = crate::audit::cross_check_effects(world.store.as_ref())
             .await
             .unwrap();
         assert_eq!(
@@ -1692,7 +1697,7 @@ async fn a_granted_approval_row_must_be_backed_by_its_receipts() {
     world.approve(&waiting).await;
     // Never answered.
     let unanswered = request_id(&world.call("notify", json!({"to": "n"})).await.unwrap_err());
-    let intact = crate::evidence::cross_check_approvals(world.store.as_ref())
+    let intact = crate::audit::cross_check_approvals(world.store.as_ref())
         .await
         .unwrap();
     assert_eq!((intact.checked, intact.disagreements.len()), (1, 0));
@@ -1708,7 +1713,7 @@ async fn a_granted_approval_row_must_be_backed_by_its_receipts() {
         .unwrap();
     }
     drop(raw);
-    let check = crate::evidence::cross_check_approvals(world.store.as_ref())
+    let check = crate::audit::cross_check_approvals(world.store.as_ref())
         .await
         .unwrap();
     assert_eq!(check.checked, 3);

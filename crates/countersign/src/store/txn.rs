@@ -661,7 +661,7 @@ pub fn withdraw_approval<T: Txn + ?Sized>(
     withdrawal: crate::approval::withdraw::Withdrawal,
     now: Timestamp,
 ) -> Result<Result<ApprovalRecord, AnswerError>, StoreError> {
-    use crate::approval::withdraw::{WithdrawStep, withdraw_step};
+    use crate::store::withdraw::{WithdrawStep, withdraw_step};
     let record = txn.approval(&withdrawal.request_id)?;
     if let crate::approval::withdraw::WithdrawalKind::Revoke {
         approver, channel, ..

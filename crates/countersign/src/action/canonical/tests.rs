@@ -439,8 +439,12 @@ fn accepts_floats_with_fraction_or_exponent_beyond_safe_range() {
 #[test]
 fn refuses_unsafe_integer_values() {
     assert_eq!(
-        to_canonical(&9_007_199_254_740_992_u64),
-        Err(unsafe_integer("", "9007199254740992"))
+        to_canonical(&9_007_199_254_740_993_u64),
+        Err(unsafe_integer("", "9007199254740993"))
+    );
+    assert_eq!(
+        to_canonical(&1_152_921_504_606_846_976_u64),
+        Err(unsafe_integer("", "1152921504606846976"))
     );
     assert_eq!(
         to_canonical(&json!({"id": u64::MAX})),
@@ -460,6 +464,25 @@ fn refuses_unsafe_integer_values() {
     );
     assert_eq!(canonical_text(&-5_i128), "-5");
     assert_eq!(canonical_text(&5_u128), "5");
+}
+
+#[test]
+fn accepts_large_integer_values_exactly_as_their_literals() {
+    // One integer rule for values and text: beyond ±(2^53 − 1), an integer is accepted only
+    // when canonical form keeps every digit (here: it is a double's canonical spelling).
+    for (value, literal) in [
+        (9_007_199_254_740_992_i128, "9007199254740992"),
+        (-9_007_199_254_740_992_i128, "-9007199254740992"),
+        (100_000_000_000_000_000_000_i128, "100000000000000000000"),
+        (-295_147_905_179_352_830_000_i128, "-295147905179352830000"),
+    ] {
+        assert_eq!(canonical_text(&value), literal);
+        check(literal, Ok(literal));
+    }
+    assert_eq!(
+        canonical_text(&9_007_199_254_740_992_u64),
+        "9007199254740992"
+    );
 }
 
 #[test]
@@ -1082,6 +1105,25 @@ proptest! {
         prop_assert_eq!(to_canonical(&value), parse_canonical(&text));
         let pretty = serde_json::to_string_pretty(&value).expect("serializes");
         prop_assert_eq!(to_canonical(&value), parse_canonical(&pretty));
+    }
+
+    #[test]
+    fn integers_meet_one_rule_as_values_and_as_text(
+        value in prop_oneof![
+            any::<i128>(),
+            any::<i64>().prop_map(i128::from),
+            // Integers that are exact doubles beyond 2^53, some of them canonical spellings.
+            (53_u32..100, 1_i128..16, any::<bool>())
+                .prop_map(|(shift, mantissa, negative)| {
+                    let value = mantissa << shift;
+                    if negative { -value } else { value }
+                }),
+            (1_u32..38).prop_map(|exponent| 10_i128.pow(exponent)),
+        ]
+    ) {
+        // INVARIANT (one integer rule): a Rust integer and its decimal digits as JSON text are
+        // accepted or refused alike, with the same canonical text or the same error.
+        prop_assert_eq!(to_canonical(&value), parse_canonical(&value.to_string()));
     }
 
     #[test]

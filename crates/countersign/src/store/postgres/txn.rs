@@ -1,9 +1,9 @@
 //! The read-decide-write sequences of the PostgreSQL store: function by function the parallel
-//! of [`crate::store::txn`], asynchronous, over [`PgTxn`].
+//! of [`crate::store::txn`], asynchronous, over `PgTxn` (`store/postgres/sql.rs`).
 //!
 //! Keep the two files in step: each function here reads what its twin reads, asks the same pure
 //! decision function, and writes what its twin writes. A run that returns
-//! [`PgFailure::Retry`] is rolled back and run again from the start (each function is a pure
+//! `PgFailure::Retry` is rolled back and run again from the start (each function is a pure
 //! function of what it reads, so that is safe).
 
 use crate::ApprovalId;
@@ -315,7 +315,7 @@ pub(crate) async fn withdraw_approval(
     withdrawal: crate::approval::withdraw::Withdrawal,
     now: Timestamp,
 ) -> Result<Result<ApprovalRecord, AnswerError>, PgFailure> {
-    use crate::approval::withdraw::{WithdrawStep, withdraw_step};
+    use crate::store::withdraw::{WithdrawStep, withdraw_step};
     let record = txn.approval(&withdrawal.request_id).await?;
     if let crate::approval::withdraw::WithdrawalKind::Revoke {
         approver, channel, ..

@@ -1,0 +1,329 @@
+//! Audit: the receipt chain in a store verified page by page ([`verify_store`]), and the store's
+//! effect and approval rows checked against what their receipts record
+//! ([`cross_check_effects`], [`cross_check_approvals`]). The pure chain check itself is
+//! [`crate::evidence::Verifier`]; this module only reads a [`crate::store::Store`] into it.
+
+use serde::Serialize;
+
+use crate::evidence::{
+    Anchor, Receipt, ReceiptKind, ReceiptOutcome, Verifier, VerifyReport, printable,
+};
+
+/// Verify the whole chain in `store`, page by page, against `anchor` if given.
+///
+/// # Errors
+///
+/// [`crate::StoreError`] when the store cannot be read.
+///
+/// # Cancel safety
+///
+/// Read-only.
+pub async fn verify_store(
+    store: &dyn crate::store::Store,
+    anchor: Option<&Anchor>,
+) -> Result<VerifyReport, crate::error::StoreError> {
+    const PAGE: usize = 2_000;
+    let mut verifier = Verifier::new();
+    let mut after = 0;
+    loop {
+        let page = store.receipts(after, PAGE).await?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        for receipt in &page {
+            verifier.feed(receipt, anchor);
+        }
+        if verifier.is_broken() || page.len() < PAGE {
+            break;
+        }
+    }
+    Ok(verifier.finish(anchor))
+}
+
+/// An effect whose row in the store disagrees with what its receipts record.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct EffectDisagreement {
+    /// The effect key.
+    pub effect_key: String,
+    /// The state in the effects table (`None`: no row).
+    pub table: Option<crate::effect::EffectState>,
+    /// The state its receipts end in (`None`: no receipt records an outcome for it).
+    pub receipts: Option<crate::effect::EffectState>,
+}
+
+impl std::fmt::Display for EffectDisagreement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let key = printable(&self.effect_key);
+        match (self.table, self.receipts) {
+            (None, Some(receipts)) => write!(
+                f,
+                "effect `{key}` has no row in the effects table, but its receipts end `{}`: the row was deleted, so the effect could run again",
+                receipts.as_str()
+            ),
+            (Some(table), None) => write!(
+                f,
+                "effect `{key}` is `{}` in the effects table, but no receipt records an outcome for it: the row was written outside Countersign",
+                table.as_str()
+            ),
+            (Some(table), Some(receipts)) => write!(
+                f,
+                "effect `{key}` is `{}` in the effects table, but its receipts end `{}`: the table was edited",
+                table.as_str(),
+                receipts.as_str()
+            ),
+            (None, None) => write!(f, "effect `{key}`: nothing recorded"),
+        }
+    }
+}
+
+/// What a comparison of a state table with the receipts found ([`cross_check_effects`],
+/// [`cross_check_approvals`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct StateCheck<D> {
+    /// Rows compared.
+    pub checked: u64,
+    /// Every disagreement, in key order.
+    pub disagreements: Vec<D>,
+}
+
+impl<D> Default for StateCheck<D> {
+    fn default() -> Self {
+        StateCheck {
+            checked: 0,
+            disagreements: Vec::new(),
+        }
+    }
+}
+
+impl<D> StateCheck<D> {
+    /// True when every compared row agrees with the receipts.
+    pub fn agrees(&self) -> bool {
+        self.disagreements.is_empty()
+    }
+}
+
+/// What [`cross_check_effects`] found.
+pub type EffectCheck = StateCheck<EffectDisagreement>;
+
+/// The effect state a receipt leaves its key in, if it changes it.
+fn effect_state_after(receipt: &Receipt) -> Option<crate::effect::EffectState> {
+    use crate::effect::EffectState;
+    match (receipt.kind, receipt.outcome) {
+        (ReceiptKind::Attempt | ReceiptKind::Resolution, ReceiptOutcome::Committed) => {
+            Some(EffectState::Committed)
+        }
+        (ReceiptKind::Attempt | ReceiptKind::Resolution, ReceiptOutcome::Failed) => {
+            Some(EffectState::Failed)
+        }
+        (ReceiptKind::Attempt, ReceiptOutcome::Ambiguous | ReceiptOutcome::HandedOff)
+        | (ReceiptKind::LeaseExpired, _) => Some(EffectState::Ambiguous),
+        _ => None,
+    }
+}
+
+/// Compare the effects table with the receipt chain: every settled effect row (committed,
+/// failed, ambiguous) must be the state its key's receipts end in; a `reserved` row (an attempt
+/// in flight, or one whose lease lapsed) may only follow no outcome or a definite failure; and
+/// every key whose receipts record an outcome must still have its row. The effects table is
+/// what the kernel consults before running an effect, and it is not hash-chained: an edited or
+/// deleted row could let an effect run again, and this is how `countersign verify` notices.
+/// Keys with `observed` receipts (observe mode) are skipped. Run it on an intact chain
+/// ([`verify_store`]).
+///
+/// # Errors
+///
+/// [`crate::StoreError`] when the store cannot be read, or `Corrupt` for a receipt whose body
+/// does not parse.
+///
+/// # Cancel safety
+///
+/// Read-only.
+pub async fn cross_check_effects(
+    store: &dyn crate::store::Store,
+) -> Result<EffectCheck, crate::error::StoreError> {
+    use std::collections::{BTreeMap, BTreeSet};
+    let mut ended: BTreeMap<String, crate::effect::EffectState> = BTreeMap::new();
+    let mut observed: BTreeSet<String> = BTreeSet::new();
+    for_each_receipt(store, |receipt| {
+        let Some(key) = receipt.effect_key.clone() else {
+            return;
+        };
+        if receipt.outcome == ReceiptOutcome::Observed {
+            observed.insert(key);
+        } else if let Some(state) = effect_state_after(&receipt) {
+            ended.insert(key, state);
+        }
+    })
+    .await?;
+    let mut check = EffectCheck::default();
+    let mut rows = BTreeSet::new();
+    for effect in store.effects(None).await? {
+        use crate::effect::EffectState;
+        let key = effect.key.as_str().to_owned();
+        rows.insert(key.clone());
+        if observed.contains(&key) {
+            continue;
+        }
+        check.checked += 1;
+        let receipts = ended.get(&key).copied();
+        let agrees = match effect.state {
+            // A reservation follows no outcome yet (the first attempt, in flight or lapsed) or
+            // a definite failure (a retry); never a commit, and never an unresolved ambiguity.
+            EffectState::Reserved => matches!(receipts, None | Some(EffectState::Failed)),
+            settled => receipts == Some(settled),
+        };
+        if !agrees {
+            check.disagreements.push(EffectDisagreement {
+                effect_key: key,
+                table: Some(effect.state),
+                receipts,
+            });
+        }
+    }
+    for (key, state) in ended {
+        if !rows.contains(&key) && !observed.contains(&key) {
+            check.disagreements.push(EffectDisagreement {
+                effect_key: key,
+                table: None,
+                receipts: Some(state),
+            });
+        }
+    }
+    check
+        .disagreements
+        .sort_by(|a, b| a.effect_key.cmp(&b.effect_key));
+    Ok(check)
+}
+
+/// Every receipt in `store`, oldest first, parsed, handed to `visit` page by page (bounded
+/// memory).
+async fn for_each_receipt(
+    store: &dyn crate::store::Store,
+    mut visit: impl FnMut(Receipt),
+) -> Result<(), crate::error::StoreError> {
+    const PAGE: usize = 2_000;
+    let mut after = 0;
+    loop {
+        let page = store.receipts(after, PAGE).await?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        for stored in &page {
+            visit(
+                stored
+                    .to_receipt()
+                    .map_err(|detail| crate::error::StoreError::Corrupt {
+                        detail: format!("receipt {} does not parse: {detail}", stored.seq),
+                    })?,
+            );
+        }
+        if page.len() < PAGE {
+            break;
+        }
+    }
+    Ok(())
+}
+
+/// A `granted` approval row that its receipts do not back.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct ApprovalDisagreement {
+    /// The request id.
+    pub request_id: String,
+    /// What its receipts end in: `granted`, `denied`, `consumed`, `expired`, `voided`, or
+    /// `None` when no receipt records an answer.
+    pub receipts: Option<&'static str>,
+}
+
+impl std::fmt::Display for ApprovalDisagreement {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let id = printable(&self.request_id);
+        match self.receipts {
+            None => write!(
+                f,
+                "approval `{id}` is `granted` in the approvals table, but no receipt records anyone answering it: the row was written outside Countersign and would authorize an action nobody approved"
+            ),
+            Some(ended) => write!(
+                f,
+                "approval `{id}` is `granted` in the approvals table, but its receipts end `{ended}`: the table was edited and would authorize an action again"
+            ),
+        }
+    }
+}
+
+/// What [`cross_check_approvals`] found (`checked` counts `granted` rows).
+pub type ApprovalCheck = StateCheck<ApprovalDisagreement>;
+
+/// Compare the approvals table with the receipts: every `granted` row — the state that
+/// authorizes an action — must be backed by a `granted` answer receipt for that request that no
+/// later receipt superseded (an attempt that consumed it, an expiry, a voiding). Other states
+/// authorize nothing and are not compared. Run it on an intact chain ([`verify_store`]).
+///
+/// # Errors
+///
+/// As [`cross_check_effects`].
+///
+/// # Cancel safety
+///
+/// Read-only.
+pub async fn cross_check_approvals(
+    store: &dyn crate::store::Store,
+) -> Result<ApprovalCheck, crate::error::StoreError> {
+    let mut ended: std::collections::BTreeMap<String, &'static str> = Default::default();
+    for_each_receipt(store, |receipt| {
+        let Some(id) = receipt.approval_id.clone() else {
+            return;
+        };
+        let state = match (receipt.kind, receipt.outcome) {
+            (ReceiptKind::Answer, ReceiptOutcome::Granted) => "granted",
+            (ReceiptKind::Answer, ReceiptOutcome::Denied) => "denied",
+            (ReceiptKind::ApprovalExpired, _) => "expired",
+            (ReceiptKind::ApprovalVoided, _) => "voided",
+            (ReceiptKind::ApprovalRevoked, ReceiptOutcome::Revoked) => "revoked",
+            (ReceiptKind::ApprovalCancelled, ReceiptOutcome::Cancelled) => "cancelled",
+            (
+                ReceiptKind::Attempt,
+                ReceiptOutcome::Committed
+                | ReceiptOutcome::Failed
+                | ReceiptOutcome::Ambiguous
+                | ReceiptOutcome::HandedOff,
+            ) => "consumed",
+            _ => return,
+        };
+        ended.insert(id, state);
+    })
+    .await?;
+    let mut check = ApprovalCheck::default();
+    // Issue #31: a revoked or cancelled request must end on its own receipt, and a granted one
+    // must not have been revoked or cancelled since.
+    let mut records = store
+        .approvals(Some(crate::approval::ApprovalState::Granted))
+        .await?;
+    records.extend(
+        store
+            .approvals(Some(crate::approval::ApprovalState::Revoked))
+            .await?,
+    );
+    records.extend(
+        store
+            .approvals(Some(crate::approval::ApprovalState::Cancelled))
+            .await?,
+    );
+    for record in records {
+        check.checked += 1;
+        let id = record.id.as_str().to_owned();
+        let receipts = ended.get(&id).copied();
+        let expected = match record.state {
+            crate::approval::ApprovalState::Revoked => "revoked",
+            crate::approval::ApprovalState::Cancelled => "cancelled",
+            _ => "granted",
+        };
+        if receipts != Some(expected) {
+            check.disagreements.push(ApprovalDisagreement {
+                request_id: id,
+                receipts,
+            });
+        }
+    }
+    check
+        .disagreements
+        .sort_by(|a, b| a.request_id.cmp(&b.request_id));
+    Ok(check)
+}

@@ -1,0 +1,589 @@
+//! Steps 2 and 4 to 7 of the pipeline: [`Control::execute`] decides, takes the approval and
+//! reserves the effect in one store transaction, runs the executor, and records the outcome
+//! with its chained receipt.
+
+use std::future::Future;
+use std::panic::AssertUnwindSafe;
+use std::sync::Arc;
+use std::time::Duration;
+
+use futures::FutureExt;
+
+use crate::action::ActionHash;
+use crate::approval::{ApprovalId, ApprovalState};
+use crate::clock::Clock;
+use crate::effect::{
+    AttemptContext, EffectRecord, EffectState, ExecutorError, ReconcileHook, Reconciled,
+    RetryDecision,
+};
+use crate::error::{ControlError, ResolveError};
+use crate::evidence::{ReceiptDraft, ReceiptKind, ReceiptOutcome};
+use crate::id::random_id;
+use crate::policy::{Decision, Mode};
+use crate::store::{
+    BeginAttempt, BeginOutcome, BeginRefusal, EffectClaim, FinishAttempt, PresentedApproval,
+    ResolveEffect, Resolver, Store,
+};
+
+use super::{ActionRequest, Control, DENIED_BY_POLICY, Executed, ExitStatusSlot, Prepared};
+
+enum ExecutorOutcome<T> {
+    Value(T),
+    NotExecuted(String),
+    Failed(String),
+    Panicked(String),
+    TimedOut(Duration),
+}
+
+/// Turns an attempt ambiguous if its future is dropped while the executor runs.
+struct InFlight {
+    store: Arc<dyn Store>,
+    clock: Arc<dyn Clock>,
+    finish: Option<FinishAttempt>,
+}
+
+impl Drop for InFlight {
+    fn drop(&mut self) {
+        // INVARIANT (no-release): a dropped attempt is recorded ambiguous, never released. If no
+        // runtime is left to record it, the lease lapsing makes it ambiguous all the same.
+        if let Some(finish) = self.finish.take()
+            && let Ok(handle) = tokio::runtime::Handle::try_current()
+        {
+            let store = Arc::clone(&self.store);
+            let now = self.clock.now();
+            handle.spawn(async move {
+                let _ = store.finish_attempt(finish, now).await;
+            });
+        }
+    }
+}
+
+fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
+    if let Some(text) = payload.downcast_ref::<&str>() {
+        (*text).to_owned()
+    } else if let Some(text) = payload.downcast_ref::<String>() {
+        text.clone()
+    } else {
+        "a panic with no message".to_owned()
+    }
+}
+
+impl Control {
+    pub(super) fn draft(&self, prepared: &Prepared, attempt_id: &str) -> ReceiptDraft {
+        let action = &prepared.action;
+        ReceiptDraft {
+            kind: Some(ReceiptKind::Attempt),
+            attempt_id: Some(attempt_id.to_owned()),
+            action: Some(action.name.clone()),
+            action_hash: Some(action.hash.as_str().to_owned()),
+            principal: Some(action.principal.as_str().to_owned()),
+            resource: action.resource.clone(),
+            environment: Some(action.environment.clone()),
+            effect_key: action
+                .effect_key
+                .as_ref()
+                .map(|key| key.as_str().to_owned()),
+            arguments: Some(action.redacted_arguments.clone()),
+            decision: Some(prepared.decision.as_str().to_owned()),
+            mode: Some(self.inner.policy.mode().as_str().to_owned()),
+            policy_hash: Some(self.inner.policy.hash().to_owned()),
+            attempt_started_at: Some(self.now()),
+            ..ReceiptDraft::default()
+        }
+    }
+
+    /// What the effect record an attempt reserves keeps about it (see
+    /// [`crate::effect::AttemptContext`]); `None` without an effect key.
+    pub(super) fn attempt_context(
+        &self,
+        prepared: &Prepared,
+        draft: &ReceiptDraft,
+    ) -> Option<AttemptContext> {
+        let action = &prepared.action;
+        action.effect_key.as_ref()?;
+        Some(AttemptContext {
+            action: action.name.clone(),
+            principal: action.principal.as_str().to_owned(),
+            environment: action.environment.clone(),
+            policy_hash: self.inner.policy.hash().to_owned(),
+            started_at: draft.attempt_started_at.unwrap_or_else(|| self.now()),
+            approval_id: None,
+            resolvers: prepared.resolvers.clone(),
+        })
+    }
+
+    /// Decide `request` and, if allowed or approved, run `executor` at most once with the
+    /// canonical arguments (as a `serde_json::Value`).
+    ///
+    /// # Errors
+    ///
+    /// A [`ControlError`]; each variant says whether the executor ran
+    /// ([`ControlError::did_run`]) and whether a retry may run ([`ControlError::may_retry`]).
+    ///
+    /// # Cancel safety
+    ///
+    /// Dropping the future before the reservation leaves nothing but what was already written
+    /// (a pending approval request, a refusal receipt). Dropping it while the executor runs
+    /// records the effect `ambiguous` (on a Tokio runtime, at once; otherwise when the lease
+    /// lapses): it is never released for a second run.
+    pub async fn execute<T, F, Fut>(
+        &self,
+        request: ActionRequest,
+        executor: F,
+    ) -> Result<Executed<T>, ControlError>
+    where
+        F: FnOnce(serde_json::Value) -> Fut,
+        Fut: Future<Output = Result<T, ExecutorError>>,
+    {
+        let prepared = self.prepare(&request)?;
+        let attempt_id = random_id("att_");
+        let draft = self.draft(&prepared, &attempt_id);
+        if self.inner.policy.mode() == Mode::Observe {
+            return self.observe(&request, &prepared, draft, executor).await;
+        }
+        match prepared.decision {
+            Decision::Deny => {
+                let reason = self.deny(&request, &prepared, &attempt_id, draft).await?;
+                Err(ControlError::ActionDenied {
+                    action: prepared.action.name.clone(),
+                    action_hash: prepared.action.hash.clone(),
+                    reason,
+                    policy_hash: self.inner.policy.hash().to_owned(),
+                })
+            }
+            Decision::Allow => {
+                self.run(&request, &prepared, &attempt_id, None, draft, executor)
+                    .await
+            }
+            Decision::Approve => {
+                let approval = match &request.approval {
+                    Some(id) => id.clone(),
+                    None => self.open_approval(&request, &prepared, &draft).await?,
+                };
+                self.run(
+                    &request,
+                    &prepared,
+                    &attempt_id,
+                    Some(approval),
+                    draft,
+                    executor,
+                )
+                .await
+            }
+        }
+    }
+
+    /// Step 2's refusal: write the denial receipt. A granted approval presented for this exact
+    /// action was given under a policy that allowed asking; the policy now denies the action, so
+    /// the approval is voided (never consumed) and the receipt says `policy_changed` (case B05).
+    /// Returns the reason recorded.
+    pub(super) async fn deny(
+        &self,
+        request: &ActionRequest,
+        prepared: &Prepared,
+        attempt_id: &str,
+        draft: ReceiptDraft,
+    ) -> Result<&'static str, ControlError> {
+        let store_error = |source| ControlError::Store {
+            after_run: false,
+            source,
+        };
+        if let Some(id) = &request.approval {
+            let presented = self.inner.store.approval(id).await.map_err(store_error)?;
+            if let Some(record) = presented.filter(|record| {
+                record.state == ApprovalState::Granted && record.action_hash == prepared.action.hash
+            }) {
+                let begin = BeginAttempt {
+                    attempt_id: attempt_id.to_owned(),
+                    action_hash: prepared.action.hash.clone(),
+                    // INVARIANT (deny-voids): no stored entry fingerprint equals this sentinel,
+                    // so `plan_take` can only refuse; a granted request is voided.
+                    approval: Some(PresentedApproval {
+                        id: record.id,
+                        fingerprint: DENIED_BY_POLICY.to_owned(),
+                        run: request.run.clone(),
+                    }),
+                    effect: None,
+                    context: None,
+                    refusal_draft: draft,
+                };
+                return match self
+                    .inner
+                    .store
+                    .begin_attempt(begin, self.now())
+                    .await
+                    .map_err(store_error)?
+                {
+                    BeginOutcome::Refused { refusal, .. } => Ok(refusal.reason()),
+                    BeginOutcome::Started { .. } => Err(ControlError::Internal(
+                        "a denied action consumed an approval".to_owned(),
+                    )),
+                };
+            }
+        }
+        let draft = draft.with_outcome(ReceiptOutcome::Refused, Some(prepared.reason));
+        self.inner
+            .store
+            .append_receipt(draft, self.now())
+            .await
+            .map_err(store_error)?;
+        Ok(prepared.reason)
+    }
+
+    /// Steps 4–7.
+    async fn run<T, F, Fut>(
+        &self,
+        request: &ActionRequest,
+        prepared: &Prepared,
+        attempt_id: &str,
+        approval: Option<ApprovalId>,
+        mut draft: ReceiptDraft,
+        executor: F,
+    ) -> Result<Executed<T>, ControlError>
+    where
+        F: FnOnce(serde_json::Value) -> Fut,
+        Fut: Future<Output = Result<T, ExecutorError>>,
+    {
+        let store_error = |source| ControlError::Store {
+            after_run: false,
+            source,
+        };
+        let action = &prepared.action;
+        if approval.is_some() || action.effect_key.is_some() {
+            let mut reconciled = false;
+            loop {
+                let now = self.now();
+                let begin = BeginAttempt {
+                    attempt_id: attempt_id.to_owned(),
+                    action_hash: action.hash.clone(),
+                    approval: approval.clone().map(|id| PresentedApproval {
+                        id,
+                        fingerprint: prepared.fingerprint.clone(),
+                        run: request.run.clone(),
+                    }),
+                    effect: action.effect_key.clone().map(|key| EffectClaim {
+                        key,
+                        lease_until: now.plus(self.inner.lease),
+                    }),
+                    context: self.attempt_context(prepared, &draft),
+                    refusal_draft: draft.clone(),
+                };
+                match self
+                    .inner
+                    .store
+                    .begin_attempt(begin, now)
+                    .await
+                    .map_err(store_error)?
+                {
+                    BeginOutcome::Started { approval } => {
+                        if let Some(record) = approval {
+                            draft.approval_id = Some(record.id.as_str().to_owned());
+                            draft.approver = record.approver.clone();
+                            draft.note = record.note.clone();
+                            draft.approval_policy_hash = Some(record.policy_hash.clone());
+                            draft.approvers =
+                                Some(record.granted_by().into_iter().cloned().collect());
+                        }
+                        break;
+                    }
+                    BeginOutcome::Refused { refusal, .. } => {
+                        if let (
+                            false,
+                            Some(hook),
+                            BeginRefusal::Effect {
+                                decision: RetryDecision::Ambiguous,
+                                record,
+                            },
+                        ) = (reconciled, &self.inner.reconcile, &refusal)
+                        {
+                            reconciled = true;
+                            match self.reconcile(hook.as_ref(), record).await? {
+                                Some(EffectState::Failed) => continue,
+                                Some(_) => {
+                                    return Err(ControlError::DuplicateEffect {
+                                        effect_key: record.key.clone(),
+                                        in_progress: false,
+                                    });
+                                }
+                                None => {}
+                            }
+                        }
+                        return Err(begin_refusal(refusal, approval.as_ref(), &action.hash));
+                    }
+                }
+            }
+        }
+
+        let arguments = action.arguments.to_value();
+        // The guard holds the draft while the executor runs (it records a dropped attempt
+        // ambiguous) and hands it back afterwards: moved, not cloned.
+        let mut guard = InFlight {
+            store: Arc::clone(&self.inner.store),
+            clock: Arc::clone(&self.inner.clock),
+            finish: Some(FinishAttempt {
+                attempt_id: attempt_id.to_owned(),
+                effect_key: action.effect_key.clone(),
+                state: EffectState::Ambiguous,
+                detail: Some("the caller dropped the attempt while the executor ran".to_owned()),
+                draft: draft.with_outcome(ReceiptOutcome::Ambiguous, Some("cancelled")),
+            }),
+        };
+        let outcome = run_executor(executor, arguments, request.timeout).await;
+        let draft = guard
+            .finish
+            .take()
+            .map(|finish| finish.draft)
+            // INVARIANT (in-flight): `finish` is set above and taken only here or on drop.
+            .ok_or_else(|| ControlError::Internal("the in-flight record was lost".to_owned()))?;
+
+        let (state, receipt_outcome, reason, detail) = match &outcome {
+            ExecutorOutcome::Value(_) => (
+                EffectState::Committed,
+                ReceiptOutcome::Committed,
+                None,
+                None,
+            ),
+            ExecutorOutcome::NotExecuted(message) => (
+                EffectState::Failed,
+                ReceiptOutcome::Failed,
+                Some("not_executed"),
+                Some(message.clone()),
+            ),
+            ExecutorOutcome::Failed(message) => (
+                EffectState::Ambiguous,
+                ReceiptOutcome::Ambiguous,
+                Some("executor_error"),
+                Some(message.clone()),
+            ),
+            ExecutorOutcome::Panicked(message) => (
+                EffectState::Ambiguous,
+                ReceiptOutcome::Ambiguous,
+                Some("panic"),
+                Some(format!("the executor panicked: {message}")),
+            ),
+            ExecutorOutcome::TimedOut(limit) => (
+                EffectState::Ambiguous,
+                ReceiptOutcome::Ambiguous,
+                Some("timeout"),
+                Some(format!("the executor ran past its {limit:?} timeout")),
+            ),
+        };
+        let mut final_draft = draft.with_outcome(receipt_outcome, reason);
+        final_draft.detail = detail.clone();
+        final_draft.exit_status = request.exit_status.as_ref().and_then(ExitStatusSlot::get);
+        let finish = FinishAttempt {
+            attempt_id: attempt_id.to_owned(),
+            effect_key: action.effect_key.clone(),
+            state,
+            detail: detail.clone(),
+            draft: final_draft,
+        };
+        let receipt = self
+            .inner
+            .store
+            .finish_attempt(finish, self.now())
+            .await
+            .map_err(|source| ControlError::Store {
+                after_run: true,
+                source,
+            })?;
+        match outcome {
+            ExecutorOutcome::Value(value) => Ok(Executed { value, receipt }),
+            ExecutorOutcome::NotExecuted(message) => Err(ControlError::NotExecuted {
+                effect_key: action.effect_key.clone(),
+                message,
+            }),
+            _ => Err(ControlError::OutcomeUnknown {
+                action: action.name.clone(),
+                effect_key: action.effect_key.clone(),
+                cause: detail.unwrap_or_default(),
+            }),
+        }
+    }
+
+    /// Ask the reconcile hook; record a definite answer. Returns the recorded state.
+    async fn reconcile(
+        &self,
+        hook: &dyn ReconcileHook,
+        record: &EffectRecord,
+    ) -> Result<Option<EffectState>, ControlError> {
+        let to = match hook.reconcile(record).await {
+            Ok(Reconciled::Committed) => EffectState::Committed,
+            Ok(Reconciled::Failed) => EffectState::Failed,
+            Ok(Reconciled::Unknown) | Err(_) => return Ok(None),
+        };
+        let resolve = ResolveEffect {
+            key: record.key.clone(),
+            to,
+            resolver: Resolver::Hook,
+            note: None,
+        };
+        match self.inner.store.resolve_effect(resolve, self.now()).await {
+            Ok(_) => Ok(Some(to)),
+            // Someone else resolved it first: go by what is stored now. (The hook is never
+            // judged as a person, so `NotPermitted` cannot come back; treat it the same.)
+            Err(ResolveError::Refused { .. } | ResolveError::NotPermitted { .. }) => Ok(None),
+            Err(ResolveError::Store(source)) => Err(ControlError::Store {
+                after_run: false,
+                source,
+            }),
+        }
+    }
+
+    /// Observe mode: decide and record, enforce nothing.
+    async fn observe<T, F, Fut>(
+        &self,
+        request: &ActionRequest,
+        prepared: &Prepared,
+        draft: ReceiptDraft,
+        executor: F,
+    ) -> Result<Executed<T>, ControlError>
+    where
+        F: FnOnce(serde_json::Value) -> Fut,
+        Fut: Future<Output = Result<T, ExecutorError>>,
+    {
+        let would = match prepared.decision {
+            Decision::Allow => "would_allow",
+            Decision::Approve => "would_require_approval",
+            Decision::Deny => match prepared.reason {
+                "unknown_action" => "would_deny_unknown_action",
+                "no_matching_rule" => "would_deny_no_matching_rule",
+                _ => "would_deny",
+            },
+        };
+        let outcome = run_executor(
+            executor,
+            prepared.action.arguments.to_value(),
+            request.timeout,
+        )
+        .await;
+        let detail = match &outcome {
+            ExecutorOutcome::Value(_) => None,
+            ExecutorOutcome::NotExecuted(message) => Some(format!("not executed: {message}")),
+            ExecutorOutcome::Failed(message) => Some(format!("executor error: {message}")),
+            ExecutorOutcome::Panicked(message) => Some(format!("the executor panicked: {message}")),
+            ExecutorOutcome::TimedOut(limit) => {
+                Some(format!("the executor ran past its {limit:?} timeout"))
+            }
+        };
+        let mut observed = draft.with_outcome(ReceiptOutcome::Observed, Some(would));
+        observed.detail = detail.clone();
+        observed.exit_status = request.exit_status.as_ref().and_then(ExitStatusSlot::get);
+        let receipt = self
+            .inner
+            .store
+            .append_receipt(observed, self.now())
+            .await
+            .map_err(|source| ControlError::Store {
+                after_run: true,
+                source,
+            })?;
+        match outcome {
+            ExecutorOutcome::Value(value) => Ok(Executed { value, receipt }),
+            ExecutorOutcome::NotExecuted(message) => Err(ControlError::NotExecuted {
+                effect_key: None,
+                message,
+            }),
+            _ => Err(ControlError::OutcomeUnknown {
+                action: prepared.action.name.clone(),
+                effect_key: None,
+                cause: detail.unwrap_or_default(),
+            }),
+        }
+    }
+}
+
+async fn run_executor<T, F, Fut>(
+    executor: F,
+    arguments: serde_json::Value,
+    timeout: Option<Duration>,
+) -> ExecutorOutcome<T>
+where
+    F: FnOnce(serde_json::Value) -> Fut,
+    Fut: Future<Output = Result<T, ExecutorError>>,
+{
+    let call = AssertUnwindSafe(async move { executor(arguments).await }).catch_unwind();
+    let result = match timeout {
+        Some(limit) => match tokio::time::timeout(limit, call).await {
+            Ok(result) => result,
+            Err(_) => return ExecutorOutcome::TimedOut(limit),
+        },
+        None => call.await,
+    };
+    match result {
+        Ok(Ok(value)) => ExecutorOutcome::Value(value),
+        Ok(Err(ExecutorError::NotExecuted(message))) => ExecutorOutcome::NotExecuted(message),
+        Ok(Err(ExecutorError::Failed(error))) => ExecutorOutcome::Failed(error.to_string()),
+        Err(payload) => ExecutorOutcome::Panicked(panic_message(payload.as_ref())),
+    }
+}
+
+pub(super) fn effect_refusal(decision: RetryDecision, record: &EffectRecord) -> ControlError {
+    match decision {
+        RetryDecision::InProgress => ControlError::DuplicateEffect {
+            effect_key: record.key.clone(),
+            in_progress: true,
+        },
+        RetryDecision::Committed => ControlError::DuplicateEffect {
+            effect_key: record.key.clone(),
+            in_progress: false,
+        },
+        RetryDecision::Ambiguous | RetryDecision::LeaseExpired => ControlError::AmbiguousEffect {
+            effect_key: record.key.clone(),
+        },
+        RetryDecision::Reserve => ControlError::Internal(format!(
+            "effect `{}` was refused with a reserve decision",
+            record.key
+        )),
+    }
+}
+
+pub(super) fn begin_refusal(
+    refusal: BeginRefusal,
+    presented: Option<&ApprovalId>,
+    action_hash: &ActionHash,
+) -> ControlError {
+    use crate::approval::TakeRefusal;
+    match refusal {
+        BeginRefusal::Effect { decision, record } => effect_refusal(decision, &record),
+        BeginRefusal::Approval { refusal, record } => {
+            let request_id = record
+                .as_ref()
+                .map(|record| record.id.clone())
+                .or_else(|| presented.cloned())
+                .unwrap_or_else(|| ApprovalId::from_stored(String::new()));
+            match (refusal, record) {
+                (TakeRefusal::Unknown, _) | (_, None) => {
+                    ControlError::ApprovalUnknown { request_id }
+                }
+                (TakeRefusal::Pending, Some(record)) => ControlError::ApprovalRequired {
+                    request_id,
+                    action_hash: record.action_hash,
+                    expires_at: record.expires_at,
+                },
+                (TakeRefusal::Denied, Some(record)) => ControlError::ApprovalDenied {
+                    request_id,
+                    approver: record.approver.unwrap_or_default(),
+                    note: record.note,
+                },
+                (TakeRefusal::Consumed, _) => ControlError::ApprovalConsumed { request_id },
+                (TakeRefusal::Expired, Some(record)) => ControlError::ApprovalExpired {
+                    request_id,
+                    expires_at: record.expires_at,
+                },
+                (TakeRefusal::Mismatch, Some(record)) => ControlError::ApprovalMismatch {
+                    request_id,
+                    approved_hash: record.action_hash.as_str().to_owned(),
+                    action_hash: action_hash.clone(),
+                },
+                (TakeRefusal::PolicyChanged, _) => ControlError::ApprovalVoid { request_id },
+                (TakeRefusal::Revoked, _) => ControlError::ApprovalRevoked { request_id },
+                (TakeRefusal::Cancelled, _) => ControlError::ApprovalCancelled { request_id },
+                (TakeRefusal::OtherRun, Some(record)) => ControlError::ApprovalOtherRun {
+                    request_id,
+                    run: record.run,
+                },
+            }
+        }
+    }
+}

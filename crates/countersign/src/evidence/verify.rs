@@ -1,0 +1,288 @@
+//! Verifying a chain: [`Verifier`] folds stored receipts in order and names the first break;
+//! an [`Anchor`] makes truncation detectable.
+
+use super::*;
+
+/// An externally kept reference point: the chain's head when it was exported.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Anchor {
+    /// The number of receipts (the head's `seq`).
+    pub seq: u64,
+    /// The head's hash.
+    pub hash: String,
+}
+
+/// Where a chain first breaks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum ChainBreak {
+    /// A receipt is missing or out of order.
+    SeqGap {
+        /// The seq expected.
+        expected: u64,
+        /// The seq found.
+        found: u64,
+    },
+    /// A receipt does not point at its predecessor (a receipt was removed, inserted or forked).
+    PrevHashMismatch {
+        /// The receipt.
+        seq: u64,
+        /// The predecessor's hash.
+        expected: String,
+        /// What it points at.
+        found: String,
+    },
+    /// A receipt's content does not match its hash (it was edited).
+    HashMismatch {
+        /// The receipt.
+        seq: u64,
+        /// The hash of its content now.
+        computed: String,
+        /// The hash stored with it.
+        stored: String,
+    },
+    /// A receipt's body is unreadable or disagrees with its columns.
+    Unreadable {
+        /// The receipt.
+        seq: u64,
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+impl ChainBreak {
+    /// The receipt where the chain breaks.
+    pub fn seq(&self) -> u64 {
+        match self {
+            ChainBreak::SeqGap { found, .. } => *found,
+            ChainBreak::PrevHashMismatch { seq, .. }
+            | ChainBreak::HashMismatch { seq, .. }
+            | ChainBreak::Unreadable { seq, .. } => *seq,
+        }
+    }
+}
+
+impl std::fmt::Display for ChainBreak {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ChainBreak::SeqGap { expected, found } => {
+                write!(
+                    f,
+                    "receipt {expected} is missing: the next one found is {found}"
+                )
+            }
+            ChainBreak::PrevHashMismatch {
+                seq,
+                expected,
+                found,
+            } => write!(
+                f,
+                "receipt {seq} does not follow receipt {}: it points at {found}, expected {expected} (a receipt was removed, inserted or forked)",
+                seq.saturating_sub(1)
+            ),
+            ChainBreak::HashMismatch {
+                seq,
+                computed,
+                stored,
+            } => write!(
+                f,
+                "receipt {seq} was altered: its content hashes to {computed}, but {stored} is recorded"
+            ),
+            ChainBreak::Unreadable { seq, detail } => {
+                write!(f, "receipt {seq} is unreadable: {detail}")
+            }
+        }
+    }
+}
+
+/// What verification found out about the log's tail.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+#[serde(tag = "status", rename_all = "snake_case")]
+pub enum AnchorCheck {
+    /// No anchor was given: deleting the newest receipts cannot be detected.
+    NotGiven,
+    /// The log reaches the anchor and agrees with it.
+    Matched,
+    /// The log does not reach the anchor, or disagrees with it.
+    Failed {
+        /// What is wrong.
+        detail: String,
+    },
+}
+
+/// The result of [`verify`].
+#[derive(Clone, Debug, PartialEq, Eq, Serialize)]
+pub struct VerifyReport {
+    /// How many receipts were checked.
+    pub checked: u64,
+    /// The head reached (the last intact receipt), if any.
+    pub head: Option<ChainHead>,
+    /// The first break, if any.
+    pub first_break: Option<ChainBreak>,
+    /// The tail check.
+    pub anchor: AnchorCheck,
+}
+
+impl VerifyReport {
+    /// True when the chain is intact and, if an anchor was given, reaches it. Without an anchor
+    /// this is still true for an intact chain; read [`VerifyReport::anchor`] for what that
+    /// cannot show.
+    pub fn is_intact(&self) -> bool {
+        self.first_break.is_none() && !matches!(self.anchor, AnchorCheck::Failed { .. })
+    }
+}
+
+/// Verifies a chain page by page (so a log of any length is checked in bounded memory).
+#[derive(Debug)]
+pub struct Verifier {
+    expected_seq: u64,
+    prev_hash: String,
+    checked: u64,
+    first_break: Option<ChainBreak>,
+    anchor_seen: Option<String>,
+}
+
+impl Default for Verifier {
+    fn default() -> Self {
+        Verifier {
+            expected_seq: 1,
+            prev_hash: GENESIS_HASH.to_owned(),
+            checked: 0,
+            first_break: None,
+            anchor_seen: None,
+        }
+    }
+}
+
+impl Verifier {
+    /// A verifier at the start of a chain.
+    pub fn new() -> Verifier {
+        Verifier::default()
+    }
+
+    /// Has it found a break (so further receipts need not be fed)?
+    pub fn is_broken(&self) -> bool {
+        self.first_break.is_some()
+    }
+
+    /// Check the next receipt, in `seq` order.
+    pub fn feed(&mut self, receipt: &StoredReceipt, anchor: Option<&Anchor>) {
+        if self.first_break.is_some() {
+            return;
+        }
+        let found = self.check(receipt).err();
+        if let Some(chain_break) = found {
+            self.first_break = Some(chain_break);
+            return;
+        }
+        if anchor.is_some_and(|anchor| anchor.seq == receipt.seq) {
+            self.anchor_seen = Some(receipt.hash.clone());
+        }
+        self.checked += 1;
+        self.expected_seq += 1;
+        self.prev_hash = receipt.hash.clone();
+    }
+
+    fn check(&self, receipt: &StoredReceipt) -> Result<(), ChainBreak> {
+        if receipt.seq != self.expected_seq {
+            return Err(ChainBreak::SeqGap {
+                expected: self.expected_seq,
+                found: receipt.seq,
+            });
+        }
+        if receipt.prev_hash != self.prev_hash {
+            return Err(ChainBreak::PrevHashMismatch {
+                seq: receipt.seq,
+                expected: self.prev_hash.clone(),
+                found: receipt.prev_hash.clone(),
+            });
+        }
+        let computed = canonical::sha256_prefixed(receipt.body.as_bytes());
+        if computed != receipt.hash {
+            return Err(ChainBreak::HashMismatch {
+                seq: receipt.seq,
+                computed,
+                stored: receipt.hash.clone(),
+            });
+        }
+        let parsed = receipt
+            .to_receipt()
+            .map_err(|detail| ChainBreak::Unreadable {
+                seq: receipt.seq,
+                detail,
+            })?;
+        if parsed.seq != receipt.seq || parsed.prev_hash != receipt.prev_hash {
+            return Err(ChainBreak::Unreadable {
+                seq: receipt.seq,
+                detail: "its body names a different position in the chain".to_owned(),
+            });
+        }
+        if !RECEIPT_SCHEMAS.contains(&parsed.schema.as_str()) {
+            return Err(ChainBreak::Unreadable {
+                seq: receipt.seq,
+                detail: format!(
+                    "its schema `{}` is not one this Countersign reads ({}): upgrade Countersign",
+                    parsed.schema,
+                    RECEIPT_SCHEMAS.join(", ")
+                ),
+            });
+        }
+        if parsed.schema == RECEIPT_SCHEMAS[0] && parsed.has_v2_fields() {
+            return Err(ChainBreak::Unreadable {
+                seq: receipt.seq,
+                detail: "it says `countersign.receipt/v1` but carries fields only v2 has"
+                    .to_owned(),
+            });
+        }
+        Ok(())
+    }
+
+    /// Finish: the report, judged against `anchor` if one is given.
+    pub fn finish(self, anchor: Option<&Anchor>) -> VerifyReport {
+        let head = (self.checked > 0).then(|| ChainHead {
+            seq: self.expected_seq - 1,
+            hash: self.prev_hash.clone(),
+        });
+        let anchor = match anchor {
+            None => AnchorCheck::NotGiven,
+            Some(anchor) => match &self.anchor_seen {
+                Some(hash) if *hash == anchor.hash => AnchorCheck::Matched,
+                Some(hash) => AnchorCheck::Failed {
+                    detail: format!(
+                        "receipt {} hashes to {hash}, but the anchor says {}",
+                        anchor.seq, anchor.hash
+                    ),
+                },
+                None => AnchorCheck::Failed {
+                    detail: format!(
+                        "the anchor names receipt {} but the intact log ends at receipt {}: receipts were removed",
+                        anchor.seq,
+                        self.expected_seq - 1
+                    ),
+                },
+            },
+        };
+        VerifyReport {
+            checked: self.checked,
+            head,
+            first_break: self.first_break,
+            anchor,
+        }
+    }
+}
+
+/// Verify a whole chain held in memory.
+pub fn verify<'a>(
+    receipts: impl IntoIterator<Item = &'a StoredReceipt>,
+    anchor: Option<&Anchor>,
+) -> VerifyReport {
+    let mut verifier = Verifier::new();
+    for receipt in receipts {
+        verifier.feed(receipt, anchor);
+        if verifier.is_broken() {
+            break;
+        }
+    }
+    verifier.finish(anchor)
+}

@@ -1,0 +1,85 @@
+//! The `postgres://` URL: the schema to use, its name checked, and the password redacted
+//! wherever the URL is shown.
+
+use super::*;
+
+/// Split a `postgres://` URL into sqlx's part and the store's options.
+pub(super) fn parse_url(url: &str) -> Result<(String, PostgresOptions), String> {
+    let (base, query) = match url.split_once('?') {
+        Some((base, query)) => (base, query),
+        None => (url, ""),
+    };
+    let mut options = PostgresOptions::default();
+    let mut passed = Vec::new();
+    for pair in query.split('&').filter(|pair| !pair.is_empty()) {
+        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        match key {
+            "schema" => {
+                check_schema_name(value)?;
+                options.schema = Some(value.to_owned());
+            }
+            "isolation" => {
+                options.isolation = Some(match value {
+                    "read_committed" => Isolation::ReadCommitted,
+                    "repeatable_read" => Isolation::RepeatableRead,
+                    "serializable" => Isolation::Serializable,
+                    other => {
+                        return Err(format!(
+                            "unknown isolation `{other}`: use `read_committed`, `repeatable_read` or `serializable`"
+                        ));
+                    }
+                });
+            }
+            "max_connections" => {
+                options.max_connections = value
+                    .parse()
+                    .ok()
+                    .filter(|count| *count > 0)
+                    .ok_or_else(|| {
+                        format!("`max_connections={value}` is not a positive whole number")
+                    })?;
+            }
+            "retry_budget_ms" => {
+                options.retry_budget = Duration::from_millis(value.parse().map_err(|_| {
+                    format!("`retry_budget_ms={value}` is not a whole number of milliseconds")
+                })?);
+            }
+            _ => passed.push(pair),
+        }
+    }
+    let sqlx_url = if passed.is_empty() {
+        base.to_owned()
+    } else {
+        format!("{base}?{}", passed.join("&"))
+    };
+    Ok((sqlx_url, options))
+}
+
+pub(super) fn check_schema_name(name: &str) -> Result<(), String> {
+    let ok = !name.is_empty()
+        && name.len() <= 63
+        && name
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || c.is_ascii_digit() || c == '_')
+        && !name.starts_with(|c: char| c.is_ascii_digit());
+    if ok {
+        Ok(())
+    } else {
+        Err(format!(
+            "schema name `{}` is not usable: use lowercase letters, digits and `_`, at most 63 characters, not starting with a digit",
+            name.escape_debug()
+        ))
+    }
+}
+
+/// Where a URL points, without its password.
+pub(super) fn redact(url: &str) -> String {
+    match (url.find("://"), url.find('@')) {
+        (Some(scheme_end), Some(at)) if at > scheme_end => {
+            let userinfo = &url[scheme_end + 3..at];
+            let user = userinfo.split(':').next().unwrap_or("");
+            format!("{}{user}{}", &url[..scheme_end + 3], &url[at..])
+        }
+        _ => url.to_owned(),
+    }
+}

@@ -1,0 +1,82 @@
+//! Rows of the `approvals`, `effects` and `receipts` tables decoded into kernel records; an
+//! undecodable row is `StoreError::Corrupt`.
+
+use super::*;
+
+pub(super) const APPROVAL_COLUMNS: &str = "id, action_hash, action, arguments, principal, resource, environment, effect_key, policy_hash, entry_fingerprint, state, created_at, expires_at, answered_at, approver, note, consumed_at, consumed_by, rule, answers, run";
+
+pub(super) fn corrupt(detail: String) -> rusqlite::Error {
+    rusqlite::Error::FromSqlConversionFailure(0, rusqlite::types::Type::Text, detail.into())
+}
+
+pub(super) fn approval_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<ApprovalRecord> {
+    let arguments: String = row.get(3)?;
+    let state: String = row.get(10)?;
+    let state =
+        ApprovalState::parse(&state).ok_or_else(|| corrupt(format!("approval state `{state}`")))?;
+    let approver: Option<String> = row.get(14)?;
+    let note: Option<String> = row.get(15)?;
+    let answered_at = row.get::<_, Option<i64>>(13)?.map(Timestamp::from_millis);
+    let (rule, answers) = stored::rule_and_answers(
+        row.get::<_, Option<String>>(18)?.as_deref(),
+        row.get::<_, Option<String>>(19)?.as_deref(),
+        (state, approver.as_deref(), note.as_deref(), answered_at),
+    )
+    .map_err(corrupt)?;
+    Ok(ApprovalRecord {
+        id: ApprovalId::from_stored(row.get(0)?),
+        action_hash: ActionHash::from_stored(row.get::<_, String>(1)?),
+        action: row.get(2)?,
+        arguments: canonical::parse_canonical(&arguments)
+            .map_err(|error| corrupt(format!("approval arguments: {error}")))?,
+        principal: row.get(4)?,
+        resource: row.get(5)?,
+        environment: row.get(6)?,
+        effect_key: row.get(7)?,
+        policy_hash: row.get(8)?,
+        entry_fingerprint: row.get(9)?,
+        state,
+        created_at: Timestamp::from_millis(row.get(11)?),
+        expires_at: Timestamp::from_millis(row.get(12)?),
+        answered_at,
+        approver,
+        note,
+        consumed_at: row.get::<_, Option<i64>>(16)?.map(Timestamp::from_millis),
+        consumed_by: row.get(17)?,
+        run: row.get(20)?,
+        rule,
+        answers,
+    })
+}
+
+pub(super) const EFFECT_COLUMNS: &str = "key, state, action_hash, attempt_id, attempts, lease_until, updated_at, resolved_by, detail, attempt";
+
+pub(super) fn effect_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<EffectRecord> {
+    let key: String = row.get(0)?;
+    let state: String = row.get(1)?;
+    Ok(EffectRecord {
+        key: EffectKey::new(key).map_err(|error| corrupt(format!("effect key: {error}")))?,
+        state: EffectState::parse(&state)
+            .ok_or_else(|| corrupt(format!("effect state `{state}`")))?,
+        action_hash: row.get(2)?,
+        attempt_id: row.get(3)?,
+        attempts: row.get(4)?,
+        lease_until: Timestamp::from_millis(row.get(5)?),
+        updated_at: Timestamp::from_millis(row.get(6)?),
+        resolved_by: row.get(7)?,
+        detail: row.get(8)?,
+        attempt: stored::attempt(row.get::<_, Option<String>>(9)?.as_deref()).map_err(corrupt)?,
+    })
+}
+
+pub(super) fn receipt_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredReceipt> {
+    Ok(StoredReceipt {
+        seq: row
+            .get::<_, i64>(0)?
+            .try_into()
+            .map_err(|_| corrupt("negative seq".to_owned()))?,
+        prev_hash: row.get(1)?,
+        hash: row.get(2)?,
+        body: row.get(3)?,
+    })
+}
