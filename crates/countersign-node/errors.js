@@ -58,6 +58,9 @@ const ApprovalExpired = refusal('ApprovalExpired', ApprovalError, 'expired', tru
 const ApprovalUnknown = refusal('ApprovalUnknown', ApprovalError, 'unknown_request')
 const ApprovalVoid = refusal('ApprovalVoid', ApprovalError, 'policy_changed', true)
 const ApprovalOtherRun = refusal('ApprovalOtherRun', ApprovalError, 'other_run', true)
+const ApprovalRevoked = refusal('ApprovalRevoked', ApprovalError, 'revoked', true)
+const ApprovalCancelled = refusal('ApprovalCancelled', ApprovalError, 'cancelled', true)
+const NotRevocable = refusal('NotRevocable', ApprovalError, 'not_revocable')
 const InterruptFailed = refusal('InterruptFailed', ApprovalError, 'interrupt_failed', true)
 const AlreadyDecided = refusal('AlreadyDecided', ApprovalError, 'already_decided')
 const NoApprover = refusal('NoApprover', CountersignError, 'no_approver')
@@ -90,6 +93,9 @@ const classes = {
   ApprovalUnknown,
   ApprovalVoid,
   ApprovalOtherRun,
+  ApprovalRevoked,
+  ApprovalCancelled,
+  NotRevocable,
   InterruptFailed,
   AlreadyDecided,
   NoApprover,

@@ -204,6 +204,9 @@ export declare class ApprovalExpired extends ApprovalError { readonly expiresAt:
 export declare class ApprovalUnknown extends ApprovalError {}
 export declare class ApprovalVoid extends ApprovalError {}
 export declare class ApprovalOtherRun extends ApprovalError { readonly run: string | null }
+export declare class ApprovalRevoked extends ApprovalError {}
+export declare class ApprovalCancelled extends ApprovalError {}
+export declare class NotRevocable extends ApprovalError { readonly state: string }
 export declare class InterruptFailed extends ApprovalError { readonly framework: string; readonly detail: string }
 export declare class AlreadyDecided extends ApprovalError { readonly state: string; readonly approver: string | null }
 export declare class NoApprover extends CountersignError {}

@@ -77,6 +77,7 @@ async fn serve(url: &str) -> Result<(), String> {
             Some("execute") => execute(&store, &policy, &request).await,
             Some("execute_many") => execute_many(&store, &policy, &request).await,
             Some("append_many") => append_many(&store, &request).await,
+            Some("revoke") => revoke(&store, &policy, &request).await,
             Some("quit") => return Ok(()),
             other => json!({"error": format!("unknown op {other:?}")}),
         };
@@ -98,6 +99,24 @@ fn control(
         builder = builder.lease(Duration::from_millis(lease));
     }
     Ok(builder.build())
+}
+
+/// `{"op": "revoke", "approval": ID, "approver": WHO}`: revoke the grant (issue #31) as an
+/// asserted approver; replies `{"ok": true, "state": …}` or `{"ok": false, "reason": …}`.
+async fn revoke(store: &Arc<dyn Store>, policy: &Arc<Policy>, request: &Value) -> Value {
+    let control = match control(store, policy, None) {
+        Ok(control) => control,
+        Err(error) => return json!({"error": error}),
+    };
+    let id = match ApprovalId::parse(request["approval"].as_str().unwrap_or("")) {
+        Ok(id) => id,
+        Err(error) => return json!({"error": error}),
+    };
+    let approver = request["approver"].as_str().unwrap_or("human:kit-approver");
+    match control.revoke(&id, approver, Some("store kit race")).await {
+        Ok(record) => json!({"ok": true, "state": record.state.as_str()}),
+        Err(error) => json!({"ok": false, "reason": error.reason(), "message": error.to_string()}),
+    }
 }
 
 async fn execute(store: &Arc<dyn Store>, policy: &Arc<Policy>, request: &Value) -> Value {

@@ -115,6 +115,11 @@ pub fn all() -> Vec<Case> {
         case!("approvals", one_consumer_across_processes, CrossProcess),
         case!(
             "approvals",
+            revoke_versus_consume_across_processes_has_one_winner,
+            CrossProcess
+        ),
+        case!(
+            "approvals",
             grant_versus_deny_race_has_one_winner,
             InProcess
         ),

@@ -196,7 +196,7 @@ async fn a_sqlite_store_made_by_schema_1_migrates_and_keeps_its_evidence() {
     );
     // Opening again changes nothing.
     drop(SqliteStore::open(&path).expect("reopens"));
-    assert_eq!(sqlite_version(&path), "2");
+    assert_eq!(sqlite_version(&path), "3");
 }
 
 #[tokio::test]
@@ -244,12 +244,17 @@ async fn a_sqlite_store_from_a_newer_countersign_is_refused() {
 
 /// Load the PostgreSQL fixture into a schema of its own; returns its store URL and name.
 async fn postgres_copy(tag: &str) -> (String, String, sqlx::PgPool) {
+    postgres_copy_of("store-v1.postgres.sql", tag).await
+}
+
+/// Load the PostgreSQL fixture `name` into a schema of its own.
+async fn postgres_copy_of(name: &str, tag: &str) -> (String, String, sqlx::PgPool) {
     let base = postgres_url_from_env().unwrap_or_else(|message| panic!("{message}"));
     let admin = admin_pool(&base)
         .await
         .unwrap_or_else(|message| panic!("{message}"));
     let schema = format!("migration_{tag}_{}", rand::random::<u32>());
-    let dump = std::fs::read_to_string(fixture("store-v1.postgres.sql")).expect("the dump");
+    let dump = std::fs::read_to_string(fixture(name)).expect("the dump");
     let sql = format!(
         "CREATE SCHEMA \"{schema}\";\n{}",
         dump.replace("public.", &format!("\"{schema}\"."))
@@ -279,9 +284,9 @@ async fn a_postgres_store_made_by_schema_1_migrates_and_keeps_its_evidence() {
         .await
         .expect("the old store opens");
     check_migrated(store).await;
-    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2]);
+    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2, 3]);
     drop(store::open_url_async(&url).await.expect("reopens"));
-    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2]);
+    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2, 3]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -309,4 +314,125 @@ async fn a_failed_postgres_migration_leaves_the_store_as_it_was() {
         !columns.iter().any(|column| column == "rule"),
         "{columns:?}"
     );
+}
+
+/// Issue #31: a store made at schema version 2 (the fixtures `store-v2.*`, see the README)
+/// migrates to 3 (the token deny-list) in one transaction: its requests and receipts read as
+/// they were, its chain verifies, and the new table works.
+async fn check_migrated_from_2(store: Arc<dyn Store>, approvals: usize, receipts: usize) {
+    assert_eq!(
+        store.approvals(None).await.expect("approvals").len(),
+        approvals
+    );
+    let before = verified_schemas(store.as_ref()).await;
+    assert_eq!(before.len(), receipts);
+    assert!(
+        before
+            .iter()
+            .all(|schema| schema == "countersign.receipt/v2")
+    );
+    let now = SystemClock.now();
+    assert!(!store.token_revoked("tok_example").await.expect("read"));
+    assert!(
+        store
+            .revoke_token("tok_example", "human:ops", Some("leaked"), now)
+            .await
+            .expect("the deny-list takes it")
+    );
+    assert!(
+        !store
+            .revoke_token("tok_example", "human:ops", None, now)
+            .await
+            .expect("a repeat"),
+        "listed once"
+    );
+    assert!(store.token_revoked("tok_example").await.expect("read"));
+    // A waiting request of the old store can still be cancelled, on the same chain.
+    if let Some(pending) = store
+        .approvals(Some(ApprovalState::Pending))
+        .await
+        .expect("pending")
+        .first()
+    {
+        // The fixture's clock: just before the request expires (it was made with a 15-minute
+        // TTL), so the test does not depend on when it runs.
+        let now = countersign::Timestamp::from_millis(pending.expires_at.as_millis() - 1);
+        let cancelled = store
+            .withdraw_approval(
+                countersign::approval::withdraw::Withdrawal {
+                    request_id: pending.id.clone(),
+                    kind: countersign::approval::withdraw::WithdrawalKind::Cancel {
+                        operator: "human:ops".to_owned(),
+                        channel: Channel::Cli,
+                    },
+                    reason: Some("after the migration".to_owned()),
+                },
+                now,
+            )
+            .await
+            .expect("cancelled");
+        assert_eq!(cancelled.state, ApprovalState::Cancelled);
+        assert_eq!(verified_schemas(store.as_ref()).await.len(), receipts + 1);
+    }
+}
+
+fn sqlite_copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {
+    let folder = tempfile::tempdir().expect("temp dir");
+    let path = folder.path().join(name);
+    std::fs::copy(fixture(name), &path).expect("copy the fixture");
+    (folder, path)
+}
+
+#[tokio::test]
+async fn a_sqlite_store_made_by_schema_2_migrates_to_3_and_keeps_its_evidence() {
+    let (_folder, path) = sqlite_copy_of("store-v2.sqlite");
+    assert_eq!(sqlite_version(&path), "2");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("the old store opens"));
+    assert_eq!(sqlite_version(&path), "3");
+    assert!(!sqlite_columns(&path, "revoked_tokens").is_empty());
+    let approvals = store.approvals(None).await.expect("approvals").len();
+    let receipts = verified_schemas(store.as_ref()).await.len();
+    assert!(approvals > 0 && receipts > 0, "the fixture holds evidence");
+    check_migrated_from_2(store, approvals, receipts).await;
+}
+
+#[tokio::test]
+async fn a_failed_sqlite_migration_from_2_leaves_the_store_as_it_was() {
+    let (_folder, path) = sqlite_copy_of("store-v2.sqlite");
+    rusqlite::Connection::open(&path)
+        .expect("open")
+        .execute_batch("CREATE TABLE revoked_tokens (x TEXT)")
+        .expect("sabotage");
+    let Err(error) = SqliteStore::open(&path) else {
+        panic!("a migration that cannot apply was reported as done")
+    };
+    assert!(error.to_string().contains("revoked_tokens"), "{error}");
+    assert_eq!(sqlite_version(&path), "2");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_store_made_by_schema_2_migrates_to_3_and_keeps_its_evidence() {
+    let (url, schema, admin) = postgres_copy_of("store-v2.postgres.sql", "v2ok").await;
+    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2]);
+    let store = store::open_url_async(&url)
+        .await
+        .expect("the old store opens");
+    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2, 3]);
+    check_migrated_from_2(store, 4, 6).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_postgres_migration_from_2_leaves_the_store_as_it_was() {
+    let (url, schema, admin) = postgres_copy_of("store-v2.postgres.sql", "v2bad").await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE TABLE \"{schema}\".revoked_tokens (x TEXT)"
+    )))
+    .execute(&admin)
+    .await
+    .expect("sabotage");
+    let Err(error) = store::open_url_async(&url).await else {
+        panic!("a migration that cannot apply was reported as done")
+    };
+    assert!(error.to_string().contains("revoked_tokens"), "{error}");
+    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2]);
 }

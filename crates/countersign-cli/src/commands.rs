@@ -18,7 +18,10 @@ use crate::render::{self, Table};
 use crate::store_access::{missing_store_file, open_existing, store_flags};
 use crate::{Failure, Global};
 
-fn write_json(out: &mut dyn Write, value: &impl serde::Serialize) -> Result<(), Failure> {
+pub(crate) fn write_json(
+    out: &mut dyn Write,
+    value: &impl serde::Serialize,
+) -> Result<(), Failure> {
     serde_json::to_writer_pretty(&mut *out, value)?;
     writeln!(out)?;
     Ok(())
@@ -129,7 +132,7 @@ pub struct IdentityArgs {
 
 impl IdentityArgs {
     /// The credential these options give: a token (file, then environment), else a name.
-    fn credential(&self) -> Result<Credential, Failure> {
+    pub(crate) fn credential(&self) -> Result<Credential, Failure> {
         if let Some(path) = &self.token_file {
             let text = std::fs::read_to_string(path).map_err(|error| {
                 Failure(format!(
@@ -157,7 +160,7 @@ impl IdentityArgs {
 }
 
 /// Say, on standard error, that an asserted identity on a shared store proves nothing.
-fn warn_if_asserted_on_shared_store(store: &dyn Store, credential: &Credential) {
+pub(crate) fn warn_if_asserted_on_shared_store(store: &dyn Store, credential: &Credential) {
     if store.backend() == "postgres" && matches!(credential, Credential::Asserted(_)) {
         eprintln!(
             "warning: answering as an asserted name (`--as`, or `$USER`) on a shared PostgreSQL store: asserted identity is for local use; anyone who can reach the store can type any name: give approvers tokens (`countersign approver token`) and set `require: authenticated` in the policy"
@@ -200,7 +203,7 @@ pub struct AnswerArgs {
     note: Option<String>,
 }
 
-fn approver(given: &Option<String>) -> Result<String, Failure> {
+pub(crate) fn approver(given: &Option<String>) -> Result<String, Failure> {
     match given {
         Some(who) if !who.trim().is_empty() => Ok(who.trim().to_owned()),
         Some(_) => Err(Failure(

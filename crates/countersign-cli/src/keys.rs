@@ -37,6 +37,23 @@ enum ApproverCommand {
     /// subject until it expires: hand it over as you would a password. It verifies only where
     /// the policy lists the key's public half under `approvers.keys`.
     Token(TokenArgs),
+    /// Revoke an approver token before it expires: put its id (`jti`, shown by `countersign
+    /// approver token --json`) on the store's deny-list. From then on every answer or
+    /// revocation presenting it is refused `not_authenticated`, on every surface.
+    Revoke(RevokeTokenArgs),
+}
+
+/// Arguments of `countersign approver revoke`.
+#[derive(Debug, clap::Args)]
+pub struct RevokeTokenArgs {
+    /// The token's id (`tok_…`), or the whole token (its id is read from it).
+    jti: String,
+    /// Why, kept with the deny-list entry.
+    #[arg(long, value_name = "TEXT")]
+    reason: Option<String>,
+    /// Who revokes it, recorded with the entry [default: `human:$USER`].
+    #[arg(long = "as", value_name = "WHO", env = "COUNTERSIGN_OPERATOR")]
+    operator: Option<String>,
 }
 
 /// Arguments of `countersign approver token`.
@@ -102,14 +119,66 @@ pub fn keygen(
 }
 
 /// `countersign approver …`.
-pub fn approver(
+pub async fn approver(
     global: &Global,
     args: &ApproverArgs,
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
     match &args.command {
         ApproverCommand::Token(args) => issue_token(global, args, out),
+        ApproverCommand::Revoke(args) => revoke_token(global, args, out).await,
     }
+}
+
+/// `countersign approver revoke`.
+async fn revoke_token(
+    global: &Global,
+    args: &RevokeTokenArgs,
+    out: &mut dyn Write,
+) -> Result<ExitCode, Failure> {
+    let given = args.jti.trim();
+    let jti = if given.contains('.') {
+        token::unverified_jti(given).ok_or_else(|| {
+            Failure(
+                "that token has no `jti` claim (it was issued before tokens had ids): it cannot be revoked alone; remove its key from `approvers.keys` to refuse every token it signed".to_owned(),
+            )
+        })?
+    } else {
+        given.to_owned()
+    };
+    let well_formed = jti.len() == 24
+        && jti.starts_with("tok_")
+        && jti[4..]
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || ('2'..='7').contains(&c));
+    if !well_formed {
+        return Err(Failure(format!(
+            "`{}` is not a token id: ids look like `tok_` and 20 letters and digits, as `countersign approver token --json` shows; or pass the whole token",
+            jti.escape_debug()
+        )));
+    }
+    let operator = crate::commands::approver(&args.operator)?;
+    let store = crate::store_access::open_existing(global).await?;
+    let reason = args.reason.as_deref().map(str::trim);
+    let added = store
+        .revoke_token(&jti, &operator, reason, SystemClock.now())
+        .await?;
+    if global.json {
+        let value = serde_json::json!({"jti": jti, "revoked": true, "already_revoked": !added});
+        serde_json::to_writer_pretty(&mut *out, &value)?;
+        writeln!(out)?;
+    } else if added {
+        writeln!(
+            out,
+            "revoked approver token {jti}: every answer presenting it is now refused `not_authenticated`"
+        )?;
+    } else {
+        writeln!(
+            out,
+            "approver token {jti} was already revoked: nothing changed"
+        )?;
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// `countersign approver token`.
@@ -165,6 +234,7 @@ fn issue_token(
             "groups": verified.groups,
             "expires_at": verified.expires_at,
             "key_id": verified.key_id.as_str(),
+            "jti": verified.jti,
         });
         serde_json::to_writer_pretty(&mut *out, &value)?;
         writeln!(out)?;

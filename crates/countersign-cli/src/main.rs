@@ -16,6 +16,7 @@ mod render;
 mod serve;
 mod store_access;
 mod style;
+mod takeback;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -114,6 +115,12 @@ enum Command {
     Approve(commands::AnswerArgs),
     /// Deny an approval request: the agent gets a recorded denial, not an error to retry.
     Deny(commands::AnswerArgs),
+    /// Take back a grant not yet used (or your yes from a quorum still pending): an attempt
+    /// presenting it is refused `revoked`. A used grant cannot be revoked.
+    Revoke(takeback::RevokeArgs),
+    /// Cancel a waiting request (or, with `--run ID`, every waiting request of an abandoned
+    /// run): it leaves every inbox and a late answer is refused `cancelled`.
+    Cancel(takeback::CancelArgs),
     /// Settle an ambiguous effect once you know what happened.
     Resolve(commands::ResolveArgs),
     /// Show receipts, verify the chain, or export an anchor for later verification.
@@ -137,7 +144,8 @@ enum Command {
     /// `approvers.keys` in the policy; keep the private key where tokens are issued, and never
     /// put it in a policy.
     Keygen(keys::KeygenArgs),
-    /// Approver identities: `countersign approver token` issues a signed, short-lived token.
+    /// Approver identities: `countersign approver token` issues a signed, short-lived token;
+    /// `countersign approver revoke JTI` refuses one before it expires.
     Approver(keys::ApproverArgs),
     /// Run the approval service: sign-in (approver tokens, an identity provider's JWT, or an
     /// authenticating proxy), the web inbox at /inbox and the JSON API for answering approvals
@@ -248,6 +256,8 @@ pub async fn run(cli: Cli, out: &mut dyn std::io::Write) -> Result<ExitCode, Fai
         Command::Pending(args) => commands::pending(global, &args, out).await,
         Command::Approve(args) => commands::answer(global, &args, true, out).await,
         Command::Deny(args) => commands::answer(global, &args, false, out).await,
+        Command::Revoke(args) => takeback::revoke(global, &args, out).await,
+        Command::Cancel(args) => takeback::cancel(global, &args, out).await,
         Command::Resolve(args) => commands::resolve(global, &args, out).await,
         Command::Receipts(args) => commands::receipts(global, &args, out).await,
         Command::Effects(args) => commands::effects(global, &args, out).await,
@@ -255,7 +265,7 @@ pub async fn run(cli: Cli, out: &mut dyn std::io::Write) -> Result<ExitCode, Fai
         Command::Verify(args) => commands::verify(global, &args, out).await,
         Command::Gateway(args) => gateway::run(global, &args, out).await,
         Command::Keygen(args) => keys::keygen(global, &args, out),
-        Command::Approver(args) => keys::approver(global, &args, out),
+        Command::Approver(args) => keys::approver(global, &args, out).await,
         Command::Serve(args) => serve::run(global, &args, out).await,
     }
 }

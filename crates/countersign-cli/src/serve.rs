@@ -225,6 +225,10 @@ pub async fn run(
     } else if let Some(warning) = unstored_keys_warning(&url, &policy, &sign_in).await {
         eprintln!("{warning}");
     }
+    // Issue #31: an approval nobody can answer is said at once, not after every request expired.
+    for warning in policy.approval_warnings() {
+        eprintln!("warning: {}", countersign::evidence::printable(&warning));
+    }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .map_err(|error| {

@@ -32,3 +32,5 @@ mod listings;
 mod policy_errors;
 #[path = "cli/round_trip.rs"]
 mod round_trip;
+#[path = "cli/takeback.rs"]
+mod takeback;

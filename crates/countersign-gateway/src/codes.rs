@@ -9,7 +9,7 @@
 //! | -32090 | `approval_required` | no | yes, after a human approves |
 //! | -32091 | `approval_denied` | no | no: a human said no |
 //! | -32092 | `expired` | no | yes: a new approval is requested |
-//! | -32093 | `mismatch`, `consumed`, `unknown_request`, `policy_changed`, `interrupt_failed` | no | see `data.may_retry` |
+//! | -32093 | `mismatch`, `consumed`, `unknown_request`, `policy_changed`, `interrupt_failed`, `revoked`, `cancelled` | no | see `data.may_retry` |
 //! | -32094 | `denied`, `unknown_action`, `no_matching_rule` | no | no |
 //! | -32095 | `duplicate`, `in_progress` | no (this attempt) | no |
 //! | -32096 | `ambiguous` | no (an earlier attempt may have) | no, until resolved |
@@ -27,7 +27,8 @@ pub const APPROVAL_REQUIRED: i64 = -32090;
 pub const APPROVAL_DENIED: i64 = -32091;
 /// The approval request expired; sending the call again requests a new one.
 pub const APPROVAL_EXPIRED: i64 = -32092;
-/// The presented or found approval cannot authorize this call (mismatch, used, void, unknown).
+/// The presented or found approval cannot authorize this call (mismatch, used, void, unknown,
+/// revoked or cancelled: issue #31).
 pub const APPROVAL_INVALID: i64 = -32093;
 /// Policy denies the action.
 pub const POLICY_DENIED: i64 = -32094;
@@ -59,7 +60,8 @@ pub fn code_for(reason: &str) -> i64 {
         "expired" => APPROVAL_EXPIRED,
         "mismatch" | "consumed" | "unknown_request" | "policy_changed" | "interrupt_failed"
         | "other_run" | "not_entitled" | "not_authenticated" | "self_approval"
-        | "invalid_decision" | "already_decided" | "no_approver" => APPROVAL_INVALID,
+        | "invalid_decision" | "already_decided" | "no_approver" | "revoked" | "cancelled"
+        | "not_revocable" => APPROVAL_INVALID,
         "denied" | "unknown_action" | "no_matching_rule" => POLICY_DENIED,
         "duplicate" | "in_progress" => DUPLICATE_EFFECT,
         "ambiguous" => AMBIGUOUS_EFFECT,
@@ -203,4 +205,23 @@ pub fn elicitation_message(display: &ApprovalDisplay) -> String {
         "Countersign: approve this exact action?\n\n{}\n\nApproving authorizes this call once; other arguments need their own approval.",
         display.to_text()
     )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Issue #31: a revoked or cancelled approval is an approval that cannot authorize the call,
+    /// never the catch-all code.
+    #[test]
+    fn revoked_and_cancelled_approvals_have_the_approval_code() {
+        for reason in ["revoked", "cancelled", "not_revocable", "consumed"] {
+            assert_eq!(code_for(reason), APPROVAL_INVALID, "{reason}");
+        }
+        let revoked = ControlError::ApprovalRevoked {
+            request_id: countersign::ApprovalId::parse("apr_aaaaaaaaaaaaaaaaaaaa").expect("an id"),
+        };
+        assert_eq!(code_for(revoked.reason()), APPROVAL_INVALID);
+        assert_eq!(code_for("something_new"), REFUSED);
+    }
 }

@@ -158,6 +158,12 @@ fn control_exception(py: Python<'_>, error: &ControlError, cause: Option<PyErr>)
         ControlError::ApprovalVoid { request_id } => {
             ("ApprovalVoid", json!({"request_id": request_id}))
         }
+        ControlError::ApprovalRevoked { request_id } => {
+            ("ApprovalRevoked", json!({"request_id": request_id}))
+        }
+        ControlError::ApprovalCancelled { request_id } => {
+            ("ApprovalCancelled", json!({"request_id": request_id}))
+        }
         ControlError::ApprovalOtherRun { request_id, run } => (
             "ApprovalOtherRun",
             json!({"request_id": request_id, "run": run}),
@@ -272,6 +278,19 @@ pub fn answer_error(py: Python<'_>, error: &AnswerError) -> PyErr {
         } => (
             "AnswerMismatch",
             json!({"request_id": request_id, "shown": shown, "action_hash": action_hash}),
+        ),
+        AnswerError::Revoked { request_id } => {
+            ("ApprovalRevoked", json!({"request_id": request_id}))
+        }
+        AnswerError::Cancelled { request_id } => {
+            ("ApprovalCancelled", json!({"request_id": request_id}))
+        }
+        AnswerError::Consumed { request_id } => {
+            ("ApprovalConsumed", json!({"request_id": request_id}))
+        }
+        AnswerError::NotRevocable { request_id, state } => (
+            "NotRevocable",
+            json!({"request_id": request_id, "state": state}),
         ),
         AnswerError::Store(_) => ("StoreError", json!({"after_run": false})),
     };

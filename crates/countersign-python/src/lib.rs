@@ -589,6 +589,53 @@ impl NativeControl {
         }
     }
 
+    /// Take back (issue #31): with `cancel` false, revoke the grant of `request_id` (or
+    /// withdraw a counted yes from a pending quorum) as `token` (verified) or else `approver`
+    /// (asserted); with `cancel` true, cancel it as the operator named `approver`. The channel
+    /// is `api`; `reason` is kept on the receipt. Returns the stored request as JSON.
+    #[pyo3(signature = (request_id, cancel, approver=None, token=None, reason=None))]
+    fn withdraw(
+        &self,
+        py: Python<'_>,
+        request_id: &str,
+        cancel: bool,
+        approver: Option<&str>,
+        token: Option<&str>,
+        reason: Option<&str>,
+    ) -> PyResult<String> {
+        use countersign::approval::withdraw::{Withdrawal, WithdrawalKind};
+        let id = ApprovalId::parse(request_id).map_err(PyValueError::new_err)?;
+        let channel = countersign::approver::Channel::Api;
+        let kind = if cancel {
+            WithdrawalKind::Cancel {
+                operator: approver.unwrap_or_default().to_owned(),
+                channel,
+            }
+        } else {
+            let credential = match (token, approver) {
+                (Some(token), _) => countersign::approver::Credential::Token(token.to_owned()),
+                (None, name) => {
+                    countersign::approver::Credential::Asserted(name.unwrap_or_default().to_owned())
+                }
+            };
+            WithdrawalKind::Revoke {
+                approver: credential,
+                channel,
+            }
+        };
+        let withdrawal = Withdrawal {
+            request_id: id,
+            kind,
+            reason: reason.map(str::to_owned),
+        };
+        let control = self.control.clone();
+        let done = py.detach(|| runtime().block_on(control.withdraw(withdrawal)));
+        match done {
+            Ok(record) => to_json(&record),
+            Err(error) => Err(answer_error(py, &error)),
+        }
+    }
+
     /// The request the store maps the framework call `(framework, run, call_id)` to, as JSON,
     /// or `None`. A read.
     #[pyo3(signature = (framework, run, call_id))]
@@ -694,12 +741,14 @@ fn parse_state(text: &str) -> PyResult<ApprovalState> {
         ApprovalState::Consumed,
         ApprovalState::Expired,
         ApprovalState::Void,
+        ApprovalState::Revoked,
+        ApprovalState::Cancelled,
     ];
     all.into_iter()
         .find(|state| state.as_str() == text)
         .ok_or_else(|| {
             PyValueError::new_err(format!(
-                "unknown approval state `{text}`: use pending, granted, denied, consumed, expired or void"
+                "unknown approval state `{text}`: use pending, granted, denied, consumed, expired, void, revoked or cancelled"
             ))
         })
 }

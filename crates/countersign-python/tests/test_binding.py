@@ -455,3 +455,45 @@ def test_an_interrupt_that_raises_is_interrupt_failed_and_a_malformed_one_is_ref
 
     with pytest.raises(TypeError, match="framework"):
         _interrupt_control(tmp_path, Nameless())
+
+
+def test_a_revoked_grant_raises_revoked_and_a_used_one_cannot_be_revoked(control) -> None:
+    runs = []
+
+    def refund(arguments: dict) -> str:
+        runs.append(arguments["payment_id"])
+        return "ok"
+
+    call = {"payment_id": "pi_rv", "amount": 900}
+    with pytest.raises(countersign.ApprovalRequired) as raised:
+        control.execute("stripe.refund", call, refund)
+    request_id = raised.value.request_id
+    control.approve(request_id, approver="human:alice")
+    record = control.revoke(request_id, approver="human:alice", reason="wrong payment")
+    assert record.state == "revoked"
+    with pytest.raises(countersign.ApprovalRevoked) as revoked:
+        control.execute("stripe.refund", call, refund, approval=request_id)
+    assert revoked.value.reason == "revoked" and revoked.value.did_run == countersign.DidRun.NO
+    assert runs == []
+
+    with pytest.raises(countersign.ApprovalRequired) as again:
+        control.execute("stripe.refund", {"payment_id": "pi_used", "amount": 900}, refund)
+    used = again.value.request_id
+    control.approve(used, approver="human:alice")
+    control.execute("stripe.refund", {"payment_id": "pi_used", "amount": 900}, refund, approval=used)
+    with pytest.raises(countersign.ApprovalConsumed) as consumed:
+        control.revoke(used, approver="human:alice")
+    assert consumed.value.reason == "consumed"
+    assert control.approval(used).state == "consumed"
+
+
+def test_a_cancelled_request_leaves_the_inbox_and_refuses_a_late_answer(control) -> None:
+    with pytest.raises(countersign.ApprovalRequired) as raised:
+        control.execute("stripe.refund", {"payment_id": "pi_cx", "amount": 900}, lambda a: "x")
+    request_id = raised.value.request_id
+    record = control.cancel(request_id, operator="ops:dana", reason="run abandoned")
+    assert record.state == "cancelled"
+    assert all(pending.request_id != request_id for pending in control.approvals("pending"))
+    with pytest.raises(countersign.ApprovalCancelled) as late:
+        control.approve(request_id, approver="human:alice")
+    assert late.value.reason == "cancelled"

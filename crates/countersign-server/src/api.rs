@@ -54,6 +54,7 @@ pub(crate) fn router(service: Service) -> Router {
         .route("/api/v1/approvals", get(list_approvals))
         .route("/api/v1/approvals/{id}", get(get_approval))
         .route("/api/v1/approvals/{id}/answer", post(answer))
+        .route("/api/v1/approvals/{id}/revoke", post(revoke))
         .route("/api/v1/receipts", get(list_receipts))
         .route("/api/v1/effects", get(list_effects))
         .route("/api/v1/effects/{key}/resolve", post(resolve))
@@ -97,7 +98,12 @@ async fn track(
         .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
     let method = request.method().as_str().to_owned();
     let started = std::time::Instant::now();
-    let response = next.run(request).await;
+    // Issue #31: an approver token on the store's deny-list signs in nowhere, by header or by
+    // the browser session it opened. Answers are also refused inside their own transaction.
+    let response = match revoked_token(&service, request.headers()).await {
+        Ok(None) => next.run(request).await,
+        Ok(Some(problem)) | Err(problem) => problem.into_response(),
+    };
     service.inner.metrics.record_request(
         &method,
         &route,
@@ -105,6 +111,38 @@ async fn track(
         started.elapsed(),
     );
     response
+}
+
+/// The refusal for a request presenting a revoked approver token, if it does (issue #31).
+/// Reading the deny-list fails closed: a store that cannot be read refuses the call.
+async fn revoked_token(service: &Service, headers: &HeaderMap) -> Result<Option<Problem>, Problem> {
+    let bearer = headers
+        .get(header::AUTHORIZATION)
+        .and_then(|value| value.to_str().ok())
+        .and_then(|value| value.strip_prefix("Bearer "))
+        .map(|token| token.trim().to_owned());
+    let presented = bearer.or_else(|| {
+        let id = browser::cookie(headers, browser::SESSION_COOKIE)?;
+        let session = service.inner.sessions.find(id, service.inner.clock.now())?;
+        Some(session.token)
+    });
+    let Some(jti) = presented
+        .as_deref()
+        .and_then(countersign::token::unverified_jti)
+    else {
+        return Ok(None);
+    };
+    let store = service.store().await?;
+    if store
+        .token_revoked(&jti)
+        .await
+        .map_err(|error| Problem::from_store(&error))?
+    {
+        return Ok(Some(Problem::not_authenticated(format!(
+            "the approver token `{jti}` was revoked (`countersign approver revoke`): ask for a new one"
+        ))));
+    }
+    Ok(None)
 }
 
 /// `GET /metrics`: Prometheus text.
@@ -326,8 +364,16 @@ fn encode_cursor(text: &str) -> String {
     URL_SAFE_NO_PAD.encode(text)
 }
 
-/// `GET /api/v1/health`: no sign-in; says whether the store answers.
+/// `GET /api/v1/health`: no sign-in; says whether the store answers, and lists the policy's
+/// approval warnings (`warnings`: one line each, such as an approval nobody can answer, issue
+/// #31; empty without a policy).
 async fn health(State(service): State<Service>) -> Answer {
+    let warnings = service
+        .inner
+        .policy
+        .as_ref()
+        .map(|policy| policy.approval_warnings())
+        .unwrap_or_default();
     let store = service.store().await?;
     store
         .chain_head()
@@ -340,6 +386,7 @@ async fn health(State(service): State<Service>) -> Answer {
             "store": store.backend(),
             "version": env!("CARGO_PKG_VERSION"),
             "public_url": service.inner.public_url,
+            "warnings": warnings,
         }),
     )
 }
@@ -573,6 +620,48 @@ async fn answer(
     let record = service
         .answer_as(&caller, request_id, decision, shown_hash, note)
         .await?;
+    let mut scope = Scope::new(&caller, now);
+    json(StatusCode::OK, &item(&record, &mut scope))
+}
+
+/// `POST /api/v1/approvals/{id}/revoke`: `{note}` (optional, the reason). The signed-in caller
+/// takes back a grant not yet used, or their counted yes from a pending quorum (issue #31);
+/// judged by the kernel (an approver who gave a yes, or an entitled resolver). A used grant is
+/// refused `consumed` (409) and nothing changes.
+async fn revoke(
+    State(service): State<Service>,
+    headers: HeaderMap,
+    path: Result<Path<String>, PathRejection>,
+    body: Result<Bytes, BytesRejection>,
+) -> Answer {
+    let caller = service.caller(&headers, true)?;
+    let Path(id) = path.map_err(|error| path_problem(&error))?;
+    let request_id = ApprovalId::parse(&id).map_err(|_| {
+        Problem::new(
+            StatusCode::NOT_FOUND,
+            "unknown_request",
+            format!(
+                "no approval request `{}`: list yours with `GET /api/v1/approvals`",
+                id.escape_debug()
+            ),
+        )
+    })?;
+    let object = body_object(&headers, body, &["note"])?;
+    let note = note_of(&object)?;
+    let now = service.inner.clock.now();
+    let store = service.store().await?;
+    let withdrawal = countersign::approval::withdraw::Withdrawal {
+        request_id,
+        kind: countersign::approval::withdraw::WithdrawalKind::Revoke {
+            approver: caller.credential.clone(),
+            channel: Channel::Service,
+        },
+        reason: note,
+    };
+    let record = store
+        .withdraw_approval(withdrawal, now)
+        .await
+        .map_err(|error| Problem::from_answer(&error))?;
     let mut scope = Scope::new(&caller, now);
     json(StatusCode::OK, &item(&record, &mut scope))
 }

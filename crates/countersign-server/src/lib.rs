@@ -12,10 +12,11 @@
 //!
 //! | route | what |
 //! |---|---|
-//! | `GET /api/v1/health` | liveness and store reachability (no sign-in) |
+//! | `GET /api/v1/health` | liveness, store reachability and the policy's approval warnings (no sign-in) |
 //! | `GET /api/v1/approvals` | requests the caller may answer (`?state=`, `?cursor=`, `?limit=`) |
 //! | `GET /api/v1/approvals/{id}` | one request, with its `display` |
 //! | `POST /api/v1/approvals/{id}/answer` | `{decision, action_hash, note}` |
+//! | `POST /api/v1/approvals/{id}/revoke` | `{note}`: take back your unused grant or counted yes (issue #31) |
 //! | `GET /api/v1/receipts` | receipts the caller may read |
 //! | `GET /api/v1/effects` | effect records the caller may read (`?state=`) |
 //! | `POST /api/v1/effects/{key}/resolve` | `{to: committed\|failed, note}` |

@@ -76,7 +76,11 @@ impl Problem {
             AnswerError::Unknown { .. } => StatusCode::NOT_FOUND,
             AnswerError::AlreadyDecided { .. }
             | AnswerError::Expired { .. }
-            | AnswerError::Mismatch { .. } => StatusCode::CONFLICT,
+            | AnswerError::Mismatch { .. }
+            | AnswerError::Cancelled { .. }
+            | AnswerError::Revoked { .. }
+            | AnswerError::Consumed { .. }
+            | AnswerError::NotRevocable { .. } => StatusCode::CONFLICT,
             AnswerError::NoApprover => StatusCode::UNAUTHORIZED,
             AnswerError::SelfApproval { .. }
             | AnswerError::NotAuthenticated { .. }
@@ -88,7 +92,9 @@ impl Problem {
         if let Some(id) = error.request_id() {
             problem = problem.with("request_id", id.as_str());
         }
-        if let AnswerError::AlreadyDecided { state, .. } = error {
+        if let AnswerError::AlreadyDecided { state, .. } | AnswerError::NotRevocable { state, .. } =
+            error
+        {
             problem = problem.with("state", state.as_str());
         }
         problem

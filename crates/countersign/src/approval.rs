@@ -96,6 +96,12 @@ pub enum ApprovalState {
     Expired,
     /// The action's policy entry changed after the request; it authorizes nothing.
     Void,
+    /// Its grant was taken back before it was used (by an approver who gave it, or an
+    /// entitled resolver); it authorizes nothing (issue #31).
+    Revoked,
+    /// The operator cancelled it while it waited (an abandoned run); it left every inbox and
+    /// no answer changes it (issue #31).
+    Cancelled,
 }
 
 impl ApprovalState {
@@ -108,6 +114,8 @@ impl ApprovalState {
             ApprovalState::Consumed => "consumed",
             ApprovalState::Expired => "expired",
             ApprovalState::Void => "void",
+            ApprovalState::Revoked => "revoked",
+            ApprovalState::Cancelled => "cancelled",
         }
     }
 
@@ -120,6 +128,8 @@ impl ApprovalState {
             "consumed" => ApprovalState::Consumed,
             "expired" => ApprovalState::Expired,
             "void" => ApprovalState::Void,
+            "revoked" => ApprovalState::Revoked,
+            "cancelled" => ApprovalState::Cancelled,
             _ => return None,
         })
     }
@@ -590,6 +600,10 @@ pub enum TakeRefusal {
     OtherRun,
     /// The action's policy entry changed since the request.
     PolicyChanged,
+    /// Its grant was revoked before it was used.
+    Revoked,
+    /// The operator cancelled the request.
+    Cancelled,
 }
 
 /// Decide whether a presented approval authorizes an attempt with `action_hash` in `run` under
@@ -629,6 +643,8 @@ pub fn plan_take(
         ApprovalState::Consumed => refuse(TakeRefusal::Consumed, None),
         ApprovalState::Expired => refuse(TakeRefusal::Expired, None),
         ApprovalState::Void => refuse(TakeRefusal::PolicyChanged, None),
+        ApprovalState::Revoked => refuse(TakeRefusal::Revoked, None),
+        ApprovalState::Cancelled => refuse(TakeRefusal::Cancelled, None),
     }
 }
 
@@ -699,6 +715,8 @@ pub fn plan_open(
     };
     (plan, marks)
 }
+
+pub mod withdraw;
 
 #[cfg(test)]
 mod tests;

@@ -276,6 +276,8 @@ pub async fn cross_check_approvals(
             (ReceiptKind::Answer, ReceiptOutcome::Denied) => "denied",
             (ReceiptKind::ApprovalExpired, _) => "expired",
             (ReceiptKind::ApprovalVoided, _) => "voided",
+            (ReceiptKind::ApprovalRevoked, ReceiptOutcome::Revoked) => "revoked",
+            (ReceiptKind::ApprovalCancelled, ReceiptOutcome::Cancelled) => "cancelled",
             (
                 ReceiptKind::Attempt,
                 ReceiptOutcome::Committed
@@ -289,14 +291,31 @@ pub async fn cross_check_approvals(
     })
     .await?;
     let mut check = ApprovalCheck::default();
-    for record in store
+    // Issue #31: a revoked or cancelled request must end on its own receipt, and a granted one
+    // must not have been revoked or cancelled since.
+    let mut records = store
         .approvals(Some(crate::approval::ApprovalState::Granted))
-        .await?
-    {
+        .await?;
+    records.extend(
+        store
+            .approvals(Some(crate::approval::ApprovalState::Revoked))
+            .await?,
+    );
+    records.extend(
+        store
+            .approvals(Some(crate::approval::ApprovalState::Cancelled))
+            .await?,
+    );
+    for record in records {
         check.checked += 1;
         let id = record.id.as_str().to_owned();
         let receipts = ended.get(&id).copied();
-        if receipts != Some("granted") {
+        let expected = match record.state {
+            crate::approval::ApprovalState::Revoked => "revoked",
+            crate::approval::ApprovalState::Cancelled => "cancelled",
+            _ => "granted",
+        };
+        if receipts != Some(expected) {
             check.disagreements.push(ApprovalDisagreement {
                 request_id: id,
                 receipts,

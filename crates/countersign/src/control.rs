@@ -25,6 +25,7 @@ mod gate;
 mod pipeline;
 mod protect;
 mod request;
+mod withdraw;
 
 pub use answer::{
     ApprovalProvider, InterruptApprovalProvider, ProviderOutcome, record_answer, submit_answer,

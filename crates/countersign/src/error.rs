@@ -159,6 +159,24 @@ pub enum ControlError {
         /// The voided request.
         request_id: ApprovalId,
     },
+    /// The presented approval was revoked before it was used (issue #31): it authorizes
+    /// nothing. Did not run; a retry needs a new approval.
+    #[error(
+        "not executed: approval `{request_id}` was revoked before it was used: send the call again to request a new approval"
+    )]
+    ApprovalRevoked {
+        /// The revoked request.
+        request_id: ApprovalId,
+    },
+    /// The presented approval request was cancelled by the operator (issue #31): it
+    /// authorizes nothing. Did not run; a retry needs a new approval.
+    #[error(
+        "not executed: approval `{request_id}` was cancelled by the operator: send the call again to request a new approval"
+    )]
+    ApprovalCancelled {
+        /// The cancelled request.
+        request_id: ApprovalId,
+    },
     /// The answer handed back through a framework's interrupt was refused (`not_entitled`,
     /// `not_authenticated`, `self_approval`, `invalid_decision`, `mismatch`, `already_decided`,
     /// `no_approver`): it authorizes nothing, and the request stays as it was for an entitled
@@ -294,6 +312,8 @@ impl ControlError {
             ControlError::ApprovalExpired { .. } => "expired",
             ControlError::ApprovalUnknown { .. } => "unknown_request",
             ControlError::ApprovalVoid { .. } => "policy_changed",
+            ControlError::ApprovalRevoked { .. } => "revoked",
+            ControlError::ApprovalCancelled { .. } => "cancelled",
             ControlError::ApprovalOtherRun { .. } => "other_run",
             ControlError::InterruptFailed { .. } => "interrupt_failed",
             ControlError::AnswerRefused { reason, .. } => reason,
@@ -337,6 +357,8 @@ impl ControlError {
             | ControlError::ApprovalRequired { .. }
             | ControlError::ApprovalExpired { .. }
             | ControlError::ApprovalVoid { .. }
+            | ControlError::ApprovalRevoked { .. }
+            | ControlError::ApprovalCancelled { .. }
             | ControlError::ApprovalOtherRun { .. }
             | ControlError::InterruptFailed { .. }
             | ControlError::AnswerRefused { .. }
@@ -369,14 +391,19 @@ impl ControlError {
                 state: ApprovalState::Void,
                 ..
             } => ControlError::ApprovalVoid { request_id },
-            refused @ AnswerError::AlreadyDecided { .. } => ControlError::AnswerRefused {
-                request_id: refused
-                    .request_id()
-                    .cloned()
-                    .unwrap_or_else(|| ApprovalId::from_stored(String::new())),
-                reason: refused.reason(),
-                message: refused.to_string(),
-            },
+            AnswerError::Revoked { request_id } => ControlError::ApprovalRevoked { request_id },
+            AnswerError::Cancelled { request_id } => ControlError::ApprovalCancelled { request_id },
+            AnswerError::Consumed { request_id } => ControlError::ApprovalConsumed { request_id },
+            refused @ (AnswerError::AlreadyDecided { .. } | AnswerError::NotRevocable { .. }) => {
+                ControlError::AnswerRefused {
+                    request_id: refused
+                        .request_id()
+                        .cloned()
+                        .unwrap_or_else(|| ApprovalId::from_stored(String::new())),
+                    reason: refused.reason(),
+                    message: refused.to_string(),
+                }
+            }
             refused @ (AnswerError::NoApprover
             | AnswerError::SelfApproval { .. }
             | AnswerError::InvalidDecision { .. }
@@ -428,6 +455,46 @@ pub enum AnswerError {
         request_id: ApprovalId,
         /// When it expired.
         expires_at: Timestamp,
+    },
+    /// The request was cancelled by the operator (issue #31): no answer changes it. The
+    /// request is unchanged.
+    #[error(
+        "approval `{request_id}` was cancelled by the operator: it authorizes nothing and no answer changes it; the agent must send the call again to request a new approval"
+    )]
+    Cancelled {
+        /// The request.
+        request_id: ApprovalId,
+    },
+    /// The request's grant was revoked (issue #31): no answer changes it. The request is
+    /// unchanged.
+    #[error(
+        "approval `{request_id}` was revoked: it authorizes nothing and no answer changes it; the agent must send the call again to request a new approval"
+    )]
+    Revoked {
+        /// The request.
+        request_id: ApprovalId,
+    },
+    /// A revocation of a grant that was already used (issue #31): the attempt it authorized
+    /// has started, so nothing can take it back. Nothing changed.
+    #[error(
+        "approval `{request_id}` was already used: a consumed grant cannot be revoked; see `countersign inspect {request_id}` for its attempt"
+    )]
+    Consumed {
+        /// The request.
+        request_id: ApprovalId,
+    },
+    /// A revocation or cancellation of a request in a state it cannot leave (`denied`,
+    /// `expired`, `void`; or for a revocation, `pending` with no yes from this approver).
+    /// Nothing changed.
+    #[error(
+        "approval `{request_id}` is `{}`: there is nothing to take back",
+        state.as_str()
+    )]
+    NotRevocable {
+        /// The request.
+        request_id: ApprovalId,
+        /// Its stored state.
+        state: ApprovalState,
     },
     /// The answer named no approver.
     #[error("an answer needs an approver: say who is answering (for example `--as alice`)")]
@@ -501,16 +568,16 @@ pub enum AnswerError {
 }
 
 /// The text of [`AnswerError::NotAuthenticated`]. With an approver, an asserted name met a rule
-/// that requires a token; without one, the token itself did not verify against the keys stored
-/// with the request (whatever its rule requires), and the way out is another token or, where
-/// the rule accepts it, a typed name.
+/// that requires a token; without one, the token itself was refused (it did not verify against
+/// the keys stored with the request, or it was revoked), whatever the rule requires, and the way
+/// out is another token or, where the rule accepts it, a typed name.
 fn not_authenticated_text(request_id: &ApprovalId, approver: Option<&str>, detail: &str) -> String {
     match approver {
         Some(_) => format!(
             "approval `{request_id}` needs an authenticated approver: {detail}: pass an approver token with `--token-file FILE` or `COUNTERSIGN_APPROVER_TOKEN` (`countersign approver token` issues one)"
         ),
         None => format!(
-            "the approver token given for approval `{request_id}` did not verify against the keys stored with that request: {detail}; a token answers only requests opened while the policy listed its key, so use a token signed by one of those keys, or, where the request's rule accepts a typed name, answer with `--as NAME`"
+            "the approver token given for approval `{request_id}` was refused: {detail} (a token is checked against the keys stored with the request when it was opened); where the request's rule accepts a typed name, answer with `--as NAME` instead"
         ),
     }
 }
@@ -564,7 +631,11 @@ impl AnswerError {
             | AnswerError::InvalidDecision { request_id, .. }
             | AnswerError::NotAuthenticated { request_id, .. }
             | AnswerError::NotEntitled { request_id, .. }
-            | AnswerError::Mismatch { request_id, .. } => Some(request_id),
+            | AnswerError::Mismatch { request_id, .. }
+            | AnswerError::Cancelled { request_id }
+            | AnswerError::Revoked { request_id }
+            | AnswerError::Consumed { request_id }
+            | AnswerError::NotRevocable { request_id, .. } => Some(request_id),
             AnswerError::NoApprover | AnswerError::Store(_) => None,
         }
     }
@@ -594,6 +665,10 @@ impl AnswerError {
             AnswerError::NotAuthenticated { .. } => "not_authenticated",
             AnswerError::NotEntitled { .. } => "not_entitled",
             AnswerError::Mismatch { .. } => "mismatch",
+            AnswerError::Cancelled { .. } => "cancelled",
+            AnswerError::Revoked { .. } => "revoked",
+            AnswerError::Consumed { .. } => "consumed",
+            AnswerError::NotRevocable { .. } => "not_revocable",
             AnswerError::Store(source) => source.reason(),
         }
     }

@@ -60,6 +60,11 @@ pub enum ReceiptKind {
     LeaseExpired,
     /// A human or reconcile hook resolved an ambiguous effect.
     Resolution,
+    /// v2: an approver revoked a grant not yet used, or withdrew their yes from a quorum still
+    /// pending, or such an attempt was refused (issue #31).
+    ApprovalRevoked,
+    /// v2: the operator cancelled a request, or such an attempt was refused (issue #31).
+    ApprovalCancelled,
 }
 
 /// The outcome a receipt records.
@@ -93,6 +98,13 @@ pub enum ReceiptOutcome {
     /// own tool after its hook said yes ([`crate::Control::hand_off`]). Whether and how the
     /// tool ran is not known to Countersign; an effect key it reserved is left `ambiguous`.
     HandedOff,
+    /// v2: a grant was revoked before it was used; it authorizes nothing.
+    Revoked,
+    /// v2: an approver's counted yes was withdrawn from a quorum still pending
+    /// (`approvals_given` is the count after it).
+    Withdrawn,
+    /// v2: the operator cancelled the request; it authorizes nothing.
+    Cancelled,
 }
 
 impl ReceiptKind {
@@ -105,6 +117,8 @@ impl ReceiptKind {
             ReceiptKind::ApprovalVoided => "approval_voided",
             ReceiptKind::LeaseExpired => "lease_expired",
             ReceiptKind::Resolution => "resolution",
+            ReceiptKind::ApprovalRevoked => "approval_revoked",
+            ReceiptKind::ApprovalCancelled => "approval_cancelled",
         }
     }
 }
@@ -124,6 +138,9 @@ impl ReceiptOutcome {
             ReceiptOutcome::Voided => "voided",
             ReceiptOutcome::Counted => "counted",
             ReceiptOutcome::HandedOff => "handed_off",
+            ReceiptOutcome::Revoked => "revoked",
+            ReceiptOutcome::Withdrawn => "withdrawn",
+            ReceiptOutcome::Cancelled => "cancelled",
         }
     }
 }

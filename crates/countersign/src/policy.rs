@@ -229,10 +229,68 @@ impl Policy {
                 }
             }
             for (place, spec) in specs {
+                if let Some(warning) = self.nobody_can_answer(entry, &place, spec) {
+                    warnings.push(warning);
+                }
                 self.warn_about(&place, spec, &mut warnings);
             }
         }
         warnings
+    }
+
+    /// Issue #31: the warning for an approval whose approvers can match nobody configured,
+    /// so that every request it opens would silently expire; `None` when someone can answer.
+    ///
+    /// A pattern can be matched when: it names an identity or a wildcard (anyone may assert a
+    /// name) and the rule does not `require: authenticated`, or a key is configured to verify
+    /// that identity's token; it is `group:G` and someone in `directory` is in `G` (and the
+    /// rule does not `require: authenticated`, or a key is configured), or a key is
+    /// configured (a token's `groups` claim can name `G`). No patterns means the default
+    /// (anyone but the requester). The approval service's OIDC or proxy sign-in is not part of
+    /// the policy, so `require: authenticated` with no key is reported as answerable by nobody
+    /// the policy configures.
+    fn nobody_can_answer(
+        &self,
+        entry: &ActionEntry,
+        place: &str,
+        spec: &ApprovalSpec,
+    ) -> Option<String> {
+        if spec.approvers.is_empty() {
+            return None;
+        }
+        let has_key = !self.keys.is_empty();
+        let authenticated = spec.require == Requirement::Authenticated;
+        let someone = spec
+            .approvers
+            .iter()
+            .any(|pattern| match pattern.strip_prefix("group:") {
+                Some(group) => {
+                    let in_directory = self.directory.values().any(|groups| {
+                        groups
+                            .iter()
+                            .any(|member_of| group.contains('*') || member_of == group)
+                    });
+                    has_key || (in_directory && !authenticated)
+                }
+                None => has_key || !authenticated,
+            });
+        if someone {
+            return None;
+        }
+        let line = if entry.line > 0 {
+            format!("line {}: ", entry.line)
+        } else {
+            String::new()
+        };
+        Some(format!(
+            "{line}{place}: nobody can answer: its approvers ({}) match no directory member and no key is configured{}: every request it opens will expire unanswered; add approvers to `directory`, or a key under `approvers.keys` (`countersign keygen`)",
+            spec.approvers.join(", "),
+            if authenticated {
+                " to verify the authenticated approver it requires"
+            } else {
+                ""
+            }
+        ))
     }
 
     fn warn_about(&self, place: &str, spec: &ApprovalSpec, warnings: &mut Vec<String>) {
@@ -447,6 +505,8 @@ pub struct ActionEntry {
     secret_arguments: Vec<String>,
     not_executed_on_error: bool,
     fingerprint: String,
+    /// The 1-based line of the entry's key in the policy file (0 when not known).
+    line: usize,
 }
 
 #[derive(Debug, Clone)]

@@ -27,6 +27,7 @@ pub mod postgres;
 pub mod sqlite;
 mod stored;
 pub mod txn;
+pub(crate) mod withdraw;
 
 use rand::Rng;
 
@@ -157,6 +158,8 @@ impl BeginRefusal {
                 TakeRefusal::Mismatch => "mismatch",
                 TakeRefusal::OtherRun => "other_run",
                 TakeRefusal::PolicyChanged => "policy_changed",
+                TakeRefusal::Revoked => "revoked",
+                TakeRefusal::Cancelled => "cancelled",
             },
             BeginRefusal::Effect { decision, .. } => match decision {
                 RetryDecision::InProgress => "in_progress",
@@ -402,6 +405,36 @@ pub trait Store: Send + Sync + 'static {
         })
     }
 
+    /// Take something back (issue #31): revoke a grant not yet used, withdraw one's counted
+    /// yes from a pending quorum, or (the operator) cancel a request; one receipt, in one
+    /// transaction with the change. See [`crate::approval::withdraw`] for the transitions.
+    ///
+    /// The default implementation refuses with [`StoreError::Backend`]; the memory, SQLite and
+    /// PostgreSQL stores override it.
+    ///
+    /// # Errors
+    ///
+    /// [`AnswerError`]: unknown, `consumed`, `revoked`, `cancelled`, `not_revocable`,
+    /// `expired`, the identity refusals of an answer, store.
+    ///
+    /// # Cancel safety
+    ///
+    /// As every method: the transaction is committed or not started.
+    async fn withdraw_approval(
+        &self,
+        withdrawal: crate::approval::withdraw::Withdrawal,
+        now: Timestamp,
+    ) -> Result<ApprovalRecord, AnswerError> {
+        let _ = (withdrawal, now);
+        Err(StoreError::Backend {
+            message: format!(
+                "the `{}` store cannot revoke or cancel approvals: use the memory, SQLite or PostgreSQL store",
+                self.backend()
+            ),
+        }
+        .into())
+    }
+
     /// Write a receipt that records no other state change (a policy denial, an attempt with
     /// no effect key).
     ///
@@ -456,6 +489,51 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// [`StoreError`] only.
     async fn chain_head(&self) -> Result<Option<ChainHead>, StoreError>;
+
+    /// Put the approver token id `jti` on the deny-list (issue #31): from now on a token with
+    /// that id is refused `not_authenticated` by every answer and revocation, before it
+    /// expires. `by` and `reason` are kept with it. Returns false when it was already listed
+    /// (nothing changes).
+    ///
+    /// The default implementation refuses with [`StoreError::Backend`] (fail closed); the
+    /// memory, SQLite and PostgreSQL stores override it.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn revoke_token(
+        &self,
+        jti: &str,
+        by: &str,
+        reason: Option<&str>,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let _ = (jti, by, reason, now);
+        Err(StoreError::Backend {
+            message: format!(
+                "the `{}` store keeps no token deny-list: use the memory, SQLite or PostgreSQL store",
+                self.backend()
+            ),
+        })
+    }
+
+    /// Is the approver token id `jti` on the deny-list? The approval service asks this at
+    /// sign-in; answers are checked inside their own transaction.
+    ///
+    /// The default implementation refuses with [`StoreError::Backend`] (fail closed).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn token_revoked(&self, jti: &str) -> Result<bool, StoreError> {
+        let _ = jti;
+        Err(StoreError::Backend {
+            message: format!(
+                "the `{}` store keeps no token deny-list: use the memory, SQLite or PostgreSQL store",
+                self.backend()
+            ),
+        })
+    }
 }
 
 /// `delay` scaled by a random factor in [0.5, 1.5): the backoff both backends use between

@@ -72,6 +72,11 @@ pub struct TokenClaims {
     pub iat: i64,
     /// Expires at: whole seconds since the Unix epoch, UTC. At most [`MAX_LIFETIME`] after `iat`.
     pub exp: i64,
+    /// The token's id (RFC 7519 §4.1.7), `tok_` and 20 base32 characters, set by [`issue`]:
+    /// `countersign approver revoke JTI` puts it on the store's deny-list (issue #31). Tokens
+    /// issued before it existed have none and cannot be revoked one by one.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jti: Option<String>,
 }
 
 /// Issue a token for `subject` in `groups`, valid from `now` for `ttl`.
@@ -112,6 +117,7 @@ pub fn issue(
         groups: groups.to_vec(),
         iat,
         exp: iat.saturating_add(ttl_seconds),
+        jti: Some(crate::id::random_id("tok_")),
     };
     let mut header = jsonwebtoken::Header::new(jsonwebtoken::Algorithm::EdDSA);
     header.kid = Some(signing_key.public_key().key_id().0);
@@ -141,6 +147,8 @@ pub struct VerifiedToken {
     pub expires_at: Timestamp,
     /// The id of the configured key whose signature verified.
     pub key_id: KeyId,
+    /// The `jti` claim, when the token has one (issue #31: the id a revocation names).
+    pub jti: Option<String>,
 }
 
 /// The claims as found in a token whose signature verified, before the rules are applied, so
@@ -151,6 +159,21 @@ struct FoundClaims {
     groups: Option<Vec<String>>,
     iat: Option<i64>,
     exp: Option<i64>,
+    jti: Option<String>,
+}
+
+/// The `jti` claim of `token`, read **without verifying it**: only for looking the token up on
+/// the store's deny-list before [`verify`] judges it (a forged id can only get its own token
+/// refused; the id of a token that verifies is the signed one). `None` when the token has no
+/// readable `jti`.
+pub fn unverified_jti(token: &str) -> Option<String> {
+    use base64::Engine as _;
+    let payload = token.split('.').nth(1)?;
+    let bytes = base64::engine::general_purpose::URL_SAFE_NO_PAD
+        .decode(payload.trim_end_matches('='))
+        .ok()?;
+    let value: serde_json::Value = serde_json::from_slice(&bytes).ok()?;
+    value.get("jti")?.as_str().map(str::to_owned)
 }
 
 /// Verify an approver token against the public keys the policy lists, at `now`.
@@ -167,7 +190,8 @@ struct FoundClaims {
 ///    [`MAX_LIFETIME`]; `sub` is a non-empty string; `groups`, if present, is an array of strings;
 /// 5. `iat` is at most [`CLOCK_SKEW`] after `now`, and `now` is before `exp`.
 ///
-/// Other claims (`jti`, `aud`, …) are ignored.
+/// Other claims (`aud`, …) are ignored; `jti` is returned, and checked against the store's
+/// deny-list by the store (issue #31), not here.
 ///
 /// # Errors
 ///
@@ -245,6 +269,7 @@ pub fn verify(
         });
     }
     Ok(VerifiedToken {
+        jti: claims.jti,
         subject,
         groups: claims.groups.unwrap_or_default(),
         expires_at,

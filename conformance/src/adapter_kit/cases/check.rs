@@ -91,6 +91,8 @@ pub(crate) fn variant(error: &ControlError) -> &'static str {
         ControlError::ApprovalExpired { .. } => "ApprovalExpired",
         ControlError::ApprovalUnknown { .. } => "ApprovalUnknown",
         ControlError::ApprovalVoid { .. } => "ApprovalVoid",
+        ControlError::ApprovalRevoked { .. } => "ApprovalRevoked",
+        ControlError::ApprovalCancelled { .. } => "ApprovalCancelled",
         ControlError::ApprovalOtherRun { .. } => "ApprovalOtherRun",
         ControlError::InterruptFailed { .. } => "InterruptFailed",
         ControlError::AnswerRefused { .. } => "AnswerRefused",

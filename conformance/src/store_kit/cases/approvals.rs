@@ -75,6 +75,70 @@ pub(super) async fn one_consumer_across_processes(
     only_typed_losers(&counts, &["consumed"])
 }
 
+/// Issue #31: one process revokes a grant while another presents it. Exactly one wins: either
+/// the attempt ran and the revocation is refused `consumed`, or the grant is revoked and the
+/// attempt is refused `revoked`; the stored state and the receipts agree.
+pub(super) async fn revoke_versus_consume_across_processes_has_one_winner(
+    context: &CaseContext<'_>,
+) -> Result<(), KitError> {
+    let fresh = context.fresh().await?;
+    let control = system_control(Arc::clone(&fresh.store));
+    let binary = context.worker()?.to_path_buf();
+    for round in 0..3 {
+        let key_text = format!("rv{round}");
+        let id = granted(&control, &key_text).await?;
+        let url = fresh.url.clone();
+        let binary = binary.clone();
+        let approval = id.as_str().to_owned();
+        let replies = blocking(move || -> Result<Vec<Value>, KitError> {
+            let mut workers = worker::spawn_many(&binary, &url, 2)?;
+            let start = start_in(Duration::from_millis(200));
+            let requests = vec![
+                json!({"op": "execute", "action": "kit.approve", "key": key_text, "approval": approval, "start_at_ms": start}),
+                json!({"op": "revoke", "approval": approval, "approver": "human:kit-approver", "start_at_ms": start}),
+            ];
+            worker::exchange(&mut workers, &requests)
+        })?;
+        let consumed = replies[0]["ok"] == json!(true);
+        let revoked = replies[1]["ok"] == json!(true);
+        let state = approval_state(fresh.store.as_ref(), &id).await?;
+        match (consumed, revoked) {
+            (true, false) => ensure(
+                replies[1]["reason"] == json!("consumed") && state == ApprovalState::Consumed,
+                || format!("the attempt won but: {replies:?}, state {state}"),
+            )?,
+            (false, true) => ensure(
+                replies[0]["reason"] == json!("revoked")
+                    && replies[0]["ran"] == json!(false)
+                    && state == ApprovalState::Revoked,
+                || format!("the revocation won but: {replies:?}, state {state}"),
+            )?,
+            _ => {
+                return Err(format!(
+                    "exactly one of revoke and consume must win: {replies:?}"
+                ));
+            }
+        }
+        let wins = all_receipts(fresh.store.as_ref())
+            .await?
+            .iter()
+            .filter_map(|stored| stored.to_receipt().ok())
+            .filter(|receipt| receipt.approval_id.as_deref() == Some(id.as_str()))
+            .filter(|receipt| {
+                matches!(
+                    (receipt.kind, receipt.outcome),
+                    (ReceiptKind::Attempt, ReceiptOutcome::Committed)
+                        | (ReceiptKind::ApprovalRevoked, ReceiptOutcome::Revoked)
+                )
+            })
+            .count();
+        ensure(wins == 1, || {
+            format!("{wins} winning receipts for one grant")
+        })?;
+    }
+    check_chain(fresh.store.as_ref(), None).await
+}
+
 pub(super) async fn grant_versus_deny_race_has_one_winner(
     context: &CaseContext<'_>,
 ) -> Result<(), KitError> {

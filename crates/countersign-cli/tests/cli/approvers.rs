@@ -150,7 +150,7 @@ async fn an_authenticated_rule_takes_a_token_and_refuses_a_name() {
     assert_eq!(junk.status, Some(1));
     assert!(
         junk.one_line_error().starts_with(&format!(
-            "the approver token given for approval `{id}` did not verify against the keys stored with that request"
+            "the approver token given for approval `{id}` was refused: "
         )),
         "{junk:?}"
     );
@@ -218,7 +218,11 @@ actions:
         .lines()
         .filter(|line| line.starts_with("warning: "))
         .collect();
-    assert_eq!(warnings.len(), 2, "{run:?}");
-    assert!(warnings[0].contains("lists no key"), "{warnings:?}");
-    assert!(warnings[1].contains("group `finanse`"), "{warnings:?}");
+    assert_eq!(warnings.len(), 3, "{run:?}");
+    assert!(
+        warnings[0].starts_with("warning: line 5: `refund`: nobody can answer"),
+        "{warnings:?}"
+    );
+    assert!(warnings[1].contains("lists no key"), "{warnings:?}");
+    assert!(warnings[2].contains("group `finanse`"), "{warnings:?}");
 }

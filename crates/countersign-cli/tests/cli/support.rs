@@ -173,6 +173,7 @@ impl Sandbox {
         );
         settings.add_filter(r"apr_[a-z2-7]{20}", "apr_[ID]");
         settings.add_filter(r"att_[a-z2-7]{20}", "att_[ID]");
+        settings.add_filter(r"tok_[a-z2-7]{20}", "tok_[ID]");
         settings.add_filter(r"sha256:[0-9a-f]{64}", "sha256:[HASH]");
         settings.add_filter(
             r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})",
@@ -393,6 +394,31 @@ impl Agent {
             })
             .await;
         match outcome {
+            Err(ControlError::ApprovalRequired { request_id, .. }) => request_id,
+            other => panic!("expected a pending approval request, got {other:?}"),
+        }
+    }
+
+    /// Ask for a refund in `run` that needs a human; return the pending request's id.
+    pub async fn request_approval_in_run(
+        &self,
+        payment_id: &str,
+        amount: u64,
+        run: &str,
+    ) -> ApprovalId {
+        let request = ActionRequest::new(
+            "stripe.refund",
+            &json!({"payment_id": payment_id, "amount": amount}),
+        )
+        .with_run(run);
+        match self
+            .control
+            .execute(
+                request,
+                |_| async move { Ok::<_, ExecutorError>(String::new()) },
+            )
+            .await
+        {
             Err(ControlError::ApprovalRequired { request_id, .. }) => request_id,
             other => panic!("expected a pending approval request, got {other:?}"),
         }

@@ -43,6 +43,9 @@ from .errors import (
     ApprovalUnknown,
     ApprovalVoid,
     ApprovalOtherRun,
+    ApprovalRevoked,
+    ApprovalCancelled,
+    NotRevocable,
     BadTemplate,
     CountersignError,
     DidRun,
@@ -112,7 +115,8 @@ class Evaluation:
 class ApprovalRequest:
     """One approval request as stored by the kernel.
 
-    ``state``: ``pending`` | ``granted`` | ``denied`` | ``consumed`` | ``expired`` | ``void``.
+    ``state``: ``pending`` | ``granted`` | ``denied`` | ``consumed`` | ``expired`` | ``void`` |
+    ``revoked`` | ``cancelled``.
     Times are UTC, RFC 3339 strings. ``arguments`` are the canonical arguments with secrets
     redacted: what the approver is shown and what the answer is bound to (``action_hash``).
     ``note`` is the approver's text: data, never an instruction.
@@ -523,6 +527,48 @@ class Control:
             self._native.answer(
                 request_id, decision_json, approver, note, token, action_hash
             )
+        )
+
+    def revoke(
+        self,
+        request_id: str,
+        *,
+        approver: Optional[str] = None,
+        token: Optional[str] = None,
+        reason: Optional[str] = None,
+    ) -> ApprovalRequest:
+        """Take back a grant not yet used (the request becomes ``revoked`` and an attempt
+        presenting it raises :class:`ApprovalRevoked`), or withdraw your counted yes from a
+        quorum still ``pending``. Who revokes is ``token`` or else ``approver`` (asserted):
+        an approver who gave a yes, or one the request's resolver rule entitles. ``reason`` is
+        kept on the receipt.
+
+        Raises:
+            ApprovalConsumed (the grant was used: nothing changed), ApprovalRevoked,
+            ApprovalCancelled, NotRevocable, ApprovalExpired, ApprovalUnknown, NoApprover,
+            AnswerRefused (NotEntitled, NotAuthenticated), StoreError.
+        """
+        return ApprovalRequest._from_json(
+            self._native.withdraw(request_id, False, approver, token, reason)
+        )
+
+    def cancel(
+        self,
+        request_id: str,
+        *,
+        operator: str,
+        reason: Optional[str] = None,
+    ) -> ApprovalRequest:
+        """Cancel a waiting (or granted, unused) request as the operator: it becomes
+        ``cancelled``, leaves every inbox, and a late answer raises
+        :class:`ApprovalCancelled`. Cancelling it again returns it unchanged.
+
+        Raises:
+            ApprovalConsumed, ApprovalRevoked, NotRevocable, ApprovalExpired, ApprovalUnknown,
+            StoreError.
+        """
+        return ApprovalRequest._from_json(
+            self._native.withdraw(request_id, True, operator, None, reason)
         )
 
     def approve(

@@ -35,6 +35,9 @@ __all__ = [
     "ApprovalUnknown",
     "ApprovalVoid",
     "ApprovalOtherRun",
+    "ApprovalRevoked",
+    "ApprovalCancelled",
+    "NotRevocable",
     "InterruptFailed",
     "AlreadyDecided",
     "NoApprover",
@@ -238,6 +241,33 @@ class ApprovalOtherRun(ApprovalError):
     default_reason = "other_run"
     default_may_retry = True
     run: Optional[str] = None
+
+
+class ApprovalRevoked(ApprovalError):
+    """The grant was revoked before it was used (by an approver who gave it, or an entitled
+    resolver): it authorizes nothing, and no answer changes it. Sending the call again without
+    it requests a new approval. Attribute: ``request_id``."""
+
+    default_reason = "revoked"
+    default_may_retry = True
+
+
+class ApprovalCancelled(ApprovalError):
+    """The operator cancelled the request (an abandoned run): it authorizes nothing, and no
+    answer changes it. Sending the call again requests a new approval. Attribute:
+    ``request_id``."""
+
+    default_reason = "cancelled"
+    default_may_retry = True
+
+
+class NotRevocable(ApprovalError):
+    """There is nothing to take back: the request is ``denied``, ``expired`` or ``void`` (or,
+    for a revocation, ``pending`` with no yes from this approver). Nothing changed. Attributes:
+    ``request_id``, ``state``."""
+
+    default_reason = "not_revocable"
+    state: str
 
 
 class InterruptFailed(ApprovalError):

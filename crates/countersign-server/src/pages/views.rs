@@ -262,6 +262,8 @@ fn state_words(record: &ApprovalRecord, now: Timestamp) -> &'static str {
         ApprovalState::Consumed => "approved and used",
         ApprovalState::Expired => "expired",
         ApprovalState::Void => "void (the policy changed)",
+        ApprovalState::Revoked => "approved, then revoked",
+        ApprovalState::Cancelled => "cancelled by the operator",
     }
 }
 

@@ -21,6 +21,7 @@ on_both_stores!(
     lists_and_resolves_ambiguous_effects,
     signs_in_through_the_proxy_only_with_its_secret,
     pages_with_cursors,
+    revokes_a_yes_and_a_grant_but_never_a_used_one,
 );
 
 async fn refuses_anonymous_callers_on_every_route(backend: Backend, case: &str) {
@@ -801,5 +802,110 @@ async fn pages_with_cursors(backend: Backend, case: &str) {
             .await;
         assert_eq!(status, 400, "{bad}: {problem}");
     }
+    harness.stop().await;
+}
+
+/// Issue #31: `POST /api/v1/approvals/{id}/revoke` takes back the caller's counted yes or an
+/// unused grant; a used grant is refused `consumed` (409) and nothing changes; the health
+/// route lists the policy's approval warnings.
+async fn revokes_a_yes_and_a_grant_but_never_a_used_one(backend: Backend, case: &str) {
+    let harness = Harness::start(backend, case, Options::default()).await;
+    let arguments = json!({"payment_id": "pi_rv", "amount": 120000});
+    let (id, hash) = harness.ask("finance.refund", arguments.clone()).await;
+    let alice = harness.token("human:alice", &[]);
+    let bob = harness.token("human:bob", &[]);
+    let revoke = |token: String| {
+        let path = format!("/api/v1/approvals/{id}/revoke");
+        let harness = &harness;
+        async move {
+            harness
+                .post(&path, Some(&token), json!({"note": "misread the amount"}))
+                .await
+        }
+    };
+    let (status, record) = harness.answer(&id, &alice, "approve", &hash).await;
+    assert_eq!((status, record["state"].as_str()), (200, Some("pending")));
+    // Bob gave no yes: nothing of his to take back.
+    let (status, problem) = revoke(bob.clone()).await;
+    assert_eq!(
+        (status, problem["reason"].as_str()),
+        (409, Some("not_revocable")),
+        "{problem}"
+    );
+    let (status, record) = revoke(alice.clone()).await;
+    assert_eq!(status, 200, "{record}");
+    assert_eq!(record["state"], "pending");
+    assert_eq!(record["answers"].as_array().map(Vec::len), Some(0));
+    // Two yeses grant it; bob (an approver who gave one) revokes the grant.
+    harness.answer(&id, &alice, "approve", &hash).await;
+    let (status, record) = harness.answer(&id, &bob, "approve", &hash).await;
+    assert_eq!((status, record["state"].as_str()), (200, Some("granted")));
+    let (status, record) = revoke(bob.clone()).await;
+    assert_eq!(
+        (status, record["state"].as_str()),
+        (200, Some("revoked")),
+        "{record}"
+    );
+    let (status, problem) = harness.answer(&id, &alice, "approve", &hash).await;
+    assert_eq!(
+        (status, problem["reason"].as_str()),
+        (409, Some("revoked")),
+        "{problem}"
+    );
+    // The agent's retry asks again instead of running.
+    assert!(matches!(
+        harness
+            .call("finance.refund", arguments.clone(), false)
+            .await,
+        Err(ControlError::ApprovalRequired { .. })
+    ));
+    assert_eq!(harness.executed.load(Ordering::SeqCst), 0);
+
+    // A used grant cannot be revoked.
+    let used_arguments = json!({"payment_id": "pi_used", "amount": 120000});
+    let (used, used_hash) = harness.ask("finance.refund", used_arguments.clone()).await;
+    harness.answer(&used, &alice, "approve", &used_hash).await;
+    harness.answer(&used, &bob, "approve", &used_hash).await;
+    harness
+        .call("finance.refund", used_arguments, false)
+        .await
+        .expect("runs");
+    let (status, problem) = harness
+        .post(
+            &format!("/api/v1/approvals/{used}/revoke"),
+            Some(&alice),
+            json!({}),
+        )
+        .await;
+    assert_eq!(
+        (status, problem["reason"].as_str()),
+        (409, Some("consumed")),
+        "{problem}"
+    );
+    let (status, health) = harness.get("/api/v1/health", None).await;
+    assert_eq!(status, 200);
+    assert!(health["warnings"].is_array(), "{health}");
+
+    // A revoked approver token signs in nowhere; bob's still does.
+    let jti = token::unverified_jti(&alice).expect("a jti");
+    assert!(
+        harness
+            .store
+            .revoke_token(&jti, "ops:dana", Some("leaked"), harness.clock.now())
+            .await
+            .expect("listed")
+    );
+    let (status, problem) = harness.get("/api/v1/approvals", Some(&alice)).await;
+    assert_eq!(
+        (status, problem["reason"].as_str()),
+        (401, Some("not_authenticated")),
+        "{problem}"
+    );
+    assert!(
+        problem["detail"].as_str().unwrap_or("").contains(&jti),
+        "{problem}"
+    );
+    let (status, _) = harness.get("/api/v1/approvals", Some(&bob)).await;
+    assert_eq!(status, 200);
     harness.stop().await;
 }

@@ -306,6 +306,8 @@ fn any_state() -> impl Strategy<Value = ApprovalState> {
         Just(ApprovalState::Consumed),
         Just(ApprovalState::Expired),
         Just(ApprovalState::Void),
+        Just(ApprovalState::Revoked),
+        Just(ApprovalState::Cancelled),
     ]
 }
 
@@ -437,4 +439,63 @@ fn a_verified_credential_keeps_its_authentication_and_groups() {
         approver_of(&rule, &anonymous, Channel::Service, at(0)),
         Err(None)
     );
+}
+
+proptest! {
+    /// Issue #31: whatever the state, clock and who asks, a withdrawal never grants anything,
+    /// never leaves a consumed, denied, expired or void request other than it was, and only
+    /// ever moves a request to `revoked`, `cancelled`, `expired`, or (a withdrawn quorum yes)
+    /// keeps it `pending` with one yes fewer.
+    #[test]
+    fn a_withdrawal_only_ever_takes_back(
+        state in any_state(), now in 0i64..200, cancel in any::<bool>(),
+        who in prop::sample::select(vec!["alice", "bob", "agent-self"]),
+        alice_said_yes in any::<bool>(),
+    ) {
+        use crate::approval::withdraw::{Withdrawal, WithdrawalKind};
+        use crate::store::withdraw::{WithdrawStep, withdraw_step};
+        let answers: Vec<(&str, AnswerDecision)> = if alice_said_yes {
+            vec![("alice", AnswerDecision::Approve)]
+        } else {
+            Vec::new()
+        };
+        let before = with_answers(state, &answers);
+        let approver = if who == "agent-self" { "agent:a".to_owned() } else { format!("human:{who}") };
+        let kind = if cancel {
+            WithdrawalKind::Cancel { operator: "ops:dana".into(), channel: Channel::Cli }
+        } else {
+            WithdrawalKind::Revoke { approver: Credential::Asserted(approver.clone()), channel: Channel::Cli }
+        };
+        let withdrawal = Withdrawal { request_id: before.id.clone(), kind, reason: None };
+        match withdraw_step(Some(before.clone()), withdrawal, at(now)) {
+            WithdrawStep::Write { record, receipt } => {
+                prop_assert!(matches!(before.state, ApprovalState::Pending | ApprovalState::Granted));
+                prop_assert!(now < before.expires_at.as_millis());
+                match record.state {
+                    ApprovalState::Cancelled => prop_assert!(cancel),
+                    ApprovalState::Revoked => {
+                        prop_assert!(!cancel && before.state == ApprovalState::Granted);
+                        prop_assert!(approver != before.principal);
+                    }
+                    ApprovalState::Pending => {
+                        prop_assert!(!cancel && alice_said_yes && who == "alice");
+                        prop_assert_eq!(record.approvals_given() + 1, before.approvals_given());
+                    }
+                    other => prop_assert!(false, "moved to {other}"),
+                }
+                prop_assert!(receipt.kind.is_some());
+            }
+            WithdrawStep::Repeat(record) => {
+                prop_assert!(cancel && before.state == ApprovalState::Cancelled);
+                prop_assert_eq!(record, before);
+            }
+            WithdrawStep::Expire { record, .. } => {
+                prop_assert!(matches!(record.state, ApprovalState::Pending | ApprovalState::Granted));
+                prop_assert!(now >= before.expires_at.as_millis());
+            }
+            WithdrawStep::Refuse { error, .. } => {
+                prop_assert!(!matches!(error, crate::error::AnswerError::Store(_)));
+            }
+        }
+    }
 }

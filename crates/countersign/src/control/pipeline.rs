@@ -577,6 +577,8 @@ pub(super) fn begin_refusal(
                     action_hash: action_hash.clone(),
                 },
                 (TakeRefusal::PolicyChanged, _) => ControlError::ApprovalVoid { request_id },
+                (TakeRefusal::Revoked, _) => ControlError::ApprovalRevoked { request_id },
+                (TakeRefusal::Cancelled, _) => ControlError::ApprovalCancelled { request_id },
                 (TakeRefusal::OtherRun, Some(record)) => ControlError::ApprovalOtherRun {
                     request_id,
                     run: record.run,

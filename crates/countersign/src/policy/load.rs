@@ -266,7 +266,8 @@ fn build_policy(root: &Node, base: Option<&Path>) -> Result<Policy, LoadError> {
     for (key_node, body) in actions {
         let key = key_text(key_node, "actions")?;
         let prefix = check_action_key(key_node, key)?;
-        let (entry, document) = build_entry(key, body)?;
+        let (mut entry, document) = build_entry(key, body)?;
+        entry.line = key_node.line;
         let index = parsed.len();
         match prefix {
             Some(prefix) => patterns.push((prefix.to_owned(), index)),
@@ -446,6 +447,7 @@ fn build_entry(key: &str, body: &Node) -> Result<(ActionEntry, Value), LoadError
         secret_arguments,
         not_executed_on_error,
         fingerprint,
+        line: 0,
     };
     Ok((entry, document))
 }

@@ -1516,14 +1516,18 @@ actions:
     )
     .expect("warnings are not load errors");
     let warnings = policy.approval_warnings();
-    assert_eq!(warnings.len(), 3, "{warnings:#?}");
+    assert_eq!(warnings.len(), 4, "{warnings:#?}");
     assert!(warnings[0].starts_with("`refund`: `quorum: 2` but only 1 approver(s) are named"));
     assert!(
-        warnings[1].starts_with(
+        warnings[1].starts_with("line 8: `wire` rule 0: nobody can answer: its approvers (group:finanse, group:finance) match no directory member and no key is configured"),
+        "{warnings:#?}"
+    );
+    assert!(
+        warnings[2].starts_with(
             "`wire` rule 0: `require: authenticated` but `approvers.keys` lists no key"
         )
     );
-    assert!(warnings[2].starts_with("`wire` rule 0: nobody in `directory` is in group `finanse`"));
+    assert!(warnings[3].starts_with("`wire` rule 0: nobody in `directory` is in group `finanse`"));
     // Patterns and known groups draw no warning.
     let clean = Policy::from_yaml_str(
         "schema: countersign.policy/v1\nactions:\n  a:\n    decision: approve\n",
@@ -1531,4 +1535,75 @@ actions:
     )
     .expect("loads");
     assert!(clean.approval_warnings().is_empty());
+}
+
+/// Issue #31: an approval whose approvers match nobody configured is reported at once, with
+/// the entry's line; a directory member or a key (tokens carry groups) makes it answerable.
+#[test]
+fn warns_when_nobody_can_answer_an_approval() {
+    let nobody = "schema: countersign.policy/v1
+directory:
+  human:alice: [support]
+actions:
+  read:
+    decision: allow
+  refund:
+    decision: approve
+    approval: { approvers: [\"group:finance\"] }
+";
+    let warnings = Policy::from_yaml_str(nobody, None)
+        .expect("loads")
+        .approval_warnings();
+    let found: Vec<&String> = warnings
+        .iter()
+        .filter(|warning| warning.contains("nobody can answer"))
+        .collect();
+    assert_eq!(found.len(), 1, "{warnings:#?}");
+    assert!(
+        found[0].starts_with("line 7: `refund`: nobody can answer: its approvers (group:finance)"),
+        "{warnings:#?}"
+    );
+    let member = nobody.replace("[support]", "[support, finance]");
+    let warnings = Policy::from_yaml_str(&member, None)
+        .expect("loads")
+        .approval_warnings();
+    assert!(
+        warnings
+            .iter()
+            .all(|warning| !warning.contains("nobody can answer")),
+        "{warnings:#?}"
+    );
+    let key = crate::token::generate_keypair()
+        .expect("a key")
+        .public_key();
+    let with_key = nobody.replace(
+        "actions:",
+        &format!("approvers:\n  keys: [\"{key}\"]\nactions:"),
+    );
+    let warnings = Policy::from_yaml_str(&with_key, None)
+        .expect("loads")
+        .approval_warnings();
+    assert!(
+        warnings
+            .iter()
+            .all(|warning| !warning.contains("nobody can answer")),
+        "{warnings:#?}"
+    );
+    // A named approver can always be asserted; under `require: authenticated` only a key helps.
+    let named = nobody.replace("group:finance", "human:bob");
+    assert!(
+        Policy::from_yaml_str(&named, None)
+            .expect("loads")
+            .approval_warnings()
+            .iter()
+            .all(|warning| !warning.contains("nobody can answer"))
+    );
+    let named_authenticated = named.replace("\"] }", "\"], require: authenticated }");
+    assert!(
+        Policy::from_yaml_str(&named_authenticated, None)
+            .expect("loads")
+            .approval_warnings()
+            .iter()
+            .any(|warning| warning.contains("nobody can answer")),
+    );
 }

@@ -27,6 +27,8 @@ struct State {
     effects: BTreeMap<EffectKey, EffectRecord>,
     receipts: Vec<StoredReceipt>,
     correlations: HashMap<Correlation, ApprovalId>,
+    /// Issue #31: revoked approver token ids.
+    revoked_tokens: std::collections::HashSet<String>,
 }
 
 enum Undo {
@@ -82,6 +84,10 @@ impl MemoryTxn<'_> {
 }
 
 impl Txn for MemoryTxn<'_> {
+    fn token_revoked(&mut self, jti: &str) -> Result<bool, StoreError> {
+        Ok(self.state.revoked_tokens.contains(jti))
+    }
+
     fn approval(&mut self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
         Ok(self.state.approvals.get(id).cloned())
     }
@@ -270,6 +276,28 @@ impl Store for MemoryStore {
         }
     }
 
+    async fn withdraw_approval(
+        &self,
+        withdrawal: crate::approval::withdraw::Withdrawal,
+        now: Timestamp,
+    ) -> Result<ApprovalRecord, AnswerError> {
+        // A refusal may still carry a committed mark (expiry): keep those writes.
+        let mut state = self.state.lock().map_err(|_| StoreError::Backend {
+            message: "the in-memory store is poisoned by an earlier panic".to_owned(),
+        })?;
+        let mut txn = MemoryTxn {
+            state: &mut state,
+            undo: Vec::new(),
+        };
+        match txn::withdraw_approval(&mut txn, withdrawal, now) {
+            Ok(result) => result,
+            Err(error) => {
+                txn.rollback();
+                Err(error.into())
+            }
+        }
+    }
+
     async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
         self.read(|state| state.approvals.get(id).cloned())
     }
@@ -375,6 +403,24 @@ impl Store for MemoryStore {
                 .cloned()
                 .collect()
         })
+    }
+
+    async fn revoke_token(
+        &self,
+        jti: &str,
+        by: &str,
+        reason: Option<&str>,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let _ = (by, reason, now);
+        let mut state = self.state.lock().map_err(|_| StoreError::Backend {
+            message: "the in-memory store is poisoned by an earlier panic".to_owned(),
+        })?;
+        Ok(state.revoked_tokens.insert(jti.to_owned()))
+    }
+
+    async fn token_revoked(&self, jti: &str) -> Result<bool, StoreError> {
+        self.read(|state| state.revoked_tokens.contains(jti))
     }
 
     async fn chain_head(&self) -> Result<Option<ChainHead>, StoreError> {

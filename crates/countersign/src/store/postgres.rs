@@ -100,9 +100,9 @@ use crate::store::{
     RecordAnswer, ResolveEffect, Store,
 };
 
-/// The schema version this build migrates to, writes and reads (2: issue #12; see
-/// [`crate::store::sqlite::SCHEMA_VERSION`] for what it added).
-pub const SCHEMA_VERSION: i64 = 2;
+/// The schema version this build migrates to, writes and reads (2: issue #12; 3: issue #31's
+/// token deny-list; see [`crate::store::sqlite::SCHEMA_VERSION`] for what each added).
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The forward-only migrations: version `n` is applied to a database at version `n − 1`.
 /// Never edit an applied migration; add the next one.
@@ -171,6 +171,17 @@ CREATE TABLE correlations (
     PRIMARY KEY (framework, run, call_id)
 );
 ALTER TABLE effects ADD COLUMN attempt TEXT;
+",
+    ),
+    (
+        3,
+        "
+CREATE TABLE revoked_tokens (
+    jti TEXT PRIMARY KEY,
+    revoked_at BIGINT NOT NULL,
+    revoked_by TEXT NOT NULL,
+    reason TEXT
+);
 ",
     ),
 ];
@@ -540,6 +551,20 @@ impl Store for PostgresStore {
         }
     }
 
+    async fn withdraw_approval(
+        &self,
+        withdrawal: crate::approval::withdraw::Withdrawal,
+        now: Timestamp,
+    ) -> Result<ApprovalRecord, AnswerError> {
+        match self
+            .write(&txn::Operation::Withdraw(withdrawal), now)
+            .await?
+        {
+            txn::Done::Answered(result) => result,
+            _ => Err(txn::wrong_result().into()),
+        }
+    }
+
     async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
         let rows = self
             .read_rows(
@@ -699,6 +724,37 @@ impl Store for PostgresStore {
             )
             .await?;
         rows.iter().map(receipt_from_row).collect()
+    }
+
+    async fn revoke_token(
+        &self,
+        jti: &str,
+        by: &str,
+        reason: Option<&str>,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let done = sqlx::query(
+            "INSERT INTO revoked_tokens (jti, revoked_at, revoked_by, reason) VALUES ($1, $2, $3, $4) ON CONFLICT (jti) DO NOTHING",
+        )
+        .bind(jti.to_owned())
+        .bind(now.as_millis())
+        .bind(by.to_owned())
+        .bind(reason.map(str::to_owned))
+        .execute(&self.pool)
+        .await
+        .map_err(|error| StoreError::Backend {
+            message: format!("cannot write the token deny-list: {error}"),
+        })?;
+        Ok(done.rows_affected() == 1)
+    }
+
+    async fn token_revoked(&self, jti: &str) -> Result<bool, StoreError> {
+        let rows = self
+            .read_rows(
+                sqlx::query("SELECT 1 FROM revoked_tokens WHERE jti = $1").bind(jti.to_owned()),
+            )
+            .await?;
+        Ok(!rows.is_empty())
     }
 
     async fn chain_head(&self) -> Result<Option<ChainHead>, StoreError> {

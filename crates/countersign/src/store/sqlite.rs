@@ -57,14 +57,18 @@ use crate::store::{
 /// `correlations` maps (framework, run, call id) to a request (`run` is `''` for none); effects
 /// gain `attempt` (the reserving attempt's context, JSON). Rows written at version 1 keep NULL
 /// there and read as the default rule, the one recorded answer, no run and no context.
-pub const SCHEMA_VERSION: i64 = 2;
+///
+/// 3 (issue #31): `revoked_tokens`, the deny-list of approver token ids (`jti`): a token whose
+/// id is listed is refused `not_authenticated` everywhere, before it expires.
+pub const SCHEMA_VERSION: i64 = 3;
 
 /// The forward-only migrations: version `n` is applied to a database at version `n − 1`, all of
 /// them in the one `BEGIN IMMEDIATE` transaction that opens the store. Never edit one; add the
 /// next.
-const MIGRATIONS: &[(i64, &str)] = &[(
-    2,
-    "ALTER TABLE approvals ADD COLUMN rule TEXT;
+const MIGRATIONS: &[(i64, &str)] = &[
+    (
+        2,
+        "ALTER TABLE approvals ADD COLUMN rule TEXT;
      ALTER TABLE approvals ADD COLUMN answers TEXT;
      ALTER TABLE approvals ADD COLUMN run TEXT;
      CREATE TABLE correlations (
@@ -75,7 +79,17 @@ const MIGRATIONS: &[(i64, &str)] = &[(
          PRIMARY KEY (framework, run, call_id)
      ) WITHOUT ROWID;
      ALTER TABLE effects ADD COLUMN attempt TEXT;",
-)];
+    ),
+    (
+        3,
+        "CREATE TABLE revoked_tokens (
+         jti TEXT PRIMARY KEY,
+         revoked_at INTEGER NOT NULL,
+         revoked_by TEXT NOT NULL,
+         reason TEXT
+     ) WITHOUT ROWID;",
+    ),
+];
 
 const SCHEMA: &str = "
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
@@ -422,6 +436,22 @@ impl Store for SqliteStore {
         }
     }
 
+    async fn withdraw_approval(
+        &self,
+        withdrawal: crate::approval::withdraw::Withdrawal,
+        now: Timestamp,
+    ) -> Result<ApprovalRecord, AnswerError> {
+        match self
+            .write(true, |txn| {
+                txn::withdraw_approval(txn, withdrawal.clone(), now)
+            })
+            .await
+        {
+            Ok(result) => result,
+            Err(error) => Err(error.into()),
+        }
+    }
+
     async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
         self.read(|connection| {
             connection
@@ -567,6 +597,33 @@ impl Store for SqliteStore {
             let mut statement = connection
                 .prepare_cached("SELECT seq, prev_hash, hash, body FROM receipts WHERE seq > ?1 ORDER BY seq LIMIT ?2")?;
             statement.query_map(params![after, limit], receipt_from_row)?.collect()
+        })
+        .await
+    }
+
+    async fn revoke_token(
+        &self,
+        jti: &str,
+        by: &str,
+        reason: Option<&str>,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.read(|connection| {
+            connection
+                .prepare_cached(
+                    "INSERT INTO revoked_tokens (jti, revoked_at, revoked_by, reason) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (jti) DO NOTHING",
+                )?
+                .execute(params![jti, now.as_millis(), by, reason])
+                .map(|inserted| inserted == 1)
+        })
+        .await
+    }
+
+    async fn token_revoked(&self, jti: &str) -> Result<bool, StoreError> {
+        self.read(|connection| {
+            connection
+                .prepare_cached("SELECT 1 FROM revoked_tokens WHERE jti = ?1")?
+                .exists(params![jti])
         })
         .await
     }

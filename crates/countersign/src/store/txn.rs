@@ -76,6 +76,8 @@ pub trait Txn {
             _ => Ok(false),
         }
     }
+    /// Is the approver token id `jti` on the deny-list (issue #31)?
+    fn token_revoked(&mut self, jti: &str) -> Result<bool, StoreError>;
     /// The newest receipt.
     fn chain_head(&mut self) -> Result<Option<ChainHead>, StoreError>;
     /// Append a sealed receipt (its `seq` is the head's plus one).
@@ -501,6 +503,22 @@ pub(crate) fn answer_step(
         }
         None => false,
     };
+    // Issue #31: a revoked or cancelled request takes no answer, not even a repeat.
+    match record.state {
+        ApprovalState::Cancelled => {
+            let error = AnswerError::Cancelled {
+                request_id: record.id.clone(),
+            };
+            return refuse(&record, Some(&approver), error);
+        }
+        ApprovalState::Revoked => {
+            let error = AnswerError::Revoked {
+                request_id: record.id.clone(),
+            };
+            return refuse(&record, Some(&approver), error);
+        }
+        _ => {}
+    }
     let recorded = RecordedAnswer {
         approver: approver.clone(),
         decision,
@@ -563,6 +581,44 @@ pub(crate) fn answer_step(
     AnswerStep::Write { record, receipt }
 }
 
+/// The deny-list id of a token credential, if it has one (issue #31).
+pub(crate) fn credential_jti(credential: &Credential) -> Option<String> {
+    match credential {
+        Credential::Token(token) => crate::token::unverified_jti(token),
+        _ => None,
+    }
+}
+
+/// The refusal of an answer or revocation presenting a revoked token (issue #31):
+/// `not_authenticated`, with a refusal receipt when the request exists.
+pub(crate) fn revoked_token_refusal(
+    record: Option<ApprovalRecord>,
+    request_id: ApprovalId,
+    channel: &Channel,
+    jti: &str,
+) -> (AnswerError, Option<ReceiptDraft>) {
+    let Some(record) = record else {
+        return (AnswerError::Unknown { request_id }, None);
+    };
+    let error = AnswerError::NotAuthenticated {
+        request_id: record.id.clone(),
+        approver: None,
+        detail: format!(
+            "the approver token `{jti}` was revoked (`countersign approver revoke`): ask for a new one"
+        ),
+    };
+    let mut receipt = answer_draft(
+        &record,
+        None,
+        channel,
+        ReceiptOutcome::Refused,
+        error.reason(),
+    );
+    receipt.authentication = Some(Authentication::Token.as_str().to_owned());
+    receipt.detail = Some(error.to_string());
+    (error, Some(receipt))
+}
+
 /// [`crate::Store::answer_approval`]. Returns the stored request after the answer.
 pub fn answer_approval<T: Txn + ?Sized>(
     txn: &mut T,
@@ -570,7 +626,15 @@ pub fn answer_approval<T: Txn + ?Sized>(
     now: Timestamp,
 ) -> Result<Result<ApprovalRecord, AnswerError>, StoreError> {
     let record = txn.approval(&answer.request_id)?;
-    match answer_step(record, answer, now) {
+    let step = match credential_jti(&answer.approver) {
+        Some(jti) if txn.token_revoked(&jti)? => {
+            let (error, receipt) =
+                revoked_token_refusal(record, answer.request_id, &answer.channel, &jti);
+            AnswerStep::Refuse { error, receipt }
+        }
+        _ => answer_step(record, answer, now),
+    };
+    match step {
         AnswerStep::Write { record, receipt } => {
             txn.update_approval(&record)?;
             append(txn, receipt, now)?;
@@ -582,6 +646,49 @@ pub fn answer_approval<T: Txn + ?Sized>(
             Ok(Err(error))
         }
         AnswerStep::Refuse { error, receipt } => {
+            if let Some(receipt) = receipt {
+                append(txn, receipt, now)?;
+            }
+            Ok(Err(error))
+        }
+    }
+}
+
+/// [`crate::Store::withdraw_approval`] (issue #31): the plan is
+/// [`crate::approval::withdraw`]'s. Returns the stored request after the withdrawal.
+pub fn withdraw_approval<T: Txn + ?Sized>(
+    txn: &mut T,
+    withdrawal: crate::approval::withdraw::Withdrawal,
+    now: Timestamp,
+) -> Result<Result<ApprovalRecord, AnswerError>, StoreError> {
+    use crate::store::withdraw::{WithdrawStep, withdraw_step};
+    let record = txn.approval(&withdrawal.request_id)?;
+    if let crate::approval::withdraw::WithdrawalKind::Revoke {
+        approver, channel, ..
+    } = &withdrawal.kind
+        && let Some(jti) = credential_jti(approver)
+        && txn.token_revoked(&jti)?
+    {
+        let (error, receipt) =
+            revoked_token_refusal(record, withdrawal.request_id.clone(), channel, &jti);
+        if let Some(mut receipt) = receipt {
+            receipt.kind = Some(ReceiptKind::ApprovalRevoked);
+            append(txn, receipt, now)?;
+        }
+        return Ok(Err(error));
+    }
+    match withdraw_step(record, withdrawal, now) {
+        WithdrawStep::Write { record, receipt } => {
+            txn.update_approval(&record)?;
+            append(txn, receipt, now)?;
+            Ok(Ok(record))
+        }
+        WithdrawStep::Repeat(record) => Ok(Ok(record)),
+        WithdrawStep::Expire { record, error } => {
+            mark_approval(txn, record, ApprovalState::Expired, now)?;
+            Ok(Err(error))
+        }
+        WithdrawStep::Refuse { error, receipt } => {
             if let Some(receipt) = receipt {
                 append(txn, receipt, now)?;
             }

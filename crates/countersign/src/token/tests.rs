@@ -44,6 +44,9 @@ fn accepts_a_valid_token() {
     let key = new_key();
     let token = issue(&key, "human:alice", &finance(), 8 * HOUR, NOW).unwrap();
     let verified = verify(&token, &[key.public_key()], later(HOUR)).unwrap();
+    let jti = verified.jti.clone().expect("issued tokens carry a jti");
+    assert!(jti.starts_with("tok_") && jti.len() == 24, "{jti}");
+    assert_eq!(super::unverified_jti(&token).as_deref(), Some(jti.as_str()));
     assert_eq!(
         verified,
         VerifiedToken {
@@ -51,6 +54,7 @@ fn accepts_a_valid_token() {
             groups: finance(),
             expires_at: later(8 * HOUR),
             key_id: key.public_key().key_id(),
+            jti: Some(jti),
         }
     );
 }

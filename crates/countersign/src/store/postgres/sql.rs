@@ -19,6 +19,16 @@ pub(crate) struct PgTxn {
 }
 
 impl PgTxn {
+    /// Is the approver token id `jti` on the deny-list (issue #31)?
+    pub(crate) async fn token_revoked(&mut self, jti: &str) -> Result<bool, PgFailure> {
+        let row = sqlx::query("SELECT 1 FROM revoked_tokens WHERE jti = $1")
+            .bind(jti.to_owned())
+            .fetch_optional(&mut *self.transaction)
+            .await
+            .map_err(classify)?;
+        Ok(row.is_some())
+    }
+
     /// One approval request, locked.
     pub(crate) async fn approval(
         &mut self,

@@ -35,6 +35,7 @@ pub(crate) enum Operation {
     HandOff(HandOff),
     Append(ReceiptDraft),
     ResolveEffect(ResolveEffect),
+    Withdraw(crate::approval::withdraw::Withdrawal),
 }
 
 impl Operation {
@@ -48,6 +49,7 @@ impl Operation {
             Operation::HandOff(_) => "hand_off",
             Operation::Append(_) => "append_receipt",
             Operation::ResolveEffect(_) => "resolve_effect",
+            Operation::Withdraw(_) => "withdraw_approval",
         }
     }
 }
@@ -93,6 +95,9 @@ pub(crate) async fn run(
         Operation::Append(draft) => Done::Receipt(Box::new(append(txn, draft.clone(), now).await?)),
         Operation::ResolveEffect(resolve) => {
             Done::Resolved(resolve_effect(txn, resolve.clone(), now).await?)
+        }
+        Operation::Withdraw(withdrawal) => {
+            Done::Answered(withdraw_approval(txn, withdrawal.clone(), now).await?)
         }
     })
 }
@@ -268,7 +273,23 @@ pub(crate) async fn answer_approval(
     now: Timestamp,
 ) -> Result<Result<ApprovalRecord, AnswerError>, PgFailure> {
     let record = txn.approval(&answer.request_id).await?;
-    match answer_step(record, answer, now) {
+    let revoked = match crate::store::txn::credential_jti(&answer.approver) {
+        Some(jti) if txn.token_revoked(&jti).await? => Some(jti),
+        _ => None,
+    };
+    let step = match revoked {
+        Some(jti) => {
+            let (error, receipt) = crate::store::txn::revoked_token_refusal(
+                record,
+                answer.request_id,
+                &answer.channel,
+                &jti,
+            );
+            AnswerStep::Refuse { error, receipt }
+        }
+        None => answer_step(record, answer, now),
+    };
+    match step {
         AnswerStep::Write { record, receipt } => {
             txn.update_approval(&record).await?;
             append(txn, receipt, now).await?;
@@ -280,6 +301,52 @@ pub(crate) async fn answer_approval(
             Ok(Err(error))
         }
         AnswerStep::Refuse { error, receipt } => {
+            if let Some(receipt) = receipt {
+                append(txn, receipt, now).await?;
+            }
+            Ok(Err(error))
+        }
+    }
+}
+
+/// [`crate::Store::withdraw_approval`]: the twin of [`crate::store::txn::withdraw_approval`].
+pub(crate) async fn withdraw_approval(
+    txn: &mut PgTxn,
+    withdrawal: crate::approval::withdraw::Withdrawal,
+    now: Timestamp,
+) -> Result<Result<ApprovalRecord, AnswerError>, PgFailure> {
+    use crate::store::withdraw::{WithdrawStep, withdraw_step};
+    let record = txn.approval(&withdrawal.request_id).await?;
+    if let crate::approval::withdraw::WithdrawalKind::Revoke {
+        approver, channel, ..
+    } = &withdrawal.kind
+        && let Some(jti) = crate::store::txn::credential_jti(approver)
+        && txn.token_revoked(&jti).await?
+    {
+        let (error, receipt) = crate::store::txn::revoked_token_refusal(
+            record,
+            withdrawal.request_id.clone(),
+            channel,
+            &jti,
+        );
+        if let Some(mut receipt) = receipt {
+            receipt.kind = Some(ReceiptKind::ApprovalRevoked);
+            append(txn, receipt, now).await?;
+        }
+        return Ok(Err(error));
+    }
+    match withdraw_step(record, withdrawal, now) {
+        WithdrawStep::Write { record, receipt } => {
+            txn.update_approval(&record).await?;
+            append(txn, receipt, now).await?;
+            Ok(Ok(record))
+        }
+        WithdrawStep::Repeat(record) => Ok(Ok(record)),
+        WithdrawStep::Expire { record, error } => {
+            mark_approval(txn, record, ApprovalState::Expired, now).await?;
+            Ok(Err(error))
+        }
+        WithdrawStep::Refuse { error, receipt } => {
             if let Some(receipt) = receipt {
                 append(txn, receipt, now).await?;
             }

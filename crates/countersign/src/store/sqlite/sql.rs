@@ -53,6 +53,14 @@ impl SqliteTxn<'_> {
 }
 
 impl Txn for SqliteTxn<'_> {
+    fn token_revoked(&mut self, jti: &str) -> Result<bool, StoreError> {
+        let result = self
+            .transaction
+            .prepare_cached("SELECT 1 FROM revoked_tokens WHERE jti = ?1")
+            .and_then(|mut statement| statement.exists(params![jti]));
+        self.check(result)
+    }
+
     fn approval(&mut self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
         let result = self
             .transaction

@@ -1,0 +1,121 @@
+//! Taking it back through a [`Control`] (issue #31): revoke a grant, cancel a request, or
+//! every waiting request of one run. The transitions are [`crate::approval::withdraw`]'s.
+
+use crate::approval::withdraw::{Withdrawal, WithdrawalKind};
+use crate::approval::{ApprovalId, ApprovalRecord, ApprovalState};
+use crate::approver::{Channel, Credential};
+use crate::control::Control;
+use crate::error::AnswerError;
+
+impl Control {
+    /// Revoke the grant of `request_id` before it is used (or withdraw `approver`'s counted
+    /// yes from a quorum still pending), as the programmatic API: an asserted `approver`
+    /// through [`Channel::Api`]. [`Control::withdraw`] takes a token and a channel.
+    ///
+    /// # Errors
+    ///
+    /// [`AnswerError`]: `consumed` (the grant was used: nothing changed), `revoked`,
+    /// `cancelled`, `not_revocable`, `not_entitled`, `expired`, unknown, store.
+    ///
+    /// # Cancel safety
+    ///
+    /// One store transaction.
+    pub async fn revoke(
+        &self,
+        request_id: &ApprovalId,
+        approver: &str,
+        reason: Option<&str>,
+    ) -> Result<ApprovalRecord, AnswerError> {
+        self.withdraw(Withdrawal {
+            request_id: request_id.clone(),
+            kind: WithdrawalKind::Revoke {
+                approver: Credential::Asserted(approver.to_owned()),
+                channel: Channel::Api,
+            },
+            reason: reason.map(str::to_owned),
+        })
+        .await
+    }
+
+    /// Cancel the waiting (or granted, unused) request `request_id`: the operator's side. It
+    /// leaves every inbox and no answer changes it. Cancelling it again succeeds and writes
+    /// nothing.
+    ///
+    /// # Errors
+    ///
+    /// [`AnswerError`]: `consumed`, `revoked`, `not_revocable`, `expired`, unknown, store.
+    ///
+    /// # Cancel safety
+    ///
+    /// One store transaction.
+    pub async fn cancel(
+        &self,
+        request_id: &ApprovalId,
+        operator: &str,
+        reason: Option<&str>,
+    ) -> Result<ApprovalRecord, AnswerError> {
+        self.withdraw(Withdrawal {
+            request_id: request_id.clone(),
+            kind: WithdrawalKind::Cancel {
+                operator: operator.to_owned(),
+                channel: Channel::Api,
+            },
+            reason: reason.map(str::to_owned),
+        })
+        .await
+    }
+
+    /// Cancel every `pending` or `granted` request of `run` (an abandoned run), oldest first,
+    /// each in its own transaction; returns what each cancellation returned, in that order.
+    /// A request that changed meanwhile (answered, used, expired) is reported with its
+    /// refusal and the others still go ahead.
+    ///
+    /// # Errors
+    ///
+    /// [`AnswerError::Store`] when the requests cannot be listed.
+    ///
+    /// # Cancel safety
+    ///
+    /// Each cancellation is one transaction; a dropped future leaves those done committed.
+    pub async fn cancel_run(
+        &self,
+        run: &str,
+        operator: &str,
+        reason: Option<&str>,
+    ) -> Result<Vec<(ApprovalId, Result<ApprovalRecord, AnswerError>)>, AnswerError> {
+        let mut waiting = Vec::new();
+        for state in [ApprovalState::Pending, ApprovalState::Granted] {
+            waiting.extend(
+                self.inner
+                    .store
+                    .approvals(Some(state))
+                    .await?
+                    .into_iter()
+                    .filter(|record| record.run.as_deref() == Some(run)),
+            );
+        }
+        waiting.sort_by_key(|record| record.created_at);
+        let mut done = Vec::with_capacity(waiting.len());
+        for record in waiting {
+            let result = self.cancel(&record.id, operator, reason).await;
+            done.push((record.id, result));
+        }
+        Ok(done)
+    }
+
+    /// Take something back as a surface submits it (see [`crate::approval::withdraw`]).
+    ///
+    /// # Errors
+    ///
+    /// As [`crate::Store::withdraw_approval`].
+    ///
+    /// # Cancel safety
+    ///
+    /// One store transaction.
+    pub async fn withdraw(&self, withdrawal: Withdrawal) -> Result<ApprovalRecord, AnswerError> {
+        self.inner
+            .store
+            .withdraw_approval(withdrawal, self.now())
+            .await
+    }
+}
