@@ -13,7 +13,7 @@ use crate::error::ControlError;
 use crate::evidence::{ProcessExit, Receipt, ReceiptDraft, ReceiptOutcome};
 use crate::id::random_id;
 use crate::policy::{Decision, Mode};
-use crate::store::{BeginAttempt, EffectClaim, HandOff, HandOffOutcome, PresentedApproval};
+use crate::store::{HandOff, HandOffOutcome};
 
 /// What [`Control::hand_off`] authorized: the decision, the `handed_off` receipt (`observed` in
 /// observe mode) and the approval it consumed, if any.
@@ -164,21 +164,8 @@ impl Control {
     ) -> Result<HandedOff, ControlError> {
         let action = &prepared.action;
         let now = self.now();
-        let begin = BeginAttempt {
-            attempt_id: attempt_id.to_owned(),
-            action_hash: action.hash.clone(),
-            approval: approval.clone().map(|id| PresentedApproval {
-                id,
-                fingerprint: prepared.fingerprint.clone(),
-                run: request.run.clone(),
-            }),
-            effect: action.effect_key.clone().map(|key| EffectClaim {
-                key,
-                lease_until: now.plus(self.inner.lease),
-            }),
-            context: self.attempt_context(prepared, &draft),
-            refusal_draft: draft.clone(),
-        };
+        let begin =
+            self.begin_attempt_of(request, prepared, attempt_id, approval.clone(), &draft, now);
         let hand_off = HandOff {
             begin,
             draft: draft.with_outcome(ReceiptOutcome::HandedOff, None),

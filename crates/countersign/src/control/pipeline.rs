@@ -92,6 +92,36 @@ impl Control {
         }
     }
 
+    /// Step 4+5's input: consume `approval` (if presented) and reserve the action's effect key
+    /// (if any) until `now` plus the lease, for attempt `attempt_id`. Shared by the pipeline and
+    /// [`Control::hand_off`], so both present and reserve the same way.
+    pub(super) fn begin_attempt_of(
+        &self,
+        request: &ActionRequest,
+        prepared: &Prepared,
+        attempt_id: &str,
+        approval: Option<ApprovalId>,
+        draft: &ReceiptDraft,
+        now: crate::clock::Timestamp,
+    ) -> BeginAttempt {
+        let action = &prepared.action;
+        BeginAttempt {
+            attempt_id: attempt_id.to_owned(),
+            action_hash: action.hash.clone(),
+            approval: approval.map(|id| PresentedApproval {
+                id,
+                fingerprint: prepared.fingerprint.clone(),
+                run: request.run.clone(),
+            }),
+            effect: action.effect_key.clone().map(|key| EffectClaim {
+                key,
+                lease_until: now.plus(self.inner.lease),
+            }),
+            context: self.attempt_context(prepared, draft),
+            refusal_draft: draft.clone(),
+        }
+    }
+
     /// What the effect record an attempt reserves keeps about it (see
     /// [`crate::effect::AttemptContext`]); `None` without an effect key.
     pub(super) fn attempt_context(
@@ -253,21 +283,14 @@ impl Control {
             let mut reconciled = false;
             loop {
                 let now = self.now();
-                let begin = BeginAttempt {
-                    attempt_id: attempt_id.to_owned(),
-                    action_hash: action.hash.clone(),
-                    approval: approval.clone().map(|id| PresentedApproval {
-                        id,
-                        fingerprint: prepared.fingerprint.clone(),
-                        run: request.run.clone(),
-                    }),
-                    effect: action.effect_key.clone().map(|key| EffectClaim {
-                        key,
-                        lease_until: now.plus(self.inner.lease),
-                    }),
-                    context: self.attempt_context(prepared, &draft),
-                    refusal_draft: draft.clone(),
-                };
+                let begin = self.begin_attempt_of(
+                    request,
+                    prepared,
+                    attempt_id,
+                    approval.clone(),
+                    &draft,
+                    now,
+                );
                 match self
                     .inner
                     .store
