@@ -59,6 +59,11 @@ static BROWSER_TOOLS: std::sync::OnceLock<Vec<(String, String)>> = std::sync::On
 
 pub(crate) fn cargo() -> Command {
     let mut command = Command::new(std::env::var("CARGO").unwrap_or_else(|_| "cargo".to_owned()));
+    // With one target folder shared by several checkouts, cargo may reuse a test binary built
+    // from another checkout whose sources had the same content and older times; insta would
+    // then look for snapshots in that checkout (its compile-time `CARGO_MANIFEST_DIR`). Its
+    // documented override, read at run time, points it at this one.
+    command.env("INSTA_WORKSPACE_ROOT", project_root());
     if let Some(url) = POSTGRES_URL.get() {
         command.env("COUNTERSIGN_TEST_POSTGRES_URL", url);
     }
