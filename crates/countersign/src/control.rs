@@ -35,6 +35,7 @@ pub use protect::Protected;
 pub use request::{
     ActionRequest, Evaluation, Executed, IdentityProvider, StaticIdentity, needs_approval,
 };
+pub use withdraw::RevokeTokenError;
 
 use std::sync::Arc;
 use std::time::Duration;

@@ -211,25 +211,31 @@ impl Policy {
     }
 
     /// Approval rules nobody can satisfy, or that only a token claiming an unknown group can,
-    /// as one-line warnings naming the action key and the rule (0-based). A policy with
+    /// as one-line warnings naming the entry's line, the action key and the rule (counted from
+    /// 1, as `countersign policy explain` counts them). A policy with
     /// warnings still loads: each is a likely mistake, not a contradiction (a token's `groups`
     /// claim may name groups the directory does not). `countersign verify` prints them.
     pub fn approval_warnings(&self) -> Vec<String> {
         let mut warnings = Vec::new();
         for entry in &self.entries {
+            let line = if entry.line > 0 {
+                format!("line {}: ", entry.line)
+            } else {
+                String::new()
+            };
             let mut specs: Vec<(String, &ApprovalSpec)> = Vec::new();
             if let Some(spec) = &entry.approval {
-                specs.push((format!("`{}`", entry.key), spec));
+                specs.push((format!("{line}`{}`", entry.key), spec));
             }
             if let EntryBody::Rules(rules) = &entry.body {
                 for (index, rule) in rules.iter().enumerate() {
                     if let Some(spec) = &rule.approval {
-                        specs.push((format!("`{}` rule {index}", entry.key), spec));
+                        specs.push((format!("{line}`{}` rule {}", entry.key, index + 1), spec));
                     }
                 }
             }
             for (place, spec) in specs {
-                if let Some(warning) = self.nobody_can_answer(entry, &place, spec) {
+                if let Some(warning) = self.nobody_can_answer(&place, spec) {
                     warnings.push(warning);
                 }
                 self.warn_about(&place, spec, &mut warnings);
@@ -249,12 +255,7 @@ impl Policy {
     /// (anyone but the requester). The approval service's OIDC or proxy sign-in is not part of
     /// the policy, so `require: authenticated` with no key is reported as answerable by nobody
     /// the policy configures.
-    fn nobody_can_answer(
-        &self,
-        entry: &ActionEntry,
-        place: &str,
-        spec: &ApprovalSpec,
-    ) -> Option<String> {
+    fn nobody_can_answer(&self, place: &str, spec: &ApprovalSpec) -> Option<String> {
         if spec.approvers.is_empty() {
             return None;
         }
@@ -277,13 +278,8 @@ impl Policy {
         if someone {
             return None;
         }
-        let line = if entry.line > 0 {
-            format!("line {}: ", entry.line)
-        } else {
-            String::new()
-        };
         Some(format!(
-            "{line}{place}: nobody can answer: its approvers ({}) match no directory member and no key is configured{}: every request it opens will expire unanswered; add approvers to `directory`, or a key under `approvers.keys` (`countersign keygen`)",
+            "{place}: nobody can answer: its approvers ({}) match no directory member and no key is configured{}: every request it opens will expire unanswered; add approvers to `directory`, or a key under `approvers.keys` (`countersign keygen`)",
             spec.approvers.join(", "),
             if authenticated {
                 " to verify the authenticated approver it requires"

@@ -176,6 +176,38 @@ pub fn unverified_jti(token: &str) -> Option<String> {
     value.get("jti")?.as_str().map(str::to_owned)
 }
 
+/// The token id a revocation names, from `given`: either the id itself (`tok_` and 20 of
+/// `a`–`z`, `2`–`7`, as `countersign approver token --json` prints it) or a whole token, whose
+/// `jti` claim is read without verifying it (revoking a forged token's id harms nobody).
+///
+/// # Errors
+///
+/// A message saying what `given` was and what to pass instead: a token without a `jti` claim
+/// (issued before tokens had ids; remove its key to refuse it), or text of neither shape.
+pub fn revocable_id(given: &str) -> Result<String, String> {
+    let given = given.trim();
+    let jti = if given.contains('.') {
+        unverified_jti(given).ok_or_else(|| {
+            "that token has no `jti` claim (it was issued before tokens had ids): it cannot be revoked alone; remove its key from `approvers.keys` to refuse every token it signed".to_owned()
+        })?
+    } else {
+        given.to_owned()
+    };
+    let well_formed = jti.len() == 24
+        && jti.starts_with("tok_")
+        && jti[4..]
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || ('2'..='7').contains(&c));
+    if well_formed {
+        Ok(jti)
+    } else {
+        Err(format!(
+            "`{}` is not a token id: ids look like `tok_` and 20 letters and digits, as `countersign approver token --json` shows; or pass the whole token",
+            jti.escape_debug()
+        ))
+    }
+}
+
 /// Verify an approver token against the public keys the policy lists, at `now`.
 ///
 /// This is the one check every approval surface uses. In order:

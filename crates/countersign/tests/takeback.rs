@@ -727,3 +727,104 @@ actions:
         assert_eq!(record.state, ApprovalState::Granted);
     }
 }
+
+/// Issue #31, the approval service's cancel: a resolver (here, by default, the rule's
+/// approvers) cancels through `CancelAsResolver`; the requesting agent and someone outside
+/// the rule are refused `not_entitled` with a receipt naming them, and nothing changes.
+#[tokio::test]
+async fn a_resolver_cancels_and_anyone_else_is_refused_not_entitled() {
+    for world in worlds().await {
+        let request = world.request("rc1", 500).await;
+        let as_resolver = |who: &str| Withdrawal {
+            request_id: request.clone(),
+            kind: WithdrawalKind::CancelAsResolver {
+                resolver: Credential::Asserted(who.to_owned()),
+                channel: Channel::Service,
+            },
+            reason: Some("duplicate".to_owned()),
+        };
+        for outsider in ["agent:support-bot", "human:mallory"] {
+            let refused = world
+                .control
+                .withdraw(as_resolver(outsider))
+                .await
+                .expect_err("not a resolver");
+            assert!(
+                matches!(&refused, AnswerError::NotEntitled { approver, .. } if approver == outsider),
+                "{}: {refused:?}",
+                world.name()
+            );
+            assert!(refused.to_string().contains("its resolvers"), "{refused}");
+            let receipt = world.last_receipt().await;
+            assert_eq!(receipt.kind, ReceiptKind::ApprovalCancelled);
+            assert_eq!(receipt.outcome, ReceiptOutcome::Refused);
+            assert_eq!(receipt.reason.as_deref(), Some("not_entitled"));
+            assert_eq!(receipt.approver.as_deref(), Some(outsider));
+            assert_eq!(world.record(&request).await.state, ApprovalState::Pending);
+        }
+        let cancelled = world
+            .control
+            .withdraw(as_resolver("human:bob"))
+            .await
+            .expect("a finance approver may cancel");
+        assert_eq!(cancelled.state, ApprovalState::Cancelled);
+        let receipt = world.last_receipt().await;
+        assert_eq!(receipt.kind, ReceiptKind::ApprovalCancelled);
+        assert_eq!(receipt.outcome, ReceiptOutcome::Cancelled);
+        assert_eq!(receipt.approver.as_deref(), Some("human:bob"));
+        assert_eq!(
+            receipt.approver_groups.as_deref(),
+            Some(&["finance".to_owned()][..])
+        );
+        assert_eq!(receipt.channel.as_deref(), Some("service"));
+        world.assert_consistent().await;
+    }
+}
+
+/// Issue #31: `Control::revoke_token` takes a token id or a whole token, says when it was
+/// already revoked, and refuses text of neither shape without writing anything.
+#[tokio::test]
+async fn revoke_token_takes_an_id_or_a_token_and_refuses_anything_else() {
+    use countersign::control::RevokeTokenError;
+    use countersign::token;
+    for world in worlds().await {
+        let key = token::generate_keypair().expect("a key");
+        let issued = token::issue(
+            &key,
+            "human:alice",
+            &["finance".to_owned()],
+            std::time::Duration::from_secs(600),
+            world.control.clock().now(),
+        )
+        .expect("a token");
+        let jti = token::unverified_jti(&issued).expect("an id");
+        assert!(
+            world
+                .control
+                .revoke_token(&issued, "ops:dana", Some("leaked"))
+                .await
+                .expect("revoked")
+        );
+        assert!(world.store.token_revoked(&jti).await.expect("read"));
+        assert!(
+            !world
+                .control
+                .revoke_token(&jti, "ops:dana", None)
+                .await
+                .expect("a repeat"),
+            "{}: already revoked",
+            world.name()
+        );
+        for bad in ["", "tok_short", "not a token", "tok_ABCDEFGHIJKLMNOPQRST"] {
+            let refused = world
+                .control
+                .revoke_token(bad, "ops:dana", None)
+                .await
+                .expect_err("neither shape");
+            assert!(
+                matches!(&refused, RevokeTokenError::NotATokenId(message) if message.contains("tok_")),
+                "{refused:?}"
+            );
+        }
+    }
+}

@@ -9,6 +9,7 @@
 //! | `granted` | an approver who gave a yes, or an entitled resolver | `revoked` | `approval_revoked` / `revoked` / `revoked` |
 //! | `pending` (quorum) | an approver whose yes was counted | `pending`, one yes fewer | `approval_revoked` / `withdrawn` / `revoked` |
 //! | `pending`, `granted` | the operator | `cancelled` | `approval_cancelled` / `cancelled` / `cancelled` |
+//! | `pending`, `granted` | an entitled resolver (the approval service) | `cancelled` | `approval_cancelled` / `cancelled` / `cancelled` |
 //!
 //! Refusals change nothing (and, once the caller is known, write an `approval_revoked` or
 //! `approval_cancelled` receipt with outcome `refused`): a consumed grant is refused
@@ -64,4 +65,28 @@ pub enum WithdrawalKind {
         /// Where from.
         channel: Channel,
     },
+    /// Cancel a pending (or granted, unused) request as one of its resolvers: the approval
+    /// service's cancel, where the caller is a signed-in person rather than the operator's own
+    /// deployment. The credential is judged like a revocation's against the request's stored
+    /// resolver rule (`resolvers:`, by default anyone but the principal, and the rule's
+    /// `require: authenticated`); anyone else is refused `not_entitled` with a receipt.
+    CancelAsResolver {
+        /// Who cancels.
+        resolver: Credential,
+        /// Where from.
+        channel: Channel,
+    },
+}
+
+impl WithdrawalKind {
+    /// The credential to check against the token deny-list, and where it came from: the
+    /// approver's for [`WithdrawalKind::Revoke`] and [`WithdrawalKind::CancelAsResolver`];
+    /// `None` for the operator's [`WithdrawalKind::Cancel`].
+    pub fn credential(&self) -> Option<(&Credential, &Channel)> {
+        match self {
+            WithdrawalKind::Revoke { approver, channel } => Some((approver, channel)),
+            WithdrawalKind::CancelAsResolver { resolver, channel } => Some((resolver, channel)),
+            WithdrawalKind::Cancel { .. } => None,
+        }
+    }
 }

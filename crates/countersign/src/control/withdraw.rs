@@ -119,3 +119,44 @@ impl Control {
             .await
     }
 }
+
+impl Control {
+    /// Put an approver token on the store's deny-list before it expires (issue #31): every
+    /// answer presenting it is refused `not_authenticated` from then on, on every surface.
+    /// `token_or_id` is the token's id (`tok_…`) or the whole token; `operator` and `reason`
+    /// are kept with the entry. Returns false when it was already listed (nothing changed).
+    ///
+    /// # Errors
+    ///
+    /// [`RevokeTokenError::NotATokenId`] when `token_or_id` is neither shape (see
+    /// [`crate::token::revocable_id`]); [`RevokeTokenError::Store`].
+    ///
+    /// # Cancel safety
+    ///
+    /// One store transaction.
+    pub async fn revoke_token(
+        &self,
+        token_or_id: &str,
+        operator: &str,
+        reason: Option<&str>,
+    ) -> Result<bool, RevokeTokenError> {
+        let jti = crate::token::revocable_id(token_or_id).map_err(RevokeTokenError::NotATokenId)?;
+        Ok(self
+            .inner
+            .store
+            .revoke_token(&jti, operator, reason, self.now())
+            .await?)
+    }
+}
+
+/// Why [`Control::revoke_token`] refused.
+#[derive(Debug, thiserror::Error)]
+pub enum RevokeTokenError {
+    /// The text given is neither a token id nor a token with a `jti` claim; the message says
+    /// what to pass instead.
+    #[error("{0}")]
+    NotATokenId(String),
+    /// The store could not record the revocation; nothing changed.
+    #[error(transparent)]
+    Store(#[from] crate::error::StoreError),
+}

@@ -1517,17 +1517,20 @@ actions:
     .expect("warnings are not load errors");
     let warnings = policy.approval_warnings();
     assert_eq!(warnings.len(), 4, "{warnings:#?}");
-    assert!(warnings[0].starts_with("`refund`: `quorum: 2` but only 1 approver(s) are named"));
     assert!(
-        warnings[1].starts_with("line 8: `wire` rule 0: nobody can answer: its approvers (group:finanse, group:finance) match no directory member and no key is configured"),
+        warnings[0].starts_with("line 5: `refund`: `quorum: 2` but only 1 approver(s) are named")
+    );
+    assert!(
+        warnings[1].starts_with("line 8: `wire` rule 1: nobody can answer: its approvers (group:finanse, group:finance) match no directory member and no key is configured"),
         "{warnings:#?}"
     );
+    assert!(warnings[2].starts_with(
+        "line 8: `wire` rule 1: `require: authenticated` but `approvers.keys` lists no key"
+    ));
     assert!(
-        warnings[2].starts_with(
-            "`wire` rule 0: `require: authenticated` but `approvers.keys` lists no key"
-        )
+        warnings[3]
+            .starts_with("line 8: `wire` rule 1: nobody in `directory` is in group `finanse`")
     );
-    assert!(warnings[3].starts_with("`wire` rule 0: nobody in `directory` is in group `finanse`"));
     // Patterns and known groups draw no warning.
     let clean = Policy::from_yaml_str(
         "schema: countersign.policy/v1\nactions:\n  a:\n    decision: approve\n",

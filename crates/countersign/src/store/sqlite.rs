@@ -192,6 +192,13 @@ impl SqliteStore {
             location: path.display().to_string(),
             message,
         };
+        if path.is_dir() {
+            return Err(open_error(format!(
+                "`{}` is a folder, not a database file: name a file inside it, for example `sqlite:{}`",
+                path.display(),
+                path.join("countersign.db").display()
+            )));
+        }
         if let Some(parent) = path
             .parent()
             .filter(|parent| !parent.as_os_str().is_empty())

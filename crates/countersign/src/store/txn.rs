@@ -663,16 +663,19 @@ pub fn withdraw_approval<T: Txn + ?Sized>(
 ) -> Result<Result<ApprovalRecord, AnswerError>, StoreError> {
     use crate::store::withdraw::{WithdrawStep, withdraw_step};
     let record = txn.approval(&withdrawal.request_id)?;
-    if let crate::approval::withdraw::WithdrawalKind::Revoke {
-        approver, channel, ..
-    } = &withdrawal.kind
+    if let Some((approver, channel)) = withdrawal.kind.credential()
         && let Some(jti) = credential_jti(approver)
         && txn.token_revoked(&jti)?
     {
         let (error, receipt) =
             revoked_token_refusal(record, withdrawal.request_id.clone(), channel, &jti);
         if let Some(mut receipt) = receipt {
-            receipt.kind = Some(ReceiptKind::ApprovalRevoked);
+            receipt.kind = Some(match withdrawal.kind {
+                crate::approval::withdraw::WithdrawalKind::Revoke { .. } => {
+                    ReceiptKind::ApprovalRevoked
+                }
+                _ => ReceiptKind::ApprovalCancelled,
+            });
             append(txn, receipt, now)?;
         }
         return Ok(Err(error));

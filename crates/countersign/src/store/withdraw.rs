@@ -71,6 +71,134 @@ fn state_refusal(record: &ApprovalRecord) -> AnswerError {
     }
 }
 
+/// Refuse `error`, changing nothing, with a `kind` receipt naming `who` (and, when known,
+/// the approver's groups and authentication).
+fn refusal(
+    record: &ApprovalRecord,
+    approver: Option<&Approver>,
+    who: &str,
+    channel: &Channel,
+    note: Option<&String>,
+    kind: ReceiptKind,
+    error: AnswerError,
+) -> WithdrawStep {
+    let mut receipt = draft(
+        record,
+        kind,
+        ReceiptOutcome::Refused,
+        error.reason(),
+        who,
+        channel,
+        note,
+    );
+    if let Some(approver) = approver {
+        receipt = with_approver(receipt, approver);
+    }
+    receipt.detail = Some(error.to_string());
+    WithdrawStep::Refuse {
+        error,
+        receipt: Some(receipt),
+    }
+}
+
+/// The approver `credential` names, judged as an answer's would be; the refusal step when it
+/// names nobody (`no_approver`, nothing written) or does not verify (`not_authenticated`,
+/// with a `kind` receipt).
+fn identify(
+    record: &ApprovalRecord,
+    credential: &Credential,
+    channel: &Channel,
+    kind: ReceiptKind,
+    note: Option<&String>,
+    now: Timestamp,
+) -> Result<Approver, Box<WithdrawStep>> {
+    match approver_of(&record.rule, credential, channel.clone(), now) {
+        Ok(approver) => Ok(approver),
+        Err(None) => Err(Box::new(WithdrawStep::Refuse {
+            error: AnswerError::NoApprover,
+            receipt: None,
+        })),
+        Err(Some(detail)) => {
+            let error = AnswerError::NotAuthenticated {
+                request_id: record.id.clone(),
+                approver: None,
+                detail,
+            };
+            let mut step = refusal(record, None, "(unverified)", channel, note, kind, error);
+            if let (
+                WithdrawStep::Refuse {
+                    receipt: Some(receipt),
+                    ..
+                },
+                Credential::Token(_),
+            ) = (&mut step, credential)
+            {
+                receipt.approver = None;
+                receipt.authentication = Some(Authentication::Token.as_str().to_owned());
+            }
+            Err(Box::new(step))
+        }
+    }
+}
+
+/// Cancel `record` as `who` (the operator, or an entitled resolver `approver`): `cancelled`
+/// with its receipt; a repeat writes nothing; a request past its TTL expires first.
+fn cancel(
+    mut record: ApprovalRecord,
+    who: &str,
+    approver: Option<&Approver>,
+    channel: &Channel,
+    note: Option<&String>,
+    now: Timestamp,
+) -> WithdrawStep {
+    let kind = ReceiptKind::ApprovalCancelled;
+    let live = matches!(
+        record.state,
+        ApprovalState::Pending | ApprovalState::Granted
+    );
+    if live && now >= record.expires_at {
+        let error = AnswerError::Expired {
+            request_id: record.id.clone(),
+            expires_at: record.expires_at,
+        };
+        return WithdrawStep::Expire { record, error };
+    }
+    match record.state {
+        ApprovalState::Pending | ApprovalState::Granted => {
+            record.state = ApprovalState::Cancelled;
+            let mut receipt = draft(
+                &record,
+                kind,
+                ReceiptOutcome::Cancelled,
+                "cancelled",
+                who,
+                channel,
+                note,
+            );
+            if let Some(approver) = approver {
+                receipt = with_approver(receipt, approver);
+            }
+            WithdrawStep::Write { record, receipt }
+        }
+        ApprovalState::Cancelled => WithdrawStep::Repeat(record),
+        _ => {
+            let error = state_refusal(&record);
+            refusal(&record, approver, who, channel, note, kind, error)
+        }
+    }
+}
+
+/// Who may cancel `record` as a resolver, for a `not_entitled` message.
+fn resolvers_summary(record: &ApprovalRecord) -> String {
+    let patterns = record.rule.resolver_patterns();
+    let who = if patterns.is_empty() || patterns.iter().any(|pattern| pattern == "*") {
+        "anyone but the requester".to_owned()
+    } else {
+        patterns.join(", ")
+    };
+    format!("{who} (its resolvers, who alone may cancel it there)")
+}
+
 /// Decide what `withdrawal` does to `record` at `now` (see the [module docs](self)).
 pub(crate) fn withdraw_step(
     record: Option<ApprovalRecord>,
@@ -97,47 +225,41 @@ pub(crate) fn withdraw_step(
             } else {
                 operator
             };
+            cancel(record, &operator, None, &channel, note, now)
+        }
+        WithdrawalKind::CancelAsResolver {
+            resolver: credential,
+            channel,
+        } => {
             let kind = ReceiptKind::ApprovalCancelled;
-            if live && now >= record.expires_at {
-                let error = AnswerError::Expired {
+            let approver = match identify(&record, &credential, &channel, kind, note, now) {
+                Ok(approver) => approver,
+                Err(step) => return *step,
+            };
+            if judge_resolver(&record.rule, &record.principal, &approver).is_err() {
+                let error = AnswerError::NotEntitled {
                     request_id: record.id.clone(),
-                    expires_at: record.expires_at,
+                    approver: approver.id.clone(),
+                    approvers: resolvers_summary(&record),
                 };
-                return WithdrawStep::Expire { record, error };
+                return refusal(
+                    &record,
+                    Some(&approver),
+                    &approver.id,
+                    &channel,
+                    note,
+                    kind,
+                    error,
+                );
             }
-            match record.state {
-                ApprovalState::Pending | ApprovalState::Granted => {
-                    record.state = ApprovalState::Cancelled;
-                    let receipt = draft(
-                        &record,
-                        kind,
-                        ReceiptOutcome::Cancelled,
-                        "cancelled",
-                        &operator,
-                        &channel,
-                        note,
-                    );
-                    WithdrawStep::Write { record, receipt }
-                }
-                ApprovalState::Cancelled => WithdrawStep::Repeat(record),
-                _ => {
-                    let error = state_refusal(&record);
-                    let mut receipt = draft(
-                        &record,
-                        kind,
-                        ReceiptOutcome::Refused,
-                        error.reason(),
-                        &operator,
-                        &channel,
-                        note,
-                    );
-                    receipt.detail = Some(error.to_string());
-                    WithdrawStep::Refuse {
-                        error,
-                        receipt: Some(receipt),
-                    }
-                }
-            }
+            cancel(
+                record,
+                &approver.id.clone(),
+                Some(&approver),
+                &channel,
+                note,
+                now,
+            )
         }
         WithdrawalKind::Revoke {
             approver: credential,
@@ -148,52 +270,11 @@ pub(crate) fn withdraw_step(
                           approver: Option<&Approver>,
                           who: &str,
                           error: AnswerError| {
-                let mut receipt = draft(
-                    record,
-                    kind,
-                    ReceiptOutcome::Refused,
-                    error.reason(),
-                    who,
-                    &channel,
-                    note,
-                );
-                if let Some(approver) = approver {
-                    receipt = with_approver(receipt, approver);
-                }
-                receipt.detail = Some(error.to_string());
-                WithdrawStep::Refuse {
-                    error,
-                    receipt: Some(receipt),
-                }
+                refusal(record, approver, who, &channel, note, kind, error)
             };
-            let approver = match approver_of(&record.rule, &credential, channel.clone(), now) {
+            let approver = match identify(&record, &credential, &channel, kind, note, now) {
                 Ok(approver) => approver,
-                Err(None) => {
-                    return WithdrawStep::Refuse {
-                        error: AnswerError::NoApprover,
-                        receipt: None,
-                    };
-                }
-                Err(Some(detail)) => {
-                    let error = AnswerError::NotAuthenticated {
-                        request_id: record.id.clone(),
-                        approver: None,
-                        detail,
-                    };
-                    let mut step = refuse(&record, None, "(unverified)", error);
-                    if let (
-                        WithdrawStep::Refuse {
-                            receipt: Some(receipt),
-                            ..
-                        },
-                        Credential::Token(_),
-                    ) = (&mut step, &credential)
-                    {
-                        receipt.approver = None;
-                        receipt.authentication = Some(Authentication::Token.as_str().to_owned());
-                    }
-                    return step;
-                }
+                Err(step) => return *step,
             };
             let gave_yes = record.answers.iter().any(|answer| {
                 answer.approver.id == approver.id && answer.decision == AnswerDecision::Approve

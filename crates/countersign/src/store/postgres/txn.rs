@@ -317,9 +317,7 @@ pub(crate) async fn withdraw_approval(
 ) -> Result<Result<ApprovalRecord, AnswerError>, PgFailure> {
     use crate::store::withdraw::{WithdrawStep, withdraw_step};
     let record = txn.approval(&withdrawal.request_id).await?;
-    if let crate::approval::withdraw::WithdrawalKind::Revoke {
-        approver, channel, ..
-    } = &withdrawal.kind
+    if let Some((approver, channel)) = withdrawal.kind.credential()
         && let Some(jti) = crate::store::txn::credential_jti(approver)
         && txn.token_revoked(&jti).await?
     {
@@ -330,7 +328,12 @@ pub(crate) async fn withdraw_approval(
             &jti,
         );
         if let Some(mut receipt) = receipt {
-            receipt.kind = Some(ReceiptKind::ApprovalRevoked);
+            receipt.kind = Some(match withdrawal.kind {
+                crate::approval::withdraw::WithdrawalKind::Revoke { .. } => {
+                    ReceiptKind::ApprovalRevoked
+                }
+                _ => ReceiptKind::ApprovalCancelled,
+            });
             append(txn, receipt, now).await?;
         }
         return Ok(Err(error));
