@@ -2,6 +2,7 @@
 
 mod effects;
 mod receipts;
+mod takeback;
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
@@ -32,6 +33,9 @@ use crate::{Service, browser};
 
 use effects::*;
 use receipts::*;
+use takeback::*;
+
+pub(crate) use takeback::Take;
 
 pub(crate) use effects::{effect_rule, sees_effect};
 
@@ -55,6 +59,7 @@ pub(crate) fn router(service: Service) -> Router {
         .route("/api/v1/approvals/{id}", get(get_approval))
         .route("/api/v1/approvals/{id}/answer", post(answer))
         .route("/api/v1/approvals/{id}/revoke", post(revoke))
+        .route("/api/v1/approvals/{id}/cancel", post(cancel))
         .route("/api/v1/receipts", get(list_receipts))
         .route("/api/v1/effects", get(list_effects))
         .route("/api/v1/effects/{key}/resolve", post(resolve))
@@ -67,7 +72,9 @@ pub(crate) fn router(service: Service) -> Router {
         .method_not_allowed_fallback(method_not_allowed)
         .with_state(service)
         .layer(DefaultBodyLimit::max(MAX_BODY))
-        .layer(SetResponseHeaderLayer::overriding(
+        // Nothing the service answers is cached, except the inbox's static files, which set
+        // their own `Cache-Control` (they hold no data).
+        .layer(SetResponseHeaderLayer::if_not_present(
             header::CACHE_CONTROL,
             HeaderValue::from_static("no-store"),
         ))
@@ -620,48 +627,6 @@ async fn answer(
     let record = service
         .answer_as(&caller, request_id, decision, shown_hash, note)
         .await?;
-    let mut scope = Scope::new(&caller, now);
-    json(StatusCode::OK, &item(&record, &mut scope))
-}
-
-/// `POST /api/v1/approvals/{id}/revoke`: `{note}` (optional, the reason). The signed-in caller
-/// takes back a grant not yet used, or their counted yes from a pending quorum (issue #31);
-/// judged by the kernel (an approver who gave a yes, or an entitled resolver). A used grant is
-/// refused `consumed` (409) and nothing changes.
-async fn revoke(
-    State(service): State<Service>,
-    headers: HeaderMap,
-    path: Result<Path<String>, PathRejection>,
-    body: Result<Bytes, BytesRejection>,
-) -> Answer {
-    let caller = service.caller(&headers, true)?;
-    let Path(id) = path.map_err(|error| path_problem(&error))?;
-    let request_id = ApprovalId::parse(&id).map_err(|_| {
-        Problem::new(
-            StatusCode::NOT_FOUND,
-            "unknown_request",
-            format!(
-                "no approval request `{}`: list yours with `GET /api/v1/approvals`",
-                id.escape_debug()
-            ),
-        )
-    })?;
-    let object = body_object(&headers, body, &["note"])?;
-    let note = note_of(&object)?;
-    let now = service.inner.clock.now();
-    let store = service.store().await?;
-    let withdrawal = countersign::approval::withdraw::Withdrawal {
-        request_id,
-        kind: countersign::approval::withdraw::WithdrawalKind::Revoke {
-            approver: caller.credential.clone(),
-            channel: Channel::Service,
-        },
-        reason: note,
-    };
-    let record = store
-        .withdraw_approval(withdrawal, now)
-        .await
-        .map_err(|error| Problem::from_answer(&error))?;
     let mut scope = Scope::new(&caller, now);
     json(StatusCode::OK, &item(&record, &mut scope))
 }

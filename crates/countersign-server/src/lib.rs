@@ -17,11 +17,12 @@
 //! | `GET /api/v1/approvals/{id}` | one request, with its `display` |
 //! | `POST /api/v1/approvals/{id}/answer` | `{decision, action_hash, note}` |
 //! | `POST /api/v1/approvals/{id}/revoke` | `{note}`: take back your unused grant or counted yes (issue #31) |
+//! | `POST /api/v1/approvals/{id}/cancel` | `{note}`: cancel a waiting request, as one of its resolvers (issue #31) |
 //! | `GET /api/v1/receipts` | receipts the caller may read |
 //! | `GET /api/v1/effects` | effect records the caller may read (`?state=`) |
 //! | `POST /api/v1/effects/{key}/resolve` | `{to: committed\|failed, note}` |
 //! | `GET /signin`, `POST /signin`, `POST /signout` | browser sign-in: a token for a session cookie ([`browser`]) |
-//! | `GET /inbox`, `/requests/{id}`, `/history`, `/receipts`, `/effects`; `POST /requests/{id}/answer`, `/effects/{key}/resolve` | the web inbox: HTML pages over the same kernel calls ([`pages`]) |
+//! | `GET /inbox`, `/requests/{id}`, `/history`, `/receipts`, `/effects`; `POST /requests/{id}/answer`, `/requests/{id}/take-back`, `/effects/{key}/resolve` | the web inbox: HTML pages over the same kernel calls ([`pages`]) |
 //! | `GET /static/inbox.css`, `/static/inbox.js` | the pages' style sheet and their few lines of script |
 //! | `GET /metrics` | counters in Prometheus text (no sign-in; no ids or names in labels) |
 //!

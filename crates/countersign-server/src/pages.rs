@@ -21,6 +21,7 @@
 //! and `Referrer-Policy: same-origin`. The pages use no inline script or style: the style sheet
 //! and a few lines of script (the expiry countdown) are served from `/static/`.
 
+mod takeback;
 pub(crate) mod views;
 
 use std::collections::{BTreeMap, HashMap};
@@ -58,6 +59,8 @@ const HISTORY_PAGE: usize = 100;
 const RECEIPTS_PAGE: usize = 100;
 /// The longest note accepted, in bytes (as the API).
 const MAX_NOTE: usize = 4096;
+/// The refusal banner's heading for an answer.
+const NOT_COUNTED: &str = "Your answer was not counted.";
 
 /// The style sheet, served as `/static/inbox.css`.
 const STYLE: &str = include_str!("../static/inbox.css");
@@ -70,6 +73,7 @@ pub(crate) fn routes() -> Router<Service> {
         .route("/inbox", get(inbox))
         .route("/requests/{id}", get(request_page))
         .route("/requests/{id}/answer", post(answer))
+        .route("/requests/{id}/take-back", post(takeback::take_back))
         .route("/history", get(history))
         .route("/receipts", get(receipts))
         .route("/effects", get(effects))
@@ -124,6 +128,11 @@ fn static_file(media: &'static str, body: &'static str) -> Response {
     let mut response = body.into_response();
     let headers = response.headers_mut();
     headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(media));
+    // Built into the binary and holding no data: a browser may keep them for five minutes.
+    headers.insert(
+        header::CACHE_CONTROL,
+        HeaderValue::from_static("public, max-age=300"),
+    );
     headers.insert(
         header::X_CONTENT_TYPE_OPTIONS,
         HeaderValue::from_static("nosniff"),
@@ -309,6 +318,14 @@ pub(crate) struct RequestView {
     pub just_answered: bool,
     /// A refusal of the viewer's last answer, shown above the form.
     pub refusal: Option<Problem>,
+    /// A banner: the viewer just took it back (`?taken=`).
+    pub just_taken_back: bool,
+    /// What the refusal banner says was not done.
+    pub refusal_heading: &'static str,
+    /// May the viewer revoke it (issue #31)?
+    pub may_revoke: bool,
+    /// May the viewer cancel it, as one of its resolvers?
+    pub may_cancel: bool,
 }
 
 impl Service {
@@ -354,6 +371,8 @@ impl Service {
         let mut scope = Scope::new(&viewer.caller, self.inner.clock.now());
         let record = api::visible_approval(store.as_ref(), id, &mut scope).await?;
         let may_answer = scope.may_answer(&record);
+        let may_revoke = scope.may_revoke(&record);
+        let may_cancel = scope.may_resolve(&record);
         Ok(RequestView {
             display: display::render(&record, None),
             answered: record
@@ -364,6 +383,10 @@ impl Service {
             policy_rule: self.policy_rule(&record),
             just_answered: false,
             refusal: None,
+            just_taken_back: false,
+            refusal_heading: NOT_COUNTED,
+            may_revoke,
+            may_cancel,
             record,
         })
     }
@@ -386,6 +409,7 @@ async fn request_page(
     match service.request_view(&viewer, &id).await {
         Ok(mut view) => {
             view.just_answered = query.contains_key("answered") && view.answered;
+            view.just_taken_back = query.contains_key("taken");
             html(
                 StatusCode::OK,
                 views::request(&viewer, &view, service.inner.clock.now()),
@@ -444,7 +468,7 @@ async fn answer(
         .filter(|note| !note.is_empty());
     if note.as_ref().is_some_and(|note| note.len() > MAX_NOTE) {
         let problem = Problem::invalid_body(format!("the note is longer than {MAX_NOTE} bytes"));
-        return request_with_refusal(&service, &viewer, &id, problem).await;
+        return request_with_refusal(&service, &viewer, &id, problem, NOT_COUNTED).await;
     }
     match service
         .answer_as(
@@ -457,7 +481,7 @@ async fn answer(
         .await
     {
         Ok(_) => see_other(&format!("/requests/{request_id}?answered=1")),
-        Err(problem) => request_with_refusal(&service, &viewer, &id, problem).await,
+        Err(problem) => request_with_refusal(&service, &viewer, &id, problem, NOT_COUNTED).await,
     }
 }
 
@@ -467,11 +491,13 @@ async fn request_with_refusal(
     viewer: &Viewer,
     id: &str,
     problem: Problem,
+    heading: &'static str,
 ) -> Response {
     match service.request_view(viewer, id).await {
         Ok(mut view) => {
             let status = problem.status;
             view.refusal = Some(problem);
+            view.refusal_heading = heading;
             html(
                 status,
                 views::request(viewer, &view, service.inner.clock.now()),

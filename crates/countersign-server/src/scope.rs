@@ -83,6 +83,32 @@ impl<'a> Scope<'a> {
         })
     }
 
+    /// May the caller take `record` back as one of its resolvers (cancel it, or revoke its
+    /// grant): live, unexpired, and the stored resolver rule lets them, as the kernel judges.
+    pub fn may_resolve(&mut self, record: &ApprovalRecord) -> bool {
+        matches!(
+            record.state,
+            ApprovalState::Pending | ApprovalState::Granted
+        ) && !record.is_expired_at(self.now)
+            && self.approver_under(&record.rule).is_some_and(|approver| {
+                approver::judge_resolver(&record.rule, &record.principal, &approver).is_ok()
+            })
+    }
+
+    /// May the caller revoke `record`: live and unexpired, and they gave one of its counted
+    /// yeses, or it is granted and they may resolve it.
+    pub fn may_revoke(&mut self, record: &ApprovalRecord) -> bool {
+        let gave_yes = record.answers.iter().any(|answer| {
+            answer.approver.id == self.caller.id
+                && answer.decision == approval::AnswerDecision::Approve
+        });
+        matches!(
+            record.state,
+            ApprovalState::Pending | ApprovalState::Granted
+        ) && !record.is_expired_at(self.now)
+            && (gave_yes || record.state == ApprovalState::Granted && self.may_resolve(record))
+    }
+
     /// Could an answer by the caller still count: pending, unexpired, the rule lets them answer,
     /// and they have not answered it yet?
     pub fn may_answer(&mut self, record: &ApprovalRecord) -> bool {

@@ -313,9 +313,19 @@ pub(crate) fn request(viewer: &Viewer, view: &RequestView, now: Timestamp) -> Ma
                 }
             }
         }
+        @if view.just_taken_back {
+            div.banner.ok role="status" id="take-back-result" {
+                @match record.state {
+                    ApprovalState::Revoked => { "Revoked: the grant authorizes nothing now; an attempt presenting it is refused " code { "revoked" } "." }
+                    ApprovalState::Cancelled => { "Cancelled: it has left every inbox, and a late answer is refused " code { "cancelled" } "." }
+                    ApprovalState::Pending => { "Your approval was withdrawn: " strong { (approvals_count(record)) } "." }
+                    _ => { "Recorded." }
+                }
+            }
+        }
         @if let Some(problem) = &view.refusal {
             div.banner.error role="alert" id="answer-refused" {
-                p { strong { "Your answer was not counted." } " " (problem.detail) }
+                p { strong { (view.refusal_heading) } " " (problem.detail) }
                 @if problem.reason == "mismatch" {
                     p { "The hash your form sent is not this request's. This page shows the request as it is now: read it again, then answer." }
                 }
@@ -412,6 +422,29 @@ pub(crate) fn request(viewer: &Viewer, view: &RequestView, now: Timestamp) -> Ma
             }
         } @else {
             p id="no-answer" { (no_form_reason(view, now)) }
+        }
+        @if view.may_revoke || view.may_cancel {
+            h2 { "Take it back" }
+            form id="take-back" method="post" action=(format!("/requests/{}/take-back", record.id)) {
+                input type="hidden" name="csrf" value=(viewer.csrf);
+                p.help {
+                    @if view.may_revoke { "Revoking takes back your approval (or, as a resolver, the grant) before it is used. " }
+                    @if view.may_cancel { "Cancelling ends the request for everyone: it leaves every inbox and no answer changes it. " }
+                    "A grant already used cannot be taken back."
+                }
+                label for="take-back-note" { "Reason (optional, kept in the receipt)" }
+                textarea id="take-back-note" name="note" rows="2" maxlength="4096" {}
+                div.buttons {
+                    @if view.may_revoke {
+                        button id="revoke".deny type="submit" name="take" value="revoke" {
+                            (if record.state == ApprovalState::Granted { "Revoke the grant" } else { "Withdraw my approval" })
+                        }
+                    }
+                    @if view.may_cancel {
+                        button id="cancel".deny type="submit" name="take" value="cancel" { "Cancel this request" }
+                    }
+                }
+            }
         }
         p { a href="/inbox" { "Back to the inbox" } }
     };

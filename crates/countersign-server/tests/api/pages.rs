@@ -41,6 +41,7 @@ async fn page(response: reqwest::Response) -> (u16, String) {
     assert_eq!(headers["content-security-policy"], CSP, "{url}");
     assert_eq!(headers["x-content-type-options"], "nosniff", "{url}");
     assert_eq!(headers["referrer-policy"], "same-origin", "{url}");
+    assert_eq!(headers["cache-control"], "no-store", "{url}");
     (status, response.text().await.expect("html"))
 }
 
@@ -105,6 +106,34 @@ async fn post_form(
         .send()
         .await
         .expect("an answer")
+}
+
+/// Pages are never cached; the static files, which hold no data, may be for five minutes.
+#[tokio::test]
+async fn only_the_static_files_may_be_cached() {
+    let harness = Harness::start(Backend::Sqlite, "pages_cache", Options::default()).await;
+    for path in ["/static/inbox.css", "/static/inbox.js"] {
+        let response = client()
+            .get(harness.url(path))
+            .send()
+            .await
+            .expect("an answer");
+        assert_eq!(response.status(), 200, "{path}");
+        assert_eq!(
+            response.headers()["cache-control"],
+            "public, max-age=300",
+            "{path}"
+        );
+    }
+    let (status, _) = harness.get("/api/v1/health", None).await;
+    assert_eq!(status, 200);
+    let response = client()
+        .get(harness.url("/api/v1/health"))
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(response.headers()["cache-control"], "no-store");
+    harness.stop().await;
 }
 
 #[tokio::test]
@@ -366,9 +395,86 @@ async fn resolves_an_ambiguous_effect_with_a_reason(backend: Backend, case: &str
     harness.stop().await;
 }
 
+/// Issue #31 in the inbox: alice withdraws her counted yes from the page; sam (not a finance
+/// resolver) is shown no take-back form and his forged post is refused; bob cancels the request
+/// as a resolver and it leaves the inbox.
+async fn takes_back_from_the_page(backend: Backend, case: &str) {
+    let harness = Harness::start(backend, case, Options::default()).await;
+    let (id, hash) = harness
+        .ask(
+            "finance.refund",
+            json!({"payment_id": "pi_tb", "amount": 70_000}),
+        )
+        .await;
+    let alice = harness.token("human:alice", &[]);
+    let (status, _) = harness.answer(&id, &alice, "approve", &hash).await;
+    assert_eq!(status, 200);
+    let path = format!("/requests/{id}/take-back");
+
+    let session = sign_in(&harness, &alice).await;
+    let (_, html) = get(&harness, &format!("/requests/{id}"), &session).await;
+    assert!(html.contains("Withdraw my approval"), "{html}");
+    let csrf = hidden(&html, "csrf");
+    let response = post_form(
+        &harness,
+        &path,
+        &session,
+        &[("csrf", &csrf), ("take", "revoke"), ("note", "misread")],
+    )
+    .await;
+    assert_eq!(response.status(), 303);
+    let (_, html) = get(&harness, &format!("/requests/{id}?taken=1"), &session).await;
+    assert!(html.contains("Your approval was withdrawn"), "{html}");
+    assert!(html.contains("0 of 2 approvals"), "{html}");
+    // Anything but the two buttons' values is refused on the page.
+    let (status, html) = page(
+        post_form(
+            &harness,
+            &path,
+            &session,
+            &[("csrf", &csrf), ("take", "deny")],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 422, "{html}");
+    assert!(html.contains("Nothing was taken back"), "{html}");
+
+    let sam = sign_in(&harness, &harness.token("human:sam", &[])).await;
+    let (status, html) = get(&harness, &format!("/requests/{id}"), &sam).await;
+    // Sam may not even see a finance request: no form to take anything back.
+    assert!(!html.contains("take-back"), "{status}: {html}");
+    let forged = post_form(&harness, &path, &sam, &[("take", "cancel")]).await;
+    assert_eq!(forged.status(), 403);
+
+    let bob = sign_in(&harness, &harness.token("human:bob", &[])).await;
+    let (_, html) = get(&harness, &format!("/requests/{id}"), &bob).await;
+    assert!(html.contains("Cancel this request"), "{html}");
+    let csrf = hidden(&html, "csrf");
+    let response = post_form(
+        &harness,
+        &path,
+        &bob,
+        &[("csrf", &csrf), ("take", "cancel")],
+    )
+    .await;
+    assert_eq!(response.status(), 303);
+    let record = harness
+        .store
+        .approval(&id)
+        .await
+        .expect("read")
+        .expect("stored");
+    assert_eq!(record.state, ApprovalState::Cancelled);
+    let (_, inbox) = get(&harness, "/inbox", &bob).await;
+    assert!(!inbox.contains(id.as_str()), "{inbox}");
+    harness.stop().await;
+}
+
 on_both_stores!(
     answers_from_the_page_go_through_the_kernel,
     resolves_an_ambiguous_effect_with_a_reason,
+    takes_back_from_the_page,
 );
 
 #[tokio::test]

@@ -22,6 +22,7 @@ on_both_stores!(
     signs_in_through_the_proxy_only_with_its_secret,
     pages_with_cursors,
     revokes_a_yes_and_a_grant_but_never_a_used_one,
+    only_a_resolver_cancels_and_the_request_leaves_every_inbox,
 );
 
 async fn refuses_anonymous_callers_on_every_route(backend: Backend, case: &str) {
@@ -907,5 +908,76 @@ async fn revokes_a_yes_and_a_grant_but_never_a_used_one(backend: Backend, case: 
     );
     let (status, _) = harness.get("/api/v1/approvals", Some(&bob)).await;
     assert_eq!(status, 200);
+    harness.stop().await;
+}
+
+/// Issue #31: `POST /api/v1/approvals/{id}/cancel` is for the request's resolvers (by default
+/// its approvers): sam (support) and an anonymous caller are refused and nothing changes; alice
+/// (finance) cancels it, it leaves bob's inbox, and bob's late answer is refused `cancelled`.
+async fn only_a_resolver_cancels_and_the_request_leaves_every_inbox(backend: Backend, case: &str) {
+    let harness = Harness::start(backend, case, Options::default()).await;
+    let (id, hash) = harness
+        .ask(
+            "finance.refund",
+            json!({"payment_id": "pi_cx", "amount": 5000}),
+        )
+        .await;
+    let path = format!("/api/v1/approvals/{id}/cancel");
+    let (status, problem) = harness
+        .post(&path, None, json!({"note": "abandoned"}))
+        .await;
+    assert_eq!(
+        (status, problem["reason"].as_str()),
+        (401, Some("not_authenticated")),
+        "{problem}"
+    );
+    let sam = harness.token("human:sam", &[]);
+    let (status, problem) = harness
+        .post(&path, Some(&sam), json!({"note": "abandoned"}))
+        .await;
+    assert_eq!(
+        (status, problem["reason"].as_str()),
+        (403, Some("not_entitled")),
+        "{problem}"
+    );
+    let alice = harness.token("human:alice", &[]);
+    let (status, record) = harness
+        .post(
+            &path,
+            Some(&alice),
+            json!({"note": "the run was abandoned"}),
+        )
+        .await;
+    assert_eq!(
+        (status, record["state"].as_str()),
+        (200, Some("cancelled")),
+        "{record}"
+    );
+    let bob = harness.token("human:bob", &[]);
+    let (status, inbox) = harness
+        .get("/api/v1/approvals?state=pending", Some(&bob))
+        .await;
+    assert_eq!(status, 200, "{inbox}");
+    assert!(
+        inbox["items"]
+            .as_array()
+            .is_some_and(|items| items.iter().all(|item| item["id"] != id.as_str())),
+        "{inbox}"
+    );
+    let (status, problem) = harness.answer(&id, &bob, "approve", &hash).await;
+    assert_eq!(
+        (status, problem["reason"].as_str()),
+        (409, Some("cancelled")),
+        "{problem}"
+    );
+    // Unknown fields are refused like every body.
+    let (status, _) = harness
+        .post(
+            &path,
+            Some(&alice),
+            json!({"note": "x", "operator": "human:alice"}),
+        )
+        .await;
+    assert_eq!(status, 422);
     harness.stop().await;
 }
