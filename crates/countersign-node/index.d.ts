@@ -158,6 +158,14 @@ export declare class Control {
   answer(requestId: string, decision: unknown, options?: AnswerOptions): Promise<ApprovalRequest>
   approve(requestId: string, options?: AnswerOptions): Promise<ApprovalRequest>
   deny(requestId: string, options?: AnswerOptions): Promise<ApprovalRequest>
+  /** Take back a grant not yet used, or withdraw your counted yes from a pending quorum. */
+  revoke(requestId: string, options?: { approver?: string; token?: string; reason?: string }): Promise<ApprovalRequest>
+  /** Cancel a waiting (or granted, unused) request as the operator. */
+  cancel(requestId: string, options: { operator: string; reason?: string }): Promise<ApprovalRequest>
+  /** Cancel every waiting request of `run`: `[requestId, cancelled request or refusal]` pairs. */
+  cancelRun(run: string, options: { operator: string; reason?: string }): Promise<Array<[string, ApprovalRequest | CountersignError]>>
+  /** Put an approver token (id `tok_…` or whole token) on the deny-list; false if it already was. */
+  revokeToken(token: string, options: { operator: string; reason?: string }): Promise<boolean>
   /** The request the framework call `(framework, run, callId)` maps to, or `null`. */
   correlated(framework: string, run: string | null | undefined, callId: string): Promise<ApprovalRequest | null>
   approval(requestId: string): Promise<ApprovalRequest | null>

@@ -203,6 +203,11 @@ class Control {
       throw new TypeError("Control.open needs { principal: 'agent:…' }: who is acting, as a string")
     }
     const opened = await call(native.openControl(String(policy), principal, storeUrl, approvalTtl))
+    // Issue #31: an approval nobody can give is said when the store opens, not after every
+    // request it opens has expired.
+    for (const line of opened.approvalWarnings) {
+      process.emitWarning(`${policy}: ${line}`, { type: 'ApprovalWarning', code: 'COUNTERSIGN_APPROVAL' })
+    }
     return new Control(opened, principal)
   }
 
@@ -296,6 +301,53 @@ class Control {
 
   async deny(requestId, options = {}) {
     return this.answer(requestId, 'deny', options)
+  }
+
+  /**
+   * Take back a grant not yet used (the request becomes `revoked`), or withdraw your counted
+   * yes from a quorum still pending. Who revokes is `token`, or else `approver` (asserted).
+   */
+  async revoke(requestId, { approver, token, reason } = {}) {
+    return approvalRequest(
+      await call(this.#native.withdraw(requestId, false, approver, token, reason)),
+    )
+  }
+
+  /** Cancel a waiting (or granted, unused) request as the operator: it becomes `cancelled`. */
+  async cancel(requestId, { operator, reason } = {}) {
+    if (typeof operator !== 'string') {
+      throw new TypeError("cancel needs { operator: 'ops:…' }: who cancels, as a string")
+    }
+    return approvalRequest(
+      await call(this.#native.withdraw(requestId, true, operator, undefined, reason)),
+    )
+  }
+
+  /**
+   * Cancel every waiting request of an abandoned run. Resolves to `[requestId, outcome]` pairs,
+   * oldest first: the cancelled request, or the refusal (an error instance, not thrown) for a
+   * request that changed meanwhile.
+   */
+  async cancelRun(run, { operator, reason } = {}) {
+    if (typeof operator !== 'string') {
+      throw new TypeError("cancelRun needs { operator: 'ops:…' }: who cancels, as a string")
+    }
+    const items = JSON.parse(await call(this.#native.cancelRun(String(run), operator, reason)))
+    return items.map((item) => [
+      item.request_id,
+      item.request ? approvalRequest(item.request) : fromNative(new Error(item.refusal)),
+    ])
+  }
+
+  /**
+   * Put an approver token (its id `tok_…` or the whole token) on the store's deny-list: every
+   * answer presenting it is refused `NotAuthenticated`. Resolves to false when it already was.
+   */
+  async revokeToken(token, { operator, reason } = {}) {
+    if (typeof operator !== 'string') {
+      throw new TypeError("revokeToken needs { operator: 'ops:…' }: who revokes, as a string")
+    }
+    return call(this.#native.revokeToken(String(token), operator, reason))
   }
 
   async correlated(framework, run, callId) {

@@ -432,6 +432,108 @@ impl NativeControl {
         }
     }
 
+    /// Take back (issue #31): with `cancel` false, revoke the grant of `request_id` (or
+    /// withdraw a counted yes from a quorum still pending) as `token` (verified) or else
+    /// `approver` (asserted); with `cancel` true, cancel it as the operator named `approver`.
+    /// The channel is `api`; `reason` is kept on the receipt. JSON of the stored request.
+    #[napi]
+    pub async fn withdraw(
+        &self,
+        request_id: String,
+        cancel: bool,
+        approver: Option<String>,
+        token: Option<String>,
+        reason: Option<String>,
+    ) -> napi::Result<String> {
+        use countersign::approval::withdraw::{Withdrawal, WithdrawalKind};
+        use countersign::approver::{Channel, Credential};
+        let kind = if cancel {
+            WithdrawalKind::Cancel {
+                operator: approver.unwrap_or_default(),
+                channel: Channel::Api,
+            }
+        } else {
+            let approver = match (token, approver) {
+                (Some(token), _) => Credential::Token(token),
+                (None, name) => Credential::Asserted(name.unwrap_or_default()),
+            };
+            WithdrawalKind::Revoke {
+                approver,
+                channel: Channel::Api,
+            }
+        };
+        let withdrawal = Withdrawal {
+            request_id: parse_approval_id(&request_id)?,
+            kind,
+            reason,
+        };
+        match self.control.withdraw(withdrawal).await {
+            Ok(record) => record_json(&record),
+            Err(error) => Err(answer_error(&error)),
+        }
+    }
+
+    /// Cancel every waiting request of `run` as `operator`, oldest first, each in its own
+    /// transaction: a JSON list of `{"request_id", "request"}` (cancelled) or
+    /// `{"request_id", "refusal"}` (the rejection text of a request that changed meanwhile).
+    #[napi]
+    pub async fn cancel_run(
+        &self,
+        run: String,
+        operator: String,
+        reason: Option<String>,
+    ) -> napi::Result<String> {
+        let done = self
+            .control
+            .cancel_run(&run, &operator, reason.as_deref())
+            .await
+            .map_err(|error| answer_error(&error))?;
+        let mut items = Vec::with_capacity(done.len());
+        for (id, outcome) in done {
+            items.push(match outcome {
+                Ok(record) => serde_json::json!({
+                    "request_id": id.to_string(),
+                    "request": serde_json::from_str::<serde_json::Value>(&record_json(&record)?)
+                        .map_err(|error| internal(&error.to_string()))?,
+                }),
+                Err(error) => serde_json::json!({
+                    "request_id": id.to_string(),
+                    "refusal": answer_error(&error).reason,
+                }),
+            });
+        }
+        serde_json::to_string(&items).map_err(|error| internal(&error.to_string()))
+    }
+
+    /// Put an approver token (its id `tok_…` or the whole token) on the store's deny-list as
+    /// `operator`; false when it already was. A text of neither shape is a `TypeError`.
+    #[napi]
+    pub async fn revoke_token(
+        &self,
+        token_or_id: String,
+        operator: String,
+        reason: Option<String>,
+    ) -> napi::Result<bool> {
+        use countersign::control::RevokeTokenError;
+        match self
+            .control
+            .revoke_token(&token_or_id, &operator, reason.as_deref())
+            .await
+        {
+            Ok(added) => Ok(added),
+            Err(RevokeTokenError::NotATokenId(message)) => Err(misuse(&message)),
+            Err(RevokeTokenError::Store(error)) => Err(store_error(&error)),
+        }
+    }
+
+    /// The policy's approval warnings (approvals nobody can answer, impossible quorums), one
+    /// line each as `countersign verify` prints them; `Control.open` emits each as a
+    /// `process` warning of type `ApprovalWarning`.
+    #[napi(getter)]
+    pub fn approval_warnings(&self) -> Vec<String> {
+        self.control.policy().approval_warnings()
+    }
+
     /// The request the store maps the framework call `(framework, run, call_id)` to, as JSON,
     /// or `null`. A read.
     #[napi]

@@ -20,6 +20,7 @@
 mod errors;
 mod interrupt;
 mod kit;
+mod takeback;
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -603,37 +604,49 @@ impl NativeControl {
         token: Option<&str>,
         reason: Option<&str>,
     ) -> PyResult<String> {
-        use countersign::approval::withdraw::{Withdrawal, WithdrawalKind};
-        let id = ApprovalId::parse(request_id).map_err(PyValueError::new_err)?;
-        let channel = countersign::approver::Channel::Api;
-        let kind = if cancel {
-            WithdrawalKind::Cancel {
-                operator: approver.unwrap_or_default().to_owned(),
-                channel,
-            }
-        } else {
-            let credential = match (token, approver) {
-                (Some(token), _) => countersign::approver::Credential::Token(token.to_owned()),
-                (None, name) => {
-                    countersign::approver::Credential::Asserted(name.unwrap_or_default().to_owned())
-                }
-            };
-            WithdrawalKind::Revoke {
-                approver: credential,
-                channel,
-            }
-        };
-        let withdrawal = Withdrawal {
-            request_id: id,
-            kind,
-            reason: reason.map(str::to_owned),
-        };
-        let control = self.control.clone();
-        let done = py.detach(|| runtime().block_on(control.withdraw(withdrawal)));
-        match done {
-            Ok(record) => to_json(&record),
-            Err(error) => Err(answer_error(py, &error)),
-        }
+        takeback::withdraw(
+            py,
+            &self.control,
+            request_id,
+            cancel,
+            approver,
+            token,
+            reason,
+        )
+    }
+
+    /// Cancel every waiting request of `run` as the operator `operator`: a list of
+    /// `(request_id, outcome)`, `outcome` the request as JSON or the refusal's exception.
+    #[pyo3(signature = (run, operator, reason=None))]
+    fn cancel_run<'py>(
+        &self,
+        py: Python<'py>,
+        run: &str,
+        operator: &str,
+        reason: Option<&str>,
+    ) -> PyResult<Bound<'py, pyo3::types::PyList>> {
+        takeback::cancel_run(py, &self.control, run, operator, reason)
+    }
+
+    /// Put an approver token (id or whole token) on the store's deny-list; false when it
+    /// already was.
+    #[pyo3(signature = (token_or_id, operator, reason=None))]
+    fn revoke_token(
+        &self,
+        py: Python<'_>,
+        token_or_id: &str,
+        operator: &str,
+        reason: Option<&str>,
+    ) -> PyResult<bool> {
+        takeback::revoke_token(py, &self.control, token_or_id, operator, reason)
+    }
+
+    /// The policy's approval warnings (approvals nobody can answer, impossible quorums), one
+    /// line each, as `countersign verify` prints them; the Python layer turns each into an
+    /// `ApprovalWarning` when the control opens.
+    #[getter]
+    fn approval_warnings(&self) -> Vec<String> {
+        self.control.policy().approval_warnings()
     }
 
     /// The request the store maps the framework call `(framework, run, call_id)` to, as JSON,

@@ -24,6 +24,7 @@ import functools
 import inspect
 import json
 import os
+import warnings
 from dataclasses import dataclass
 from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar, Union, overload
 
@@ -75,12 +76,22 @@ __all__ = [
     "Executed",
     "Evaluation",
     "ApprovalRequest",
+    "ApprovalWarning",
     "errors",
     *errors.__all__,
 ]
 
 T = TypeVar("T")
 F = TypeVar("F", bound=Callable[..., Any])
+
+
+class ApprovalWarning(UserWarning):
+    """A policy approval nobody can give: approvers that match no directory member and no key,
+    a quorum larger than the approvers named, ``require: authenticated`` with no key. Issued
+    once per problem when a :class:`Control` opens (the same lines ``countersign verify``
+    prints, each naming the policy line); the policy still loads, but every request such an
+    entry opens would expire unanswered. Turn it into an error with
+    ``warnings.simplefilter("error", countersign.ApprovalWarning)``."""
 
 
 @dataclass(frozen=True)
@@ -277,6 +288,8 @@ class Control:
             os.fspath(policy), principal, store_url, approval_ttl, interrupt
         )
         self.principal: Optional[Principal] = principal
+        for line in self._native.approval_warnings:
+            warnings.warn(f"{os.fspath(policy)}: {line}", ApprovalWarning, stacklevel=2)
 
     @classmethod
     def _adopt(cls, native: _NativeControl) -> "Control":
@@ -570,6 +583,47 @@ class Control:
         return ApprovalRequest._from_json(
             self._native.withdraw(request_id, True, operator, None, reason)
         )
+
+    def cancel_run(
+        self,
+        run: str,
+        *,
+        operator: str,
+        reason: Optional[str] = None,
+    ) -> "list[tuple[str, Union[ApprovalRequest, CountersignError]]]":
+        """Cancel every waiting (or granted, unused) request of an abandoned ``run``, oldest
+        first, each in its own transaction. Returns ``(request_id, outcome)`` pairs: the
+        cancelled :class:`ApprovalRequest`, or the refusal (an exception instance, not raised)
+        for a request that changed meanwhile; the others still go ahead. An empty list means
+        the run has nothing waiting.
+
+        Raises:
+            StoreError: the requests could not be listed.
+        """
+        pairs = self._native.cancel_run(run, operator, reason)
+        return [
+            (request_id, ApprovalRequest._from_json(outcome) if isinstance(outcome, str) else outcome)
+            for request_id, outcome in pairs
+        ]
+
+    def revoke_token(
+        self,
+        token: str,
+        *,
+        operator: str,
+        reason: Optional[str] = None,
+    ) -> bool:
+        """Put an approver token on the store's deny-list before it expires (the path
+        ``countersign approver revoke`` uses): every answer presenting it is refused
+        :class:`NotAuthenticated` on every surface from then on. ``token`` is the token's id
+        (``tok_`` and 20 characters, as ``countersign approver token --json`` prints) or the
+        whole token. Returns ``False`` when it was already revoked (nothing changed).
+
+        Raises:
+            ValueError: ``token`` is neither shape (the message says what to pass).
+            StoreError.
+        """
+        return self._native.revoke_token(token, operator, reason)
 
     def approve(
         self,

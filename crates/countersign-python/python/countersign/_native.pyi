@@ -35,7 +35,13 @@ class NativeControl:
     def policy_hash(self) -> str: ...
     def evaluate(self, action: str, arguments_json: str) -> str: ...
     def needs_approval(self, action: str, arguments_json: str) -> bool: ...
-    def request_approval(self, action: str, arguments_json: str) -> Optional[str]: ...
+    def request_approval(
+        self,
+        action: str,
+        arguments_json: str,
+        run: Optional[str] = None,
+        correlation: Optional[str] = None,
+    ) -> Optional[str]: ...
     def execute(
         self,
         action: str,
@@ -43,10 +49,37 @@ class NativeControl:
         executor: Callable[[dict], Any],
         approval: Optional[str] = None,
         timeout: Optional[float] = None,
+        run: Optional[str] = None,
+        correlation: Optional[str] = None,
     ) -> tuple[Any, dict]: ...
     def answer(
-        self, request_id: str, approve: bool, approver: str, note: Optional[str] = None
+        self,
+        request_id: str,
+        decision_json: str,
+        approver: Optional[str] = None,
+        note: Optional[str] = None,
+        token: Optional[str] = None,
+        action_hash: Optional[str] = None,
     ) -> str: ...
+    def withdraw(
+        self,
+        request_id: str,
+        cancel: bool,
+        approver: Optional[str] = None,
+        token: Optional[str] = None,
+        reason: Optional[str] = None,
+    ) -> str: ...
+    def cancel_run(
+        self, run: str, operator: str, reason: Optional[str] = None
+    ) -> list[tuple[str, str | BaseException]]: ...
+    def revoke_token(
+        self, token_or_id: str, operator: str, reason: Optional[str] = None
+    ) -> bool: ...
+    @property
+    def approval_warnings(self) -> list[str]: ...
+    def correlated(
+        self, framework: str, run: Optional[str], call_id: str
+    ) -> Optional[str]: ...
     def approval(self, request_id: str) -> Optional[str]: ...
     def approvals(self, state: Optional[str] = None) -> str: ...
     def effect(self, key: str) -> Optional[str]: ...
