@@ -260,10 +260,28 @@ pub async fn answer(
         shown_hash,
         note: args.note.clone(),
     };
+    // Read first only to tell a repeat apart in the message: an identical repeat by the same
+    // approver succeeds and writes nothing, so the request comes back unchanged.
+    let before = store
+        .approval(&submitted.request_id)
+        .await?
+        .map(|record| (record.state, record.answers.len()));
     let record =
         countersign::control::submit_answer(store.as_ref(), submitted, SystemClock.now()).await?;
     if global.json {
         write_json(out, &record)?;
+        return Ok(ExitCode::SUCCESS);
+    }
+    if before == Some((record.state, record.answers.len())) {
+        writeln!(
+            out,
+            "you had already {} {}: nothing changed (it is `{}`, {} of {} approvals)",
+            if approve { "approved" } else { "denied" },
+            record.id,
+            record.state,
+            record.approvals_given(),
+            record.rule.quorum
+        )?;
         return Ok(ExitCode::SUCCESS);
     }
     let shown = format!(

@@ -28,12 +28,18 @@ pub(crate) use policy::{PolicyArgs, policy};
 
 /// Load the policy at `path`, saying what to do when there is none.
 pub fn load_policy(path: &Path) -> Result<Policy, Failure> {
+    load_policy_or(
+        path,
+        "pass one with `--policy FILE`, or start one here with `countersign init`",
+    )
+}
+
+/// Load the policy file `path` named as an argument (not through `--policy`): when it is
+/// missing, `hint` says what to do.
+pub fn load_policy_or(path: &Path, hint: &str) -> Result<Policy, Failure> {
     Policy::load(path).map_err(|error| match &error.kind {
         LoadErrorKind::Io { kind, .. } if *kind == std::io::ErrorKind::NotFound => {
-            Failure(format!(
-                "no policy file at `{}`: pass one with `--policy FILE`, or start one here with `countersign init`",
-                path.display()
-            ))
+            Failure(format!("no policy file at `{}`: {hint}", path.display()))
         }
         _ => Failure(error.to_string()),
     })

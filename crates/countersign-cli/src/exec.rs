@@ -97,6 +97,11 @@ pub async fn exec(
         .transpose()?;
     let policy = load_policy(&global.policy_path())?;
     let store = crate::store_access::open_for_recording(global).await?;
+    // Issue #31: an approval nobody can give is said when the store opens, not after the
+    // request it opens has expired.
+    for warning in policy.approval_warnings() {
+        eprintln!("warning: {}", countersign::evidence::printable(&warning));
+    }
     let control = Control::builder_shared(Arc::new(policy), store)
         .identity(StaticIdentity::new(principal))
         .build();

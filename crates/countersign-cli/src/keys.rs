@@ -136,27 +136,7 @@ async fn revoke_token(
     args: &RevokeTokenArgs,
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
-    let given = args.jti.trim();
-    let jti = if given.contains('.') {
-        token::unverified_jti(given).ok_or_else(|| {
-            Failure(
-                "that token has no `jti` claim (it was issued before tokens had ids): it cannot be revoked alone; remove its key from `approvers.keys` to refuse every token it signed".to_owned(),
-            )
-        })?
-    } else {
-        given.to_owned()
-    };
-    let well_formed = jti.len() == 24
-        && jti.starts_with("tok_")
-        && jti[4..]
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || ('2'..='7').contains(&c));
-    if !well_formed {
-        return Err(Failure(format!(
-            "`{}` is not a token id: ids look like `tok_` and 20 letters and digits, as `countersign approver token --json` shows; or pass the whole token",
-            jti.escape_debug()
-        )));
-    }
+    let jti = token::revocable_id(&args.jti).map_err(Failure)?;
     let operator = crate::commands::approver(&args.operator)?;
     let store = crate::store_access::open_existing(global).await?;
     let reason = args.reason.as_deref().map(str::trim);

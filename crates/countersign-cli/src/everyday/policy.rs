@@ -124,8 +124,9 @@ pub(super) fn diff(
     args: &DiffArgs,
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
-    let old = load_policy(&args.old)?;
-    let new = load_policy(&args.new)?;
+    let hint = "check the path: `policy diff OLD NEW` compares two policy files (an old one from git: `git show HEAD:countersign.yaml > old.yaml`)";
+    let old = super::load_policy_or(&args.old, hint)?;
+    let new = super::load_policy_or(&args.new, hint)?;
     let empty = serde_json::Map::new();
     let actions = |policy: &Policy| {
         policy

@@ -84,6 +84,16 @@ async fn a_quorum_request_counts_distinct_finance_approvers() {
     let approval = state_of(&sandbox, id);
     assert_eq!(approval["state"], "pending");
     assert_eq!(approval["answers"].as_array().map(Vec::len), Some(1));
+    // The same answer again succeeds, writes nothing, and says so.
+    let repeat = sandbox.run(&["approve", id, "--as", "human:alice"]);
+    assert_eq!(repeat.status, Some(0), "{repeat:?}");
+    assert!(
+        repeat.stdout.starts_with(&format!(
+            "you had already approved {id}: nothing changed (it is `pending`, 1 of 2 approvals)"
+        )),
+        "{repeat:?}"
+    );
+    assert_eq!(state_of(&sandbox, id)["answers"], approval["answers"]);
     // `--mine` for alice no longer lists what she answered; bob still has it.
     let alice = sandbox.run(&["pending", "--mine", "--as", "human:alice"]);
     assert!(!alice.stdout.contains(id), "{alice:?}");

@@ -83,10 +83,14 @@ async fn a_second_different_answer_is_refused_with_the_stored_one() {
     assert_eq!(last["reason"], "already_decided");
     assert_eq!(last["approver"], "human:bob");
 
-    // The identical answer again is not an error: it reports the answer that stands.
+    // The identical answer again is not an error: it says nothing changed, and the state.
     let repeat = sandbox.run(&["approve", id.as_str(), "--as", "human:alice"]);
     assert_eq!(repeat.status, Some(0), "{repeat:?}");
-    assert_eq!(repeat.stdout, first.stdout);
+    assert_eq!(
+        repeat.stdout,
+        format!("you had already approved {id}: nothing changed (it is `granted`, 1 of 1 approvals)\n")
+    );
+    assert!(first.stdout.starts_with("approved "), "{first:?}");
 }
 
 #[test]
@@ -171,6 +175,26 @@ fn refuses_an_unknown_store_scheme() {
         "cannot open store `redis://localhost/0`: unknown store scheme `redis`: use `sqlite:PATH` (the default), `postgres://USER@HOST/DATABASE` or `memory:`"
     );
     assert!(StoreFiles::read(&sandbox.store_path()).is_absent());
+}
+
+#[test]
+fn refuses_a_folder_named_as_the_store() {
+    let sandbox = Sandbox::new();
+    let folder = sandbox.work().join("stores");
+    std::fs::create_dir_all(&folder).expect("a folder");
+    let url = format!("sqlite:{}", folder.display());
+    let run = sandbox.run(&["--store-url", &url, "pending"]);
+    let error = run.one_line_error();
+    assert!(
+        error.contains("is a folder, not a database file: name a file inside it"),
+        "{error}"
+    );
+    assert!(error.contains("countersign.db"), "{error}");
+    assert_eq!(
+        std::fs::read_dir(&folder).expect("readable").count(),
+        0,
+        "nothing was written into the folder"
+    );
 }
 
 #[test]

@@ -149,6 +149,14 @@ fn policy_diff_compares_meaning_not_text() {
     );
     let same = sandbox.run(&["policy", "diff", "old.yaml", "reordered.yaml"]);
     assert!(same.stdout.contains("no difference in meaning"), "{same:?}");
+    // A missing file is named, with what to give instead (not `--policy`, which diff ignores).
+    let missing = sandbox.run(&["policy", "diff", "old.yaml", "gone.yaml"]);
+    let error = missing.one_line_error();
+    assert!(
+        error.starts_with("no policy file at `gone.yaml`: check the path"),
+        "{error}"
+    );
+    assert!(!error.contains("--policy"), "{error}");
 }
 
 #[test]
