@@ -26,7 +26,7 @@ const { AsyncLocalStorage } = require('node:async_hooks')
 const { randomUUID } = require('node:crypto')
 const { CountersignError, InvalidArguments, NotExecuted } = require('@countersign/node')
 const sdk = require('@openai/agents')
-const { STATUS, modelFacingStatus, onResume, ASKS_A_HUMAN } = require('./refusals.js')
+const { STATUS, modelFacingStatus, onResume, ASKS_A_HUMAN, GRANTED } = require('./refusals.js')
 
 /** The framework name the kernel's store keys call correlations by. */
 const FRAMEWORK = 'openai-agents-js'
@@ -382,7 +382,7 @@ class Gate {
   async approve(state, call, { approver, token, note, always = false } = {}) {
     const resolved = await this.#resolve(state, call)
     const record = await this.control.approve(resolved.request.requestId, { approver, token, note })
-    if (record.state === 'granted') stateOf(state).approve(resolved.item, { alwaysApprove: Boolean(always) })
+    if (record.state === GRANTED) stateOf(state).approve(resolved.item, { alwaysApprove: Boolean(always) })
     return record
   }
 

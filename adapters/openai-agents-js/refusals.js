@@ -71,7 +71,10 @@ function onResume(state) {
  */
 const ASKS_A_HUMAN = new Set(['pending', 'granted'])
 
-/** The decision word of a human's yes, as the binding's `answer` takes it. */
-const YES = 'approve'
+/**
+ * The state of a request whose approval is complete (a quorum's last yes given): only then is
+ * the call approved in the SDK's run state.
+ */
+const GRANTED = 'granted'
 
-module.exports = { STATUS, modelFacingStatus, onResume, ASKS_A_HUMAN, YES }
+module.exports = { STATUS, modelFacingStatus, onResume, ASKS_A_HUMAN, GRANTED }
