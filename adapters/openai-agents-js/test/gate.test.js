@@ -7,7 +7,7 @@ const test = require('node:test')
 const assert = require('node:assert/strict')
 const cs = require('@countersign/node')
 const sdk = require('@openai/agents')
-const { Gate, DecisionNotFound, unwrap, notExecutedResult } = require('..')
+const { Gate, DecisionNotFound, NotExecuted, unwrap, notExecutedResult } = require('..')
 const { world, resultOf, receiptLine, REFUND_PARAMETERS } = require('./helpers.js')
 const { call, ScriptedModel } = require('./scripted-model.js')
 const { forge } = require('./run-state.js')
@@ -308,4 +308,37 @@ test('model-facing results say the tool did not run, and quote a note only as da
   const pending = JSON.parse(notExecutedResult('pending', 'refund'))
   assert.equal(pending.reviewer_note, undefined)
   assert.throws(() => notExecutedResult('done', 'refund'), TypeError)
+})
+
+test('a tool that may have run refuses every retry; one that says NotExecuted may be retried', async () => {
+  const { gate, control, agent } = await world()
+  let slow = 0
+  const refundSlowly = gate.tool({
+    name: 'refund',
+    description: 'Refund a payment.',
+    parameters: REFUND_PARAMETERS,
+    strict: true,
+    timeout: 0.2,
+    execute: async (args) => {
+      slow += 1
+      if (args.payment_id === 'pi_declined') throw new NotExecuted('the bank declined before moving money')
+      await new Promise((resolve) => setTimeout(resolve, 1_000))
+      return 'refunded'
+    },
+  })
+  // Past the timeout nobody knows whether the refund happened: the caller gets that, and the
+  // identical call is refused until a human resolves the effect.
+  await assert.rejects(gate.run(agent([[call('refund', { payment_id: 'pi_t', amount: 100 }, 'c1')]], [refundSlowly]), 'x'), cs.OutcomeUnknown)
+  await assert.rejects(gate.run(agent([[call('refund', { payment_id: 'pi_t', amount: 100 }, 'c2')]], [refundSlowly]), 'x'), cs.AmbiguousEffect)
+  assert.equal(slow, 1)
+  assert.equal((await control.effect('refund:pi_t')).state, 'ambiguous')
+  // A definite "did not happen" reaches the caller as NotExecuted, and a retry runs again.
+  for (const callId of ['d1', 'd2']) {
+    await assert.rejects(
+      gate.run(agent([[call('refund', { payment_id: 'pi_declined', amount: 100 }, callId)]], [refundSlowly]), 'x'),
+      (error) => error instanceof NotExecuted && error.mayRetry === true,
+    )
+  }
+  assert.equal(slow, 3)
+  assert.equal((await control.effect('refund:pi_declined')).state, 'failed')
 })
