@@ -173,8 +173,10 @@ class Gate {
   #actions = new Map()
   /** tool object → action, for `guardTools` */
   #gated = new WeakMap()
-  /** call id → the kernel refusal behind a model-facing result (this process) */
+  /** call id → the latest kernel refusal behind a model-facing result (this process) */
   #refusals = new Map()
+  /** `run` + call id of each call already presented to the kernel by `#refuseInKernel` */
+  #presented = new Set()
 
   /** @param {import('@countersign/node').Control} control the kernel, opened by the operator */
   constructor(control) {
@@ -436,11 +438,14 @@ class Gate {
   /**
    * Present a call the SDK will not invoke (its request denied, expired or void) to the kernel
    * with the arguments its run state holds, so the kernel refuses it as itself and the ended
-   * attempt leaves its receipt. The refusal is kept for `refusal(callId)`. Once per call id in
-   * this process.
+   * attempt leaves its receipt. The refusal is kept for `refusal(callId)`. Once per run and
+   * call id in this process.
    */
   async #refuseInKernel(call, run) {
-    if (this.#refusals.has(call.callId)) return
+    // Call ids are the SDK's, unique within a run only: the once-check keys on both.
+    const key = JSON.stringify([run ?? null, call.callId])
+    if (this.#presented.has(key)) return
+    this.#presented.add(key)
     const args = call.arguments !== null && typeof call.arguments === 'object' && !Array.isArray(call.arguments) ? call.arguments : {}
     const never = () => {
       // The kernel refuses a denied, expired or void request before any executor runs; should

@@ -342,3 +342,19 @@ test('a tool that may have run refuses every retry; one that says NotExecuted ma
   assert.equal(slow, 3)
   assert.equal((await control.effect('refund:pi_declined')).state, 'failed')
 })
+
+test('denials in two runs whose SDK call ids coincide each leave their own refusal receipt', async () => {
+  const { gate, control, runs, agent } = await world()
+  for (const payment of ['pi_c1', 'pi_c2']) {
+    const model = agent([[call('refund', { payment_id: payment, amount: 900 }, 'call_same')]])
+    const paused = await gate.run(model, 'refund')
+    const [pending] = await gate.pending(paused)
+    await gate.deny(paused.state, pending, { approver: 'human:alice', note: `not ${payment}` })
+    const done = await gate.run(model, paused.state)
+    assert.equal(resultOf(done, 'call_same').reviewer_note, `not ${payment}`)
+    assert.equal(gate.refusal('call_same').requestId, pending.request.requestId, 'the latest refusal for that call id')
+  }
+  assert.deepEqual(runs, [])
+  const refused = (await control.receipts()).filter((r) => r.kind === 'attempt' && r.outcome === 'refused')
+  assert.equal(refused.length, 2)
+})
