@@ -144,6 +144,12 @@ export declare class Control {
   readonly policyHash: string
   /** What policy would decide. Writes nothing. */
   evaluate(action: string, args: Arguments): Promise<Evaluation>
+  /**
+   * Can the policy ever let `action` run? True in observe mode, and in enforce mode when the
+   * action's entry can give `allow` or `approve` for some arguments; false for an unlisted
+   * action and for one whose rules all deny. Writes nothing.
+   */
+  canPermit(action: string): boolean
   /** True when policy says `approve` in enforce mode. Writes nothing. */
   needsApproval(action: string, args: Arguments): Promise<boolean>
   /** Find or open the approval request for this call; `null` when none is needed. */

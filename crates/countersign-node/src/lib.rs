@@ -306,6 +306,21 @@ impl NativeControl {
         to_json(&evaluation)
     }
 
+    /// Can this policy ever let `action` run? True in observe mode (nothing is enforced) and,
+    /// in enforce mode, when the action's entry can give `allow` or `approve` for some
+    /// arguments (`ActionEntry::can_permit`, by which the MCP gateway hides tools); false for
+    /// an action the policy does not list and for an entry whose rules all deny. Pure: reads
+    /// the loaded policy, writes nothing. Adapters use it to leave out tools that could only
+    /// ever be refused.
+    #[napi]
+    pub fn can_permit(&self, action: String) -> bool {
+        let policy = self.control.policy();
+        policy.mode() == Mode::Observe
+            || policy
+                .entry(&action)
+                .is_some_and(|entry| entry.can_permit())
+    }
+
     /// The kernel's `needs_approval` predicate: `approve` in enforce mode. Writes nothing.
     ///
     /// The arguments are read by the kernel's strict parser (`ActionRequest::from_json_text`),
