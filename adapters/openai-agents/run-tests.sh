@@ -56,7 +56,7 @@ venv "$oldest" "$OLDEST_AGENTS" "openai==$OLDEST_OPENAI"
 
 echo "== building the binding (maturin, abi3) and the countersign CLI"
 rm -rf "$wheels"
-"$newest/bin/maturin" build --quiet -m "$repo/crates/countersign-python/Cargo.toml" --out "$wheels"
+"$newest/bin/maturin" build --quiet --features conformance -m "$repo/crates/countersign-python/Cargo.toml" --out "$wheels"
 (cd "$repo" && cargo build --quiet -p countersign-cli)
 
 run_pytest "$newest" "$NEWEST_AGENTS (newest)"

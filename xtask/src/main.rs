@@ -1,9 +1,10 @@
-//! Project automation: `cargo xtask test | tidy | bench | conformance`.
+//! Project automation: `cargo xtask test | tidy | bench | conformance | dist`.
 //!
 //! `cargo xtask test` is the one test command (README, Quick start); CI runs exactly it.
 
 mod bench_stores;
 mod conformance_stores;
+mod dist;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -27,6 +28,10 @@ Commands:
                          Node binding's JavaScript reference adapter and openai-agents-js
                          through its test build; text only)
   conformance --stores   run the store conformance kit against memory, SQLite and PostgreSQL
+  dist [--check]         build the release artifacts for Linux x86_64 into dist/ (CLI tarball,
+                         Python wheels and sdists, npm packages, crates, SHA256SUMS) and install
+                         them outside the workspace to run the README's examples; --check only
+                         checks licenses, crate metadata and adapter version lines (fast)
 ";
 
 fn main() -> Result<()> {
@@ -36,6 +41,7 @@ fn main() -> Result<()> {
     match command.as_deref() {
         Some("test") => test(&rest),
         Some("tidy") => tidy::run(),
+        Some("dist") => dist::run_dist(&rest),
         Some("bench") => bench(&rest),
         Some("conformance") if rest.iter().any(|arg| arg == "--stores") => {
             conformance_stores::run(&rest)
@@ -104,6 +110,8 @@ fn target_dir(root: &Path) -> PathBuf {
 fn test(_args: &[String]) -> Result<()> {
     let root = project_root();
     check_kernel_dependencies(&root)?;
+    // Every package stays publishable: licenses, crate metadata, adapter version lines.
+    dist::run_dist(&["--check".to_owned()])?;
     ensure_postgres(&root)?;
     ensure_browser(&root)?;
     let mut tests = cargo();

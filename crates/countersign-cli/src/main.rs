@@ -28,7 +28,7 @@ use clap::{Args, Parser, Subcommand};
 #[derive(Debug, Parser)]
 #[command(
     name = "countersign",
-    version,
+    version = concat!(env!("CARGO_PKG_VERSION"), " (commit ", env!("COUNTERSIGN_GIT_COMMIT"), ")"),
     long_about = None,
     propagate_version = true,
     after_help = "New here? `countersign init` starts a policy in this folder; `countersign demo` walks through every guarantee on a scratch store."

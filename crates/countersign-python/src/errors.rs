@@ -82,10 +82,11 @@ fn did_run(error: &ControlError) -> &'static str {
 /// adapter lets the exception through; otherwise nothing is added to the refusal path.
 pub fn control_error(py: Python<'_>, error: ControlError, cause: Option<PyErr>) -> PyErr {
     let built = control_exception(py, &error, cause);
-    if !crate::kit::running() {
-        return built;
-    }
-    if let Ok(refusal) = Py::new(py, crate::kit::KernelRefusal::new(error)) {
+    // Only wheels built with the kit (`conformance`) carry it, and only while it runs.
+    #[cfg(feature = "conformance")]
+    if crate::kit::running()
+        && let Ok(refusal) = Py::new(py, crate::kit::KernelRefusal::new(error))
+    {
         // Best effort: an exception that cannot take the attribute is still the right one.
         let _ = built
             .value(py)

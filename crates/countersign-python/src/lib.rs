@@ -19,6 +19,7 @@
 
 mod errors;
 mod interrupt;
+#[cfg(feature = "conformance")]
 mod kit;
 mod takeback;
 
@@ -85,6 +86,7 @@ struct NativeControl {
 
 impl NativeControl {
     /// A control built in Rust by an operator (the conformance kit), for Python to use.
+    #[cfg(feature = "conformance")]
     fn adopt(control: Control, store_url: String) -> NativeControl {
         NativeControl {
             control,
@@ -771,6 +773,9 @@ fn parse_state(text: &str) -> PyResult<ApprovalState> {
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Principal>()?;
     module.add_class::<NativeControl>()?;
+    // The adapter conformance kit is for adapter authors' tests: only in wheels built with the
+    // `conformance` feature (the repository's test builds), not in the released one.
+    #[cfg(feature = "conformance")]
     kit::register(module)?;
     Ok(())
 }

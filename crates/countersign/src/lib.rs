@@ -72,3 +72,8 @@ pub use error::{AnswerError, ControlError, DidRun, StoreError};
 pub use evidence::{Anchor, Receipt, VerifyReport};
 pub use policy::{Decision, LoadError, Mode, Policy};
 pub use store::Store;
+
+/// The crate README's example, compiled and type-checked as a doctest so the README stays true.
+#[cfg(doctest)]
+#[doc = include_str!("../README.md")]
+pub struct ReadmeDoctests;

@@ -88,7 +88,9 @@ async fn a_second_different_answer_is_refused_with_the_stored_one() {
     assert_eq!(repeat.status, Some(0), "{repeat:?}");
     assert_eq!(
         repeat.stdout,
-        format!("you had already approved {id}: nothing changed (it is `granted`, 1 of 1 approvals)\n")
+        format!(
+            "you had already approved {id}: nothing changed (it is `granted`, 1 of 1 approvals)\n"
+        )
     );
     assert!(first.stdout.starts_with("approved "), "{first:?}");
 }

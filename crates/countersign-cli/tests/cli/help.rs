@@ -129,3 +129,27 @@ fn stats_help() {
 fn completions_help() {
     check_help("help_completions", &["completions", "--help"]);
 }
+
+/// Issue #28: `--version` names the commit it was built from (this checkout's, as git says; or
+/// `unknown` when built where git cannot say).
+#[test]
+fn version_names_the_commit() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&["--version"]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    let expected_commit = std::process::Command::new("git")
+        .args(["rev-parse", "--short=12", "HEAD"])
+        .current_dir(env!("CARGO_MANIFEST_DIR"))
+        .output()
+        .ok()
+        .filter(|output| output.status.success())
+        .map(|output| String::from_utf8_lossy(&output.stdout).trim().to_owned())
+        .unwrap_or_else(|| "unknown".to_owned());
+    assert_eq!(
+        run.stdout,
+        format!(
+            "countersign {} (commit {expected_commit})\n",
+            env!("CARGO_PKG_VERSION")
+        )
+    );
+}

@@ -57,6 +57,13 @@ from typing import Any, Optional, Sequence, Union
 from . import Control
 from . import _native
 
+if not hasattr(_native, "run_adapter_kit"):
+    raise ImportError(
+        "countersign.conformance: this countersign wheel was built without the adapter "
+        "conformance kit; build one with it for your adapter's tests: `maturin build "
+        "--features conformance` in crates/countersign-python (the repository's test scripts do)"
+    )
+
 __all__ = ["Report", "Session", "Setup", "run"]
 
 
