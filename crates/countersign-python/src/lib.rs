@@ -17,6 +17,7 @@
 //! Architecture invariant: this crate knows the kernel's public API only; it writes no grant,
 //! event or receipt except through it.
 
+mod chat;
 mod errors;
 mod interrupt;
 mod kit;
@@ -759,5 +760,6 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     module.add_class::<Principal>()?;
     module.add_class::<NativeControl>()?;
     kit::register(module)?;
+    chat::register(module)?;
     Ok(())
 }
