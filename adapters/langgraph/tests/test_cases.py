@@ -15,10 +15,17 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 import countersign
-from countersign_langgraph import Approver, Gate, LangGraphInterrupt, NoApprovalChannel, NoApprovalChannelWarning
+from countersign_langgraph import (
+    Approver,
+    Gate,
+    LangGraphInterrupt,
+    NoApprovalChannel,
+    NoApprovalChannelWarning,
+    create_agent,
+)
 from countersign_langgraph import _INTERRUPT_TAKES_SCHEMA as NEWER_LANGGRAPH
 from conftest import Tools, make_agent, make_control, tool_messages, write_policy
-from scripted_model import call
+from scripted_model import ScriptedChatModel, call
 
 ALICE = Approver(name="human:alice")
 ROOT = Approver(name="human:root")
@@ -268,6 +275,35 @@ def test_b39_no_approval_channel_parks_the_call_and_an_allowed_one_still_runs(tm
     assert tools.count("shell_exec", cmd="ls") == 0 and control.approvals()[0].state == "pending"
     control.approve(request.request_id, approver="human:alice")
     agent.invoke(None, config())
+    assert tools.count("shell_exec", cmd="ls") == 1
+
+
+def test_b39_a_sub_agent_spawned_from_a_headless_run_parks_the_call_too(tmp_path: Path, tools: Tools) -> None:
+    """Variant (3): the headless run spawns a sub-agent (a `create_agent` invoked inside a node
+    of the parent graph) on the same kernel. Policy alone decides: the call is parked."""
+    control = countersign.Control(write_policy(tmp_path), principal="agent:test")   # no channel
+    with pytest.warns(NoApprovalChannelWarning):
+        gate = Gate(control, LangGraphInterrupt())
+    child = create_agent(
+        ScriptedChatModel(turns=[[call("shell_exec", {"cmd": "ls"}, "s1")], "done"]), tools.all, gate=gate
+    )
+
+    def spawn(state: MessagesState) -> dict:
+        done = child.invoke({"messages": [{"role": "user", "content": "run ls"}]})
+        return {"messages": [done["messages"][-1]]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("spawn", spawn)
+    builder.add_edge(START, "spawn")
+    builder.add_edge("spawn", END)
+    parent = builder.compile(checkpointer=InMemorySaver())
+    result = parent.invoke({"messages": [{"role": "user", "content": "go"}]}, config("headless"))
+    assert "__interrupt__" in result
+    assert tools.count("shell_exec", cmd="ls") == 0
+    (request,) = control.approvals()
+    assert (request.state, request.action) == ("pending", "shell_exec")
+    control.approve(request.request_id, approver="human:alice")
+    parent.invoke(None, config("headless"))
     assert tools.count("shell_exec", cmd="ls") == 1
 
 
