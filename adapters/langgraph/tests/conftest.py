@@ -154,7 +154,16 @@ class Tools:
             runs[key("delete_file", {"path": path})] += 1
             return f"deleted {path}"
 
-        self.all = [read, refund, delete, transfer, drop_table, wire, send_email, read_file, delete_file]
+        @tool
+        def shell_exec(cmd: str) -> str:
+            """Run a shell command (a human approves)."""
+            runs[key("shell_exec", {"cmd": cmd})] += 1
+            return f"ran {cmd}"
+
+        self.all = [
+            read, refund, delete, transfer, drop_table, wire, send_email, read_file, delete_file,
+            shell_exec,
+        ]
 
     def count(self, tool_name: str, /, **arguments: Any) -> int:
         return self.runs[tool_name + json.dumps(arguments, sort_keys=True)]

@@ -103,7 +103,9 @@ def test_a_policy_denial_is_raised_out_of_invoke(gate: Gate, tools: Tools) -> No
     assert tools.count("wire", amount=5) == 0
 
 
-def test_an_answer_after_expiry_authorizes_nothing_and_asks_again(tmp_path: Path, tools: Tools) -> None:
+def test_a_late_answer_after_expiry_tells_the_model_it_expired_and_runs_nothing(tmp_path: Path, tools: Tools) -> None:
+    """An in-band answer that arrives after the request expired: an `expired` ToolMessage, no
+    run, no crash, and no new request left waiting for a human."""
     control, interrupt = make_control(write_policy(tmp_path), ttl=1.0)
     gate = Gate(control, interrupt)
     agent = make_agent(gate, tools, [[call("refund", {"order": "o-9"}, "c1")], "done"])
@@ -111,12 +113,21 @@ def test_an_answer_after_expiry_authorizes_nothing_and_asks_again(tmp_path: Path
     (pause,) = gate.pending(agent, config())
     time.sleep(1.2)
     result = answer(gate, agent, {pause.interrupt_id: "approve"})
+    assert "__interrupt__" not in result
+    message = tool_messages(result)["c1"]
+    body = json.loads(message.content)
+    assert message.status == "error" and body["reason"] == "expired" and body["executed"] is False
+    assert message.artifact["error"] == "ApprovalExpired"
     assert tools.count("refund", order="o-9") == 0
-    assert gate.control.approval(pause.request_id).state == "expired"
-    assert [r["kind"] for r in gate.control.receipts()] == ["approval_expired"]
-    (again,) = gate.pending(agent, config())
-    assert again.request_id != pause.request_id and "expired" in again.payload["previous_answer"]
-    assert "__interrupt__" in result
+    assert [r.state for r in gate.control.approvals()] == ["expired"]
+    assert gate.refusal("c1").reason == "expired"
+    # The same evidence as the kernel's own path for an answer after expiry (the adapter
+    # kit's `answer_after_expiry_authorizes_nothing`): the expiry, then the attempt it ended.
+    trail = [(r["kind"], r["outcome"], r["reason"], r["approval_id"]) for r in gate.control.receipts()]
+    assert trail == [
+        ("approval_expired", "expired", "expired", pause.request_id),
+        ("attempt", "refused", "expired", pause.request_id),
+    ]
 
 
 def test_a_grant_used_after_expiry_tells_the_model_it_expired(tmp_path: Path, tools: Tools) -> None:
@@ -226,7 +237,9 @@ def test_a_resume_naming_no_pending_interrupt_is_refused(gate: Gate, tools: Tool
     [None, "false", "no", 0, 1, "true", {}, [], {"approved": "yes"}, {"0123456789abcdef0123456789abcdef": "yes"}],
 )
 def test_anything_but_the_closed_answer_changes_nothing(gate: Gate, tools: Tools, value) -> None:
-    """Case B38 (and B41 c): through the resume helper and straight into LangGraph."""
+    """Case B38 (and B41 c): through the resume helper and straight into LangGraph. Each
+    malformed submission is recorded by the kernel as a refused answer naming who sent it (the
+    approver of the resuming call), with no state change."""
     agent = make_agent(gate, tools, [[call("refund", {"order": "o-1"}, "c1")], "done"])
     start(agent)
     (pause,) = gate.pending(agent, config())
@@ -244,6 +257,13 @@ def test_anything_but_the_closed_answer_changes_nothing(gate: Gate, tools: Tools
             assert again.request_id == pause.request_id and "__interrupt__" in result
     assert tools.count("refund", order="o-1") == 0
     assert gate.control.approval(pause.request_id).state == "pending"
+    refused = [r for r in gate.control.receipts() if r.get("reason") == "invalid_decision"]
+    assert len(refused) == (1 if value is None else 2)
+    for receipt in refused:
+        assert (receipt["kind"], receipt["outcome"]) == ("answer", "refused")
+        assert receipt["approver"] == "human:alice"
+        assert receipt["channel"] == "interrupt:langgraph"
+        assert receipt["approval_id"] == pause.request_id
     # The valid form still works afterwards.
     answer(gate, agent, {gate.pending(agent, config())[0].interrupt_id: "approve"})
     assert tools.count("refund", order="o-1") == 1

@@ -15,10 +15,17 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, MessagesState, StateGraph
 
 import countersign
-from countersign_langgraph import Approver, Gate, LangGraphInterrupt
+from countersign_langgraph import (
+    Approver,
+    Gate,
+    LangGraphInterrupt,
+    NoApprovalChannel,
+    NoApprovalChannelWarning,
+    create_agent,
+)
 from countersign_langgraph import _INTERRUPT_TAKES_SCHEMA as NEWER_LANGGRAPH
 from conftest import Tools, make_agent, make_control, tool_messages, write_policy
-from scripted_model import call
+from scripted_model import ScriptedChatModel, call
 
 ALICE = Approver(name="human:alice")
 ROOT = Approver(name="human:root")
@@ -149,45 +156,74 @@ def test_b10_a_rejected_call_pushed_straight_to_the_tools_still_does_not_run(gat
     ]
 
 
+def edit_link(gate: Gate, original) -> str:
+    """The note of the original request's denial: the evidence that links the two hashes."""
+    [denial] = [
+        r for r in gate.control.receipts()
+        if r["kind"] == "answer" and r.get("approval_id") == original.request_id
+    ]
+    assert (denial["outcome"], denial["approver"], denial["channel"]) == (
+        "denied", "human:alice", "interrupt:langgraph"
+    )
+    assert denial["action_hash"] == original.action_hash
+    return denial["note"]
+
+
 def test_b11_an_edit_that_changes_the_tool_needs_the_targets_own_approval(gate: Gate, tools: Tools) -> None:
     agent = make_agent(gate, tools, [[call("read_file", {"path": "/a"}, "c1")], "done"])
     agent.invoke({"messages": [{"role": "user", "content": "go"}]}, config())
     (original,) = gate.pending(agent, config())
-    # (a) The reviewer turns the paused call into delete_file{/a} (a new call id: an edit is a
-    # new call), then approves the pause they saw.
-    ai = agent.get_state(config()).values["messages"][-1]
-    agent.update_state(config(), {"messages": [ai.model_copy(update={"tool_calls": [call("delete_file", {"path": "/a"}, "c2")]})]}, as_node="model")
+    # (a) The reviewer turns the paused call into delete_file{/a}: a new action, decided from
+    # scratch under delete_file's own rule; the original is denied with the link.
+    new_id = gate.edit(agent, config(), original.interrupt_id, tool="delete_file", arguments={"path": "/a"}, approver=ALICE)
     agent.invoke(None, config())
     (edited,) = gate.pending(agent, config())
     assert edited.action == "delete_file" and edited.action_hash != original.action_hash
+    assert edited.tool_call_id == new_id
     assert edited.payload["approvers"] == "group:admin"
     assert tools.count("delete_file", path="/a") == 0
-    # The read_file approval authorizes nothing here, and alice is not an admin.
+    assert f"edited into `delete_file` {edited.action_hash} (tool call {new_id})" in edit_link(gate, original)
+    # The read_file request authorizes nothing here, and alice is not an admin.
+    assert gate.control.approval(original.request_id).state == "denied"
     with pytest.raises(countersign.AnswerRefused) as refused:
         answer(gate, agent, {edited.interrupt_id: "approve"})
     assert refused.value.reason == "not_entitled"
     assert tools.count("delete_file", path="/a") == 0
     answer(gate, agent, {gate.pending(agent, config())[0].interrupt_id: "approve"}, approver=ROOT)
-    assert tools.count("delete_file", path="/a") == 1
-    # The evidence links the two: the same thread, both requests, each with its own hash.
+    assert tools.count("delete_file", path="/a") == 1 and tools.count("read_file", path="/a") == 0
     requests = {r.action: r for r in gate.control.approvals()}
     assert requests["read_file"].run == requests["delete_file"].run == "t-1"
-    assert requests["read_file"].state == "pending" and requests["delete_file"].state == "consumed"
+    assert requests["read_file"].state == "denied" and requests["delete_file"].state == "consumed"
+
+
+def test_b11_an_edit_into_a_denied_tool_is_refused(gate: Gate, tools: Tools) -> None:
+    agent = make_agent(gate, tools, [[call("read_file", {"path": "/a"}, "c1")], "done"])
+    agent.invoke({"messages": [{"role": "user", "content": "go"}]}, config())
+    (original,) = gate.pending(agent, config())
+    gate.edit(agent, config(), original.interrupt_id, tool="wire", arguments={"amount": 5}, approver=ALICE)
+    with pytest.raises(countersign.ActionDenied):
+        agent.invoke(None, config())
+    assert tools.count("wire", amount=5) == 0 and tools.count("read_file", path="/a") == 0
+    assert "edited into `wire`" in edit_link(gate, original)
 
 
 def test_b11_b_an_edit_of_the_arguments_is_bound_to_the_edited_hash(gate: Gate, tools: Tools) -> None:
     agent = make_agent(gate, tools, [[call("read_file", {"path": "/a"}, "c1")], "done"])
     agent.invoke({"messages": [{"role": "user", "content": "go"}]}, config())
     (original,) = gate.pending(agent, config())
-    ai = agent.get_state(config()).values["messages"][-1]
-    agent.update_state(config(), {"messages": [ai.model_copy(update={"tool_calls": [call("read_file", {"path": "/b"}, "c2")]})]}, as_node="model")
+    gate.edit(agent, config(), original.interrupt_id, arguments={"path": "/b"}, approver=ALICE)
     agent.invoke(None, config())
     (edited,) = gate.pending(agent, config())
     assert edited.arguments == {"path": "/b"} and edited.request_id != original.request_id
+    assert edited.action_hash in edit_link(gate, original)
     answer(gate, agent, {edited.interrupt_id: "approve"})
     assert tools.count("read_file", path="/b") == 1 and tools.count("read_file", path="/a") == 0
     assert gate.control.approval(edited.request_id).state == "consumed"
-    assert gate.control.approval(original.request_id).state == "pending"
+    assert gate.control.approval(original.request_id).state == "denied"
+    # The original approval cannot authorize the edited hash, nor the original call again.
+    with pytest.raises(countersign.ApprovalError):
+        gate.control.execute("read_file", {"path": "/b"}, lambda _: None, approval=original.request_id, run="t-1")
+    assert tools.count("read_file", path="/b") == 1
 
 
 def test_b35_an_injected_call_under_the_same_id_runs_nothing(gate: Gate, tools: Tools) -> None:
@@ -212,23 +248,73 @@ def test_b35_an_injected_call_under_the_same_id_runs_nothing(gate: Gate, tools: 
 
 def test_b39_no_approval_channel_parks_the_call_and_an_allowed_one_still_runs(tmp_path: Path, tools: Tools) -> None:
     """The kernel decides "approval required" from policy alone: a control built without an
-    interrupt (headless), with a `read` in the same turn."""
+    interrupt (headless), with a `read` in the same turn. The gate says so at startup, in its
+    status and in every pause it raises."""
     control = countersign.Control(write_policy(tmp_path), principal="agent:test")   # no channel
-    gate = Gate(control, LangGraphInterrupt())
-    agent = make_agent(gate, tools, [[call("read", {"doc": 1}, "r1"), call("drop_table", {"name": "t"}, "s1")], "done"])
+    with pytest.warns(NoApprovalChannelWarning, match="no approval channel"):
+        gate = Gate(control, LangGraphInterrupt())
+    status = gate.status()
+    assert (status["run_mode"], status["approval_channel"]) == ("headless", None)
+    assert [line.split(":")[0] for line in status["warnings"]] == ["no approval channel"]
+    agent = make_agent(gate, tools, [[call("read", {"doc": 1}, "r1"), call("shell_exec", {"cmd": "ls"}, "s1")], "done"])
     result = agent.invoke({"messages": [{"role": "user", "content": "go"}]}, config())
     assert tools.count("read", doc=1) == 1
-    assert tools.count("drop_table", name="t") == 0
+    assert tools.count("shell_exec", cmd="ls") == 0
     assert "__interrupt__" in result
     (request,) = control.approvals()
-    assert request.state == "pending" and request.action == "drop_table"
-    # An answer through the graph cannot be recorded without the operator's channel: the call
-    # stays parked, until `countersign approve` answers it out of band.
-    _, result = answer_the_pause(gate, agent, "approve")
-    assert tools.count("drop_table", name="t") == 0 and control.approvals()[0].state == "pending"
+    assert request.state == "pending" and request.action == "shell_exec"
+    (pause,) = gate.pending(agent, config())
+    assert pause.payload["run_mode"] == "headless" and pause.payload["approval_channel"] is None
+    assert pause.payload["waiting_reason"].startswith("no approval channel")
+    # An answer through the graph cannot be recorded without the operator's channel: refused
+    # before anything is sent, and the call stays parked until answered out of band.
+    with pytest.raises(NoApprovalChannel) as refused:
+        gate.resume(agent, config(), {pause.interrupt_id: "approve"}, approver=ALICE)
+    assert refused.value.reason == "no_approval_channel"
+    agent.invoke(None, config())
+    assert tools.count("shell_exec", cmd="ls") == 0 and control.approvals()[0].state == "pending"
     control.approve(request.request_id, approver="human:alice")
     agent.invoke(None, config())
-    assert tools.count("drop_table", name="t") == 1
+    assert tools.count("shell_exec", cmd="ls") == 1
+
+
+def test_b39_a_sub_agent_spawned_from_a_headless_run_parks_the_call_too(tmp_path: Path, tools: Tools) -> None:
+    """Variant (3): the headless run spawns a sub-agent (a `create_agent` invoked inside a node
+    of the parent graph) on the same kernel. Policy alone decides: the call is parked."""
+    control = countersign.Control(write_policy(tmp_path), principal="agent:test")   # no channel
+    with pytest.warns(NoApprovalChannelWarning):
+        gate = Gate(control, LangGraphInterrupt())
+    child = create_agent(
+        ScriptedChatModel(turns=[[call("shell_exec", {"cmd": "ls"}, "s1")], "done"]), tools.all, gate=gate
+    )
+
+    def spawn(state: MessagesState) -> dict:
+        done = child.invoke({"messages": [{"role": "user", "content": "run ls"}]})
+        return {"messages": [done["messages"][-1]]}
+
+    builder = StateGraph(MessagesState)
+    builder.add_node("spawn", spawn)
+    builder.add_edge(START, "spawn")
+    builder.add_edge("spawn", END)
+    parent = builder.compile(checkpointer=InMemorySaver())
+    result = parent.invoke({"messages": [{"role": "user", "content": "go"}]}, config("headless"))
+    assert "__interrupt__" in result
+    assert tools.count("shell_exec", cmd="ls") == 0
+    (request,) = control.approvals()
+    assert (request.state, request.action) == ("pending", "shell_exec")
+    control.approve(request.request_id, approver="human:alice")
+    parent.invoke(None, config("headless"))
+    assert tools.count("shell_exec", cmd="ls") == 1
+
+
+def test_b39_a_kernel_with_a_channel_reports_the_interrupt_run_mode(gate: Gate) -> None:
+    assert gate.status() == {
+        "framework": "langgraph",
+        "run_mode": "interrupt",
+        "approval_channel": "interrupt:langgraph",
+        "policy_mode": "enforce",
+        "warnings": [],
+    }
 
 
 def test_b42_an_approval_never_leaks_to_another_thread(gate: Gate, tools: Tools) -> None:

@@ -17,6 +17,7 @@
 //! Architecture invariant: this crate knows the kernel's public API only; it writes no grant,
 //! event or receipt except through it.
 
+mod chat;
 mod errors;
 mod interrupt;
 #[cfg(feature = "conformance")]
@@ -777,5 +778,6 @@ fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
     // `conformance` feature (the repository's test builds), not in the released one.
     #[cfg(feature = "conformance")]
     kit::register(module)?;
+    chat::register(module)?;
     Ok(())
 }

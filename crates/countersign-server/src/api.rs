@@ -1,6 +1,7 @@
 //! The JSON API's routes and handlers.
 
 mod effects;
+mod interrupts;
 mod receipts;
 mod takeback;
 
@@ -32,6 +33,7 @@ use crate::scope::Scope;
 use crate::{Service, browser};
 
 use effects::*;
+use interrupts::*;
 use receipts::*;
 use takeback::*;
 
@@ -60,6 +62,8 @@ pub(crate) fn router(service: Service) -> Router {
         .route("/api/v1/approvals/{id}/answer", post(answer))
         .route("/api/v1/approvals/{id}/revoke", post(revoke))
         .route("/api/v1/approvals/{id}/cancel", post(cancel))
+        .route("/api/v1/interrupts", get(list_interrupts))
+        .route("/api/v1/interrupts/responses", post(post_responses))
         .route("/api/v1/receipts", get(list_receipts))
         .route("/api/v1/effects", get(list_effects))
         .route("/api/v1/effects/{key}/resolve", post(resolve))

@@ -18,6 +18,8 @@
 //! | `POST /api/v1/approvals/{id}/answer` | `{decision, action_hash, note}` |
 //! | `POST /api/v1/approvals/{id}/revoke` | `{note}`: take back your unused grant or counted yes (issue #31) |
 //! | `POST /api/v1/approvals/{id}/cancel` | `{note}`: cancel a waiting request, as one of its resolvers (issue #31) |
+//! | `GET /api/v1/interrupts` | the requests the caller may answer, as `countersign.interrupt/v1` objects (`?run=`) |
+//! | `POST /api/v1/interrupts/responses` | `{responses: {id: {decision, action_hash, note}}}`: the chat-surface contract (issue #17) |
 //! | `GET /api/v1/receipts` | receipts the caller may read |
 //! | `GET /api/v1/effects` | effect records the caller may read (`?state=`) |
 //! | `POST /api/v1/effects/{key}/resolve` | `{to: committed\|failed, note}` |

@@ -9,6 +9,7 @@ mod api {
     pub mod browser;
     pub mod chromium;
     pub mod inbox;
+    pub mod interrupts;
     pub mod oidc;
     pub mod pages;
     pub mod robustness;

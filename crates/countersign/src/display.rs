@@ -35,10 +35,16 @@
 //! The rules' rationale is in `docs/SPEC.md` ("What an approver is shown").
 //!
 //! By concept: this file builds the display model; `text` escapes what is misreadable and
-//! lists the findings ([`shown`]).
+//! lists the findings ([`shown`]); `interrupt` is the chat-surface contract built on it
+//! ([`interrupt_object`], [`parse_interrupt_response`], issue #17).
 
+mod interrupt;
 mod text;
 
+pub use interrupt::{
+    INTERRUPT_SCHEMA, InterruptAnswer, InterruptObject, InterruptResponse, MAX_RESPONSE_NOTE,
+    ResponseTemplate, interrupt_object, parse_interrupt_response,
+};
 pub use text::{class_of, is_bidi_control, is_default_ignorable, shown, unescape};
 
 use std::fmt::{self, Write as _};

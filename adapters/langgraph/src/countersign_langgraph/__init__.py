@@ -35,7 +35,9 @@ import inspect
 import json
 import threading
 import uuid
+import warnings
 from dataclasses import dataclass, field
+from datetime import datetime, timezone
 from typing import Any, Awaitable, Callable, Collection, Iterable, Literal, Mapping, Optional, Sequence, Union
 
 import countersign
@@ -65,6 +67,9 @@ __all__ = [
     "NothingPending",
     "StaleApproval",
     "AmbiguousResume",
+    "NoApprovalChannel",
+    "NoApprovalChannelWarning",
+    "RUN_MODES",
     "CONTINUE_REASONS",
     "refusal_message",
     "check_middleware",
@@ -114,6 +119,33 @@ class StaleApproval(ResumeError):
     from another surface, or from an older batch: case B41 a). Attribute ``interrupt_ids``."""
 
     default_reason = "stale_approval"
+
+
+class NoApprovalChannel(ResumeError):
+    """The gate's kernel was built without an approval channel (no ``interrupt=``: a headless
+    run, case B39), so an answer passed through the graph could not be recorded: none is
+    built. Answer out of band (``countersign approve``, ``countersign serve``) and continue
+    the thread with ``invoke(None, config)``."""
+
+    default_reason = "no_approval_channel"
+
+
+class NoApprovalChannelWarning(UserWarning):
+    """Issued when a :class:`Gate` is built on a kernel with no approval channel (case B39):
+    calls that need a human are parked pending, and run only once answered out of band."""
+
+
+RUN_MODES = ("interrupt", "headless")
+"""How a gate's kernel hears a human (:meth:`Gate.status`, every pause payload's
+``run_mode``): ``interrupt`` — through LangGraph's interrupt, recorded by the operator's
+channel ``interrupt:langgraph``; ``headless`` — no approval channel: a call that needs a human
+is parked pending (the graph pauses and never runs it) until someone answers out of band."""
+
+_NO_CHANNEL = (
+    "no approval channel: this kernel was built without interrupt=, so a call that needs a "
+    "human is parked pending and runs only once answered out of band (countersign approve, "
+    "countersign serve); then continue the thread with invoke(None, config)"
+)
 
 
 class AmbiguousResume(ResumeError):
@@ -339,7 +371,65 @@ class Gate:
         self.actions = dict(actions or {})
         self.gated = None if gated is None else frozenset(gated)
         self._refusals: dict[str, CountersignError] = {}
+        self._recorded_invalid: set[str] = set()
         self._lock = threading.Lock()
+        if self.run_mode == "headless":
+            warnings.warn(f"countersign-langgraph: {_NO_CHANNEL}", NoApprovalChannelWarning, stacklevel=2)
+
+    # -- how a human is heard (case B39) --------------------------------------------------
+
+    @property
+    def run_mode(self) -> str:
+        """``interrupt`` or ``headless`` (:data:`RUN_MODES`), from the kernel's approval
+        channel (``Control.approval_channel``), never from whether anyone is watching."""
+        channel = getattr(self.control, "approval_channel", None)
+        return "headless" if channel is None else "interrupt"
+
+    def status(self) -> dict:
+        """What this gate can do, for a health or status check: ``framework``, ``run_mode``,
+        ``approval_channel`` (``interrupt:langgraph`` or ``None``), the policy's ``mode``
+        (``enforce`` / ``observe``) and ``warnings`` (one line each; ``no approval channel:
+        ...`` when headless)."""
+        return {
+            "framework": FRAMEWORK,
+            "run_mode": self.run_mode,
+            "approval_channel": getattr(self.control, "approval_channel", None),
+            "policy_mode": self.control.mode,
+            "warnings": [_NO_CHANNEL] if self.run_mode == "headless" else [],
+        }
+
+    def _record_invalid(
+        self, request_id: str, value: Any, approver: Optional["Approver"], *, once: bool = False
+    ) -> Optional[CountersignError]:
+        """Hand a resume value that is not a Countersign answer to the kernel as a refused
+        answer (case B38): recorded with who sent it (the approver of the resuming call) and
+        the value as given, under ``{"resume": value}`` — a shape the kernel never accepts, so
+        nothing can be granted here. ``once``: at most once per (request, value) in this
+        process (a value LangGraph < 1.1 replays on every later pass). Returns the
+        kernel's refusal, or ``None`` when nobody can be named (no approver on the resuming
+        call: nothing is recorded, the value still decides nothing)."""
+        if approver is None:
+            return None
+        try:
+            given = json.dumps({"resume": value}, sort_keys=True, default=repr)
+        except (TypeError, ValueError):
+            given = json.dumps({"resume": repr(value)})
+        key = f"{request_id} {given}"
+        if once:
+            with self._lock:
+                if key in self._recorded_invalid:
+                    return None
+                if len(self._recorded_invalid) > 4096:
+                    self._recorded_invalid.clear()
+                self._recorded_invalid.add(key)
+        try:
+            self.control.respond(
+                request_id, json.loads(given), framework=FRAMEWORK,
+                approver=None if approver.token else approver.name, token=approver.token,
+            )
+        except CountersignError as refusal:
+            return refusal
+        return None  # unreachable: the kernel never accepts {"resume": ...}
 
     # -- what is gated --------------------------------------------------------------------
 
@@ -494,7 +584,15 @@ class Gate:
         presented: Optional[str] = None
         if record is not None and record.state == "pending":
             # A replay of this call after its pause: read the answer to its request.
-            asker.ask(record)
+            held = asker.ask(record)
+            if held is not None and _expired(record.expires_at):
+                # The answer came after the request expired: it counts for nothing. The kernel
+                # refuses it (recording the expiry) and the attempt presenting the expired
+                # request ends `expired`: the model is told, nothing runs, no new request is
+                # opened for a human to find later.
+                self.interrupt.drop(record.request_id)
+                self._record_late(record, held)
+                presented = record.request_id
         elif record is not None and record.state == "granted":
             # Answered out of band (`countersign approve`): present the request the store maps
             # this call to (SPEC.md 2.3), so a grant that expired meanwhile is refused as
@@ -529,6 +627,22 @@ class Gate:
             finally:
                 if asker.last_request is not None:
                     self.interrupt.drop(asker.last_request)
+
+    def _record_late(self, record: countersign.ApprovalRequest, held: dict) -> None:
+        """Hand an answer that came after its request expired to the kernel, which refuses it
+        (``expired``) and records the expiry (an ``approval_expired`` receipt, as for any
+        late answer); the refusal itself is not raised here (the attempt that follows ends
+        ``expired``)."""
+        response = {"decision": held["decision"], "action_hash": held["action_hash"]}
+        if held.get("note") is not None:
+            response["note"] = held["note"]
+        try:
+            self.control.respond(
+                record.request_id, response, framework=FRAMEWORK,
+                approver=held.get("approver"), token=held.get("approver_token"),
+            )
+        except CountersignError:
+            pass
 
     # -- the application's side: what is pending, and resuming --------------------------
 
@@ -583,6 +697,12 @@ class Gate:
         if not isinstance(approver, Approver):
             raise TypeError("approver must be an Approver (the person the application signed in)")
         pauses = {pause.interrupt_id: pause for pause in self.pending(graph, config)}
+        if pauses and self.run_mode == "headless":
+            raise NoApprovalChannel(
+                f"{_NO_CHANNEL}; nothing was sent",
+                pending_ids=sorted(pauses),
+                request_ids=sorted({pause.request_id for pause in pauses.values()}),
+            )
         if not pauses:
             raise NothingPending(
                 "nothing is pending on this thread: there is no Countersign pause to answer "
@@ -611,9 +731,11 @@ class Gate:
             if decision == "reject":
                 decision = "deny"
             if not isinstance(decision, str) or decision not in ("approve", "deny"):
+                recorded = self._record_invalid(pause.request_id, decision, approver)
                 raise InvalidDecision(
                     f"decision {decision!r} for interrupt `{interrupt_id}` is not a decision: "
-                    "use \"approve\" or \"deny\"; nothing was sent",
+                    "use \"approve\" or \"deny\"; nothing was sent"
+                    + ("" if recorded is None else " (the refusal is recorded)"),
                     reason="invalid_decision",
                     request_id=pause.request_id,
                 )
@@ -634,6 +756,102 @@ class Gate:
             context=ResumeContext(approver=approver, answer_ids=frozenset(answer_ids)),
         )
 
+    def edit(
+        self,
+        graph: Any,
+        config: Mapping[str, Any],
+        interrupt_id: str,
+        *,
+        arguments: Mapping[str, Any],
+        approver: Approver,
+        tool: Optional[str] = None,
+        note: Optional[str] = None,
+        as_node: str = "model",
+        messages_key: str = "messages",
+    ) -> str:
+        """A reviewer's edit of a paused call (case B11): the call becomes a **new** action
+        that is decided from scratch, and the original authorizes nothing.
+
+        1. The edited call's hash is computed by the kernel (``Control.evaluate``: the policy
+           of the edited tool, writes nothing).
+        2. The original request is denied by ``approver`` through the kernel (channel
+           ``interrupt:langgraph``), with a note naming the edited action, its hash and its
+           tool call id: that answer receipt is the evidence linking the two hashes.
+        3. The paused call in the last AI message is replaced by the edited one, under a new
+           tool call id, as the node ``as_node`` (``model`` for ``create_agent``).
+
+        Continue the thread with ``invoke(None, config)``: the edited call goes through the
+        gate like any call — allowed, denied, or paused for its own approval under its own
+        rule (another tool's rule when ``tool`` renames it). Returns the new tool call id.
+
+        Raises:
+            NothingPending, StaleApproval: the interrupt is not pending.
+            NoApprovalChannel: the kernel has no approval channel (headless).
+            ConfigurationError: ``tool`` is not gated by this gate (the edit would run outside
+                the kernel), or the paused call is not in the last AI message.
+            ValueError: the edit changes nothing (answer the pause instead).
+            The kernel's refusal of the denial (``not_entitled``, ``expired``, ...): nothing
+            was changed in the graph.
+        """
+        if not isinstance(approver, Approver):
+            raise TypeError("approver must be an Approver (the person the application signed in)")
+        pauses = {pause.interrupt_id: pause for pause in self.pending(graph, config)}
+        if not pauses:
+            raise NothingPending("nothing is pending on this thread: there is no pause to edit")
+        if interrupt_id not in pauses:
+            raise StaleApproval(
+                f"interrupt `{interrupt_id}` is not pending on this thread: read gate.pending() again",
+                interrupt_ids=[interrupt_id],
+                pending_ids=sorted(pauses),
+            )
+        if self.run_mode == "headless":
+            raise NoApprovalChannel(f"{_NO_CHANNEL}; nothing was edited")
+        pause = pauses[interrupt_id]
+        new_tool = tool or str(pause.payload.get("tool") or pause.action)
+        new_action = self.action_for(new_tool)
+        if new_action is None:
+            raise ConfigurationError(
+                f"`{new_tool}` is not gated by this gate: an edit into it would run outside "
+                "the kernel; gate the tool or edit into a gated one"
+            )
+        edited_hash = self.control.evaluate(new_action, dict(arguments)).action_hash
+        if edited_hash == pause.action_hash:
+            raise ValueError("the edit changes nothing: answer the pause instead")
+        state = graph.get_state(config)
+        values = state.values if isinstance(state.values, Mapping) else {}
+        messages = list(values.get(messages_key) or [])
+        last = messages[-1] if messages else None
+        calls = list(getattr(last, "tool_calls", None) or [])
+        positions = [i for i, call in enumerate(calls) if str(call.get("id")) == pause.tool_call_id]
+        if len(positions) != 1:
+            raise ConfigurationError(
+                f"the paused call `{pause.tool_call_id}` is not in the thread's last AI message "
+                "once: edit it in the graph yourself and deny the original request"
+            )
+        new_id = f"{pause.tool_call_id}-edit-{uuid.uuid4().hex[:8]}"
+        link = f"edited into `{new_action}` {edited_hash} (tool call {new_id})"
+        self.control.respond(
+            pause.request_id,
+            {
+                "decision": "deny",
+                "action_hash": pause.action_hash,
+                "note": link if not note else f"{link}: {note}",
+            },
+            framework=FRAMEWORK,
+            approver=None if approver.token else approver.name,
+            token=approver.token,
+        )
+        calls[positions[0]] = {
+            **calls[positions[0]],
+            "name": new_tool,
+            "args": dict(arguments),
+            "id": new_id,
+        }
+        graph.update_state(
+            config, {messages_key: [last.model_copy(update={"tool_calls": calls})]}, as_node=as_node
+        )
+        return new_id
+
 
 def _tool_node_class() -> type:
     """LangGraph's ``ToolNode`` where it takes ``wrap_tool_call`` (langgraph-prebuilt >= 1.1),
@@ -645,6 +863,31 @@ def _tool_node_class() -> type:
     from langchain.tools.tool_node import _ToolNode
 
     return _ToolNode
+
+
+_UNSET = object()
+
+
+def _resume_value_of(error: ValidationError) -> Any:
+    """The resume value LangGraph refused (it validates against ``Answer`` itself and does not
+    hand the value back), as far as the error shows it: the whole value when an error is about
+    all of it, else each offending field's input by its location."""
+    details = error.errors(include_url=False)
+    for detail in details:
+        location = tuple(detail.get("loc") or ())
+        if location == () or (detail.get("type") == "missing" and len(location) == 1):
+            return detail.get("input")
+    return {
+        ".".join(str(part) for part in detail.get("loc") or ()): detail.get("input")
+        for detail in details
+    }
+
+
+def _expired(expires_at: str) -> bool:
+    """Is a request past its ``expires_at`` (RFC 3339, UTC) now? As the kernel judges it:
+    expired from that instant on, no skew allowance."""
+    when = datetime.fromisoformat(expires_at.replace("Z", "+00:00"))
+    return datetime.now(timezone.utc) >= when
 
 
 class _Asker:
@@ -673,25 +916,33 @@ class _Asker:
             "approvers": record.approvers,
             "quorum": record.quorum,
             "approvals_given": record.approvals_given,
+            "run_mode": self.gate.run_mode,
             "answer_with": {
                 "countersign": ANSWER_SCHEMA,
                 "decision": ["approve", "deny"],
                 "echo": ["request_id", "action_hash", "arguments"],
             },
         }
+        if self.gate.run_mode == "headless":
+            # Case B39: whoever reads the pause (and the checkpoint that keeps it) learns that
+            # no answer given through the graph can count.
+            payload["approval_channel"] = None
+            payload["waiting_reason"] = _NO_CHANNEL
         if note:
             payload["previous_answer"] = note
         return payload
 
-    def ask(self, record: countersign.ApprovalRequest, note: Optional[str] = None) -> None:
+    def ask(self, record: countersign.ApprovalRequest, note: Optional[str] = None) -> dict:
         """Pause with this request (``GraphInterrupt`` propagates), or hold the answer this
-        resuming call carries for it, for the kernel's provider to take."""
+        resuming call carries for it, for the kernel's provider to take; returns what is
+        held."""
         self.last_request = record.request_id
         if note is None and record.request_id in self.asked:
             note = "the last answer left the request pending (approvals so far: " \
                 f"{record.approvals_given} of {record.quorum})"
         while True:
             payload = self.payload(record, note)
+            value: Any = _UNSET
             try:
                 if _INTERRUPT_TAKES_SCHEMA:
                     value = _lg_interrupt(payload, response_schema=Answer)
@@ -699,6 +950,14 @@ class _Asker:
                     value = _lg_interrupt(payload)
                 answer = value if isinstance(value, Answer) else Answer.model_validate(value)
             except ValidationError as error:
+                # Case B38: recorded by the kernel as a refused answer naming the approver of
+                # this resuming call (when it names one), before anything else.
+                self.gate._record_invalid(
+                    record.request_id,
+                    _resume_value_of(error) if value is _UNSET else value,
+                    None if self.context is None else self.context.approver,
+                    once=not _INTERRUPT_TAKES_SCHEMA,
+                )
                 if not _INTERRUPT_TAKES_SCHEMA:
                     # langgraph < 1.1 keeps a resume value in the task's resume list even when
                     # the task then fails, so raising here would fail every later resume of the
@@ -743,7 +1002,7 @@ class _Asker:
                 "action_hash": answer.action_hash,
             }
             self.gate.interrupt.hold(record.request_id, held)
-            return
+            return held
 
 
 class CountersignMiddleware(AgentMiddleware):

@@ -59,7 +59,9 @@ __all__ = [
     "AdapterError",
     "DecisionNotFound",
     "DecisionNotApplied",
+    "NotPendingForRun",
     "RUN_STATE_SCHEMA",
+    "INTERRUPT_SCHEMA",
     "not_executed_result",
     "unwrap",
 ]
@@ -68,6 +70,10 @@ FRAMEWORK = "openai-agents"
 
 RUN_STATE_SCHEMA = "countersign.openai-agents.run-state/v1"
 """The envelope :meth:`Gate.save_state` writes: the SDK's run state and the gate's run id."""
+
+INTERRUPT_SCHEMA = "countersign.interrupt/v1"
+"""The ``schema`` of the chat-surface objects :meth:`Gate.emit_interrupts` returns (the
+kernel's, the same as ``GET /api/v1/interrupts`` lists; docs/approvals.md, "Chat surfaces")."""
 
 # The run id of the gate run in progress (set by :meth:`Gate.run` around ``Runner.run``; the
 # SDK's tasks inherit it), read by the tool callbacks.
@@ -108,6 +114,17 @@ class DecisionNotApplied(AdapterError):
     tool: str
     call_id: str
     request_id: str
+
+
+class NotPendingForRun(AdapterError):
+    """A chat-surface response names a request that is not pending for this run: not a paused
+    call of this run state, already answered, expired, or another run's (a stale card, case
+    B41). Nothing was recorded and nothing applied, for any response of the batch. Attributes:
+    ``request_ids`` (the ones refused), ``pending_ids`` (what the run waits on)."""
+
+    default_reason = "not_pending"
+    request_ids: list
+    pending_ids: list
 
 
 _NOT_EXECUTED_TEXT = {
@@ -610,6 +627,116 @@ class Gate:
                 )
         return still_pending
 
+    # ----------------------------------------------------------------------------- chat surfaces
+
+    def emit_interrupts(self, source: Any) -> list[dict]:
+        """The chat-surface objects of a paused run (a run result or ``RunState``): one
+        ``countersign.interrupt/v1`` dict per paused call of a gated tool whose kernel request
+        is still ``pending``, in the run's order — request id, action, canonical arguments,
+        the kernel's rendering (``display``, ``display_text``: show this), action hash, expiry
+        and the two ``answers``, each with the ``response`` to send back. The objects are the
+        kernel's (:meth:`countersign.Control.interrupt`), the same ``GET /api/v1/interrupts``
+        lists. Answer them with :meth:`apply_responses`, or through ``POST
+        /api/v1/interrupts/responses``.
+
+        Raises:
+            DecisionNotFound: a paused gated call has no kernel request mapped to it.
+        """
+        emitted: list[dict] = []
+        seen: set[str] = set()
+        for call in self.pending(source):
+            request_id = call.request.request_id
+            if call.request.state != "pending" or request_id in seen:
+                continue
+            seen.add(request_id)
+            found = self.control.interrupt(request_id)
+            if found is not None:
+                emitted.append(found)
+        return emitted
+
+    def apply_responses(
+        self,
+        state: RunState,
+        responses: Any,
+        approver: Optional[str] = None,
+        *,
+        token: Optional[str] = None,
+    ) -> dict[str, ApprovalRequest]:
+        """Answer a paused run's interrupts: ``responses`` maps request ids (from
+        :meth:`emit_interrupts`) to ``{"decision": "approve" | "deny", "action_hash":
+        "sha256:…", "note": "…"}``, the body ``POST /api/v1/interrupts/responses`` takes under
+        ``"responses"``. Each goes through the kernel's one answer path (channel
+        ``interrupt:openai-agents``), then the kernel's decisions are applied to ``state``
+        (:meth:`apply_decisions`). Returns the stored request per id.
+
+        Who answers is ``approver`` (the name of the person your application signed in,
+        asserted) or ``token`` (their approver token, verified by the kernel): never a name
+        read from a response, the run state or the model's output.
+
+        In this order, stopping at the first refusal:
+
+        1. every id must be a request that is pending for this run, else
+           :class:`NotPendingForRun` and nothing is recorded or applied;
+        2. every response must be the closed shape, else each malformed one is handed to the
+           kernel as such (a refused answer recorded with who sent it; the request stays
+           pending), no other is submitted, and the first :class:`countersign.InvalidDecision`
+           is raised;
+        3. each response is submitted in turn; a kernel refusal (``not_entitled``,
+           ``mismatch``, ...) is raised as itself, after the answers recorded before it were
+           applied to ``state``; the responses after it are not submitted.
+
+        Raises:
+            NotPendingForRun, countersign.InvalidDecision, countersign.AnswerRefused (and its
+            subclasses), countersign.ApprovalExpired, countersign.AlreadyDecided,
+            countersign.NoApprover, countersign.StoreError, DecisionNotFound.
+        """
+        if not approver and not token:
+            raise countersign.NoApprover(
+                "no approver: pass the signed-in person as `approver=` (a name) or `token=` "
+                "(an approver token); an anonymous answer authorizes nothing"
+            )
+        if not isinstance(responses, dict):
+            raise TypeError(
+                "responses must be a dict of request ids to responses, such as "
+                '{"apr_…": {"decision": "approve", "action_hash": "sha256:…"}}'
+            )
+        pending = {
+            call.request.request_id: call
+            for call in self.pending(state)
+            if call.request.state == "pending"
+        }
+        stale = sorted(str(key) for key in responses if key not in pending)
+        if stale:
+            raise NotPendingForRun(
+                f"request `{stale[0]}` is not pending for this run: it is answered already, "
+                "expired, or not a paused call of this run; emit the run's interrupts again. "
+                "Nothing was recorded",
+                request_ids=stale,
+                pending_ids=sorted(pending),
+            )
+        malformed = [key for key, value in responses.items() if not _closed_response(value)]
+        if malformed:
+            first: Optional[CountersignError] = None
+            for key in malformed:
+                try:
+                    self.control.respond(
+                        key, responses[key], framework=FRAMEWORK, approver=approver, token=token
+                    )
+                except CountersignError as refusal:
+                    first = first or refusal
+            if first is not None:
+                raise first
+        recorded: dict[str, ApprovalRequest] = {}
+        try:
+            for key, value in responses.items():
+                recorded[key] = self.control.respond(
+                    key, value, framework=FRAMEWORK, approver=approver, token=token
+                )
+        finally:
+            if recorded:
+                self.apply_decisions(state)
+        return recorded
+
     def _refuse_in_kernel(self, call: PendingCall, run: Optional[str]) -> None:
         """Present a call the SDK will not invoke (denied, expired or void request) to the
         kernel with the arguments its run state holds, so the kernel refuses it as itself and
@@ -708,6 +835,19 @@ class Gate:
     ) -> Any:
         """:meth:`run` from synchronous code (starts an event loop)."""
         return asyncio.run(self.run(agent, input, run_id=run_id, **kwargs))
+
+
+def _closed_response(value: Any) -> bool:
+    """Is ``value`` the closed chat-surface response? Only orders a batch (malformed entries
+    first); the kernel reads every response again, strictly, and its reading decides."""
+    return (
+        isinstance(value, dict)
+        and set(value) <= {"decision", "action_hash", "note"}
+        and value.get("decision") in ("approve", "deny")
+        and isinstance(value.get("decision"), str)
+        and isinstance(value.get("action_hash"), str)
+        and (value.get("note") is None or isinstance(value.get("note"), str))
+    )
 
 
 def _sdk_reject(state: RunState, item: ToolApprovalItem, message: str) -> None:

@@ -31,6 +31,8 @@ from typing import Any, Awaitable, Callable, Mapping, Optional, TypeVar, Union, 
 from . import errors
 from ._native import NativeControl as _NativeControl
 from ._native import Principal
+from ._native import interrupt_object_json as _interrupt_object_json
+from ._native import respond as _respond
 from .errors import (
     ActionDenied,
     AlreadyDecided,
@@ -290,6 +292,9 @@ class Control:
         self.principal: Optional[Principal] = principal
         for line in self._native.approval_warnings:
             warnings.warn(f"{os.fspath(policy)}: {line}", ApprovalWarning, stacklevel=2)
+        self._approval_channel: Optional[str] = (
+            None if interrupt is None else f"interrupt:{getattr(interrupt, 'framework', '')}"
+        )
 
     @classmethod
     def _adopt(cls, native: _NativeControl) -> "Control":
@@ -299,7 +304,17 @@ class Control:
         control = cls.__new__(cls)
         control._native = native
         control.principal = None
+        # The kit always builds its kernel with an interrupt provider around the adapter's.
+        control._approval_channel = "interrupt"
         return control
+
+    @property
+    def approval_channel(self) -> Optional[str]:
+        """How a human's answer reaches this kernel in-band: ``interrupt:<framework>`` when it
+        was built with ``interrupt=``, else ``None`` — no approval channel: a call that needs a
+        human ends :class:`ApprovalRequired` and waits for an answer out of band
+        (``countersign approve``, ``countersign serve``), case B39."""
+        return self._approval_channel
 
     @property
     def store_url(self) -> str:
@@ -659,6 +674,45 @@ class Control:
         return self.answer(
             request_id, "deny", approver=approver, token=token,
             action_hash=action_hash, note=note,
+        )
+
+    def interrupt(self, request_id: str) -> Optional[dict]:
+        """The request as a chat surface shows it: the ``countersign.interrupt/v1`` object
+        (``request_id``, ``action``, canonical ``arguments``, ``action_hash``, ``expires_at``,
+        ``display`` and ``display_text`` — the kernel's one rendering —, and the two
+        ``answers`` with the ``response`` each sends back), or ``None`` when there is no such
+        request. The same object ``GET /api/v1/interrupts`` lists. A read."""
+        text = _interrupt_object_json(self._native, request_id)
+        return None if text is None else json.loads(text)
+
+    def respond(
+        self,
+        request_id: str,
+        response: Any,
+        *,
+        framework: str,
+        approver: Optional[str] = None,
+        token: Optional[str] = None,
+    ) -> ApprovalRequest:
+        """Hand one chat-surface response to the kernel's answer path, as ``POST
+        /api/v1/interrupts/responses`` does, through the channel ``interrupt:<framework>``.
+
+        ``response`` is read strictly: exactly ``{"decision": "approve" | "deny",
+        "action_hash": "sha256:…", "note": "…"}`` (``note`` optional). Anything else — ``True``,
+        ``"approve"``, ``None``, a missing key, an extra field such as ``approver`` — is
+        refused :class:`InvalidDecision`, recorded with who sent it, and the request is
+        unchanged. Who answers is ``token`` (verified) or else ``approver`` (asserted): the
+        person your application signed in, never a name from the response.
+
+        Raises:
+            As :meth:`answer`.
+        """
+        try:
+            response_json = json.dumps(response)
+        except (TypeError, ValueError):
+            response_json = json.dumps(repr(response))
+        return ApprovalRequest._from_json(
+            _respond(self._native, request_id, response_json, framework, approver, token)
         )
 
     def correlated(

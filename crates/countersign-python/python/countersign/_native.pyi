@@ -86,6 +86,18 @@ class NativeControl:
     def receipts(self) -> str: ...
     def verify_receipts(self) -> str: ...
 
+# The chat-surface contract (see Control.interrupt and Control.respond).
+
+def interrupt_object_json(control: NativeControl, request_id: str) -> Optional[str]: ...
+def respond(
+    control: NativeControl,
+    request_id: str,
+    response_json: str,
+    framework: str,
+    approver: Optional[str] = None,
+    token: Optional[str] = None,
+) -> str: ...
+
 # The adapter conformance kit (see countersign.conformance).
 
 class KernelRefusal: ...

@@ -137,7 +137,7 @@ async fn every_documented_operation_exists_and_needs_sign_in() {
             assert_eq!(status, expected, "{method} {path}");
         }
     }
-    assert_eq!(operations, 9);
+    assert_eq!(operations, 11);
 }
 
 /// A router over a memory store with one pending request, and a valid token for it.

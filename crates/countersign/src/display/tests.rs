@@ -2,7 +2,7 @@ use proptest::prelude::*;
 
 use super::*;
 use crate::action::ActionHash;
-use crate::approval::{ApprovalId, ApprovalState};
+use crate::approval::{AnswerDecision, ApprovalId, ApprovalState};
 
 /// A pending request for `action` with `arguments` (any JSON), as the store holds it.
 fn record(action: &str, arguments: serde_json::Value) -> ApprovalRecord {
@@ -556,5 +556,91 @@ proptest! {
             + [&display.action, &display.principal, &display.environment].iter().map(|f| f.findings.len()).sum::<usize>()
             + display.agent_context.as_ref().map_or(0, |shown| 2 + shown.findings.len());
         prop_assert_eq!(text.lines().count(), expected_lines, "{}", text);
+    }
+}
+
+#[test]
+fn an_interrupt_object_carries_the_shared_rendering_and_the_two_answers() {
+    let record = record(
+        "send_email",
+        serde_json::json!({"to": "a@exam\u{200b}ple.com"}),
+    );
+    let object = interrupt_object(&record);
+    assert_eq!(object.schema, INTERRUPT_SCHEMA);
+    assert_eq!(object.display, render(&record, None));
+    assert_eq!(object.display_text, render(&record, None).to_text());
+    assert!(object.display_text.contains("exam\\u{200b}ple.com"));
+    let value = serde_json::to_value(&object).expect("serializable");
+    assert_eq!(value["request_id"], "apr_aaaaaaaaaaaaaaaaaaaa");
+    assert_eq!(
+        value["arguments"],
+        serde_json::json!({"to": "a@exam\u{200b}ple.com"})
+    );
+    assert_eq!(value["expires_at"], "2026-09-21T14:28:20.000Z");
+    let hash = record.action_hash.as_str();
+    assert_eq!(
+        value["answers"],
+        serde_json::json!([
+            {"decision": "approve", "label": "Approve", "response": {"decision": "approve", "action_hash": hash}},
+            {"decision": "deny", "label": "Deny", "response": {"decision": "deny", "action_hash": hash}},
+        ])
+    );
+}
+
+/// One row of the response table: `value` is read as `expected` (`None`: refused, holding the
+/// value as given).
+fn check_response(value: serde_json::Value, expected: Option<(AnswerDecision, Option<&str>)>) {
+    let read = parse_interrupt_response(&value);
+    match expected {
+        Some((decision, note)) => {
+            let response = read.unwrap_or_else(|error| panic!("{value} was refused: {error:?}"));
+            assert_eq!(response.decision, decision, "{value}");
+            assert_eq!(response.action_hash.as_str(), "sha256:abc", "{value}");
+            assert_eq!(response.note.as_deref(), note, "{value}");
+        }
+        None => {
+            let invalid = read.expect_err(&format!("{value} must be refused"));
+            assert_eq!(invalid.given, value.to_string());
+        }
+    }
+}
+
+#[test]
+fn reads_only_the_closed_interrupt_response() {
+    use AnswerDecision::{Approve, Reject};
+    use serde_json::json;
+    let hash = "sha256:abc";
+    check_response(
+        json!({"decision": "approve", "action_hash": hash}),
+        Some((Approve, None)),
+    );
+    check_response(
+        json!({"decision": "deny", "action_hash": hash, "note": "not today"}),
+        Some((Reject, Some("not today"))),
+    );
+    check_response(
+        json!({"decision": "approve", "action_hash": hash, "note": null}),
+        Some((Approve, None)),
+    );
+    for refused in [
+        json!(true),
+        json!(false),
+        json!("approve"),
+        json!(null),
+        json!(1),
+        json!([]),
+        json!({}),
+        json!({"decision": "approve"}),
+        json!({"action_hash": hash}),
+        json!({"decision": "reject", "action_hash": hash}),
+        json!({"decision": "yes", "action_hash": hash}),
+        json!({"decision": true, "action_hash": hash}),
+        json!({"decision": "Approve", "action_hash": hash}),
+        json!({"decision": "approve", "action_hash": 7}),
+        json!({"decision": "approve", "action_hash": hash, "note": 3}),
+        json!({"decision": "approve", "action_hash": hash, "approver": "human:root"}),
+        json!({"decision": "approve", "action_hash": hash, "note": "x".repeat(MAX_RESPONSE_NOTE + 1)}),
+    ] {
+        check_response(refused, None);
     }
 }
