@@ -129,3 +129,8 @@ fn stats_help() {
 fn completions_help() {
     check_help("help_completions", &["completions", "--help"]);
 }
+
+#[test]
+fn webhooks_help() {
+    check_help("help_webhooks", &["webhooks", "--help"]);
+}
