@@ -29,6 +29,7 @@
 mod message;
 
 use std::collections::BTreeMap;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::Router;
@@ -319,13 +320,7 @@ async fn interaction(
             "Countersign did not record your answer to {}: your Slack account ({}) is not mapped to an approver. Ask the operator to add it to the Slack users file.",
             press.request_id, press.user
         );
-        let _ = api_call(
-            &service,
-            &slack,
-            "chat.postEphemeral",
-            json!({"channel": channel, "user": press.user, "text": text}),
-        )
-        .await;
+        tell(slack, channel, press.user, text);
         return StatusCode::OK.into_response();
     };
     let answer = RecordAnswer {
@@ -353,27 +348,28 @@ async fn interaction(
         Err(error) => {
             service.inner.metrics.record_answer(error.reason());
             let text = format!("Countersign refused your answer: {error}");
-            let _ = api_call(
-                &service,
-                &slack,
-                "chat.postEphemeral",
-                json!({"channel": channel, "user": press.user, "text": text}),
-            )
-            .await;
+            tell(slack, channel, press.user, text);
             StatusCode::OK.into_response()
         }
     }
 }
 
+/// Tell one user, in a message only they see (`chat.postEphemeral`), why their press did not
+/// count. Sent in the background: Slack wants its answer to a press within three seconds.
+fn tell(slack: Arc<SlackConfig>, channel: String, user: String, text: String) {
+    tokio::spawn(async move {
+        let _ = api_call(
+            &slack,
+            "chat.postEphemeral",
+            json!({"channel": channel, "user": user, "text": text}),
+        )
+        .await;
+    });
+}
+
 /// Call one Web API method; its JSON answer when Slack says `ok`, otherwise why not (never
 /// the token).
-async fn api_call(
-    service: &Service,
-    slack: &SlackConfig,
-    method: &str,
-    body: Value,
-) -> Result<Value, String> {
-    let _ = service;
+async fn api_call(slack: &SlackConfig, method: &str, body: Value) -> Result<Value, String> {
     let sent = reqwest::Client::new()
         .post(format!("{}/{method}", slack.api_url))
         .timeout(Duration::from_secs(10))
@@ -431,7 +427,6 @@ pub(crate) async fn deliver(
     {
         Some((channel, ts)) => {
             api_call(
-                service,
                 &slack,
                 "chat.update",
                 json!({"channel": channel, "ts": ts, "text": text, "blocks": blocks}),
@@ -441,7 +436,6 @@ pub(crate) async fn deliver(
         }
         None => {
             let answer = api_call(
-                service,
                 &slack,
                 "chat.postMessage",
                 json!({"channel": slack.channel, "text": text, "blocks": blocks}),
