@@ -151,7 +151,7 @@ enum Command {
     /// Run the approval service: sign-in (approver tokens, an identity provider's JWT, or an
     /// authenticating proxy), the web inbox at /inbox and the JSON API for answering approvals
     /// and resolving effects, on loopback by default.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
     /// List webhook deliveries of the outbox's events (newest first), or send one again with
     /// `--redeliver ID`.
     Webhooks(webhooks::WebhooksArgs),

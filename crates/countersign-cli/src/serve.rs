@@ -17,6 +17,8 @@ use countersign_server::{Notifications, Service, ServiceConfig, StoreSource};
 
 use crate::{Failure, Global};
 
+mod notify_file;
+
 /// Arguments of `serve`.
 #[derive(Debug, Args)]
 pub struct ServeArgs {
@@ -106,6 +108,11 @@ pub struct ServeArgs {
     /// has no TLS client).
     #[arg(long, value_name = "URL", default_value = countersign_server::slack::DEFAULT_API_URL, requires = "slack_channel")]
     slack_api_url: String,
+    /// Webhooks and Slack from a YAML file (`webhooks:` with `url` and `secret_file`, `slack:`
+    /// with `channel`, `token_file`, `signing_secret_file`, `users` and `api_url`; paths
+    /// relative to the file), besides the flags (see docs/approvals.md).
+    #[arg(long, value_name = "FILE")]
+    notify_config: Option<PathBuf>,
 }
 
 /// Read a file named by a flag, for a message naming it.
@@ -148,24 +155,29 @@ fn webhooks(args: &ServeArgs) -> Result<Vec<WebhookEndpoint>, Failure> {
             args.webhook_secret_file.len()
         )));
     }
-    let mut endpoints = Vec::new();
-    for (url, file) in args.webhook.iter().zip(&args.webhook_secret_file) {
-        let text = std::fs::read_to_string(file).map_err(|error| {
-            Failure(format!(
-                "cannot read the webhook secret file `{}`: {error}",
-                file.display()
-            ))
-        })?;
-        let secrets = WebhookSecret::parse_all(&text, &file.display().to_string())?;
-        if secrets.is_empty() {
-            return Err(Failure(format!(
-                "the webhook secret file `{}` is empty: write the endpoint's `whsec_…` secret in it",
-                file.display()
-            )));
-        }
-        endpoints.push(WebhookEndpoint::new(url, secrets)?);
+    args.webhook
+        .iter()
+        .zip(&args.webhook_secret_file)
+        .map(|(url, file)| webhook_endpoint(url, file))
+        .collect()
+}
+
+/// One webhook endpoint: `url`, signed by the secrets in `file`.
+fn webhook_endpoint(url: &str, file: &std::path::Path) -> Result<WebhookEndpoint, Failure> {
+    let text = std::fs::read_to_string(file).map_err(|error| {
+        Failure(format!(
+            "cannot read the webhook secret file `{}`: {error}",
+            file.display()
+        ))
+    })?;
+    let secrets = WebhookSecret::parse_all(&text, &file.display().to_string())?;
+    if secrets.is_empty() {
+        return Err(Failure(format!(
+            "the webhook secret file `{}` is empty: write the endpoint's `whsec_…` secret in it",
+            file.display()
+        )));
     }
-    Ok(endpoints)
+    Ok(WebhookEndpoint::new(url, secrets)?)
 }
 
 /// Parses `--listen`: an IP address and a port, with an error that says what to give instead
@@ -265,9 +277,23 @@ pub async fn run(
             url.escape_debug()
         )));
     }
-    let slack = slack(args)?;
+    let mut slack = slack(args)?;
+    let mut webhooks = webhooks(args)?;
+    if let Some(file) = &args.notify_config {
+        let from_file = notify_file::load(file)?;
+        webhooks.extend(from_file.webhooks);
+        if from_file.slack.is_some() {
+            if slack.is_some() {
+                return Err(Failure(format!(
+                    "Slack is configured twice, by --slack-channel and in `{}`: keep one",
+                    file.display()
+                )));
+            }
+            slack = from_file.slack;
+        }
+    }
     let notifications = Notifications {
-        webhooks: webhooks(args)?,
+        webhooks,
         timeout: args.webhook_timeout,
         retention: args.outbox_retention,
         ..Notifications::default()

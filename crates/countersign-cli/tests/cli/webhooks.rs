@@ -21,15 +21,16 @@ struct Received {
     answered: bool,
 }
 
-/// A plain-HTTP receiver on its own thread: the first request it reads is never answered (the
-/// connection is held open, as a receiver that hangs); every later one gets `200`.
+/// A plain-HTTP receiver on its own thread: with `hang_first`, the first request it reads is
+/// never answered (the connection is held open, as a receiver that hangs); every other one gets
+/// `200`.
 struct Receiver {
     addr: SocketAddr,
     got: Arc<Mutex<Vec<Received>>>,
 }
 
 impl Receiver {
-    fn start() -> Receiver {
+    fn start(hang_first: bool) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").expect("a loopback port");
         let addr = listener.local_addr().expect("an address");
         let got: Arc<Mutex<Vec<Received>>> = Arc::default();
@@ -41,7 +42,7 @@ impl Receiver {
                     continue;
                 };
                 let mut log = log.lock().expect("the log");
-                let answered = !log.is_empty();
+                let answered = !hang_first || !log.is_empty();
                 log.push(Received { id, body, answered });
                 drop(log);
                 if answered {
@@ -101,18 +102,29 @@ fn read_request(stream: &TcpStream) -> Option<(String, String)> {
 
 /// Start `countersign serve` delivering to `receiver`, and wait until it is up.
 fn serve(sandbox: &Sandbox, receiver: &Receiver) -> Child {
+    serve_with(
+        sandbox,
+        &[
+            "--webhook",
+            &format!("http://{}/hook", receiver.addr),
+            "--webhook-secret-file",
+            "hook.secret",
+        ],
+    )
+}
+
+/// Start `countersign serve --listen 127.0.0.1:0 --webhook-timeout 1s ARGS`, and wait until it
+/// is up with one webhook.
+fn serve_with(sandbox: &Sandbox, args: &[&str]) -> Child {
     let mut child = Command::new(env!("CARGO_BIN_EXE_countersign"))
         .args([
             "serve",
             "--listen",
             "127.0.0.1:0",
-            "--webhook",
-            &format!("http://{}/hook", receiver.addr),
-            "--webhook-secret-file",
-            "hook.secret",
             "--webhook-timeout",
             "1s",
         ])
+        .args(args)
         .current_dir(sandbox.work())
         .env_remove("COUNTERSIGN_POLICY")
         .env_remove("COUNTERSIGN_STORE_URL")
@@ -139,7 +151,7 @@ async fn a_serve_killed_mid_delivery_loses_nothing_and_redelivers_with_the_same_
     sandbox.write("hook.secret", &format!("{SECRET}\n"));
     let agent = sandbox.agent();
     let first = agent.request_approval("pi_k1", 75_000).await;
-    let receiver = Receiver::start();
+    let receiver = Receiver::start(true);
 
     // The receiver takes the first delivery and never answers; serve is killed mid-send.
     let mut running = serve(&sandbox, &receiver);
@@ -222,5 +234,71 @@ async fn a_serve_killed_mid_delivery_loses_nothing_and_redelivers_with_the_same_
     assert_eq!(
         unknown.one_line_error(),
         "there is no delivery 999: list them with `countersign webhooks`"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_notify_config_file_wires_the_webhooks() {
+    let sandbox = Sandbox::new();
+    std::fs::create_dir(sandbox.work().join("conf")).expect("a folder");
+    sandbox.write("conf/hook.secret", &format!("{SECRET}\n"));
+    let receiver = Receiver::start(false);
+    sandbox.write(
+        "conf/notify.yaml",
+        &format!(
+            "webhooks:\n  - url: http://{}/hook\n    secret_file: hook.secret\n",
+            receiver.addr
+        ),
+    );
+    let request = sandbox.agent().request_approval("pi_c1", 75_000).await;
+    let mut running = serve_with(&sandbox, &["--notify-config", "conf/notify.yaml"]);
+    let got = receiver.wait_for("the opening", |got| !got.is_empty());
+    running.kill().expect("stop serve");
+    running.wait().expect("reap serve");
+    assert!(got[0].body.contains(request.as_str()));
+    assert_eq!(event_type(&got[0]), "approval.opened");
+
+    // Slack from the same kind of file: the service starts with it.
+    sandbox.write("conf/slack.token", "xoxb-test\n");
+    sandbox.write("conf/slack.secret", "8f742231b10e8888abcd99yyyzzz85a5\n");
+    sandbox.write(
+        "conf/slack.yaml",
+        "slack:\n  channel: C0123\n  token_file: slack.token\n  signing_secret_file: slack.secret\n  users:\n    U024BE7LH: human:alice\n",
+    );
+    let mut running = Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args([
+            "serve",
+            "--listen",
+            "127.0.0.1:0",
+            "--notify-config",
+            "conf/slack.yaml",
+        ])
+        .current_dir(sandbox.work())
+        .env_remove("COUNTERSIGN_POLICY")
+        .env_remove("COUNTERSIGN_STORE_URL")
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start countersign serve");
+    let mut started = String::new();
+    BufReader::new(running.stdout.take().expect("stdout"))
+        .read_line(&mut started)
+        .expect("read the startup line");
+    running.kill().expect("stop serve");
+    running.wait().expect("reap serve");
+    assert!(started.contains(", Slack)"), "{started:?}");
+
+    // A misspelt key is refused, naming the file, before anything starts.
+    sandbox.write(
+        "conf/typo.yaml",
+        "webhook:\n  - url: http://127.0.0.1:9/hook\n",
+    );
+    let refused = sandbox.run(&["serve", "--notify-config", "conf/typo.yaml"]);
+    assert_eq!(refused.status, Some(1), "{refused:?}");
+    let message = refused.one_line_error();
+    assert!(
+        message.starts_with("`conf/typo.yaml` is not a notify configuration:")
+            && message.contains("webhook"),
+        "{message}"
     );
 }
