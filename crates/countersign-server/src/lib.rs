@@ -24,6 +24,7 @@
 //! | `GET /inbox`, `/requests/{id}`, `/history`, `/receipts`, `/effects`; `POST /requests/{id}/answer`, `/effects/{key}/resolve` | the web inbox: HTML pages over the same kernel calls ([`pages`]) |
 //! | `GET /static/inbox.css`, `/static/inbox.js` | the pages' style sheet and their few lines of script |
 //! | `GET /metrics` | counters in Prometheus text (no sign-in; no ids or names in labels) |
+//! | `POST /slack/interactions` | a Slack button press, signed by Slack ([`slack`]; 404 unless [`Service::with_slack`]) |
 //!
 //! The service has no TLS of its own: it listens on loopback, or behind a reverse proxy that
 //! terminates TLS (see `docs/approval-service.md`).
