@@ -196,7 +196,10 @@ async fn a_sqlite_store_made_by_schema_1_migrates_and_keeps_its_evidence() {
     );
     // Opening again changes nothing.
     drop(SqliteStore::open(&path).expect("reopens"));
-    assert_eq!(sqlite_version(&path), "3");
+    assert_eq!(
+        sqlite_version(&path),
+        countersign::store::sqlite::SCHEMA_VERSION.to_string()
+    );
 }
 
 #[tokio::test]
@@ -284,9 +287,9 @@ async fn a_postgres_store_made_by_schema_1_migrates_and_keeps_its_evidence() {
         .await
         .expect("the old store opens");
     check_migrated(store).await;
-    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2, 3]);
+    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2, 3, 4]);
     drop(store::open_url_async(&url).await.expect("reopens"));
-    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2, 3]);
+    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2, 3, 4]);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -384,11 +387,11 @@ fn sqlite_copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {
 }
 
 #[tokio::test]
-async fn a_sqlite_store_made_by_schema_2_migrates_to_3_and_keeps_its_evidence() {
+async fn a_sqlite_store_made_by_schema_2_migrates_forward_and_keeps_its_evidence() {
     let (_folder, path) = sqlite_copy_of("store-v2.sqlite");
     assert_eq!(sqlite_version(&path), "2");
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("the old store opens"));
-    assert_eq!(sqlite_version(&path), "3");
+    assert_eq!(sqlite_version(&path), "4");
     assert!(!sqlite_columns(&path, "revoked_tokens").is_empty());
     let approvals = store.approvals(None).await.expect("approvals").len();
     let receipts = verified_schemas(store.as_ref()).await.len();
@@ -411,13 +414,13 @@ async fn a_failed_sqlite_migration_from_2_leaves_the_store_as_it_was() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_postgres_store_made_by_schema_2_migrates_to_3_and_keeps_its_evidence() {
+async fn a_postgres_store_made_by_schema_2_migrates_forward_and_keeps_its_evidence() {
     let (url, schema, admin) = postgres_copy_of("store-v2.postgres.sql", "v2ok").await;
     assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2]);
     let store = store::open_url_async(&url)
         .await
         .expect("the old store opens");
-    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2, 3]);
+    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2, 3, 4]);
     check_migrated_from_2(store, 4, 6).await;
 }
 
@@ -435,4 +438,130 @@ async fn a_failed_postgres_migration_from_2_leaves_the_store_as_it_was() {
     };
     assert!(error.to_string().contains("revoked_tokens"), "{error}");
     assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2]);
+}
+
+/// Issue #17: a store made at schema version 3 (the fixtures `store-v3.*`, see the README)
+/// migrates to 4 (the outbox) in one transaction: its requests and receipts read as they were,
+/// its chain verifies, no event is invented for what happened before, and the next change
+/// writes its event and can be delivered.
+async fn check_migrated_from_3(store: Arc<dyn Store>, receipts: usize) {
+    let before = verified_schemas(store.as_ref()).await;
+    assert_eq!(before.len(), receipts);
+    assert!(
+        store.events(0, 100).await.expect("events").is_empty(),
+        "no event is made up for changes made before the outbox existed"
+    );
+    let pending = store
+        .approvals(Some(ApprovalState::Pending))
+        .await
+        .expect("pending");
+    let waiting = pending.first().expect("the fixture has a waiting request");
+    // The fixture's clock: just before the request expires, so the test does not depend on when
+    // it runs.
+    let now = countersign::Timestamp::from_millis(waiting.expires_at.as_millis() - 1);
+    let cancelled = store
+        .withdraw_approval(
+            countersign::approval::withdraw::Withdrawal {
+                request_id: waiting.id.clone(),
+                kind: countersign::approval::withdraw::WithdrawalKind::Cancel {
+                    operator: "human:ops".to_owned(),
+                    channel: Channel::Cli,
+                },
+                reason: Some("after the migration".to_owned()),
+            },
+            now,
+        )
+        .await
+        .expect("cancelled");
+    assert_eq!(cancelled.state, ApprovalState::Cancelled);
+    assert_eq!(verified_schemas(store.as_ref()).await.len(), receipts + 1);
+    let events = store.events(0, 100).await.expect("events");
+    assert_eq!(events.len(), 1);
+    assert_eq!(
+        events[0].event.kind,
+        countersign::outbox::EventKind::Cancelled
+    );
+    assert_eq!(events[0].event.request_id, waiting.id);
+    let claimed = store
+        .claim_deliveries(
+            countersign::store::DeliveryClaim {
+                endpoints: vec!["http://127.0.0.1:9/hook".to_owned()],
+                since: countersign::Timestamp::from_millis(0),
+                owner: "migration-test".to_owned(),
+                lease: std::time::Duration::from_secs(30),
+                limit: 10,
+            },
+            now,
+        )
+        .await
+        .expect("claim");
+    assert_eq!(claimed.len(), 1);
+    assert_eq!(claimed[0].delivery.event_id, events[0].event.id);
+}
+
+#[tokio::test]
+async fn a_sqlite_store_made_by_schema_3_migrates_to_4_and_keeps_its_evidence() {
+    let (_folder, path) = sqlite_copy_of("store-v3.sqlite");
+    assert_eq!(sqlite_version(&path), "3");
+    assert!(sqlite_columns(&path, "outbox").is_empty());
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("the old store opens"));
+    assert_eq!(sqlite_version(&path), "4");
+    assert!(sqlite_columns(&path, "outbox").contains(&"body".to_owned()));
+    assert!(sqlite_columns(&path, "deliveries").contains(&"lease_until".to_owned()));
+    let receipts = verified_schemas(store.as_ref()).await.len();
+    assert!(receipts > 0, "the fixture holds evidence");
+    check_migrated_from_3(store, receipts).await;
+}
+
+#[tokio::test]
+async fn a_failed_sqlite_migration_from_3_leaves_the_store_as_it_was() {
+    let (_folder, path) = sqlite_copy_of("store-v3.sqlite");
+    rusqlite::Connection::open(&path)
+        .expect("open")
+        .execute_batch("CREATE TABLE deliveries (x TEXT)")
+        .expect("sabotage");
+    let Err(error) = SqliteStore::open(&path) else {
+        panic!("a migration that cannot apply was reported as done")
+    };
+    assert!(error.to_string().contains("deliveries"), "{error}");
+    assert_eq!(sqlite_version(&path), "3");
+    // The outbox table, created earlier in the same migration, was rolled back with it.
+    assert!(sqlite_columns(&path, "outbox").is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_postgres_store_made_by_schema_3_migrates_to_4_and_keeps_its_evidence() {
+    let (url, schema, admin) = postgres_copy_of("store-v3.postgres.sql", "v3ok").await;
+    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2, 3]);
+    let store = store::open_url_async(&url)
+        .await
+        .expect("the old store opens");
+    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2, 3, 4]);
+    let receipts = verified_schemas(store.as_ref()).await.len();
+    assert!(receipts > 0, "the fixture holds evidence");
+    check_migrated_from_3(store, receipts).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_postgres_migration_from_3_leaves_the_store_as_it_was() {
+    let (url, schema, admin) = postgres_copy_of("store-v3.postgres.sql", "v3bad").await;
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!(
+        "CREATE TABLE \"{schema}\".deliveries (x TEXT)"
+    )))
+    .execute(&admin)
+    .await
+    .expect("sabotage");
+    let Err(error) = store::open_url_async(&url).await else {
+        panic!("a migration that cannot apply was reported as done")
+    };
+    assert!(error.to_string().contains("deliveries"), "{error}");
+    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2, 3]);
+    let outbox: Option<String> = sqlx::query_scalar(
+        "SELECT table_name::text FROM information_schema.tables WHERE table_schema = $1 AND table_name = 'outbox'",
+    )
+    .bind(&schema)
+    .fetch_optional(&admin)
+    .await
+    .expect("tables");
+    assert_eq!(outbox, None, "rolled back with the rest of migration 4");
 }

@@ -17,6 +17,7 @@ mod serve;
 mod store_access;
 mod style;
 mod takeback;
+mod webhooks;
 
 use std::path::{Path, PathBuf};
 use std::process::ExitCode;
@@ -150,7 +151,10 @@ enum Command {
     /// Run the approval service: sign-in (approver tokens, an identity provider's JWT, or an
     /// authenticating proxy), the web inbox at /inbox and the JSON API for answering approvals
     /// and resolving effects, on loopback by default.
-    Serve(serve::ServeArgs),
+    Serve(Box<serve::ServeArgs>),
+    /// List webhook deliveries of the outbox's events (newest first), or send one again with
+    /// `--redeliver ID`.
+    Webhooks(webhooks::WebhooksArgs),
 }
 
 /// A failure to report: one line, then exit status 1.
@@ -267,6 +271,7 @@ pub async fn run(cli: Cli, out: &mut dyn std::io::Write) -> Result<ExitCode, Fai
         Command::Keygen(args) => keys::keygen(global, &args, out),
         Command::Approver(args) => keys::approver(global, &args, out).await,
         Command::Serve(args) => serve::run(global, &args, out).await,
+        Command::Webhooks(args) => webhooks::webhooks(global, &args, out).await,
     }
 }
 

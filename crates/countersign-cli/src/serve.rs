@@ -11,9 +11,13 @@ use countersign::token::PublicKey;
 use countersign::{Policy, SystemClock, store};
 use countersign_server::auth::{DEFAULT_SECRET_HEADER, ProxySignIn, SignIn};
 use countersign_server::jwks::{DEFAULT_MAX_AGE, JwksSource, JwtRules, OidcSignIn};
-use countersign_server::{Service, ServiceConfig, StoreSource};
+use countersign_server::slack::SlackConfig;
+use countersign_server::webhook::{WebhookEndpoint, WebhookSecret};
+use countersign_server::{Notifications, Service, ServiceConfig, StoreSource};
 
 use crate::{Failure, Global};
+
+mod notify_file;
 
 /// Arguments of `serve`.
 #[derive(Debug, Args)]
@@ -70,6 +74,110 @@ pub struct ServeArgs {
     /// request, receipt and effect; what they may answer is still up to each request's rule.
     #[arg(long, value_name = "NAME")]
     auditors_group: Option<String>,
+    /// Deliver every outbox event (a request opened, answered, expired, voided, consumed,
+    /// revoked or cancelled) to this http:// URL, signed per Standard Webhooks (repeatable; see
+    /// docs/approvals.md).
+    #[arg(long, value_name = "URL", requires = "webhook_secret_file")]
+    webhook: Vec<String>,
+    /// A file holding the `whsec_…` secret of the matching --webhook (the first file for the
+    /// first URL, and so on). Two lines during a rotation: both secrets sign.
+    #[arg(long, value_name = "FILE")]
+    webhook_secret_file: Vec<PathBuf>,
+    /// How long one webhook delivery attempt may take before it is retried.
+    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = humantime::parse_duration)]
+    webhook_timeout: std::time::Duration,
+    /// How long delivered events are kept in the outbox.
+    #[arg(long, value_name = "DURATION", default_value = "7days", value_parser = humantime::parse_duration)]
+    outbox_retention: std::time::Duration,
+    /// Post one message per request, with Approve and Deny buttons, to this Slack channel id
+    /// (see docs/approvals.md); answers arrive at /slack/interactions.
+    #[arg(long, value_name = "CHANNEL_ID", requires_all = ["slack_token_file", "slack_signing_secret_file", "slack_users"])]
+    slack_channel: Option<String>,
+    /// A file holding the Slack app's bot token (`xoxb-…`).
+    #[arg(long, value_name = "FILE", requires = "slack_channel")]
+    slack_token_file: Option<PathBuf>,
+    /// A file holding the Slack app's signing secret: every button press must carry its
+    /// signature.
+    #[arg(long, value_name = "FILE", requires = "slack_channel")]
+    slack_signing_secret_file: Option<PathBuf>,
+    /// A file mapping Slack user ids to approvers, one `SLACK_USER_ID: approver` per line; an
+    /// unmapped user's press is refused.
+    #[arg(long, value_name = "FILE", requires = "slack_channel")]
+    slack_users: Option<PathBuf>,
+    /// Where Slack's Web API is reached: an http:// forwarding proxy on loopback (this build
+    /// has no TLS client).
+    #[arg(long, value_name = "URL", default_value = countersign_server::slack::DEFAULT_API_URL, requires = "slack_channel")]
+    slack_api_url: String,
+    /// Webhooks and Slack from a YAML file (`webhooks:` with `url` and `secret_file`, `slack:`
+    /// with `channel`, `token_file`, `signing_secret_file`, `users` and `api_url`; paths
+    /// relative to the file), besides the flags (see docs/approvals.md).
+    #[arg(long, value_name = "FILE")]
+    notify_config: Option<PathBuf>,
+}
+
+/// Read a file named by a flag, for a message naming it.
+fn read_file(flag: &str, file: &std::path::Path) -> Result<String, Failure> {
+    std::fs::read_to_string(file).map_err(|error| {
+        Failure(format!(
+            "cannot read the {flag} file `{}`: {error}",
+            file.display()
+        ))
+    })
+}
+
+/// The Slack configuration, when `--slack-channel` is given.
+fn slack(args: &ServeArgs) -> Result<Option<SlackConfig>, Failure> {
+    let (Some(channel), Some(token), Some(secret), Some(users)) = (
+        &args.slack_channel,
+        &args.slack_token_file,
+        &args.slack_signing_secret_file,
+        &args.slack_users,
+    ) else {
+        return Ok(None);
+    };
+    let users_text = read_file("--slack-users", users)?;
+    let users = SlackConfig::parse_users(&users_text, &users.display().to_string())?;
+    Ok(Some(SlackConfig::new(
+        &args.slack_api_url,
+        &read_file("--slack-token-file", token)?,
+        &read_file("--slack-signing-secret-file", secret)?,
+        channel,
+        users,
+    )?))
+}
+
+/// The webhook endpoints: each `--webhook` with the secrets of its `--webhook-secret-file`.
+fn webhooks(args: &ServeArgs) -> Result<Vec<WebhookEndpoint>, Failure> {
+    if args.webhook.len() != args.webhook_secret_file.len() {
+        return Err(Failure(format!(
+            "{} --webhook and {} --webhook-secret-file given: pass one secret file for each webhook, in the same order",
+            args.webhook.len(),
+            args.webhook_secret_file.len()
+        )));
+    }
+    args.webhook
+        .iter()
+        .zip(&args.webhook_secret_file)
+        .map(|(url, file)| webhook_endpoint(url, file))
+        .collect()
+}
+
+/// One webhook endpoint: `url`, signed by the secrets in `file`.
+fn webhook_endpoint(url: &str, file: &std::path::Path) -> Result<WebhookEndpoint, Failure> {
+    let text = std::fs::read_to_string(file).map_err(|error| {
+        Failure(format!(
+            "cannot read the webhook secret file `{}`: {error}",
+            file.display()
+        ))
+    })?;
+    let secrets = WebhookSecret::parse_all(&text, &file.display().to_string())?;
+    if secrets.is_empty() {
+        return Err(Failure(format!(
+            "the webhook secret file `{}` is empty: write the endpoint's `whsec_…` secret in it",
+            file.display()
+        )));
+    }
+    Ok(WebhookEndpoint::new(url, secrets)?)
 }
 
 /// Parses `--listen`: an IP address and a port, with an error that says what to give instead
@@ -169,6 +277,27 @@ pub async fn run(
             url.escape_debug()
         )));
     }
+    let mut slack = slack(args)?;
+    let mut webhooks = webhooks(args)?;
+    if let Some(file) = &args.notify_config {
+        let from_file = notify_file::load(file)?;
+        webhooks.extend(from_file.webhooks);
+        if from_file.slack.is_some() {
+            if slack.is_some() {
+                return Err(Failure(format!(
+                    "Slack is configured twice, by --slack-channel and in `{}`: keep one",
+                    file.display()
+                )));
+            }
+            slack = from_file.slack;
+        }
+    }
+    let notifications = Notifications {
+        webhooks,
+        timeout: args.webhook_timeout,
+        retention: args.outbox_retention,
+        ..Notifications::default()
+    };
     let policy = crate::everyday::load_policy(&global.policy_path())?;
     let url = global.store_url();
     if let Some(path) = crate::store_access::missing_store_file(global) {
@@ -209,7 +338,8 @@ pub async fn run(
         proxy,
         oidc,
     };
-    let service = Service::new(ServiceConfig {
+    let slack_on = slack.is_some();
+    let mut service = Service::new(ServiceConfig {
         store: StoreSource::Url(url.clone()),
         sign_in: sign_in.clone(),
         directory: policy.directory().clone(),
@@ -218,6 +348,9 @@ pub async fn run(
         clock: Arc::new(SystemClock),
         policy: Some(Arc::new(policy.clone())),
     });
+    if let Some(slack) = slack {
+        service = service.with_slack(slack);
+    }
     if let Err(error) = service.open_store().await {
         eprintln!(
             "warning: {error}: serving anyway; calls answer 503 until the store can be reached"
@@ -245,9 +378,10 @@ pub async fn run(
             "warning: no sign-in method is configured, so every API call will answer 401: add `approvers.keys` to the policy, pass `--approver-key`, `--jwks FILE_OR_URL --jwt-issuer ISS --jwt-audience AUD`, or `--proxy-header NAME --proxy-secret-file FILE`"
         );
     }
+    let webhook_count = notifications.webhooks.len();
     writeln!(
         out,
-        "countersign approval service on http://{bound}/ (inbox: /inbox, API: /api/v1/; {} approver key{}{}{}); Ctrl-C stops it",
+        "countersign approval service on http://{bound}/ (inbox: /inbox, API: /api/v1/; {} approver key{}{}{}{}); Ctrl-C stops it",
         sign_in.approver_keys.len(),
         if sign_in.approver_keys.len() == 1 {
             ""
@@ -263,10 +397,25 @@ pub async fn run(
             ", proxy sign-in"
         } else {
             ""
+        },
+        match (webhook_count, slack_on) {
+            (0, false) => String::new(),
+            (0, true) => ", Slack".to_owned(),
+            (1, slack_on) => format!(", 1 webhook{}", if slack_on { ", Slack" } else { "" }),
+            (count, slack_on) => format!(
+                ", {count} webhooks{}",
+                if slack_on { ", Slack" } else { "" }
+            ),
         }
     )?;
     out.flush()?;
-    countersign_server::serve(listener, service, countersign_server::shutdown_signal()).await?;
+    countersign_server::serve_notifying(
+        listener,
+        service,
+        notifications,
+        countersign_server::shutdown_signal(),
+    )
+    .await?;
     writeln!(out, "stopped")?;
     Ok(ExitCode::SUCCESS)
 }

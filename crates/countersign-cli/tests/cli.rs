@@ -34,3 +34,5 @@ mod policy_errors;
 mod round_trip;
 #[path = "cli/takeback.rs"]
 mod takeback;
+#[path = "cli/webhooks.rs"]
+mod webhooks;

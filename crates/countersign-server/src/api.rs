@@ -71,6 +71,7 @@ pub(crate) fn router(service: Service) -> Router {
         .route("/signin", get(browser::signin_form).post(browser::signin))
         .route("/signout", post(browser::signout))
         .merge(crate::pages::routes())
+        .merge(crate::slack::routes())
         .route_layer(axum::middleware::from_fn_with_state(service.clone(), track))
         .fallback(not_found)
         .method_not_allowed_fallback(method_not_allowed)

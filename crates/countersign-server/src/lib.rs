@@ -27,6 +27,7 @@
 //! | `GET /inbox`, `/requests/{id}`, `/history`, `/receipts`, `/effects`; `POST /requests/{id}/answer`, `/requests/{id}/take-back`, `/effects/{key}/resolve` | the web inbox: HTML pages over the same kernel calls ([`pages`]) |
 //! | `GET /static/inbox.css`, `/static/inbox.js` | the pages' style sheet and their few lines of script |
 //! | `GET /metrics` | counters in Prometheus text (no sign-in; no ids or names in labels) |
+//! | `POST /slack/interactions` | a Slack button press, signed by Slack ([`slack`]; 404 unless [`Service::with_slack`]) |
 //!
 //! The service has no TLS of its own: it listens on loopback, or behind a reverse proxy that
 //! terminates TLS (see `docs/approval-service.md`).
@@ -38,9 +39,12 @@ pub mod browser;
 pub mod chain;
 pub mod jwks;
 mod metrics;
+pub mod notify;
 pub mod pages;
 pub mod problem;
 mod scope;
+pub mod slack;
+pub mod webhook;
 
 use std::collections::BTreeMap;
 use std::future::Future;
@@ -53,6 +57,7 @@ use countersign::{Clock, Policy, StoreError};
 
 pub use auth::{Caller, ProxySignIn, SignIn};
 pub use jwks::{JwksSource, JwtRules, OidcSignIn};
+pub use notify::Notifications;
 pub use problem::Problem;
 
 /// The address `countersign serve` listens on unless told otherwise: loopback only.
@@ -161,6 +166,8 @@ struct Inner {
     /// A random key for the CSRF value of pages opened without a browser session (proxy
     /// sign-in): the value is a keyed digest of the signed-in identity.
     page_key: [u8; 32],
+    /// Slack, when configured ([`Service::with_slack`]).
+    slack: std::sync::OnceLock<Arc<slack::SlackConfig>>,
 }
 
 impl Service {
@@ -186,8 +193,17 @@ impl Service {
                     rand::RngCore::fill_bytes(&mut rand::rng(), &mut key);
                     key
                 },
+                slack: std::sync::OnceLock::new(),
             }),
         }
+    }
+
+    /// This service with Slack (issue #17): its interactivity endpoint answers button presses
+    /// (`POST /slack/interactions`), and the background task posts and updates one message per
+    /// request. Set once: a second call keeps the first configuration.
+    pub fn with_slack(self, slack: slack::SlackConfig) -> Service {
+        let _ = self.inner.slack.set(Arc::new(slack));
+        self
     }
 
     /// Open the store now (the service also opens it on first use).
@@ -233,9 +249,8 @@ pub fn check_listen(addr: SocketAddr, behind_proxy: bool) -> Result<(), ListenEr
     }
 }
 
-/// Serve `service` on `listener` until `shutdown` completes, then finish the calls in flight.
-/// While it serves, a background task keeps the receipt chain's status current
-/// ([`chain::REFRESH`]) for the receipts page.
+/// Serve `service` on `listener` until `shutdown` completes, then finish the calls in flight,
+/// with the default [`Notifications`]: the expiry sweeper runs, and no webhook is configured.
 ///
 /// # Errors
 ///
@@ -245,11 +260,30 @@ pub async fn serve(
     service: Service,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
+    serve_notifying(listener, service, Notifications::default(), shutdown).await
+}
+
+/// Serve `service` on `listener` until `shutdown` completes, then finish the calls in flight.
+/// While it serves, a background task keeps the receipt chain's status current
+/// ([`chain::REFRESH`]) for the receipts page, and another expires requests at their
+/// `expires_at` and delivers the outbox's events ([`notify`]).
+///
+/// # Errors
+///
+/// The listener's I/O error.
+pub async fn serve_notifying(
+    listener: tokio::net::TcpListener,
+    service: Service,
+    notifications: Notifications,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
     let verifying = chain::spawn(&service);
+    let notifying = notify::spawn(&service, notifications);
     let served = axum::serve(listener, service.router())
         .with_graceful_shutdown(shutdown)
         .await;
     verifying.abort();
+    notifying.abort();
     served
 }
 

@@ -14,5 +14,7 @@ mod api {
     pub mod pages;
     pub mod robustness;
     pub mod routes;
+    pub mod slack;
     pub mod support;
+    pub mod webhooks;
 }

@@ -51,6 +51,7 @@ pub mod effect;
 pub mod error;
 pub mod evidence;
 mod id;
+pub mod outbox;
 pub mod policy;
 pub mod store;
 pub mod token;

@@ -22,6 +22,7 @@
 //! each transaction either committed or not started.
 
 pub mod memory;
+mod outbox;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod sqlite;
@@ -41,8 +42,11 @@ use crate::clock::Timestamp;
 use crate::effect::{EffectKey, EffectRecord, EffectState, RetryDecision};
 use crate::error::{AnswerError, ResolveError, StoreError};
 use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
+use crate::outbox::{ClaimedDelivery, Delivery, DeliveryState, Settlement, StoredEvent};
 
 pub use memory::MemoryStore;
+pub use outbox::DeliveryClaim;
+use outbox::outbox_unsupported;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
@@ -533,6 +537,160 @@ pub trait Store: Send + Sync + 'static {
                 self.backend()
             ),
         })
+    }
+
+    /// Expire one request if it is past its `expires_at` and still `pending` or `granted`
+    /// (issue #17's sweeper): `expired`, with its receipt and its `approval.expired` event, in
+    /// one transaction. Returns the expired request, or `None` when there was nothing to do
+    /// (unknown, already ended, not yet due).
+    ///
+    /// This method and the outbox's below (issue #17) refuse with [`StoreError::Backend`] by
+    /// default (fail closed); the memory, SQLite and PostgreSQL stores override them.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    ///
+    /// # Cancel safety
+    ///
+    /// As every method: the transaction is committed or not started.
+    async fn expire_approval(
+        &self,
+        id: &ApprovalId,
+        now: Timestamp,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        let _ = (id, now);
+        Err(outbox_unsupported(self.backend()))
+    }
+
+    /// Expire every request past its `expires_at` that is still `pending` or `granted`, each
+    /// in its own transaction ([`Store::expire_approval`]). Returns the requests expired.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only; the requests expired before the error stay expired.
+    ///
+    /// # Cancel safety
+    ///
+    /// Each request's transaction is committed or not started.
+    async fn sweep_expired(&self, now: Timestamp) -> Result<Vec<ApprovalRecord>, StoreError> {
+        let mut expired = Vec::new();
+        for state in [ApprovalState::Pending, ApprovalState::Granted] {
+            for record in self.approvals(Some(state)).await? {
+                if record.is_expired_at(now)
+                    && let Some(record) = self.expire_approval(&record.id, now).await?
+                {
+                    expired.push(record);
+                }
+            }
+        }
+        Ok(expired)
+    }
+
+    /// Up to `limit` outbox events with `seq > after_seq`, in order of `seq`.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn events(&self, after_seq: u64, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
+        let _ = (after_seq, limit);
+        Err(outbox_unsupported(self.backend()))
+    }
+
+    /// Claim up to `limit` deliveries due at `now` for `endpoints`, each under a lease until
+    /// `now + lease`, so that no other sender (another `countersign serve` on the same store)
+    /// claims them meanwhile. First, every event since `since` that has no delivery row for an
+    /// endpoint gets one (`pending`, due at once). A delivery is due when it is `pending`, its
+    /// `next_attempt_at` has come, no live lease holds it, and no earlier event of the same
+    /// request is still `pending` for the same endpoint (so each request's events arrive in
+    /// order). Oldest events first.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    ///
+    /// # Cancel safety
+    ///
+    /// One transaction, committed or not: a claim that committed holds its lease until it
+    /// lapses, and the delivery is claimed again after that.
+    async fn claim_deliveries(
+        &self,
+        claim: DeliveryClaim,
+        now: Timestamp,
+    ) -> Result<Vec<ClaimedDelivery>, StoreError> {
+        let _ = (claim, now);
+        Err(outbox_unsupported(self.backend()))
+    }
+
+    /// Record what a claimed attempt came to, only if `owner` still holds its lease (or the
+    /// lease lapsed and nobody claimed it since). Returns false, writing nothing, when another
+    /// sender holds it now or it was settled already.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn settle_delivery(
+        &self,
+        id: u64,
+        owner: &str,
+        settlement: Settlement,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let _ = (id, owner, settlement, now);
+        Err(outbox_unsupported(self.backend()))
+    }
+
+    /// The reference the endpoint gave when it acknowledged the first of `request_id`'s events
+    /// that got one (see [`Settlement::Delivered`]): Slack's message for a request.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn delivery_reference(
+        &self,
+        request_id: &ApprovalId,
+        endpoint: &str,
+    ) -> Result<Option<String>, StoreError> {
+        let _ = (request_id, endpoint);
+        Err(outbox_unsupported(self.backend()))
+    }
+
+    /// Deliveries, newest first, up to `limit`, optionally only those in `state`.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn deliveries(
+        &self,
+        state: Option<DeliveryState>,
+        limit: usize,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        let _ = (state, limit);
+        Err(outbox_unsupported(self.backend()))
+    }
+
+    /// Send delivery `id` again: `pending`, due at `now`, its retry window starting at `now`,
+    /// its lease cleared. Returns the delivery as it is now, or `None` when there is no such
+    /// delivery (or its event was pruned).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn redeliver(&self, id: u64, now: Timestamp) -> Result<Option<Delivery>, StoreError> {
+        let _ = (id, now);
+        Err(outbox_unsupported(self.backend()))
+    }
+
+    /// Delete the events created before `before` whose every delivery was `delivered` (an
+    /// event nobody had to be told about counts as delivered), with their deliveries. Returns
+    /// how many events went. A `pending` or `failed` delivery keeps its event.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn prune_outbox(&self, before: Timestamp) -> Result<u64, StoreError> {
+        let _ = before;
+        Err(outbox_unsupported(self.backend()))
     }
 }
 

@@ -31,7 +31,7 @@ pub(crate) const LAYERS: &[Layer] = &[
         name: "vocabulary",
         modules: &[
             "clock", "id", "action", "token", "approver", "policy", "effect", "approval",
-            "evidence", "display", "error",
+            "evidence", "display", "error", "outbox",
         ],
     },
     Layer {

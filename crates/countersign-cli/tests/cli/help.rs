@@ -153,3 +153,8 @@ fn version_names_the_commit() {
         )
     );
 }
+
+#[test]
+fn webhooks_help() {
+    check_help("help_webhooks", &["webhooks", "--help"]);
+}

@@ -31,6 +31,10 @@ pub struct Options {
     pub auditors_group: Option<&'static str>,
     pub no_sign_in: bool,
     pub oidc: Option<countersign_server::OidcSignIn>,
+    /// The background task's configuration (default: the sweeper, no webhook).
+    pub notifications: Option<countersign_server::Notifications>,
+    /// Slack, when a test runs it (against its fake Web API).
+    pub slack: Option<countersign_server::slack::SlackConfig>,
 }
 
 pub struct Harness {
@@ -130,7 +134,7 @@ impl Harness {
                 oidc: options.oidc.clone(),
             }
         };
-        let service = Service::new(ServiceConfig {
+        let mut service = Service::new(ServiceConfig {
             store: StoreSource::Open(Arc::clone(&store)),
             sign_in,
             directory: policy.directory().clone(),
@@ -139,7 +143,11 @@ impl Harness {
             clock: Arc::new(clock.clone()),
             policy: Some(Arc::new(policy.clone())),
         });
-        let (base, shutdown, server) = serve(service).await;
+        if let Some(slack) = options.slack {
+            service = service.with_slack(slack);
+        }
+        let (base, shutdown, server) =
+            serve_notifying(service, options.notifications.unwrap_or_default()).await;
         Harness {
             base,
             client: reqwest::Client::new(),
@@ -261,14 +269,31 @@ pub async fn serve(
     tokio::sync::oneshot::Sender<()>,
     tokio::task::JoinHandle<std::io::Result<()>>,
 ) {
+    serve_notifying(service, countersign_server::Notifications::default()).await
+}
+
+/// [`serve`] with this background configuration (webhooks, sweeper).
+pub async fn serve_notifying(
+    service: Service,
+    notifications: countersign_server::Notifications,
+) -> (
+    String,
+    tokio::sync::oneshot::Sender<()>,
+    tokio::task::JoinHandle<std::io::Result<()>>,
+) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("a loopback port");
     let addr = listener.local_addr().expect("a bound address");
     let (shutdown, stopped) = tokio::sync::oneshot::channel::<()>();
-    let server = tokio::spawn(countersign_server::serve(listener, service, async move {
-        let _ = stopped.await;
-    }));
+    let server = tokio::spawn(countersign_server::serve_notifying(
+        listener,
+        service,
+        notifications,
+        async move {
+            let _ = stopped.await;
+        },
+    ));
     (format!("http://{addr}"), shutdown, server)
 }
 

@@ -13,10 +13,13 @@ use crate::clock::Timestamp;
 use crate::effect::{EffectKey, EffectRecord, EffectState};
 use crate::error::{AnswerError, ResolveError, StoreError};
 use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
+use crate::outbox::{
+    ClaimedDelivery, Delivery, DeliveryState, OutboxEvent, Settlement, StoredEvent,
+};
 use crate::store::txn::{self, Txn};
 use crate::store::{
-    BeginAttempt, BeginOutcome, FinishAttempt, HandOff, HandOffOutcome, NewApproval, OpenOutcome,
-    RecordAnswer, ResolveEffect, Store,
+    BeginAttempt, BeginOutcome, DeliveryClaim, FinishAttempt, HandOff, HandOffOutcome, NewApproval,
+    OpenOutcome, RecordAnswer, ResolveEffect, Store,
 };
 
 #[derive(Default)]
@@ -29,6 +32,20 @@ struct State {
     correlations: HashMap<Correlation, ApprovalId>,
     /// Issue #31: revoked approver token ids.
     revoked_tokens: std::collections::HashSet<String>,
+    /// Issue #17: the outbox, oldest first, and the next event's `seq`.
+    events: Vec<StoredEvent>,
+    next_event_seq: u64,
+    /// Issue #17: deliveries, in the order they were made (ids from 1).
+    deliveries: Vec<MemoryDelivery>,
+    next_delivery_id: u64,
+}
+
+/// A delivery and the lease on it.
+struct MemoryDelivery {
+    delivery: Delivery,
+    event_seq: u64,
+    lease_owner: Option<String>,
+    lease_until: Option<Timestamp>,
 }
 
 enum Undo {
@@ -37,6 +54,7 @@ enum Undo {
     PutEffect(EffectKey, Option<EffectRecord>),
     InsertedReceipt,
     PutCorrelation(Correlation, Option<ApprovalId>),
+    InsertedEvent,
 }
 
 struct MemoryTxn<'a> {
@@ -69,6 +87,9 @@ impl MemoryTxn<'_> {
                 },
                 Undo::InsertedReceipt => {
                     self.state.receipts.pop();
+                }
+                Undo::InsertedEvent => {
+                    self.state.events.pop();
                 }
                 Undo::PutCorrelation(correlation, previous) => match previous {
                     Some(previous) => {
@@ -184,6 +205,16 @@ impl Txn for MemoryTxn<'_> {
         }))
     }
 
+    fn insert_event(&mut self, event: &OutboxEvent) -> Result<(), StoreError> {
+        self.state.next_event_seq += 1;
+        self.state.events.push(StoredEvent {
+            seq: self.state.next_event_seq,
+            event: event.clone(),
+        });
+        self.undo.push(Undo::InsertedEvent);
+        Ok(())
+    }
+
     fn insert_receipt(
         &mut self,
         stored: &StoredReceipt,
@@ -226,6 +257,12 @@ impl MemoryStore {
             txn.rollback();
         }
         result
+    }
+
+    fn lock(&self) -> Result<std::sync::MutexGuard<'_, State>, StoreError> {
+        self.state.lock().map_err(|_| StoreError::Backend {
+            message: "the in-memory store is poisoned by an earlier panic".to_owned(),
+        })
     }
 
     fn read<R>(&self, read: impl FnOnce(&State) -> R) -> Result<R, StoreError> {
@@ -421,6 +458,222 @@ impl Store for MemoryStore {
 
     async fn token_revoked(&self, jti: &str) -> Result<bool, StoreError> {
         self.read(|state| state.revoked_tokens.contains(jti))
+    }
+
+    async fn expire_approval(
+        &self,
+        id: &ApprovalId,
+        now: Timestamp,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        flatten(self.with_txn(|txn| Ok(txn::expire_approval(txn, id, now))))
+    }
+
+    async fn events(&self, after_seq: u64, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
+        self.read(|state| {
+            state
+                .events
+                .iter()
+                .filter(|stored| stored.seq > after_seq)
+                .take(limit)
+                .cloned()
+                .collect()
+        })
+    }
+
+    async fn claim_deliveries(
+        &self,
+        claim: DeliveryClaim,
+        now: Timestamp,
+    ) -> Result<Vec<ClaimedDelivery>, StoreError> {
+        let mut state = self.lock()?;
+        let state = &mut *state;
+        for endpoint in &claim.endpoints {
+            for stored in state
+                .events
+                .iter()
+                .filter(|stored| stored.event.created_at >= claim.since)
+            {
+                let known = state.deliveries.iter().any(|held| {
+                    held.event_seq == stored.seq && &held.delivery.endpoint == endpoint
+                });
+                if !known {
+                    state.next_delivery_id += 1;
+                    let id = state.next_delivery_id;
+                    state.deliveries.push(MemoryDelivery {
+                        delivery: Delivery {
+                            id,
+                            event_id: stored.event.id.clone(),
+                            kind: stored.event.kind,
+                            request_id: stored.event.request_id.clone(),
+                            endpoint: endpoint.clone(),
+                            state: DeliveryState::Pending,
+                            attempts: 0,
+                            next_attempt_at: stored.event.created_at,
+                            window_start: stored.event.created_at,
+                            last_error: None,
+                            delivered_at: None,
+                            reference: None,
+                            event_at: stored.event.created_at,
+                        },
+                        event_seq: stored.seq,
+                        lease_owner: None,
+                        lease_until: None,
+                    });
+                }
+            }
+        }
+        let mut due: Vec<usize> = (0..state.deliveries.len())
+            .filter(|&index| {
+                let held = &state.deliveries[index];
+                claim.endpoints.contains(&held.delivery.endpoint)
+                    && held.delivery.state == DeliveryState::Pending
+                    && held.delivery.next_attempt_at <= now
+                    && held.lease_until.is_none_or(|until| until <= now)
+                    // INVARIANT (request-order): an earlier event of the same request still
+                    // pending for this endpoint holds this one back.
+                    && !state.deliveries.iter().any(|earlier| {
+                        earlier.delivery.endpoint == held.delivery.endpoint
+                            && earlier.delivery.request_id == held.delivery.request_id
+                            && earlier.event_seq < held.event_seq
+                            && earlier.delivery.state == DeliveryState::Pending
+                    })
+            })
+            .collect();
+        due.sort_by_key(|&index| (state.deliveries[index].event_seq, index));
+        due.truncate(claim.limit);
+        let lease_until = now.plus(claim.lease);
+        let mut claimed = Vec::new();
+        for index in due {
+            let held = &mut state.deliveries[index];
+            held.lease_owner = Some(claim.owner.clone());
+            held.lease_until = Some(lease_until);
+            let body = state
+                .events
+                .iter()
+                .find(|stored| stored.seq == held.event_seq)
+                .map(|stored| stored.event.body.clone())
+                .unwrap_or_default();
+            claimed.push(ClaimedDelivery {
+                delivery: held.delivery.clone(),
+                body,
+                lease_until,
+            });
+        }
+        Ok(claimed)
+    }
+
+    async fn settle_delivery(
+        &self,
+        id: u64,
+        owner: &str,
+        settlement: Settlement,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        let mut state = self.lock()?;
+        let Some(held) = state.deliveries.iter_mut().find(|held| {
+            held.delivery.id == id
+                && held.delivery.state == DeliveryState::Pending
+                && held.lease_owner.as_deref() == Some(owner)
+        }) else {
+            return Ok(false);
+        };
+        held.lease_owner = None;
+        held.lease_until = None;
+        held.delivery.attempts = held.delivery.attempts.saturating_add(1);
+        match settlement {
+            Settlement::Delivered { reference } => {
+                held.delivery.state = DeliveryState::Delivered;
+                held.delivery.delivered_at = Some(now);
+                held.delivery.reference = reference;
+            }
+            Settlement::Retry { at, error } => {
+                held.delivery.next_attempt_at = at;
+                held.delivery.last_error = Some(error);
+            }
+            Settlement::Failed { error } => {
+                held.delivery.state = DeliveryState::Failed;
+                held.delivery.last_error = Some(error);
+            }
+        }
+        Ok(true)
+    }
+
+    async fn deliveries(
+        &self,
+        filter: Option<DeliveryState>,
+        limit: usize,
+    ) -> Result<Vec<Delivery>, StoreError> {
+        self.read(|state| {
+            state
+                .deliveries
+                .iter()
+                .rev()
+                .filter(|held| filter.is_none_or(|wanted| held.delivery.state == wanted))
+                .take(limit)
+                .map(|held| held.delivery.clone())
+                .collect()
+        })
+    }
+
+    async fn delivery_reference(
+        &self,
+        request_id: &ApprovalId,
+        endpoint: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.read(|state| {
+            let mut found: Vec<&MemoryDelivery> = state
+                .deliveries
+                .iter()
+                .filter(|held| {
+                    &held.delivery.request_id == request_id
+                        && held.delivery.endpoint == endpoint
+                        && held.delivery.reference.is_some()
+                })
+                .collect();
+            found.sort_by_key(|held| held.event_seq);
+            found
+                .first()
+                .and_then(|held| held.delivery.reference.clone())
+        })
+    }
+
+    async fn redeliver(&self, id: u64, now: Timestamp) -> Result<Option<Delivery>, StoreError> {
+        let mut state = self.lock()?;
+        Ok(state
+            .deliveries
+            .iter_mut()
+            .find(|held| held.delivery.id == id)
+            .map(|held| {
+                held.delivery.state = DeliveryState::Pending;
+                held.delivery.next_attempt_at = now;
+                held.delivery.window_start = now;
+                held.lease_owner = None;
+                held.lease_until = None;
+                held.delivery.clone()
+            }))
+    }
+
+    async fn prune_outbox(&self, before: Timestamp) -> Result<u64, StoreError> {
+        let mut state = self.lock()?;
+        let state = &mut *state;
+        let deliveries = &state.deliveries;
+        let gone: Vec<u64> = state
+            .events
+            .iter()
+            .filter(|stored| {
+                stored.event.created_at < before
+                    && deliveries.iter().all(|held| {
+                        held.event_seq != stored.seq
+                            || held.delivery.state == DeliveryState::Delivered
+                    })
+            })
+            .map(|stored| stored.seq)
+            .collect();
+        state.events.retain(|stored| !gone.contains(&stored.seq));
+        state
+            .deliveries
+            .retain(|held| !gone.contains(&held.event_seq));
+        Ok(gone.len() as u64)
     }
 
     async fn chain_head(&self) -> Result<Option<ChainHead>, StoreError> {

@@ -67,12 +67,15 @@ macro_rules! effect_columns {
 pub mod txn;
 
 mod failure;
+mod outbox;
 mod rows;
+mod schema;
 mod sql;
 mod url;
 
 use failure::*;
 use rows::*;
+use schema::MIGRATIONS;
 use sql::*;
 use url::*;
 
@@ -101,90 +104,9 @@ use crate::store::{
 };
 
 /// The schema version this build migrates to, writes and reads (2: issue #12; 3: issue #31's
-/// token deny-list; see [`crate::store::sqlite::SCHEMA_VERSION`] for what each added).
-pub const SCHEMA_VERSION: i64 = 3;
-
-/// The forward-only migrations: version `n` is applied to a database at version `n − 1`.
-/// Never edit an applied migration; add the next one.
-const MIGRATIONS: &[(i64, &str)] = &[
-    (
-        1,
-        "
-CREATE TABLE approvals (
-    id TEXT PRIMARY KEY,
-    action_hash TEXT NOT NULL,
-    action TEXT NOT NULL,
-    arguments TEXT NOT NULL,
-    principal TEXT NOT NULL,
-    resource TEXT,
-    environment TEXT NOT NULL,
-    effect_key TEXT,
-    policy_hash TEXT NOT NULL,
-    entry_fingerprint TEXT NOT NULL,
-    state TEXT NOT NULL,
-    created_at BIGINT NOT NULL,
-    expires_at BIGINT NOT NULL,
-    answered_at BIGINT,
-    approver TEXT,
-    note TEXT,
-    consumed_at BIGINT,
-    consumed_by TEXT
-);
-CREATE INDEX approvals_by_hash ON approvals (action_hash);
-CREATE INDEX approvals_by_created ON approvals (created_at, id);
-CREATE TABLE effects (
-    key TEXT PRIMARY KEY,
-    state TEXT NOT NULL,
-    action_hash TEXT NOT NULL,
-    attempt_id TEXT NOT NULL,
-    attempts INTEGER NOT NULL,
-    lease_until BIGINT NOT NULL,
-    updated_at BIGINT NOT NULL,
-    resolved_by TEXT,
-    detail TEXT
-);
-CREATE TABLE receipts (
-    seq BIGINT PRIMARY KEY,
-    prev_hash TEXT NOT NULL UNIQUE,
-    hash TEXT NOT NULL,
-    body TEXT NOT NULL
-);
-CREATE TABLE chain_head (
-    id SMALLINT PRIMARY KEY CHECK (id = 1),
-    seq BIGINT NOT NULL,
-    hash TEXT NOT NULL
-);
-INSERT INTO chain_head (id, seq, hash) VALUES (1, 0, '');
-",
-    ),
-    (
-        2,
-        "
-ALTER TABLE approvals ADD COLUMN rule TEXT;
-ALTER TABLE approvals ADD COLUMN answers TEXT;
-ALTER TABLE approvals ADD COLUMN run TEXT;
-CREATE TABLE correlations (
-    framework TEXT NOT NULL,
-    run TEXT NOT NULL,
-    call_id TEXT NOT NULL,
-    request_id TEXT NOT NULL,
-    PRIMARY KEY (framework, run, call_id)
-);
-ALTER TABLE effects ADD COLUMN attempt TEXT;
-",
-    ),
-    (
-        3,
-        "
-CREATE TABLE revoked_tokens (
-    jti TEXT PRIMARY KEY,
-    revoked_at BIGINT NOT NULL,
-    revoked_by TEXT NOT NULL,
-    reason TEXT
-);
-",
-    ),
-];
+/// token deny-list; 4: issue #17's outbox; see [`crate::store::sqlite::SCHEMA_VERSION`] for
+/// what each added).
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The isolation level of the store's transactions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -755,6 +677,68 @@ impl Store for PostgresStore {
             )
             .await?;
         Ok(!rows.is_empty())
+    }
+
+    async fn expire_approval(
+        &self,
+        id: &ApprovalId,
+        now: Timestamp,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        self.expire_one(id, now).await
+    }
+
+    async fn events(
+        &self,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<crate::outbox::StoredEvent>, StoreError> {
+        self.outbox_events(after_seq, limit).await
+    }
+
+    async fn claim_deliveries(
+        &self,
+        claim: crate::store::DeliveryClaim,
+        now: Timestamp,
+    ) -> Result<Vec<crate::outbox::ClaimedDelivery>, StoreError> {
+        self.outbox_claim(&claim, now).await
+    }
+
+    async fn settle_delivery(
+        &self,
+        id: u64,
+        owner: &str,
+        settlement: crate::outbox::Settlement,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        self.outbox_settle(id, owner, &settlement, now).await
+    }
+
+    async fn deliveries(
+        &self,
+        state: Option<crate::outbox::DeliveryState>,
+        limit: usize,
+    ) -> Result<Vec<crate::outbox::Delivery>, StoreError> {
+        self.outbox_deliveries(state, limit).await
+    }
+
+    async fn delivery_reference(
+        &self,
+        request_id: &ApprovalId,
+        endpoint: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.outbox_reference(request_id, endpoint).await
+    }
+
+    async fn redeliver(
+        &self,
+        id: u64,
+        now: Timestamp,
+    ) -> Result<Option<crate::outbox::Delivery>, StoreError> {
+        self.outbox_redeliver(id, now).await
+    }
+
+    async fn prune_outbox(&self, before: Timestamp) -> Result<u64, StoreError> {
+        self.outbox_prune(before).await
     }
 
     async fn chain_head(&self) -> Result<Option<ChainHead>, StoreError> {

@@ -23,6 +23,7 @@
 //! or not started.
 
 mod failure;
+mod outbox;
 mod rows;
 mod sql;
 
@@ -60,7 +61,10 @@ use crate::store::{
 ///
 /// 3 (issue #31): `revoked_tokens`, the deny-list of approver token ids (`jti`): a token whose
 /// id is listed is refused `not_authenticated` everywhere, before it expires.
-pub const SCHEMA_VERSION: i64 = 3;
+///
+/// 4 (issue #17): `outbox`, the events every change to a request writes in its own
+/// transaction, and `deliveries`, one row per (event, endpoint) with its lease and retries.
+pub const SCHEMA_VERSION: i64 = 4;
 
 /// The forward-only migrations: version `n` is applied to a database at version `n − 1`, all of
 /// them in the one `BEGIN IMMEDIATE` transaction that opens the store. Never edit one; add the
@@ -88,6 +92,35 @@ const MIGRATIONS: &[(i64, &str)] = &[
          revoked_by TEXT NOT NULL,
          reason TEXT
      ) WITHOUT ROWID;",
+    ),
+    (
+        4,
+        "CREATE TABLE outbox (
+         seq INTEGER PRIMARY KEY AUTOINCREMENT,
+         id TEXT NOT NULL UNIQUE,
+         kind TEXT NOT NULL,
+         request_id TEXT NOT NULL,
+         created_at INTEGER NOT NULL,
+         body TEXT NOT NULL
+     );
+     CREATE INDEX outbox_by_created ON outbox (created_at);
+     CREATE TABLE deliveries (
+         id INTEGER PRIMARY KEY AUTOINCREMENT,
+         event_seq INTEGER NOT NULL,
+         endpoint TEXT NOT NULL,
+         request_id TEXT NOT NULL,
+         state TEXT NOT NULL,
+         attempts INTEGER NOT NULL,
+         next_at INTEGER NOT NULL,
+         window_start INTEGER NOT NULL,
+         lease_owner TEXT,
+         lease_until INTEGER,
+         last_error TEXT,
+         delivered_at INTEGER,
+         reference TEXT,
+         UNIQUE (event_seq, endpoint)
+     );
+     CREATE INDEX deliveries_by_request ON deliveries (endpoint, request_id, state, event_seq);",
     ),
 ];
 
@@ -633,6 +666,98 @@ impl Store for SqliteStore {
                 .exists(params![jti])
         })
         .await
+    }
+
+    async fn expire_approval(
+        &self,
+        id: &ApprovalId,
+        now: Timestamp,
+    ) -> Result<Option<ApprovalRecord>, StoreError> {
+        flatten(
+            self.write(false, |txn| Ok(txn::expire_approval(txn, id, now)))
+                .await,
+        )
+    }
+
+    async fn events(
+        &self,
+        after_seq: u64,
+        limit: usize,
+    ) -> Result<Vec<crate::outbox::StoredEvent>, StoreError> {
+        self.read(|connection| outbox::events(connection, after_seq, limit))
+            .await
+    }
+
+    async fn claim_deliveries(
+        &self,
+        claim: crate::store::DeliveryClaim,
+        now: Timestamp,
+    ) -> Result<Vec<crate::outbox::ClaimedDelivery>, StoreError> {
+        flatten(
+            self.write(false, |txn| {
+                let result = outbox::claim(txn.transaction, &claim, now);
+                Ok(txn.check(result))
+            })
+            .await,
+        )
+    }
+
+    async fn settle_delivery(
+        &self,
+        id: u64,
+        owner: &str,
+        settlement: crate::outbox::Settlement,
+        now: Timestamp,
+    ) -> Result<bool, StoreError> {
+        flatten(
+            self.write(false, |txn| {
+                let result = outbox::settle(txn.transaction, id, owner, &settlement, now);
+                Ok(txn.check(result))
+            })
+            .await,
+        )
+    }
+
+    async fn deliveries(
+        &self,
+        state: Option<crate::outbox::DeliveryState>,
+        limit: usize,
+    ) -> Result<Vec<crate::outbox::Delivery>, StoreError> {
+        self.read(|connection| outbox::deliveries(connection, state, limit))
+            .await
+    }
+
+    async fn delivery_reference(
+        &self,
+        request_id: &ApprovalId,
+        endpoint: &str,
+    ) -> Result<Option<String>, StoreError> {
+        self.read(|connection| outbox::reference(connection, request_id, endpoint))
+            .await
+    }
+
+    async fn redeliver(
+        &self,
+        id: u64,
+        now: Timestamp,
+    ) -> Result<Option<crate::outbox::Delivery>, StoreError> {
+        flatten(
+            self.write(false, |txn| {
+                let result = outbox::redeliver(txn.transaction, id, now);
+                Ok(txn.check(result))
+            })
+            .await,
+        )
+    }
+
+    async fn prune_outbox(&self, before: Timestamp) -> Result<u64, StoreError> {
+        flatten(
+            self.write(false, |txn| {
+                let result = outbox::prune(txn.transaction, before);
+                Ok(txn.check(result))
+            })
+            .await,
+        )
     }
 
     async fn chain_head(&self) -> Result<Option<ChainHead>, StoreError> {

@@ -19,6 +19,8 @@ use crate::error::{AnswerError, ResolveError, StoreError};
 use crate::evidence::{
     self, ChainHead, Receipt, ReceiptDraft, ReceiptKind, ReceiptOutcome, StoredReceipt,
 };
+use crate::outbox::{EventKind, OutboxEvent, approval_event};
+use crate::store::outbox::{due_for_expiry, withdrawal_event};
 use crate::store::{
     BeginAttempt, BeginOutcome, BeginRefusal, FinishAttempt, HandOff, HandOffOutcome, NewApproval,
     OpenOutcome, RECONCILE_HOOK, RecordAnswer, ResolveEffect, Resolver,
@@ -80,6 +82,8 @@ pub trait Txn {
     fn token_revoked(&mut self, jti: &str) -> Result<bool, StoreError>;
     /// The newest receipt.
     fn chain_head(&mut self) -> Result<Option<ChainHead>, StoreError>;
+    /// Append an event to the outbox (issue #17), in this transaction.
+    fn insert_event(&mut self, event: &OutboxEvent) -> Result<(), StoreError>;
     /// Append a sealed receipt (its `seq` is the head's plus one).
     fn insert_receipt(
         &mut self,
@@ -101,6 +105,16 @@ pub fn append<T: Txn + ?Sized>(
         })?;
     txn.insert_receipt(&stored, &receipt)?;
     Ok(receipt)
+}
+
+/// Write the outbox event `kind` for `record` as it now stands (issue #17).
+fn announce<T: Txn + ?Sized>(
+    txn: &mut T,
+    record: &ApprovalRecord,
+    kind: EventKind,
+    now: Timestamp,
+) -> Result<(), StoreError> {
+    txn.insert_event(&approval_event(record, kind, now))
 }
 
 /// The receipt for a change to an approval request.
@@ -138,6 +152,11 @@ fn mark_approval<T: Txn + ?Sized>(
 ) -> Result<ApprovalRecord, StoreError> {
     record.state = state;
     txn.update_approval(&record)?;
+    let event = match state {
+        ApprovalState::Void => EventKind::Voided,
+        _ => EventKind::Expired,
+    };
+    announce(txn, &record, event, now)?;
     let (kind, outcome, reason) = match state {
         ApprovalState::Void => (
             ReceiptKind::ApprovalVoided,
@@ -301,6 +320,7 @@ pub fn open_approval<T: Txn + ?Sized>(
         OpenPlan::Denied(id) => OpenOutcome::Denied(find(&id)?),
         OpenPlan::Create => {
             txn.insert_approval(&new.record)?;
+            announce(txn, &new.record, EventKind::Opened, now)?;
             if let Some(correlation) = &new.correlation {
                 txn.put_correlation(correlation, &new.record.id, remap)?;
             }
@@ -637,6 +657,7 @@ pub fn answer_approval<T: Txn + ?Sized>(
     match step {
         AnswerStep::Write { record, receipt } => {
             txn.update_approval(&record)?;
+            announce(txn, &record, EventKind::Answered, now)?;
             append(txn, receipt, now)?;
             Ok(Ok(record))
         }
@@ -651,6 +672,24 @@ pub fn answer_approval<T: Txn + ?Sized>(
             }
             Ok(Err(error))
         }
+    }
+}
+
+/// [`crate::Store::expire_approval`] (issue #17's sweeper): a request still `pending` or
+/// `granted` and past its `expires_at` is marked `expired`, with its receipt and event.
+pub fn expire_approval<T: Txn + ?Sized>(
+    txn: &mut T,
+    id: &ApprovalId,
+    now: Timestamp,
+) -> Result<Option<ApprovalRecord>, StoreError> {
+    match txn.approval(id)? {
+        Some(record) if due_for_expiry(&record, now) => Ok(Some(mark_approval(
+            txn,
+            record,
+            ApprovalState::Expired,
+            now,
+        )?)),
+        _ => Ok(None),
     }
 }
 
@@ -683,6 +722,7 @@ pub fn withdraw_approval<T: Txn + ?Sized>(
     match withdraw_step(record, withdrawal, now) {
         WithdrawStep::Write { record, receipt } => {
             txn.update_approval(&record)?;
+            announce(txn, &record, withdrawal_event(&record), now)?;
             append(txn, receipt, now)?;
             Ok(Ok(record))
         }
@@ -794,6 +834,7 @@ pub fn begin_attempt<T: Txn + ?Sized>(
             record.consumed_at = Some(now);
             record.consumed_by = Some(begin.attempt_id.clone());
             txn.update_approval(&record)?;
+            announce(txn, &record, EventKind::Consumed, now)?;
             Some(record)
         }
         None => None,

@@ -12,6 +12,8 @@ use crate::clock::Timestamp;
 use crate::effect::{EffectRecord, EffectState, RetryDecision, retry_decision};
 use crate::error::{AnswerError, ResolveError, StoreError};
 use crate::evidence::{self, Receipt, ReceiptDraft, ReceiptKind, ReceiptOutcome};
+use crate::outbox::{EventKind, approval_event};
+use crate::store::outbox::{due_for_expiry, withdrawal_event};
 use crate::store::postgres::{PgFailure, PgTxn};
 use crate::store::txn::{
     AnswerStep, ResolveStep, answer_step, approval_draft, correlated_outcome, effect_draft,
@@ -36,6 +38,7 @@ pub(crate) enum Operation {
     Append(ReceiptDraft),
     ResolveEffect(ResolveEffect),
     Withdraw(crate::approval::withdraw::Withdrawal),
+    Expire(ApprovalId),
 }
 
 impl Operation {
@@ -50,6 +53,7 @@ impl Operation {
             Operation::Append(_) => "append_receipt",
             Operation::ResolveEffect(_) => "resolve_effect",
             Operation::Withdraw(_) => "withdraw_approval",
+            Operation::Expire(_) => "expire_approval",
         }
     }
 }
@@ -63,6 +67,7 @@ pub(crate) enum Done {
     HandedOff(HandOffOutcome),
     Receipt(Box<Receipt>),
     Resolved(Result<EffectRecord, ResolveError>),
+    Expired(Option<ApprovalRecord>),
 }
 
 /// The error for a result of the wrong shape (a bug of ours).
@@ -99,6 +104,7 @@ pub(crate) async fn run(
         Operation::Withdraw(withdrawal) => {
             Done::Answered(withdraw_approval(txn, withdrawal.clone(), now).await?)
         }
+        Operation::Expire(id) => Done::Expired(expire_approval(txn, id, now).await?),
     })
 }
 
@@ -117,6 +123,16 @@ pub(crate) async fn append(
     Ok(receipt)
 }
 
+/// Write the outbox event `kind` for `record` as it now stands: the twin of `announce`.
+async fn announce(
+    txn: &mut PgTxn,
+    record: &ApprovalRecord,
+    kind: EventKind,
+    now: Timestamp,
+) -> Result<(), PgFailure> {
+    txn.insert_event(&approval_event(record, kind, now)).await
+}
+
 /// Move a request to `expired` or `void`, with its receipt.
 async fn mark_approval(
     txn: &mut PgTxn,
@@ -126,6 +142,11 @@ async fn mark_approval(
 ) -> Result<ApprovalRecord, PgFailure> {
     record.state = state;
     txn.update_approval(&record).await?;
+    let event = match state {
+        ApprovalState::Void => EventKind::Voided,
+        _ => EventKind::Expired,
+    };
+    announce(txn, &record, event, now).await?;
     let (kind, outcome, reason) = match state {
         ApprovalState::Void => (
             ReceiptKind::ApprovalVoided,
@@ -254,6 +275,7 @@ pub(crate) async fn open_approval(
         OpenPlan::Denied(id) => OpenOutcome::Denied(find(&id)?),
         OpenPlan::Create => {
             txn.insert_approval(&new.record).await?;
+            announce(txn, &new.record, EventKind::Opened, now).await?;
             if let Some(correlation) = &new.correlation {
                 txn.put_correlation(correlation, &new.record.id, remap)
                     .await?;
@@ -292,6 +314,7 @@ pub(crate) async fn answer_approval(
     match step {
         AnswerStep::Write { record, receipt } => {
             txn.update_approval(&record).await?;
+            announce(txn, &record, EventKind::Answered, now).await?;
             append(txn, receipt, now).await?;
             Ok(Ok(record))
         }
@@ -306,6 +329,20 @@ pub(crate) async fn answer_approval(
             }
             Ok(Err(error))
         }
+    }
+}
+
+/// [`crate::Store::expire_approval`]: the twin of [`crate::store::txn::expire_approval`].
+pub(crate) async fn expire_approval(
+    txn: &mut PgTxn,
+    id: &ApprovalId,
+    now: Timestamp,
+) -> Result<Option<ApprovalRecord>, PgFailure> {
+    match txn.approval(id).await? {
+        Some(record) if due_for_expiry(&record, now) => Ok(Some(
+            mark_approval(txn, record, ApprovalState::Expired, now).await?,
+        )),
+        _ => Ok(None),
     }
 }
 
@@ -341,6 +378,7 @@ pub(crate) async fn withdraw_approval(
     match withdraw_step(record, withdrawal, now) {
         WithdrawStep::Write { record, receipt } => {
             txn.update_approval(&record).await?;
+            announce(txn, &record, withdrawal_event(&record), now).await?;
             append(txn, receipt, now).await?;
             Ok(Ok(record))
         }
@@ -459,6 +497,7 @@ pub(crate) async fn begin_attempt(
             record.consumed_at = Some(now);
             record.consumed_by = Some(begin.attempt_id.clone());
             txn.update_approval(&record).await?;
+            announce(txn, &record, EventKind::Consumed, now).await?;
             Some(record)
         }
         None => None,

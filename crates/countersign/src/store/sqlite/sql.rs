@@ -42,7 +42,7 @@ pub(super) struct SqliteTxn<'a> {
 }
 
 impl SqliteTxn<'_> {
-    fn check<R>(&mut self, result: rusqlite::Result<R>) -> Result<R, StoreError> {
+    pub(super) fn check<R>(&mut self, result: rusqlite::Result<R>) -> Result<R, StoreError> {
         result.map_err(|error| {
             if is_busy(&error) {
                 self.busy = true;
@@ -288,6 +288,11 @@ impl Txn for SqliteTxn<'_> {
             })
         })
         .transpose()
+    }
+
+    fn insert_event(&mut self, event: &crate::outbox::OutboxEvent) -> Result<(), StoreError> {
+        let result = super::outbox::insert_event(self.transaction, event);
+        self.check(result)
     }
 
     fn insert_receipt(

@@ -1,0 +1,492 @@
+//! Slack (issue #17): one Block Kit message per request with Approve / Deny buttons, updated
+//! as the request changes, and the interactivity endpoint that turns a button press into an
+//! answer through the kernel.
+//!
+//! - **Messages.** The outbox's events reach Slack like a webhook endpoint named `slack`
+//!   ([`crate::notify`]): `approval.opened` posts the message (`chat.postMessage`) and keeps
+//!   its channel and `ts` with the delivery; every later event of the request updates it
+//!   (`chat.update`) from the request as stored. The message shows the request through the
+//!   shared rendering ([`countersign::display::render`], as plain text: nothing in it is read as
+//!   Slack markup), the action hash's short form and the expiry; while the request is
+//!   `pending`, two buttons carry its id and full action hash. Once decided the buttons go and
+//!   the message says who decided and when, how many approvals a quorum has, or that it
+//!   expired.
+//! - **Answers** (`POST /slack/interactions`): the request must carry Slack's `v0` signature
+//!   (HMAC-SHA256 with the app's signing secret over `v0:{timestamp}:{body}`) and a timestamp
+//!   within five minutes of the service's clock, else it is refused 401 and nothing is
+//!   recorded (<https://api.slack.com/authentication/verifying-requests-from-slack>, read
+//!   2026-12-01). The Slack user is mapped to an approver id by the operator's users file; an
+//!   unmapped user is told so and nothing is recorded. A mapped user's press goes through
+//!   [`countersign::control::submit_answer`] as [`Credential::Verified`] (authentication
+//!   `slack_signature`, channel `slack`, the button's hash as the hash shown), so the request's
+//!   stored rule judges it like any answer; a refusal is recorded by the kernel and shown to
+//!   the user only (`chat.postEphemeral`).
+//!
+//! The Web API is reached over plain HTTP (`--slack-api-url`, default
+//! [`DEFAULT_API_URL`]): this build has no TLS client, so point it at a forwarding proxy on
+//! loopback that speaks HTTPS to `slack.com`.
+
+mod message;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::Router;
+use axum::extract::State;
+use axum::http::{HeaderMap, StatusCode};
+use axum::response::{IntoResponse, Response};
+use axum::routing::post;
+use countersign::approver::{Authentication, Channel, Credential};
+use countersign::outbox::{ClaimedDelivery, EventKind, Settlement};
+use countersign::store::{RecordAnswer, Store};
+use countersign::{ActionHash, AnswerDecision, ApprovalId, Timestamp};
+use hmac::{Hmac, KeyInit, Mac};
+use serde_json::{Value, json};
+use sha2::Sha256;
+
+use crate::Service;
+
+pub use message::blocks;
+
+/// The endpoint name Slack's deliveries are recorded under.
+pub const ENDPOINT: &str = "slack";
+/// Where the Web API is reached unless told otherwise: a forwarding proxy on loopback.
+pub const DEFAULT_API_URL: &str = "http://127.0.0.1:8790/api";
+/// How far a request's timestamp may be from the service's clock.
+pub const SIGNATURE_WINDOW: Duration = Duration::from_secs(300);
+
+/// Why the Slack configuration was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum SlackConfigError {
+    /// A users file line that is not `SLACK_USER_ID: approver`.
+    #[error(
+        "`{file}` line {line}: write one `SLACK_USER_ID: approver` per line, for example `U024BE7LH: human:alice`"
+    )]
+    Users {
+        /// The file.
+        file: String,
+        /// The line (from 1).
+        line: usize,
+    },
+    /// An empty secret or token.
+    #[error("the Slack {what} is empty: write it in the file given for it")]
+    Empty {
+        /// What is missing.
+        what: &'static str,
+    },
+    /// Not an `http://` URL.
+    #[error(
+        "`{url}` is not an http:// URL: this build reaches Slack's Web API over plain HTTP only; run a forwarding proxy on loopback that speaks HTTPS to slack.com and give its address"
+    )]
+    Url {
+        /// The URL given.
+        url: String,
+    },
+}
+
+/// What the service needs to talk to Slack. Secrets are never shown: `Debug` hides them.
+#[derive(Clone)]
+pub struct SlackConfig {
+    api_url: String,
+    bot_token: String,
+    signing_secret: Vec<u8>,
+    channel: String,
+    users: BTreeMap<String, String>,
+}
+
+impl std::fmt::Debug for SlackConfig {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("SlackConfig")
+            .field("api_url", &self.api_url)
+            .field("channel", &self.channel)
+            .field("users", &self.users.len())
+            .finish_non_exhaustive()
+    }
+}
+
+impl SlackConfig {
+    /// A configuration: the Web API's base URL (`http://…/api`), the bot token (`xoxb-…`), the
+    /// app's signing secret, the channel id to post in, and the Slack user id → approver id
+    /// map.
+    ///
+    /// # Errors
+    ///
+    /// [`SlackConfigError::Url`] for a URL that is not `http://`, [`SlackConfigError::Empty`]
+    /// for an empty token or secret.
+    pub fn new(
+        api_url: &str,
+        bot_token: &str,
+        signing_secret: &str,
+        channel: &str,
+        users: BTreeMap<String, String>,
+    ) -> Result<SlackConfig, SlackConfigError> {
+        let parsed = reqwest::Url::parse(api_url).map_err(|_| SlackConfigError::Url {
+            url: api_url.to_owned(),
+        })?;
+        if parsed.scheme() != "http" || parsed.host_str().is_none() {
+            return Err(SlackConfigError::Url {
+                url: api_url.to_owned(),
+            });
+        }
+        for (value, what) in [
+            (bot_token, "bot token (xoxb-…)"),
+            (signing_secret, "signing secret"),
+        ] {
+            if value.trim().is_empty() {
+                return Err(SlackConfigError::Empty { what });
+            }
+        }
+        Ok(SlackConfig {
+            api_url: api_url.trim_end_matches('/').to_owned(),
+            bot_token: bot_token.trim().to_owned(),
+            signing_secret: signing_secret.trim().as_bytes().to_vec(),
+            channel: channel.to_owned(),
+            users,
+        })
+    }
+
+    /// Parse a users file: one `SLACK_USER_ID: approver` per line; blank lines and lines
+    /// starting with `#` are skipped.
+    ///
+    /// # Errors
+    ///
+    /// [`SlackConfigError::Users`] naming the first bad line.
+    pub fn parse_users(
+        text: &str,
+        file: &str,
+    ) -> Result<BTreeMap<String, String>, SlackConfigError> {
+        let mut users = BTreeMap::new();
+        for (index, line) in text.lines().enumerate() {
+            let line = line.trim();
+            if line.is_empty() || line.starts_with('#') {
+                continue;
+            }
+            let bad = || SlackConfigError::Users {
+                file: file.to_owned(),
+                line: index + 1,
+            };
+            let (user, approver) = line.split_once(':').ok_or_else(bad)?;
+            let (user, approver) = (user.trim(), approver.trim());
+            if user.is_empty()
+                || approver.is_empty()
+                || !user.chars().all(|c| c.is_ascii_alphanumeric())
+            {
+                return Err(bad());
+            }
+            users.insert(user.to_owned(), approver.to_owned());
+        }
+        Ok(users)
+    }
+}
+
+/// The `v0=` signature Slack sends for `body` at `timestamp` (Unix seconds, as sent).
+fn signature(secret: &[u8], timestamp: &str, body: &[u8]) -> String {
+    // INVARIANT (hmac-any-key): HMAC takes a key of any length.
+    let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(secret) else {
+        unreachable!("HMAC accepts every key length")
+    };
+    mac.update(b"v0:");
+    mac.update(timestamp.as_bytes());
+    mac.update(b":");
+    mac.update(body);
+    let digest = mac.finalize().into_bytes();
+    let mut hex = String::with_capacity(3 + digest.len() * 2);
+    hex.push_str("v0=");
+    for byte in digest {
+        hex.push_str(&format!("{byte:02x}"));
+    }
+    hex
+}
+
+/// Why an interaction was refused before anything was looked at.
+#[derive(Debug, PartialEq, Eq)]
+enum Unsigned {
+    /// No or a wrong signature.
+    Signature,
+    /// A timestamp missing or more than [`SIGNATURE_WINDOW`] from now.
+    Stale,
+}
+
+/// Check Slack's signature and timestamp on a raw request body.
+fn check_signature(
+    secret: &[u8],
+    headers: &HeaderMap,
+    body: &[u8],
+    now: Timestamp,
+) -> Result<(), Unsigned> {
+    let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
+    let timestamp = header("x-slack-request-timestamp").ok_or(Unsigned::Stale)?;
+    let sent: i64 = timestamp.parse().map_err(|_| Unsigned::Stale)?;
+    let window = i64::try_from(SIGNATURE_WINDOW.as_secs()).unwrap_or(i64::MAX);
+    if (now.as_millis().div_euclid(1_000) - sent).abs() > window {
+        return Err(Unsigned::Stale);
+    }
+    let given = header("x-slack-signature").ok_or(Unsigned::Signature)?;
+    let expected = signature(secret, timestamp, body);
+    if subtle::ConstantTimeEq::ct_eq(given.as_bytes(), expected.as_bytes()).into() {
+        Ok(())
+    } else {
+        Err(Unsigned::Signature)
+    }
+}
+
+/// The routes Slack calls.
+pub(crate) fn routes() -> Router<Service> {
+    Router::new().route("/slack/interactions", post(interaction))
+}
+
+/// A button press: the request it names, the answer and the hash the button carried.
+struct Press {
+    user: String,
+    channel: Option<String>,
+    request_id: ApprovalId,
+    decision: AnswerDecision,
+    shown_hash: ActionHash,
+}
+
+/// Read a `block_actions` payload (`payload=` JSON in a form body).
+fn press_of(body: &[u8]) -> Option<Press> {
+    let payload = form_urlencoded::parse(body)
+        .find(|(key, _)| key == "payload")
+        .map(|(_, value)| value.into_owned())?;
+    let payload: Value = serde_json::from_str(&payload).ok()?;
+    if payload["type"] != "block_actions" {
+        return None;
+    }
+    let action = payload["actions"].get(0)?;
+    let decision = match action["action_id"].as_str()? {
+        "approve" => AnswerDecision::Approve,
+        "deny" => AnswerDecision::Reject,
+        _ => return None,
+    };
+    let (request_id, hash) = action["value"].as_str()?.split_once('|')?;
+    Some(Press {
+        user: payload["user"]["id"].as_str()?.to_owned(),
+        channel: payload["channel"]["id"].as_str().map(str::to_owned),
+        request_id: ApprovalId::parse(request_id).ok()?,
+        decision,
+        shown_hash: ActionHash::from_stored(hash),
+    })
+}
+
+/// `POST /slack/interactions`.
+async fn interaction(
+    State(service): State<Service>,
+    headers: HeaderMap,
+    body: axum::body::Bytes,
+) -> Response {
+    let Some(slack) = service.inner.slack.get().cloned() else {
+        return (
+            StatusCode::NOT_FOUND,
+            "Slack is not configured on this service",
+        )
+            .into_response();
+    };
+    let now = service.inner.clock.now();
+    match check_signature(&slack.signing_secret, &headers, &body, now) {
+        Ok(()) => {}
+        Err(Unsigned::Signature) => {
+            service.inner.metrics.record_answer("slack_bad_signature");
+            return (
+                StatusCode::UNAUTHORIZED,
+                "refused: the request does not carry a valid Slack signature (check the signing secret)",
+            )
+                .into_response();
+        }
+        Err(Unsigned::Stale) => {
+            service.inner.metrics.record_answer("slack_stale_timestamp");
+            return (
+                StatusCode::UNAUTHORIZED,
+                "refused: the request's timestamp is missing or more than five minutes from now (replayed, or a clock is wrong)",
+            )
+                .into_response();
+        }
+    }
+    let Some(press) = press_of(&body) else {
+        return (
+            StatusCode::BAD_REQUEST,
+            "refused: not a Countersign button press (`block_actions` with `approve` or `deny`)",
+        )
+            .into_response();
+    };
+    let channel = press
+        .channel
+        .clone()
+        .unwrap_or_else(|| slack.channel.clone());
+    let Some(approver) = slack.users.get(&press.user).cloned() else {
+        service.inner.metrics.record_answer("slack_unmapped_user");
+        let text = format!(
+            "Countersign did not record your answer to {}: your Slack account ({}) is not mapped to an approver. Ask the operator to add it to the Slack users file.",
+            press.request_id, press.user
+        );
+        tell(slack, channel, press.user, text);
+        return StatusCode::OK.into_response();
+    };
+    let answer = RecordAnswer {
+        request_id: press.request_id.clone(),
+        decision: Ok(press.decision),
+        approver: Credential::Verified {
+            id: approver,
+            groups: Vec::new(),
+            authentication: Authentication::SlackSignature,
+        },
+        channel: Channel::Slack,
+        shown_hash: Some(press.shown_hash),
+        note: None,
+    };
+    let store = match service.store().await {
+        Ok(store) => store,
+        Err(problem) => return problem.into_response(),
+    };
+    let answered = countersign::control::submit_answer(store.as_ref(), answer, now).await;
+    match answered {
+        Ok(record) => {
+            service.inner.metrics.record_answer(record.state.as_str());
+            StatusCode::OK.into_response()
+        }
+        Err(error) => {
+            service.inner.metrics.record_answer(error.reason());
+            let text = format!("Countersign refused your answer: {error}");
+            tell(slack, channel, press.user, text);
+            StatusCode::OK.into_response()
+        }
+    }
+}
+
+/// Tell one user, in a message only they see (`chat.postEphemeral`), why their press did not
+/// count. Sent in the background: Slack wants its answer to a press within three seconds.
+fn tell(slack: Arc<SlackConfig>, channel: String, user: String, text: String) {
+    tokio::spawn(async move {
+        let _ = api_call(
+            &slack,
+            "chat.postEphemeral",
+            json!({"channel": channel, "user": user, "text": text}),
+        )
+        .await;
+    });
+}
+
+/// Call one Web API method; its JSON answer when Slack says `ok`, otherwise why not (never
+/// the token).
+async fn api_call(slack: &SlackConfig, method: &str, body: Value) -> Result<Value, String> {
+    let sent = reqwest::Client::new()
+        .post(format!("{}/{method}", slack.api_url))
+        .timeout(Duration::from_secs(10))
+        .bearer_auth(&slack.bot_token)
+        .header("content-type", "application/json; charset=utf-8")
+        .body(body.to_string())
+        .send()
+        .await
+        .map_err(|error| format!("cannot reach Slack: {}", error.without_url()))?;
+    let status = sent.status();
+    let text = sent
+        .text()
+        .await
+        .map_err(|error| format!("cannot read Slack's answer: {}", error.without_url()))?;
+    let answer: Value = serde_json::from_str(&text)
+        .map_err(|_| format!("Slack answered HTTP {} without JSON", status.as_u16()))?;
+    if answer["ok"] == true {
+        Ok(answer)
+    } else {
+        Err(format!(
+            "Slack refused {method}: {}",
+            answer["error"].as_str().unwrap_or("no error given")
+        ))
+    }
+}
+
+/// Deliver one event to Slack: post the request's message, or update it. `Err` is why the
+/// attempt failed (retried like a webhook's).
+pub(crate) async fn deliver(
+    service: &Service,
+    store: &dyn Store,
+    held: &ClaimedDelivery,
+) -> Result<Settlement, String> {
+    let Some(slack) = service.inner.slack.get().cloned() else {
+        return Err("Slack is not configured on this service".to_owned());
+    };
+    let record = store
+        .approval(&held.delivery.request_id)
+        .await
+        .map_err(|error| format!("cannot read the request: {error}"))?
+        .ok_or_else(|| format!("request {} is gone", held.delivery.request_id))?;
+    let now = service.inner.clock.now();
+    let (text, blocks) = message::blocks(&record, now);
+    let earlier = if held.delivery.kind == EventKind::Opened {
+        None
+    } else {
+        store
+            .delivery_reference(&record.id, ENDPOINT)
+            .await
+            .map_err(|error| format!("cannot read the message's reference: {error}"))?
+    };
+    match earlier
+        .as_deref()
+        .and_then(|reference| reference.split_once('/'))
+    {
+        Some((channel, ts)) => {
+            api_call(
+                &slack,
+                "chat.update",
+                json!({"channel": channel, "ts": ts, "text": text, "blocks": blocks}),
+            )
+            .await?;
+            Ok(Settlement::Delivered { reference: None })
+        }
+        None => {
+            let answer = api_call(
+                &slack,
+                "chat.postMessage",
+                json!({"channel": slack.channel, "text": text, "blocks": blocks}),
+            )
+            .await?;
+            let channel = answer["channel"].as_str().unwrap_or(&slack.channel);
+            let ts = answer["ts"]
+                .as_str()
+                .ok_or_else(|| "Slack's chat.postMessage answer has no `ts`".to_owned())?;
+            Ok(Settlement::Delivered {
+                reference: Some(format!("{channel}/{ts}")),
+            })
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Slack's published example (the page named in the module docs).
+    #[test]
+    fn signatures_reproduce_slacks_published_example() {
+        let body = b"token=xyzz0WbapA4vBCDEFasx0q6G&team_id=T1DC2JH3J&team_domain=testteamnow&channel_id=G8PSS9T3V&channel_name=foobar&user_id=U2CERLKJA&user_name=roadrunner&command=%2Fwebhook-collect&text=&response_url=https%3A%2F%2Fhooks.slack.com%2Fcommands%2FT1DC2JH3J%2F397700885554%2F96rGlfmibIGlgcZRskXaIFfN&trigger_id=398738663015.47445629121.803a0bc887a14d10d2c447fce8b6703c";
+        assert_eq!(
+            signature(b"8f742231b10e8888abcd99yyyzzz85a5", "1531420618", body),
+            "v0=a2114d57b48eac39b9ad189dd8316235a7b4a8d21a10bd27519666489c69b503"
+        );
+    }
+
+    #[test]
+    fn users_files_map_slack_ids_to_approvers() {
+        let users = SlackConfig::parse_users(
+            "# who answers from Slack\nU024BE7LH: human:alice\n\nW012A3CDE : human:bob\n",
+            "users.txt",
+        )
+        .expect("a users file");
+        assert_eq!(
+            users.get("U024BE7LH").map(String::as_str),
+            Some("human:alice")
+        );
+        assert_eq!(
+            users.get("W012A3CDE").map(String::as_str),
+            Some("human:bob")
+        );
+        assert_eq!(
+            SlackConfig::parse_users("U1 human:alice", "users.txt"),
+            Err(SlackConfigError::Users {
+                file: "users.txt".to_owned(),
+                line: 1
+            })
+        );
+    }
+}

@@ -1,0 +1,273 @@
+//! Webhooks (issue #17): each outbox event POSTed to each configured endpoint, signed per
+//! Standard Webhooks (<https://www.standardwebhooks.com/>, "Signature scheme", read
+//! 2026-12-01).
+//!
+//! Every request carries `webhook-id` (the event's `evt_…` id, the same for every retry and
+//! every duplicate), `webhook-timestamp` (Unix seconds of this attempt) and
+//! `webhook-signature`: `v1,` and the base64 HMAC-SHA256, keyed with the secret's bytes, of
+//! `{webhook-id}.{webhook-timestamp}.{body}`; with several secrets (during a rotation) one
+//! signature per secret, separated by spaces. The body is the event's `countersign.event/v1`
+//! JSON, byte for byte as stored. A 2xx answer acknowledges it; anything else (another
+//! status, no answer within the timeout, no connection) is retried by [`crate::notify`].
+//!
+//! Endpoints are `http://` only, like `--jwks`: this build has no TLS client (no ring, no
+//! aws-lc); reach an `https://` receiver through a forwarding proxy on loopback.
+
+use std::time::Duration;
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use hmac::{Hmac, KeyInit, Mac};
+use sha2::Sha256;
+
+/// Why a webhook's configuration was refused.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum WebhookConfigError {
+    /// The secret is not `whsec_` and base64.
+    #[error(
+        "the webhook secret in `{source_name}` is not a Standard Webhooks secret: write `whsec_` followed by the base64 of at least 24 random bytes (for example `whsec_$(head -c 32 /dev/urandom | base64)`)"
+    )]
+    Secret {
+        /// Where it came from (a file name), never the secret.
+        source_name: String,
+    },
+    /// No secret at all for an endpoint.
+    #[error(
+        "the webhook `{url}` has no secret: pass `--webhook-secret-file FILE` once for each `--webhook`, in the same order"
+    )]
+    NoSecret {
+        /// The endpoint.
+        url: String,
+    },
+    /// Not an `http://` URL.
+    #[error(
+        "`{url}` is not an http:// URL: this build sends webhooks over plain HTTP only (no TLS client); point it at a forwarding proxy on loopback that speaks HTTPS to the receiver"
+    )]
+    Url {
+        /// The URL given.
+        url: String,
+    },
+}
+
+/// One signing secret (`whsec_` and base64 of the key bytes). Its bytes are never shown: the
+/// `Debug` form hides them.
+#[derive(Clone, PartialEq, Eq)]
+pub struct WebhookSecret {
+    key: Vec<u8>,
+}
+
+impl std::fmt::Debug for WebhookSecret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("WebhookSecret(***)")
+    }
+}
+
+impl WebhookSecret {
+    /// Parse `whsec_BASE64` (standard alphabet, padded; at least 24 key bytes). `source_name`
+    /// names where it came from in the error.
+    ///
+    /// # Errors
+    ///
+    /// [`WebhookConfigError::Secret`].
+    pub fn parse(text: &str, source_name: &str) -> Result<WebhookSecret, WebhookConfigError> {
+        let refused = || WebhookConfigError::Secret {
+            source_name: source_name.to_owned(),
+        };
+        let encoded = text.trim().strip_prefix("whsec_").ok_or_else(refused)?;
+        let key = STANDARD.decode(encoded).map_err(|_| refused())?;
+        if key.len() < 24 {
+            return Err(refused());
+        }
+        Ok(WebhookSecret { key })
+    }
+
+    /// Every secret in a file's text: one per non-empty line (two during a rotation).
+    ///
+    /// # Errors
+    ///
+    /// [`WebhookConfigError::Secret`] for a line that is not one.
+    pub fn parse_all(
+        text: &str,
+        source_name: &str,
+    ) -> Result<Vec<WebhookSecret>, WebhookConfigError> {
+        text.lines()
+            .map(str::trim)
+            .filter(|line| !line.is_empty())
+            .map(|line| WebhookSecret::parse(line, source_name))
+            .collect()
+    }
+
+    /// `v1,` and the base64 HMAC-SHA256 of `{id}.{timestamp}.{body}` under this secret.
+    pub fn sign(&self, id: &str, timestamp: i64, body: &[u8]) -> String {
+        // INVARIANT (hmac-any-key): HMAC takes a key of any length, so this never fails.
+        let Ok(mut mac) = Hmac::<Sha256>::new_from_slice(&self.key) else {
+            unreachable!("HMAC accepts every key length")
+        };
+        mac.update(id.as_bytes());
+        mac.update(b".");
+        mac.update(timestamp.to_string().as_bytes());
+        mac.update(b".");
+        mac.update(body);
+        format!("v1,{}", STANDARD.encode(mac.finalize().into_bytes()))
+    }
+}
+
+/// The `webhook-signature` header for these secrets: one `v1,` signature per secret, separated
+/// by single spaces.
+pub fn signature_header(
+    secrets: &[WebhookSecret],
+    id: &str,
+    timestamp: i64,
+    body: &[u8],
+) -> String {
+    secrets
+        .iter()
+        .map(|secret| secret.sign(id, timestamp, body))
+        .collect::<Vec<_>>()
+        .join(" ")
+}
+
+/// One webhook endpoint: where to POST, and the secrets that sign.
+#[derive(Clone, Debug)]
+pub struct WebhookEndpoint {
+    url: String,
+    secrets: Vec<WebhookSecret>,
+}
+
+impl WebhookEndpoint {
+    /// An endpoint at `url` (`http://` only) signed by `secrets` (at least one).
+    ///
+    /// # Errors
+    ///
+    /// [`WebhookConfigError::Url`], [`WebhookConfigError::NoSecret`].
+    pub fn new(
+        url: &str,
+        secrets: Vec<WebhookSecret>,
+    ) -> Result<WebhookEndpoint, WebhookConfigError> {
+        let parsed = reqwest::Url::parse(url).map_err(|_| WebhookConfigError::Url {
+            url: url.to_owned(),
+        })?;
+        if parsed.scheme() != "http" || parsed.host_str().is_none() {
+            return Err(WebhookConfigError::Url {
+                url: url.to_owned(),
+            });
+        }
+        if secrets.is_empty() {
+            return Err(WebhookConfigError::NoSecret {
+                url: url.to_owned(),
+            });
+        }
+        Ok(WebhookEndpoint {
+            url: url.to_owned(),
+            secrets,
+        })
+    }
+
+    /// The URL, as given: the delivery rows name the endpoint by it.
+    pub fn url(&self) -> &str {
+        &self.url
+    }
+
+    /// POST one event: `Ok` for a 2xx answer, otherwise why not (a status, or a transport
+    /// error without the URL, which may carry a token in its query).
+    pub(crate) async fn post(
+        &self,
+        client: &reqwest::Client,
+        event_id: &str,
+        body: &str,
+        timestamp: i64,
+        timeout: Duration,
+    ) -> Result<(), String> {
+        let signature = signature_header(&self.secrets, event_id, timestamp, body.as_bytes());
+        let sent = client
+            .post(&self.url)
+            .timeout(timeout)
+            .header("content-type", "application/json")
+            .header(
+                "user-agent",
+                concat!("countersign/", env!("CARGO_PKG_VERSION")),
+            )
+            .header("webhook-id", event_id)
+            .header("webhook-timestamp", timestamp.to_string())
+            .header("webhook-signature", signature)
+            .body(body.to_owned())
+            .send()
+            .await;
+        match sent {
+            Ok(response) if response.status().is_success() => Ok(()),
+            Ok(response) => Err(format!("HTTP {}", response.status().as_u16())),
+            Err(error) if error.is_timeout() => {
+                Err(format!("no answer within {}s", timeout.as_secs_f64()))
+            }
+            Err(error) => Err(format!("cannot deliver: {}", error.without_url())),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The Standard Webhooks reference implementations' published vector: reproducing it is
+    /// what says a receiver's library will accept our signatures.
+    #[test]
+    fn signatures_reproduce_the_standard_webhooks_test_vector() {
+        let secret = WebhookSecret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "test")
+            .expect("the vector's secret");
+        assert_eq!(
+            secret.sign(
+                "msg_p5jXN8AQM9LWM0D4loKWxJek",
+                1_614_265_330,
+                br#"{"test": 2432232314}"#
+            ),
+            "v1,g0hM9SsE+OTPJTGt/tmIKtSyZlE3uFJELVlNIOLJ1OE="
+        );
+    }
+
+    #[test]
+    fn during_a_rotation_every_secret_signs() {
+        let text =
+            "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw\n\nwhsec_AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA\n";
+        let secrets = WebhookSecret::parse_all(text, "secrets.txt").expect("two secrets");
+        let header = signature_header(&secrets, "evt_1", 1, b"{}");
+        let parts: Vec<&str> = header.split(' ').collect();
+        assert_eq!(parts.len(), 2);
+        assert_eq!(parts[0], secrets[0].sign("evt_1", 1, b"{}"));
+        assert_ne!(parts[0], parts[1]);
+    }
+
+    #[test]
+    fn refuses_what_is_not_a_secret_without_showing_it() {
+        for text in ["hunter2", "whsec_not base64!", "whsec_c2hvcnQ="] {
+            let error = WebhookSecret::parse(text, "secret.txt").expect_err(text);
+            assert!(!error.to_string().contains(text), "{error}");
+            assert!(error.to_string().contains("secret.txt"));
+        }
+        let secret =
+            WebhookSecret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "x").expect("secret");
+        assert_eq!(format!("{secret:?}"), "WebhookSecret(***)");
+    }
+
+    #[test]
+    fn endpoints_are_http_urls_with_a_secret() {
+        let secret = || {
+            vec![
+                WebhookSecret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "x")
+                    .expect("secret"),
+            ]
+        };
+        assert!(WebhookEndpoint::new("http://127.0.0.1:9/hook", secret()).is_ok());
+        assert!(matches!(
+            WebhookEndpoint::new("https://example.com/hook", secret()),
+            Err(WebhookConfigError::Url { .. })
+        ));
+        assert!(matches!(
+            WebhookEndpoint::new("not a url", secret()),
+            Err(WebhookConfigError::Url { .. })
+        ));
+        assert!(matches!(
+            WebhookEndpoint::new("http://127.0.0.1:9/hook", Vec::new()),
+            Err(WebhookConfigError::NoSecret { .. })
+        ));
+    }
+}
