@@ -5,6 +5,7 @@
 mod bench_stores;
 mod conformance_stores;
 mod dist;
+mod templates;
 mod tidy;
 
 use std::path::{Path, PathBuf};
@@ -101,7 +102,7 @@ pub(crate) fn project_root() -> PathBuf {
 }
 
 /// The folder cargo builds into (`CARGO_TARGET_DIR`, or `target/` in the project).
-fn target_dir(root: &Path) -> PathBuf {
+pub(crate) fn target_dir(root: &Path) -> PathBuf {
     std::env::var_os("CARGO_TARGET_DIR")
         .map(PathBuf::from)
         .unwrap_or_else(|| root.join("target"))
@@ -187,6 +188,10 @@ fn test(_args: &[String]) -> Result<()> {
         .current_dir(&root)
         .args(["bench/compare/run.sh", "--smoke"]);
     run(compare)?;
+    // The adapter templates, from copies outside the workspace, as an adapter author's CI runs
+    // them (the Python one with the wheel the adapters' tests built).
+    templates::rust_template(&root)?;
+    templates::python_template(&root)?;
     // The conformance reports, as a user of the kit sees them.
     conformance_adapters(&[])?;
     conformance_stores::run(&["--stores".to_owned()])?;
