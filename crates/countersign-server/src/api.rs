@@ -596,6 +596,21 @@ fn note_of(object: &serde_json::Map<String, serde_json::Value>) -> Result<Option
     }
 }
 
+/// The request id in a route's `{id}`; an id of the wrong shape is an unknown request (404).
+fn request_id_in(path: Result<Path<String>, PathRejection>) -> Result<ApprovalId, Problem> {
+    let Path(id) = path.map_err(|error| path_problem(&error))?;
+    ApprovalId::parse(&id).map_err(|_| {
+        Problem::new(
+            StatusCode::NOT_FOUND,
+            "unknown_request",
+            format!(
+                "no approval request `{}`: list yours with `GET /api/v1/approvals`",
+                id.escape_debug()
+            ),
+        )
+    })
+}
+
 /// `POST /api/v1/approvals/{id}/answer`: `{decision, action_hash, note}`, judged by the kernel
 /// against the request's stored rule.
 async fn answer(
@@ -605,17 +620,7 @@ async fn answer(
     body: Result<Bytes, BytesRejection>,
 ) -> Answer {
     let caller = service.caller(&headers, true)?;
-    let Path(id) = path.map_err(|error| path_problem(&error))?;
-    let request_id = ApprovalId::parse(&id).map_err(|_| {
-        Problem::new(
-            StatusCode::NOT_FOUND,
-            "unknown_request",
-            format!(
-                "no approval request `{}`: list yours with `GET /api/v1/approvals`",
-                id.escape_debug()
-            ),
-        )
-    })?;
+    let request_id = request_id_in(path)?;
     let object = body_object(&headers, body, &["decision", "action_hash", "note"])?;
     // Strictly: only "approve", "deny" and "reject" are decisions; the kernel records anything
     // else as a refused answer (`invalid_decision`).

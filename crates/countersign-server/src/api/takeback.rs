@@ -51,17 +51,7 @@ async fn take_back(
     take: Take,
 ) -> Answer {
     let caller = service.caller(&headers, true)?;
-    let Path(id) = path.map_err(|error| path_problem(&error))?;
-    let request_id = ApprovalId::parse(&id).map_err(|_| {
-        Problem::new(
-            StatusCode::NOT_FOUND,
-            "unknown_request",
-            format!(
-                "no approval request `{}`: list yours with `GET /api/v1/approvals`",
-                id.escape_debug()
-            ),
-        )
-    })?;
+    let request_id = request_id_in(path)?;
     let object = body_object(&headers, body, &["note"])?;
     let note = note_of(&object)?;
     let record = service.withdraw_as(&caller, request_id, take, note).await?;

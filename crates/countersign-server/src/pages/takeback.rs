@@ -15,18 +15,16 @@ pub(super) async fn take_back(
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
 ) -> Response {
-    let fields = match browser::form_fields(&headers, &body) {
-        Ok(fields) => fields,
-        Err(problem) => return service.refused_page(None, problem, false),
+    let form = match service.request_form(&headers, path, &body) {
+        Ok(form) => form,
+        Err(refused) => return *refused,
     };
-    let viewer = match service.poster(&headers, &fields) {
-        Ok(viewer) => viewer,
-        Err(problem) => return service.refused_page(None, problem, false),
-    };
-    let id = path.map(|Path(id)| id).unwrap_or_default();
-    let Ok(request_id) = ApprovalId::parse(&id) else {
-        return service.refused_page(Some(&viewer), unknown_request(&id), false);
-    };
+    let RequestForm {
+        fields,
+        viewer,
+        id,
+        request_id,
+    } = form;
     let take = match fields.get("take").map(String::as_str) {
         Some("revoke") => Take::Revoke,
         Some("cancel") => Take::Cancel,
@@ -41,14 +39,12 @@ pub(super) async fn take_back(
             return request_with_refusal(&service, &viewer, &id, problem, NOT_TAKEN_BACK).await;
         }
     };
-    let note = fields
-        .get("note")
-        .map(|note| note.trim().to_owned())
-        .filter(|note| !note.is_empty());
-    if note.as_ref().is_some_and(|note| note.len() > MAX_NOTE) {
-        let problem = Problem::invalid_body(format!("the note is longer than {MAX_NOTE} bytes"));
-        return request_with_refusal(&service, &viewer, &id, problem, NOT_TAKEN_BACK).await;
-    }
+    let note = match form_note(&fields) {
+        Ok(note) => note,
+        Err(problem) => {
+            return request_with_refusal(&service, &viewer, &id, problem, NOT_TAKEN_BACK).await;
+        }
+    };
     match service
         .withdraw_as(&viewer.caller, request_id.clone(), take, note)
         .await
