@@ -467,7 +467,8 @@ fn npm_packages(root: &Path, dist: &Path) -> Result<()> {
         .arg(target_dir(root));
     run(napi)?;
     for folder in [stage.as_path(), &root.join("adapters/openai-agents-js")] {
-        let mut pack = Command::new(node_bin.join("npm"));
+        // The machine's npm packs (the Node 22 from npm carries no npm of its own).
+        let mut pack = Command::new("npm");
         pack.current_dir(folder)
             .env("PATH", &path)
             .args(["pack", "--silent", "--pack-destination"])
@@ -668,7 +669,7 @@ fn smoke(root: &Path, dist: &Path, commit: &str) -> Result<()> {
         app.join("package.json"),
         r#"{"name": "smoke", "private": true}"#,
     )?;
-    let mut npm = Command::new(node_bin.join("npm"));
+    let mut npm = Command::new("npm");
     npm.current_dir(&app)
         .env("PATH", &node_path)
         .args(["install", "--silent", "--no-audit", "--no-fund"])
