@@ -67,6 +67,7 @@ const NoApprover = refusal('NoApprover', CountersignError, 'no_approver')
 const AnswerRefused = refusal('AnswerRefused', CountersignError, 'answer_refused', true)
 const SelfApproval = refusal('SelfApproval', AnswerRefused, 'self_approval', true)
 const InvalidDecision = refusal('InvalidDecision', AnswerRefused, 'invalid_decision', true)
+const InvalidApprover = refusal('InvalidApprover', AnswerRefused, 'invalid_approver', true)
 const NotAuthenticated = refusal('NotAuthenticated', AnswerRefused, 'not_authenticated', true)
 const NotEntitled = refusal('NotEntitled', AnswerRefused, 'not_entitled', true)
 const AnswerMismatch = refusal('AnswerMismatch', AnswerRefused, 'mismatch', true)
@@ -102,6 +103,7 @@ const classes = {
   AnswerRefused,
   SelfApproval,
   InvalidDecision,
+  InvalidApprover,
   NotAuthenticated,
   NotEntitled,
   AnswerMismatch,

@@ -213,6 +213,8 @@ export declare class NoApprover extends CountersignError {}
 export declare class AnswerRefused extends CountersignError { readonly requestId: string }
 export declare class SelfApproval extends AnswerRefused { readonly approver: string; readonly sharedGroup: string | null }
 export declare class InvalidDecision extends AnswerRefused { readonly given: string }
+/** The approver id is not `name` or `kind:name` (issue #19). */
+export declare class InvalidApprover extends AnswerRefused { readonly given: string }
 export declare class NotAuthenticated extends AnswerRefused { readonly approver: string | null }
 export declare class NotEntitled extends AnswerRefused { readonly approver: string; readonly approvers: string }
 export declare class AnswerMismatch extends AnswerRefused { readonly shown: string; readonly actionHash: string }

@@ -146,13 +146,13 @@ impl Body {
                     )),
                     // `Fail` tells the model about a failure; nothing proves the effect did not
                     // happen, so the kernel records the outcome as unknown.
-                    Ok(ToolOutput::Fail(text)) => Err(ExecutorError::failed(text)),
+                    Ok(ToolOutput::Fail(text)) => Err(ExecutorError::may_have_run(text)),
                     Ok(output) => Ok(output),
                     // The arguments did not parse: the tool did nothing.
                     Err(
                         error @ (ToolError::WrongArguments(_) | ToolError::MissingArguments(_)),
                     ) => Err(ExecutorError::not_executed(error.to_string())),
-                    Err(error) => Err(ExecutorError::failed(error.to_string())),
+                    Err(error) => Err(ExecutorError::may_have_run(error.to_string())),
                 }
             }
         }

@@ -713,7 +713,7 @@ impl UpstreamCall {
 
     fn ambiguous(&self, detail: String) -> ExecutorError {
         self.keep(Stash::Evidence(json!(detail)));
-        ExecutorError::failed(Unknown(detail))
+        ExecutorError::may_have_run(Unknown(detail))
     }
 
     async fn run(self, canonical: Value) -> Result<Value, ExecutorError> {
@@ -797,7 +797,7 @@ impl UpstreamCall {
                     "the upstream answered an error and the policy marks this tool's errors as definite: {raw}"
                 ))
             } else {
-                ExecutorError::failed(Unknown(format!(
+                ExecutorError::may_have_run(Unknown(format!(
                     "the upstream answered an error; whether the tool ran is unknown: {raw}"
                 )))
             });
@@ -812,7 +812,7 @@ impl UpstreamCall {
                     "the tool reported an error and the policy marks its errors as definite: {raw}"
                 ))
             } else {
-                ExecutorError::failed(Unknown(format!(
+                ExecutorError::may_have_run(Unknown(format!(
                     "the tool reported an error (isError); its effect is unknown: {raw}"
                 )))
             });
@@ -913,7 +913,7 @@ impl FrameworkInterrupt for Elicitation {
                 Ok(decision) => decision,
                 Err(_) => return Err(InterruptError::Suspended),
             },
-            (Some("decline"), _) => AnswerDecision::Reject,
+            (Some("decline"), _) => AnswerDecision::Deny,
             // Cancelled, an error, or an answer we cannot read: stays pending, out of band.
             _ => return Err(InterruptError::Suspended),
         };

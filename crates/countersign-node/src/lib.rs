@@ -204,13 +204,13 @@ async fn call_executor(bridge: &ExecutorBridge, canonical: String) -> Result<(),
     // A failure to queue the call, or a promise that rejected (the wrapper never rejects), is
     // an outcome nobody can know: recorded ambiguous, never retried blindly.
     let promise = bridge.call_async(canonical).await.map_err(|error| {
-        ExecutorError::failed(format!("the executor could not be called: {error}"))
+        ExecutorError::may_have_run(format!("the executor could not be called: {error}"))
     })?;
     let envelope = promise.await.map_err(|error| {
-        ExecutorError::failed(format!("the executor's promise failed: {error}"))
+        ExecutorError::may_have_run(format!("the executor's promise failed: {error}"))
     })?;
     let outcome: Outcome = serde_json::from_str(&envelope).map_err(|error| {
-        ExecutorError::failed(format!(
+        ExecutorError::may_have_run(format!(
             "the executor bridge answered `{envelope}`: {error}"
         ))
     })?;
@@ -221,7 +221,7 @@ async fn call_executor(bridge: &ExecutorBridge, canonical: String) -> Result<(),
             message,
             ..
         } => Err(ExecutorError::not_executed(message)),
-        Outcome { message, .. } => Err(ExecutorError::failed(message)),
+        Outcome { message, .. } => Err(ExecutorError::may_have_run(message)),
     }
 }
 
@@ -409,7 +409,8 @@ impl NativeControl {
         action_hash: Option<String>,
     ) -> napi::Result<String> {
         let id = parse_approval_id(&request_id)?;
-        let submitted: Option<serde_json::Value> = serde_json::from_str(&decision_json).ok();
+        // The strict reader: a decision sent twice is no decision (`invalid_decision`).
+        let submitted: Option<serde_json::Value> = countersign::json::read(&decision_json).ok();
         let decision = AnswerDecision::from_submitted(submitted.as_ref());
         let credential = match (token, approver) {
             (Some(token), _) => countersign::approver::Credential::Token(token),

@@ -178,7 +178,7 @@ fn executor_error(py: Python<'_>, error: PyErr, raised: &Raised) -> ExecutorErro
     if is_not_executed {
         ExecutorError::not_executed(message)
     } else {
-        ExecutorError::failed(format!("{type_name}: {message}"))
+        ExecutorError::may_have_run(format!("{type_name}: {message}"))
     }
 }
 
@@ -470,9 +470,21 @@ impl NativeControl {
     }
 
     /// The kernel's `needs_approval` predicate; writes nothing.
+    ///
+    /// The arguments are read by the kernel's strict reader (`countersign::json::read`): a
+    /// duplicate key, nesting past 64 levels or an integer outside ±(2^53−1) raises
+    /// `InvalidArguments`, as `evaluate` does.
     fn needs_approval(&self, py: Python<'_>, action: &str, arguments_json: &str) -> PyResult<bool> {
-        let arguments: serde_json::Value = serde_json::from_str(arguments_json)
-            .map_err(|error| PyValueError::new_err(format!("arguments are not JSON: {error}")))?;
+        let arguments = countersign::json::read(arguments_json).map_err(|error| {
+            control_error(
+                py,
+                countersign::ControlError::InvalidArguments {
+                    action: action.to_owned(),
+                    source: error.source,
+                },
+                None,
+            )
+        })?;
         countersign::needs_approval(&self.control, action, &arguments)
             .map_err(|error| control_error(py, error, None))
     }
@@ -559,7 +571,8 @@ impl NativeControl {
         action_hash: Option<&str>,
     ) -> PyResult<String> {
         let id = ApprovalId::parse(request_id).map_err(PyValueError::new_err)?;
-        let submitted: Option<serde_json::Value> = serde_json::from_str(decision_json).ok();
+        // The strict reader: a decision sent twice is no decision (`invalid_decision`).
+        let submitted: Option<serde_json::Value> = countersign::json::read(decision_json).ok();
         let decision = AnswerDecision::from_submitted(submitted.as_ref());
         let credential = match (token, approver) {
             (Some(token), _) => countersign::approver::Credential::Token(token.to_owned()),

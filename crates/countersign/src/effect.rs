@@ -261,9 +261,11 @@ pub enum ExecutorError {
     /// non-executing). Retry allowed.
     #[error("not executed: {0}")]
     NotExecuted(String),
-    /// The executor failed in a way that does not prove the effect did not happen.
+    /// The executor failed in a way that does not prove the effect did not happen: it may have
+    /// run (the effect becomes `ambiguous`). Named for what it means, unlike the effect state
+    /// `failed`, which means "did not run" (issue #19; this variant was `Failed`).
     #[error("{0}")]
-    Failed(Box<dyn std::error::Error + Send + Sync>),
+    MayHaveRun(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl ExecutorError {
@@ -273,8 +275,10 @@ impl ExecutorError {
     }
 
     /// The executor failed; the effect may have happened.
-    pub fn failed(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> ExecutorError {
-        ExecutorError::Failed(error.into())
+    pub fn may_have_run(
+        error: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> ExecutorError {
+        ExecutorError::MayHaveRun(error.into())
     }
 }
 
@@ -285,7 +289,7 @@ impl ExecutorError {
 /// |---|---|
 /// | nothing was sent (connection refused, DNS failure) | `NotExecuted` |
 /// | 4xx except 408 and 429: the upstream validated and refused the request | `NotExecuted` (documented choice: a definite refusal; the retry will usually be refused the same way) |
-/// | 408, 429, any 5xx, a read timeout or a cut connection after the request was sent | `Failed` (ambiguous) |
+/// | 408, 429, any 5xx, a read timeout or a cut connection after the request was sent | `MayHaveRun` (ambiguous) |
 /// | 503 (or any 5xx) carrying an explicit "not processed" marker **that the operator configured as trusted** | `NotExecuted` |
 ///
 /// `sent` is false only when no byte of the request left the process; `status` is the
@@ -312,7 +316,7 @@ pub fn classify_http_failure(
     if definite {
         ExecutorError::not_executed(what)
     } else {
-        ExecutorError::failed(what)
+        ExecutorError::may_have_run(what)
     }
 }
 

@@ -231,7 +231,7 @@ async fn a_denied_action_reaches_the_caller_as_itself() {
     assert!(matches!(
         refusal,
         ControlError::ActionDenied {
-            reason: "unknown_action",
+            reason: countersign::DenyReason::UnknownAction,
             ..
         }
     ));

@@ -149,7 +149,7 @@ pub(super) async fn grant_versus_deny_race_has_one_winner(
         let id = request_approval(&control, &format!("g{round}")).await?;
         let barrier = Arc::new(tokio::sync::Barrier::new(2));
         let mut tasks = Vec::new();
-        for (index, decision) in [AnswerDecision::Approve, AnswerDecision::Reject]
+        for (index, decision) in [AnswerDecision::Approve, AnswerDecision::Deny]
             .into_iter()
             .enumerate()
         {
@@ -360,7 +360,7 @@ pub(super) async fn first_answer_stands(context: &CaseContext<'_>) -> Result<(),
     let id = granted(&control, "f1").await?;
     let receipts = all_receipts(fresh.store.as_ref()).await?.len();
     let second = control
-        .answer(&id, AnswerDecision::Reject, "human:late", None)
+        .answer(&id, AnswerDecision::Deny, "human:late", None)
         .await;
     ensure(
         matches!(&second, Err(error) if error.reason() == "already_decided"),

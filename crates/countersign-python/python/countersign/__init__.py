@@ -61,6 +61,7 @@ from .errors import (
     SelfApproval,
     StoreError,
     AnswerRefused,
+    InvalidApprover,
     InvalidDecision,
     NotAuthenticated,
     NotEntitled,

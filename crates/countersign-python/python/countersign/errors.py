@@ -43,6 +43,7 @@ __all__ = [
     "NoApprover",
     "AnswerRefused",
     "SelfApproval",
+    "InvalidApprover",
     "InvalidDecision",
     "NotAuthenticated",
     "NotEntitled",
@@ -321,6 +322,15 @@ class InvalidDecision(AnswerRefused):
     ...): nothing changed (case B38). Attributes: ``request_id``, ``given`` (as JSON)."""
 
     default_reason = "invalid_decision"
+    given: str
+
+
+class InvalidApprover(AnswerRefused):
+    """The approver id is not of the one shape: a name such as ``alice`` or ``kind:name`` such
+    as ``human:alice`` (``"human:"``, ``":"`` and ``"human: bob"`` are refused): nothing changed
+    (issue #19). Attributes: ``request_id``, ``given``."""
+
+    default_reason = "invalid_approver"
     given: str
 
 

@@ -397,6 +397,52 @@ async fn refuses_malformed_decisions_and_bodies(backend: Backend, case: &str) {
         (status, problem["reason"].as_str()),
         (400, Some("malformed_body"))
     );
+    // Issue #19: the body goes through the kernel's one strict reader. A decision sent twice is
+    // refused (never "the last one wins"), and so is a body nested past 64 levels.
+    let twice = format!(
+        r#"{{"decision":"deny","decision":"approve","action_hash":"{}"}}"#,
+        hash.as_str()
+    );
+    let (status, problem) = read(
+        harness
+            .client
+            .post(harness.url(&path))
+            .bearer_auth(&alice)
+            .header("content-type", "application/json")
+            .body(twice)
+            .send()
+            .await
+            .expect("answer"),
+    )
+    .await;
+    assert_eq!(
+        (status, problem["reason"].as_str()),
+        (400, Some("malformed_body")),
+        "{problem}"
+    );
+    let detail = problem["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("`decision`") && detail.contains("line 1"),
+        "{problem}"
+    );
+    let deep = format!(r#"{{"note":{}1{}}}"#, "[".repeat(200), "]".repeat(200));
+    let (status, problem) = read(
+        harness
+            .client
+            .post(harness.url(&path))
+            .bearer_auth(&alice)
+            .header("content-type", "application/json")
+            .body(deep)
+            .send()
+            .await
+            .expect("answer"),
+    )
+    .await;
+    assert_eq!(
+        (status, problem["reason"].as_str()),
+        (400, Some("malformed_body")),
+        "{problem}"
+    );
     let (status, problem) = read(
         raw("decision=approve", "application/x-www-form-urlencoded")
             .await

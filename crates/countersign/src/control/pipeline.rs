@@ -16,7 +16,7 @@ use crate::effect::{
     AttemptContext, EffectRecord, EffectState, ExecutorError, ReconcileHook, Reconciled,
     RetryDecision,
 };
-use crate::error::{ControlError, ResolveError};
+use crate::error::{ControlError, DenyReason, Reason, ResolveError};
 use crate::evidence::{ReceiptDraft, ReceiptKind, ReceiptOutcome};
 use crate::id::random_id;
 use crate::policy::{Decision, Mode};
@@ -30,7 +30,7 @@ use super::{ActionRequest, Control, DENIED_BY_POLICY, Executed, ExitStatusSlot, 
 enum ExecutorOutcome<T> {
     Value(T),
     NotExecuted(String),
-    Failed(String),
+    MayHaveRun(String),
     Panicked(String),
     TimedOut(Duration),
 }
@@ -213,7 +213,7 @@ impl Control {
         prepared: &Prepared,
         attempt_id: &str,
         draft: ReceiptDraft,
-    ) -> Result<&'static str, ControlError> {
+    ) -> Result<DenyReason, ControlError> {
         let store_error = |source| ControlError::Store {
             after_run: false,
             source,
@@ -244,7 +244,16 @@ impl Control {
                     .await
                     .map_err(store_error)?
                 {
-                    BeginOutcome::Refused { refusal, .. } => Ok(refusal.reason()),
+                    // The grant is voided (`policy_changed`); a grant the store refused for
+                    // another reason (expired, another run's) stays as it was, and the action
+                    // is denied for the policy's own reason.
+                    BeginOutcome::Refused { refusal, .. } => {
+                        if refusal.kind() == Reason::PolicyChanged {
+                            Ok(DenyReason::PolicyChanged)
+                        } else {
+                            Ok(prepared.denial)
+                        }
+                    }
                     BeginOutcome::Started { .. } => Err(ControlError::Internal(
                         "a denied action consumed an approval".to_owned(),
                     )),
@@ -257,7 +266,7 @@ impl Control {
             .append_receipt(draft, self.now())
             .await
             .map_err(store_error)?;
-        Ok(prepared.reason)
+        Ok(prepared.denial)
     }
 
     /// Steps 4–7.
@@ -372,7 +381,7 @@ impl Control {
                 Some("not_executed"),
                 Some(message.clone()),
             ),
-            ExecutorOutcome::Failed(message) => (
+            ExecutorOutcome::MayHaveRun(message) => (
                 EffectState::Ambiguous,
                 ReceiptOutcome::Ambiguous,
                 Some("executor_error"),
@@ -468,10 +477,10 @@ impl Control {
         let would = match prepared.decision {
             Decision::Allow => "would_allow",
             Decision::Approve => "would_require_approval",
-            Decision::Deny => match prepared.reason {
-                "unknown_action" => "would_deny_unknown_action",
-                "no_matching_rule" => "would_deny_no_matching_rule",
-                _ => "would_deny",
+            Decision::Deny => match prepared.denial {
+                DenyReason::UnknownAction => "would_deny_unknown_action",
+                DenyReason::NoMatchingRule => "would_deny_no_matching_rule",
+                DenyReason::Denied | DenyReason::PolicyChanged => "would_deny",
             },
         };
         let outcome = run_executor(
@@ -483,7 +492,7 @@ impl Control {
         let detail = match &outcome {
             ExecutorOutcome::Value(_) => None,
             ExecutorOutcome::NotExecuted(message) => Some(format!("not executed: {message}")),
-            ExecutorOutcome::Failed(message) => Some(format!("executor error: {message}")),
+            ExecutorOutcome::MayHaveRun(message) => Some(format!("executor error: {message}")),
             ExecutorOutcome::Panicked(message) => Some(format!("the executor panicked: {message}")),
             ExecutorOutcome::TimedOut(limit) => {
                 Some(format!("the executor ran past its {limit:?} timeout"))
@@ -536,7 +545,7 @@ where
     match result {
         Ok(Ok(value)) => ExecutorOutcome::Value(value),
         Ok(Err(ExecutorError::NotExecuted(message))) => ExecutorOutcome::NotExecuted(message),
-        Ok(Err(ExecutorError::Failed(error))) => ExecutorOutcome::Failed(error.to_string()),
+        Ok(Err(ExecutorError::MayHaveRun(error))) => ExecutorOutcome::MayHaveRun(error.to_string()),
         Err(payload) => ExecutorOutcome::Panicked(panic_message(payload.as_ref())),
     }
 }
