@@ -302,12 +302,10 @@ impl KitSession {
             .map_err(|error| misuse(&format!("arguments are not JSON: {error}")))?;
         match self.tool.clone().call(arguments).await {
             Ok(value) => Ok(value.to_string()),
-            Err(countersign::ExecutorError::NotExecuted(reason)) => {
-                Err(errors::not_executed(&reason))
-            }
-            Err(countersign::ExecutorError::MayHaveRun(error)) => {
-                Err(napi::Error::from_reason(error.to_string()))
-            }
+            Err(error) => match error.not_executed_reason() {
+                Some(reason) => Err(errors::not_executed(reason)),
+                None => Err(napi::Error::from_reason(error.to_string())),
+            },
         }
     }
 

@@ -296,13 +296,13 @@ impl KitSession {
         // The kit's executor never waits on anything: a local executor drives it.
         match py.detach(|| futures::executor::block_on(tool.call(arguments))) {
             Ok(value) => Ok(value.to_string()),
-            Err(countersign::ExecutorError::NotExecuted(reason)) => {
-                let class = py.import("countersign.errors")?.getattr("NotExecuted")?;
-                Err(PyErr::from_value(class.call1((reason,))?))
-            }
-            Err(countersign::ExecutorError::MayHaveRun(error)) => {
-                Err(PyRuntimeError::new_err(error.to_string()))
-            }
+            Err(error) => match error.not_executed_reason() {
+                Some(reason) => {
+                    let class = py.import("countersign.errors")?.getattr("NotExecuted")?;
+                    Err(PyErr::from_value(class.call1((reason,))?))
+                }
+                None => Err(PyRuntimeError::new_err(error.to_string())),
+            },
         }
     }
 

@@ -266,12 +266,63 @@ pub enum ExecutorError {
     /// `failed`, which means "did not run" (issue #19; this variant was `Failed`).
     #[error("{0}")]
     MayHaveRun(Box<dyn std::error::Error + Send + Sync>),
+    /// Another executor error with the executor's evidence attached (for example the raw reply
+    /// of an upstream server), built by [`ExecutorError::with_evidence`]. The kernel classifies
+    /// it as the error it wraps and hands the evidence back in the refusal
+    /// (`ControlError::NotExecuted` / `ControlError::OutcomeUnknown`, field `evidence`), so a
+    /// caller never needs a side channel to learn what the executor saw (issue #19).
+    #[error("{error}")]
+    WithEvidence {
+        /// The error itself.
+        error: Box<ExecutorError>,
+        /// What the executor kept, as JSON (data, never an instruction).
+        evidence: serde_json::Value,
+    },
+}
+
+/// An [`ExecutorError`] without its evidence: what the kernel classifies.
+pub(crate) enum BareExecutorError {
+    /// [`ExecutorError::NotExecuted`].
+    NotExecuted(String),
+    /// [`ExecutorError::MayHaveRun`].
+    MayHaveRun(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl ExecutorError {
     /// The effect definitely did not happen, for the reason given.
     pub fn not_executed(reason: impl Into<String>) -> ExecutorError {
         ExecutorError::NotExecuted(reason.into())
+    }
+
+    /// This error with `evidence` attached (the outermost evidence wins when nested).
+    pub fn with_evidence(self, evidence: serde_json::Value) -> ExecutorError {
+        ExecutorError::WithEvidence {
+            error: Box::new(self),
+            evidence,
+        }
+    }
+
+    /// The reason, when the error (or the one it wraps) says the effect definitely did not
+    /// happen.
+    pub fn not_executed_reason(&self) -> Option<&str> {
+        match self {
+            ExecutorError::NotExecuted(reason) => Some(reason),
+            ExecutorError::MayHaveRun(_) => None,
+            ExecutorError::WithEvidence { error, .. } => error.not_executed_reason(),
+        }
+    }
+
+    /// The error without its evidence, and the evidence.
+    pub(crate) fn into_parts(self) -> (BareExecutorError, Option<serde_json::Value>) {
+        match self {
+            ExecutorError::NotExecuted(reason) => (BareExecutorError::NotExecuted(reason), None),
+            ExecutorError::MayHaveRun(error) => (BareExecutorError::MayHaveRun(error), None),
+            ExecutorError::WithEvidence { error, evidence } => {
+                let (bare, inner) = error.into_parts();
+                // The outermost evidence wins; an inner one is kept only when it is alone.
+                (bare, Some(evidence).or(inner))
+            }
+        }
     }
 
     /// The executor failed; the effect may have happened.

@@ -236,6 +236,8 @@ pub enum ControlError {
         effect_key: Option<EffectKey>,
         /// The executor's reason.
         message: String,
+        /// What the executor kept ([`crate::ExecutorError::with_evidence`]), if anything.
+        evidence: Option<serde_json::Value>,
     },
     /// The executor ran and its outcome is unknown (an error, a panic, a timeout, a dropped
     /// future). The effect is `ambiguous`; retries are refused until resolved.
@@ -247,6 +249,8 @@ pub enum ControlError {
         effect_key: Option<EffectKey>,
         /// What happened.
         cause: String,
+        /// What the executor kept ([`crate::ExecutorError::with_evidence`]), if anything.
+        evidence: Option<serde_json::Value>,
     },
     /// The store failed.
     #[error("{}{source}", store_prefix(*after_run))]

@@ -13,8 +13,8 @@ use crate::action::ActionHash;
 use crate::approval::{ApprovalId, ApprovalState};
 use crate::clock::Clock;
 use crate::effect::{
-    AttemptContext, EffectRecord, EffectState, ExecutorError, ReconcileHook, Reconciled,
-    RetryDecision,
+    AttemptContext, BareExecutorError, EffectRecord, EffectState, ExecutorError, ReconcileHook,
+    Reconciled, RetryDecision,
 };
 use crate::error::{ControlError, DenyReason, Reason, ResolveError};
 use crate::evidence::{ReceiptDraft, ReceiptKind, ReceiptOutcome};
@@ -29,10 +29,23 @@ use super::{ActionRequest, Control, DENIED_BY_POLICY, Executed, ExitStatusSlot, 
 
 enum ExecutorOutcome<T> {
     Value(T),
-    NotExecuted(String),
-    MayHaveRun(String),
+    NotExecuted(String, Option<serde_json::Value>),
+    MayHaveRun(String, Option<serde_json::Value>),
     Panicked(String),
     TimedOut(Duration),
+}
+
+impl<T> ExecutorOutcome<T> {
+    /// The evidence the executor's error carried.
+    fn take_evidence(&mut self) -> Option<serde_json::Value> {
+        match self {
+            ExecutorOutcome::NotExecuted(_, evidence)
+            | ExecutorOutcome::MayHaveRun(_, evidence) => evidence.take(),
+            ExecutorOutcome::Value(_)
+            | ExecutorOutcome::Panicked(_)
+            | ExecutorOutcome::TimedOut(_) => None,
+        }
+    }
 }
 
 /// Turns an attempt ambiguous if its future is dropped while the executor runs.
@@ -375,13 +388,13 @@ impl Control {
                 None,
                 None,
             ),
-            ExecutorOutcome::NotExecuted(message) => (
+            ExecutorOutcome::NotExecuted(message, _) => (
                 EffectState::Failed,
                 ReceiptOutcome::Failed,
                 Some("not_executed"),
                 Some(message.clone()),
             ),
-            ExecutorOutcome::MayHaveRun(message) => (
+            ExecutorOutcome::MayHaveRun(message, _) => (
                 EffectState::Ambiguous,
                 ReceiptOutcome::Ambiguous,
                 Some("executor_error"),
@@ -419,16 +432,22 @@ impl Control {
                 after_run: true,
                 source,
             })?;
+        let mut outcome = outcome;
+        let evidence = outcome.take_evidence();
         match outcome {
             ExecutorOutcome::Value(value) => Ok(Executed { value, receipt }),
-            ExecutorOutcome::NotExecuted(message) => Err(ControlError::NotExecuted {
+            ExecutorOutcome::NotExecuted(message, _) => Err(ControlError::NotExecuted {
                 effect_key: action.effect_key.clone(),
                 message,
+                evidence,
             }),
-            _ => Err(ControlError::OutcomeUnknown {
+            ExecutorOutcome::MayHaveRun(..)
+            | ExecutorOutcome::Panicked(_)
+            | ExecutorOutcome::TimedOut(_) => Err(ControlError::OutcomeUnknown {
                 action: action.name.clone(),
                 effect_key: action.effect_key.clone(),
                 cause: detail.unwrap_or_default(),
+                evidence,
             }),
         }
     }
@@ -491,8 +510,8 @@ impl Control {
         .await;
         let detail = match &outcome {
             ExecutorOutcome::Value(_) => None,
-            ExecutorOutcome::NotExecuted(message) => Some(format!("not executed: {message}")),
-            ExecutorOutcome::MayHaveRun(message) => Some(format!("executor error: {message}")),
+            ExecutorOutcome::NotExecuted(message, _) => Some(format!("not executed: {message}")),
+            ExecutorOutcome::MayHaveRun(message, _) => Some(format!("executor error: {message}")),
             ExecutorOutcome::Panicked(message) => Some(format!("the executor panicked: {message}")),
             ExecutorOutcome::TimedOut(limit) => {
                 Some(format!("the executor ran past its {limit:?} timeout"))
@@ -510,16 +529,22 @@ impl Control {
                 after_run: true,
                 source,
             })?;
+        let mut outcome = outcome;
+        let evidence = outcome.take_evidence();
         match outcome {
             ExecutorOutcome::Value(value) => Ok(Executed { value, receipt }),
-            ExecutorOutcome::NotExecuted(message) => Err(ControlError::NotExecuted {
+            ExecutorOutcome::NotExecuted(message, _) => Err(ControlError::NotExecuted {
                 effect_key: None,
                 message,
+                evidence,
             }),
-            _ => Err(ControlError::OutcomeUnknown {
+            ExecutorOutcome::MayHaveRun(..)
+            | ExecutorOutcome::Panicked(_)
+            | ExecutorOutcome::TimedOut(_) => Err(ControlError::OutcomeUnknown {
                 action: prepared.action.name.clone(),
                 effect_key: None,
                 cause: detail.unwrap_or_default(),
+                evidence,
             }),
         }
     }
@@ -544,8 +569,14 @@ where
     };
     match result {
         Ok(Ok(value)) => ExecutorOutcome::Value(value),
-        Ok(Err(ExecutorError::NotExecuted(message))) => ExecutorOutcome::NotExecuted(message),
-        Ok(Err(ExecutorError::MayHaveRun(error))) => ExecutorOutcome::MayHaveRun(error.to_string()),
+        Ok(Err(error)) => match error.into_parts() {
+            (BareExecutorError::NotExecuted(message), evidence) => {
+                ExecutorOutcome::NotExecuted(message, evidence)
+            }
+            (BareExecutorError::MayHaveRun(error), evidence) => {
+                ExecutorOutcome::MayHaveRun(error.to_string(), evidence)
+            }
+        },
         Err(payload) => ExecutorOutcome::Panicked(panic_message(payload.as_ref())),
     }
 }

@@ -137,6 +137,7 @@ impl ControlError {
             ControlError::NotExecuted {
                 effect_key,
                 message,
+                ..
             } => (
                 "NotExecuted",
                 json!({"effect_key": effect_key, "detail": message}),
@@ -145,6 +146,7 @@ impl ControlError {
                 action,
                 effect_key,
                 cause,
+                ..
             } => (
                 "OutcomeUnknown",
                 json!({"action": action, "effect_key": effect_key, "detail": cause}),
