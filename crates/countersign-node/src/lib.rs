@@ -52,6 +52,16 @@ pub use crate::errors::REFUSAL_PREFIX;
 /// `CalleeHandled = false`: the function gets the text itself, not `(error, text)`.
 type ExecutorBridge = ThreadsafeFunction<String, Promise<String>, String, napi::Status, false>;
 
+/// Every refusal code of the kernel (`countersign::Reason`), in declaration order: the
+/// JavaScript `Reason` object (`errors.js`) is checked against it.
+#[napi]
+pub fn reasons() -> Vec<&'static str> {
+    countersign::Reason::ALL
+        .iter()
+        .map(|reason| reason.as_str())
+        .collect()
+}
+
 /// The kernel for one policy, one store and one principal (`Control` in `index.js`).
 #[napi]
 pub struct NativeControl {

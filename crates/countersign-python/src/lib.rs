@@ -767,8 +767,19 @@ fn parse_state(text: &str) -> PyResult<ApprovalState> {
 }
 
 /// The native half of the `countersign` package.
+/// Every refusal code of the kernel (`countersign::Reason`), in declaration order: the Python
+/// `Reason` enum is checked against it.
+#[pyfunction]
+fn reasons() -> Vec<&'static str> {
+    countersign::Reason::ALL
+        .iter()
+        .map(|reason| reason.as_str())
+        .collect()
+}
+
 #[pymodule]
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_function(wrap_pyfunction!(reasons, module)?)?;
     module.add_class::<Principal>()?;
     module.add_class::<NativeControl>()?;
     kit::register(module)?;

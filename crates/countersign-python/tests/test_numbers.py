@@ -77,3 +77,12 @@ def test_a_lone_surrogate_in_a_python_string_is_refused_never_replaced(
     # A Python string holding the pair's two code points is not the emoji in Python, but
     # json.dumps writes it as two escapes that the kernel reads as the one character U+1F600.
     assert pair.action_hash == emoji.action_hash
+
+
+def test_the_reason_enum_is_the_kernels() -> None:
+    """Issue #19: one closed set of refusal codes, the kernel's, in Python too."""
+    from countersign import _native
+
+    assert [reason.value for reason in countersign.Reason] == _native.reasons()
+    error = countersign.ApprovalDenied("no", reason="approval_denied")
+    assert error.reason is countersign.Reason.APPROVAL_DENIED and error.reason == "approval_denied"

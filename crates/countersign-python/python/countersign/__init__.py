@@ -62,6 +62,7 @@ from .errors import (
     StoreError,
     AnswerRefused,
     InvalidApprover,
+    Reason,
     InvalidDecision,
     NotAuthenticated,
     NotEntitled,
