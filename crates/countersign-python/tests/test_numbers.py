@@ -86,3 +86,5 @@ def test_the_reason_enum_is_the_kernels() -> None:
     assert [reason.value for reason in countersign.Reason] == _native.reasons()
     error = countersign.ApprovalDenied("no", reason="approval_denied")
     assert error.reason is countersign.Reason.APPROVAL_DENIED and error.reason == "approval_denied"
+    assert f"{error.reason}" == str(error.reason) == "approval_denied"
+    assert json.dumps({"reason": error.reason}) == '{"reason": "approval_denied"}'

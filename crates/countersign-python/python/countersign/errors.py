@@ -63,7 +63,14 @@ class Reason(str, enum.Enum):
 
     The same set as the kernel's ``countersign::Reason`` (issue #19);
     ``tests/test_numbers.py::test_the_reason_enum_is_the_kernels`` checks they agree.
+    ``str()`` and f-strings give the wire string, as they did when ``reason`` was a plain ``str``.
     """
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, format_spec: str) -> str:
+        return format(str(self.value), format_spec)
 
     INVALID_ARGUMENTS = "invalid_arguments"
     BAD_TEMPLATE = "bad_template"
