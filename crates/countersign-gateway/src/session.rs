@@ -631,9 +631,9 @@ impl Inner {
                     Some(Evidence::ToolError(mut result)) => {
                         // The tool's own error result, as it sent it, marked with what
                         // Countersign recorded: the client's view and the record agree.
-                        let outcome = match &error {
-                            ControlError::NotExecuted { .. } => "failed",
-                            _ => "ambiguous",
+                        let outcome = match error.did_run() {
+                            countersign::DidRun::No => "failed",
+                            countersign::DidRun::Maybe => "ambiguous",
                         };
                         attach_meta(
                             &mut result,

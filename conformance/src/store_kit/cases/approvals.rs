@@ -173,7 +173,7 @@ pub(super) async fn grant_versus_deny_race_has_one_winner(
                 .map_err(|error| format!("a task panicked: {error}"))?;
             match result {
                 Ok(_) => winners.push(decision),
-                Err(error) if error.reason() == "already_decided" => {}
+                Err(error) if error.kind() == countersign::Reason::AlreadyDecided => {}
                 Err(error) => {
                     return Err(format!(
                         "an answer failed with `{}`: {error}",
@@ -271,7 +271,7 @@ pub(super) async fn single_use(context: &CaseContext<'_>) -> Result<(), KitError
     )
     .await
     .err()
-    .filter(|error| error.reason() == "not_executed")
+    .filter(|error| error.kind() == countersign::Reason::NotExecuted)
     .ok_or("the first use should end not_executed")?;
     // Even though the effect may be retried, the approval may not be reused.
     let second = run_counted(
@@ -363,7 +363,7 @@ pub(super) async fn first_answer_stands(context: &CaseContext<'_>) -> Result<(),
         .answer(&id, AnswerDecision::Deny, "human:late", None)
         .await;
     ensure(
-        matches!(&second, Err(error) if error.reason() == "already_decided"),
+        matches!(&second, Err(error) if error.kind() == countersign::Reason::AlreadyDecided),
         || format!("a second, different answer got {second:?}"),
     )?;
     // The refused answer is recorded (who sent it, why), and nothing else is.
