@@ -383,7 +383,7 @@ async fn refuses_malformed_decisions_and_bodies(backend: Backend, case: &str) {
         (status, problem["reason"].as_str()),
         (422, Some("invalid_body"))
     );
-    let raw = |body: &'static str, media: &'static str| {
+    let raw = |body: String, media: &'static str| {
         harness
             .client
             .post(harness.url(&path))
@@ -392,7 +392,12 @@ async fn refuses_malformed_decisions_and_bodies(backend: Backend, case: &str) {
             .body(body)
             .send()
     };
-    let (status, problem) = read(raw("{not json", "application/json").await.expect("answer")).await;
+    let (status, problem) = read(
+        raw("{not json".to_owned(), "application/json")
+            .await
+            .expect("answer"),
+    )
+    .await;
     assert_eq!(
         (status, problem["reason"].as_str()),
         (400, Some("malformed_body"))
@@ -403,18 +408,7 @@ async fn refuses_malformed_decisions_and_bodies(backend: Backend, case: &str) {
         r#"{{"decision":"deny","decision":"approve","action_hash":"{}"}}"#,
         hash.as_str()
     );
-    let (status, problem) = read(
-        harness
-            .client
-            .post(harness.url(&path))
-            .bearer_auth(&alice)
-            .header("content-type", "application/json")
-            .body(twice)
-            .send()
-            .await
-            .expect("answer"),
-    )
-    .await;
+    let (status, problem) = read(raw(twice, "application/json").await.expect("answer")).await;
     assert_eq!(
         (status, problem["reason"].as_str()),
         (400, Some("malformed_body")),
@@ -426,27 +420,19 @@ async fn refuses_malformed_decisions_and_bodies(backend: Backend, case: &str) {
         "{problem}"
     );
     let deep = format!(r#"{{"note":{}1{}}}"#, "[".repeat(200), "]".repeat(200));
-    let (status, problem) = read(
-        harness
-            .client
-            .post(harness.url(&path))
-            .bearer_auth(&alice)
-            .header("content-type", "application/json")
-            .body(deep)
-            .send()
-            .await
-            .expect("answer"),
-    )
-    .await;
+    let (status, problem) = read(raw(deep, "application/json").await.expect("answer")).await;
     assert_eq!(
         (status, problem["reason"].as_str()),
         (400, Some("malformed_body")),
         "{problem}"
     );
     let (status, problem) = read(
-        raw("decision=approve", "application/x-www-form-urlencoded")
-            .await
-            .expect("answer"),
+        raw(
+            "decision=approve".to_owned(),
+            "application/x-www-form-urlencoded",
+        )
+        .await
+        .expect("answer"),
     )
     .await;
     assert_eq!(
