@@ -67,6 +67,7 @@ const NoApprover = refusal('NoApprover', CountersignError, 'no_approver')
 const AnswerRefused = refusal('AnswerRefused', CountersignError, 'answer_refused', true)
 const SelfApproval = refusal('SelfApproval', AnswerRefused, 'self_approval', true)
 const InvalidDecision = refusal('InvalidDecision', AnswerRefused, 'invalid_decision', true)
+const InvalidApprover = refusal('InvalidApprover', AnswerRefused, 'invalid_approver', true)
 const NotAuthenticated = refusal('NotAuthenticated', AnswerRefused, 'not_authenticated', true)
 const NotEntitled = refusal('NotEntitled', AnswerRefused, 'not_entitled', true)
 const AnswerMismatch = refusal('AnswerMismatch', AnswerRefused, 'mismatch', true)
@@ -102,6 +103,7 @@ const classes = {
   AnswerRefused,
   SelfApproval,
   InvalidDecision,
+  InvalidApprover,
   NotAuthenticated,
   NotEntitled,
   AnswerMismatch,
@@ -149,4 +151,48 @@ function fromNative(error, cause) {
   return error
 }
 
-module.exports = { ...classes, fromNative }
+/**
+ * The kernel's refusal codes, a closed set (issue #19): the same as `countersign::Reason`,
+ * checked against the addon's `reasons()` by test/refusals.test.js.
+ */
+const Reason = Object.freeze({
+  INVALID_ARGUMENTS: 'invalid_arguments',
+  BAD_TEMPLATE: 'bad_template',
+  NO_PRINCIPAL: 'no_principal',
+  UNKNOWN_ACTION: 'unknown_action',
+  NO_MATCHING_RULE: 'no_matching_rule',
+  DENIED: 'denied',
+  POLICY_CHANGED: 'policy_changed',
+  APPROVAL_REQUIRED: 'approval_required',
+  APPROVAL_DENIED: 'approval_denied',
+  MISMATCH: 'mismatch',
+  CONSUMED: 'consumed',
+  EXPIRED: 'expired',
+  UNKNOWN_REQUEST: 'unknown_request',
+  REVOKED: 'revoked',
+  CANCELLED: 'cancelled',
+  OTHER_RUN: 'other_run',
+  INTERRUPT_FAILED: 'interrupt_failed',
+  NOT_ENTITLED: 'not_entitled',
+  NOT_AUTHENTICATED: 'not_authenticated',
+  SELF_APPROVAL: 'self_approval',
+  INVALID_DECISION: 'invalid_decision',
+  ALREADY_DECIDED: 'already_decided',
+  INVALID_APPROVER: 'invalid_approver',
+  NO_APPROVER: 'no_approver',
+  NOT_REVOCABLE: 'not_revocable',
+  IN_PROGRESS: 'in_progress',
+  DUPLICATE: 'duplicate',
+  AMBIGUOUS: 'ambiguous',
+  NOT_EXECUTED: 'not_executed',
+  OUTCOME_UNKNOWN: 'outcome_unknown',
+  STORE_BUSY: 'store_busy',
+  STORE_OUTCOME_UNKNOWN: 'store_outcome_unknown',
+  STORE_INCOMPATIBLE: 'store_incompatible',
+  STORE_CORRUPT: 'store_corrupt',
+  STORE_OPEN: 'store_open',
+  STORE_ERROR: 'store_error',
+  INTERNAL: 'internal',
+})
+
+module.exports = { ...classes, Reason, fromNative }

@@ -191,6 +191,47 @@ export interface ErrorOptions {
 }
 
 /** Base class of every Countersign refusal and failure. */
+/** The kernel's refusal codes, a closed set (issue #19): `Reason.APPROVAL_DENIED === 'approval_denied'`. */
+export declare const Reason: {
+  readonly INVALID_ARGUMENTS: 'invalid_arguments'
+  readonly BAD_TEMPLATE: 'bad_template'
+  readonly NO_PRINCIPAL: 'no_principal'
+  readonly UNKNOWN_ACTION: 'unknown_action'
+  readonly NO_MATCHING_RULE: 'no_matching_rule'
+  readonly DENIED: 'denied'
+  readonly POLICY_CHANGED: 'policy_changed'
+  readonly APPROVAL_REQUIRED: 'approval_required'
+  readonly APPROVAL_DENIED: 'approval_denied'
+  readonly MISMATCH: 'mismatch'
+  readonly CONSUMED: 'consumed'
+  readonly EXPIRED: 'expired'
+  readonly UNKNOWN_REQUEST: 'unknown_request'
+  readonly REVOKED: 'revoked'
+  readonly CANCELLED: 'cancelled'
+  readonly OTHER_RUN: 'other_run'
+  readonly INTERRUPT_FAILED: 'interrupt_failed'
+  readonly NOT_ENTITLED: 'not_entitled'
+  readonly NOT_AUTHENTICATED: 'not_authenticated'
+  readonly SELF_APPROVAL: 'self_approval'
+  readonly INVALID_DECISION: 'invalid_decision'
+  readonly ALREADY_DECIDED: 'already_decided'
+  readonly INVALID_APPROVER: 'invalid_approver'
+  readonly NO_APPROVER: 'no_approver'
+  readonly NOT_REVOCABLE: 'not_revocable'
+  readonly IN_PROGRESS: 'in_progress'
+  readonly DUPLICATE: 'duplicate'
+  readonly AMBIGUOUS: 'ambiguous'
+  readonly NOT_EXECUTED: 'not_executed'
+  readonly OUTCOME_UNKNOWN: 'outcome_unknown'
+  readonly STORE_BUSY: 'store_busy'
+  readonly STORE_OUTCOME_UNKNOWN: 'store_outcome_unknown'
+  readonly STORE_INCOMPATIBLE: 'store_incompatible'
+  readonly STORE_CORRUPT: 'store_corrupt'
+  readonly STORE_OPEN: 'store_open'
+  readonly STORE_ERROR: 'store_error'
+  readonly INTERNAL: 'internal'
+}
+
 export declare class CountersignError extends Error {
   constructor(message: string, options?: ErrorOptions)
   /** The kernel's stable reason code (`unknown_action`, `mismatch`, `duplicate`, ...). */
@@ -227,6 +268,8 @@ export declare class NoApprover extends CountersignError {}
 export declare class AnswerRefused extends CountersignError { readonly requestId: string }
 export declare class SelfApproval extends AnswerRefused { readonly approver: string; readonly sharedGroup: string | null }
 export declare class InvalidDecision extends AnswerRefused { readonly given: string }
+/** The approver id is not `name` or `kind:name` (issue #19). */
+export declare class InvalidApprover extends AnswerRefused { readonly given: string }
 export declare class NotAuthenticated extends AnswerRefused { readonly approver: string | null }
 export declare class NotEntitled extends AnswerRefused { readonly approver: string; readonly approvers: string }
 export declare class AnswerMismatch extends AnswerRefused { readonly shown: string; readonly actionHash: string }

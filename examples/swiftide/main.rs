@@ -112,7 +112,7 @@ async fn main() -> Result<(), Box<dyn std::error::Error>> {
         // token authenticates): the gate passes it to the kernel, never the payload's text.
         let feedback = if rejecting {
             println!("  reviewer: reject");
-            gate.reject(&pause, "human:reviewer", Some("customer already refunded"))
+            gate.deny(&pause, "human:reviewer", Some("customer already refunded"))
         } else {
             println!("  reviewer: approve");
             gate.approve(&pause, "human:reviewer")

@@ -4,7 +4,7 @@ The kit (``countersign.conformance``, the Rust kit through the binding) builds e
 world and hands this adapter the kernel (``session.control``) and the tool's body
 (``session.run_tool``). Every call goes through the real SDK: a scripted model emits it, the
 SDK asks the gate's ``needs_approval``, pauses with ``result.interruptions``, and the scripted
-human (``session.review``) answers through :meth:`Gate.approve` / :meth:`Gate.reject`, exactly
+human (``session.review``) answers through :meth:`Gate.approve` / :meth:`Gate.deny`, exactly
 as a host application would; the run resumes with :meth:`Gate.run`.
 
 Run it directly to print the report (``python kit_adapter.py``); the kit also starts it that
@@ -40,7 +40,7 @@ TOOL_NAMES = {"kit.refund": "kit_refund", "kit.wire_transfer": "kit_wire_transfe
 
 class KitInterrupt:
     """The SDK decides before invocation: the human's answer is recorded with the kernel's
-    answer API (:meth:`Gate.approve` / :meth:`Gate.reject`, the path ``countersign approve``
+    answer API (:meth:`Gate.approve` / :meth:`Gate.deny`, the path ``countersign approve``
     uses) before the SDK invokes the tool, so the kernel finds the request answered and never
     needs this interrupt. If it is asked (a request still pending at invocation), it suspends:
     a wait is never an answer."""
@@ -157,7 +157,7 @@ class OpenAIAgentsKitAdapter:
 
     def _reject(self, gate: Gate, state: Any, call: Any, answer: dict) -> bool:
         try:
-            gate.reject(state, call, approver=answer["approver"], note=answer["note"])
+            gate.deny(state, call, approver=answer["approver"], note=answer["note"])
         except AnswerRefused:
             return False
         return True

@@ -50,7 +50,7 @@ def test_rejected_call_does_not_run_and_the_model_reads_a_rejection(
     paused = asyncio.run(gate.run(agent, "delete doc 7"))
     [call] = gate.pending(paused)
     state = paused.to_state()
-    gate.reject(state, call, approver="human:bob", note="wrong account")
+    gate.deny(state, call, approver="human:bob", note="wrong account")
     result = asyncio.run(gate.run(agent, state))
     assert tools.count("delete", doc=7) == 0
     seen = json.loads(outputs(result)["c1"])
@@ -109,3 +109,21 @@ def test_observe_mode_never_pauses(tmp_path) -> None:
     assert result.interruptions == []
     assert tools.count("refund", order="o1") == 1
     assert [r["outcome"] for r in control.receipts()] == ["observed"]
+
+
+
+def test_reject_is_a_deprecated_alias_of_deny(
+    gate: Gate, tools: Tools, control: countersign.Control
+) -> None:
+    """Issue #19: a human's no is ``deny`` in every API; ``Gate.reject`` still records it for
+    one release, with a DeprecationWarning."""
+    agent = make_agent(tools, [[Call("delete", {"doc": 8}, "c1")]])
+    paused = asyncio.run(gate.run(agent, "delete doc 8"))
+    [call] = gate.pending(paused)
+    state = paused.to_state()
+    with pytest.warns(DeprecationWarning, match="Gate.deny"):
+        record = gate.reject(state, call, approver="human:bob", note="old name")
+    assert record.state == "denied"
+    result = asyncio.run(gate.run(agent, state))
+    assert tools.count("delete", doc=8) == 0
+    assert json.loads(outputs(result)["c1"])["status"] == "rejected"

@@ -42,7 +42,7 @@ def test_b01_explicit_reject_beats_a_sticky_approve(
     calls = {call.call_id: call for call in gate.pending(paused)}
     assert set(calls) == {"c1", "c2"}
     gate.approve(state, calls["c1"], approver="human:alice", always=True)
-    gate.reject(state, calls["c2"], approver="human:alice", note="wrong order")
+    gate.deny(state, calls["c2"], approver="human:alice", note="wrong order")
     result = asyncio.run(gate.run(agent, state))
 
     assert tools.count("refund", order="o1") == 1
@@ -236,7 +236,7 @@ def test_b12_mixed_batch_runs_the_approved_call_and_answers_every_call_id(
     calls = {call.call_id: call for call in gate.pending(paused)}
     assert set(calls) == {"B", "C"}
     gate.approve(state, calls["B"], approver="human:alice")
-    gate.reject(state, calls["C"], approver="human:alice", note="keep it")
+    gate.deny(state, calls["C"], approver="human:alice", note="keep it")
     saved = gate.save_state(state)
     result = asyncio.run(gate.run(agent, state))
 
@@ -279,7 +279,7 @@ def test_b34_an_unchanged_reissue_of_a_rejected_call_is_refused_without_asking(
     )
     paused, state = pause(gate, agent)
     [call] = gate.pending(paused)
-    gate.reject(state, call, approver="human:bob", note="wrong account")
+    gate.deny(state, call, approver="human:bob", note="wrong account")
     result = asyncio.run(gate.run(agent, state))
     assert result.interruptions == []
     assert tools.count("charge", amount=9) == 0

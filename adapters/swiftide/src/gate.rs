@@ -146,13 +146,13 @@ impl Body {
                     )),
                     // `Fail` tells the model about a failure; nothing proves the effect did not
                     // happen, so the kernel records the outcome as unknown.
-                    Ok(ToolOutput::Fail(text)) => Err(ExecutorError::failed(text)),
+                    Ok(ToolOutput::Fail(text)) => Err(ExecutorError::may_have_run(text)),
                     Ok(output) => Ok(output),
                     // The arguments did not parse: the tool did nothing.
                     Err(
                         error @ (ToolError::WrongArguments(_) | ToolError::MissingArguments(_)),
                     ) => Err(ExecutorError::not_executed(error.to_string())),
-                    Err(error) => Err(ExecutorError::failed(error.to_string())),
+                    Err(error) => Err(ExecutorError::may_have_run(error.to_string())),
                 }
             }
         }
@@ -402,10 +402,10 @@ impl Gate {
         crate::feedback::answer(pause, shown.as_deref(), None, true)
     }
 
-    /// `approver` rejects what `pause` shows, with an optional note (kept and shown as data).
+    /// `approver` denies what `pause` shows, with an optional note (kept and shown as data).
     /// The resumed run records the denial; the model is told the tool did not run. `approver`
     /// as in [`Gate::approve`].
-    pub fn reject(
+    pub fn deny(
         &self,
         pause: &Pause,
         approver: impl Into<Credential>,
@@ -413,6 +413,18 @@ impl Gate {
     ) -> ToolFeedback {
         let shown = self.answered_by(pause, approver.into());
         crate::feedback::answer(pause, shown.as_deref(), note, false)
+    }
+
+    /// The old name of [`Gate::deny`], kept for one release (issue #19: a human's no is `deny`
+    /// in every API).
+    #[deprecated(note = "use `Gate::deny`")]
+    pub fn reject(
+        &self,
+        pause: &Pause,
+        approver: impl Into<Credential>,
+        note: Option<&str>,
+    ) -> ToolFeedback {
+        self.deny(pause, approver, note)
     }
 
     /// Keep `approver` for `pause`'s request; the name to show in the payload, if asserted.

@@ -111,7 +111,7 @@ impl FrameworkInterrupt for SwiftideInterrupt {
                 decision: if answer.approved {
                     AnswerDecision::Approve
                 } else {
-                    AnswerDecision::Reject
+                    AnswerDecision::Deny
                 },
                 approver,
                 shown_hash: answer.action_hash.map(countersign::ActionHash::from_stored),

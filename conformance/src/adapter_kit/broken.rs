@@ -234,7 +234,7 @@ impl BrokenAdapter {
                 let _ = record_answer(
                     store.as_ref(),
                     &request_id,
-                    AnswerDecision::Reject,
+                    AnswerDecision::Deny,
                     "adapter:wait-timeout",
                     Some("nobody answered in time"),
                     now,

@@ -408,7 +408,7 @@ fn scenario_resumed(name: &str) -> Scenario {
                 Some(if shown.arguments["payment_id"] == "pay_first" {
                     world::answer(shown, AnswerDecision::Approve, None)
                 } else {
-                    world::answer(shown, AnswerDecision::Reject, Some("wrong account"))
+                    world::answer(shown, AnswerDecision::Deny, Some("wrong account"))
                 })
             }),
             results: vec![

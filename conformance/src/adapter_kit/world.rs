@@ -311,7 +311,7 @@ impl Tool {
                 Ok(value)
             }
             Step::NotExecuted(reason) => Err(ExecutorError::not_executed(reason)),
-            Step::LoseResponse(reason) => Err(ExecutorError::failed(reason)),
+            Step::LoseResponse(reason) => Err(ExecutorError::may_have_run(reason)),
         }
     }
 

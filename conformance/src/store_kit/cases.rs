@@ -246,7 +246,7 @@ fn not_executed() -> Result<(), ExecutorError> {
 }
 
 fn unknown() -> Result<(), ExecutorError> {
-    Err(ExecutorError::failed(
+    Err(ExecutorError::may_have_run(
         "the connection dropped after the request went out",
     ))
 }

@@ -322,7 +322,7 @@ fn resume_payload(answer: &HumanAnswer) -> Value {
             .unwrap_or_default(),
         decision: match answer.decision {
             AnswerDecision::Approve => "approve".to_owned(),
-            AnswerDecision::Reject => "reject".to_owned(),
+            AnswerDecision::Deny => "reject".to_owned(),
         },
         approver: answer.payload_approver.clone(),
         note: answer.note.clone(),

@@ -94,7 +94,7 @@ async fn check_migrated(store: Arc<dyn Store>) {
         .iter()
         .find(|record| record.state == ApprovalState::Denied)
         .expect("a denied request");
-    assert_eq!(denied.answers[0].decision, AnswerDecision::Reject);
+    assert_eq!(denied.answers[0].decision, AnswerDecision::Deny);
 
     let lost = EffectKey::new("refund:pi_lost").expect("key");
     let effect = store.effect(&lost).await.expect("effect").expect("stored");

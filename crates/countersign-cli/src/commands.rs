@@ -58,10 +58,14 @@ pub async fn pending(
         }
         if let Some(credential) = &credential {
             let approver = approval::approver_of(&record.rule, credential, Channel::Cli, now)
-                .map_err(|detail| {
+                .map_err(|fault| {
                     Failure(format!(
                         "cannot tell whose requests these are: {}",
-                        detail.unwrap_or_else(|| "no approver given".to_owned())
+                        match fault {
+                            approval::ApproverFault::Anonymous => "no approver given".to_owned(),
+                            approval::ApproverFault::Malformed(error) => error.to_string(),
+                            approval::ApproverFault::Unverified(detail) => detail,
+                        }
                     ))
                 })?;
             let mine = countersign::approver::judge(&record.rule, &record.principal, &approver)
@@ -204,13 +208,20 @@ pub struct AnswerArgs {
 }
 
 pub(crate) fn approver(given: &Option<String>) -> Result<String, Failure> {
+    let shaped = |who: String| {
+        // The one shape of an approver id (issue #19): `human:`, `:` or `human: bob` never
+        // reach a receipt.
+        countersign::approver::ApproverId::parse(&who)
+            .map(countersign::approver::ApproverId::into_string)
+            .map_err(|error| Failure(format!("`--as`: {error}")))
+    };
     match given {
-        Some(who) if !who.trim().is_empty() => Ok(who.trim().to_owned()),
+        Some(who) if !who.trim().is_empty() => shaped(who.trim().to_owned()),
         Some(_) => Err(Failure(
             "`--as` is empty: say who is answering, for example `--as human:alice`".to_owned(),
         )),
         None => match std::env::var("USER").or_else(|_| std::env::var("USERNAME")) {
-            Ok(user) if !user.trim().is_empty() => Ok(format!("human:{user}")),
+            Ok(user) if !user.trim().is_empty() => shaped(format!("human:{}", user.trim())),
             _ => Err(Failure(
                 "nobody to record as the answerer: `USER` is not set: say who is answering, for example `--as human:alice`".to_owned(),
             )),
@@ -250,7 +261,7 @@ pub async fn answer(
     let decision = if approve {
         AnswerDecision::Approve
     } else {
-        AnswerDecision::Reject
+        AnswerDecision::Deny
     };
     let submitted = store::RecordAnswer {
         request_id: id,

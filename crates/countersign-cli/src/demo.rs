@@ -87,7 +87,7 @@ impl Demo<'_> {
                     .unwrap_or_else(std::sync::PoisonError::into_inner)
                     .push(call);
                 if lose_reply {
-                    return Err(ExecutorError::failed(
+                    return Err(ExecutorError::may_have_run(
                         "the refund request was sent, then the connection dropped before the reply",
                     ));
                 }
@@ -376,7 +376,7 @@ pub async fn run(
     } else if approve {
         (AnswerDecision::Approve, "approve", "human:you")
     } else {
-        (AnswerDecision::Reject, "deny", "human:you")
+        (AnswerDecision::Deny, "deny", "human:you")
     };
     let record = countersign::control::record_answer(
         demo.store.as_ref(),
@@ -638,13 +638,13 @@ async fn quorum_scene(
         && !demo.ask(format!(
             "you are human:bob (finance): approve refund of {amount} on {payment} ({request_id})?"
         ))? {
-        AnswerDecision::Reject
+        AnswerDecision::Deny
     } else {
         AnswerDecision::Approve
     };
     let verb = match decision {
         AnswerDecision::Approve => "approves",
-        AnswerDecision::Reject => "denies",
+        AnswerDecision::Deny => "denies",
     };
     let result = demo
         .answer(&request_id, &action_hash, decision, "human:bob")

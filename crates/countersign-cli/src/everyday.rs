@@ -45,19 +45,22 @@ pub fn load_policy_or(path: &Path, hint: &str) -> Result<Policy, Failure> {
     })
 }
 
-/// Parse `--args` text: strict canonical JSON (RFC 8785 rules; duplicate keys refused) that is
-/// an object. Returns the canonical value.
+/// Parse `--args` text with the kernel's one strict reader (`countersign::json::read`: duplicate
+/// keys, nesting past 64 levels, lone surrogates and integers outside ±(2^53−1) refused, at
+/// their line and column) into an object.
 pub fn parse_arguments(text: &str, what: &str) -> Result<Value, Failure> {
-    let parsed = canonical::parse_canonical(text).map_err(|error| {
+    let value = countersign::json::read(text).map_err(|error| {
         Failure(format!(
             "{what} is not valid JSON for an action ({error}): give an object, for example `{{\"payment_id\": \"pi_1\", \"amount\": 900}}`"
         ))
     })?;
-    let value = parsed.to_value();
     if !value.is_object() {
+        let shown = canonical::to_canonical(&value)
+            .map(canonical::CanonicalJson::into_string)
+            .unwrap_or_default();
         return Err(Failure(format!(
             "{what} must be a JSON object of named arguments, not `{}`: for example `{{\"command\": \"ls\"}}`",
-            crate::render::truncate(parsed.as_str(), 40)
+            crate::render::truncate(&shown, 40)
         )));
     }
     Ok(value)

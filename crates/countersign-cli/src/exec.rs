@@ -174,7 +174,7 @@ pub async fn exec(
                 ))
             })?;
             let status = child.wait().await.map_err(|error| {
-                ExecutorError::failed(format!("lost track of the command: {error}"))
+                ExecutorError::may_have_run(format!("lost track of the command: {error}"))
             })?;
             let exit = process_exit(status);
             executor_slot.set(exit);
@@ -183,7 +183,7 @@ pub async fn exec(
                 Some(code) if not_executed.contains(&code) => Err(ExecutorError::not_executed(
                     format!("exit code {code}, listed with --not-executed-exit"),
                 )),
-                _ => Err(ExecutorError::failed(format!(
+                _ => Err(ExecutorError::may_have_run(format!(
                     "the command ended with {exit}"
                 ))),
             }

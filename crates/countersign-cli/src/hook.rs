@@ -18,7 +18,7 @@ use std::io::{Read, Write};
 use std::process::ExitCode;
 
 use clap::Args;
-use countersign::{ActionRequest, Control, ControlError, Decision, StaticIdentity, canonical};
+use countersign::{ActionRequest, Control, ControlError, Decision, StaticIdentity};
 use serde::Serialize;
 use serde_json::Value;
 
@@ -71,10 +71,10 @@ struct ToolCall {
 /// numbers refused) with a non-empty string `tool_name` and an object `tool_input`; a
 /// `hook_event_name`, if given, must be `PreToolUse`.
 fn parse_input(text: &str) -> Result<ToolCall, String> {
-    let parsed = canonical::parse_canonical(text).map_err(|error| {
+    let parsed = countersign::json::read(text).map_err(|error| {
         format!("the hook input is not valid JSON ({error}): Claude Code sends one JSON object on standard input")
     })?;
-    let Value::Object(mut object) = parsed.to_value() else {
+    let Value::Object(mut object) = parsed else {
         return Err("the hook input is not a JSON object: Claude Code sends `{\"tool_name\": …, \"tool_input\": {…}}`".to_owned());
     };
     if let Some(event) = object.get("hook_event_name")

@@ -186,6 +186,13 @@ fn issue_token(
             "`--subject {subject}` has no kind: approver ids are written `KIND:NAME`, as the policy names them: pass `--subject human:{subject}`"
         )));
     }
+    // The one shape of an approver id (issue #19): a token for `human:` or `human: bob` would be
+    // refused at every answer, so it is not issued.
+    if !subject.is_empty()
+        && let Err(error) = countersign::approver::ApproverId::parse(subject)
+    {
+        return Err(Failure(format!("`--subject`: {error}")));
+    }
     let key = SigningKey::load(&args.key)?;
     let now = SystemClock.now();
     let issued = token::issue(&key, subject, &groups, ttl, now).map_err(|error| {

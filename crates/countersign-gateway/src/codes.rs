@@ -9,7 +9,7 @@
 //! | -32090 | `approval_required` | no | yes, after a human approves |
 //! | -32091 | `approval_denied` | no | no: a human said no |
 //! | -32092 | `expired` | no | yes: a new approval is requested |
-//! | -32093 | `mismatch`, `consumed`, `unknown_request`, `policy_changed`, `interrupt_failed`, `revoked`, `cancelled` | no | see `data.may_retry` |
+//! | -32093 | `mismatch`, `consumed`, `unknown_request`, `policy_changed`, `interrupt_failed`, `revoked`, `cancelled`, and every refused answer (`not_entitled`, `invalid_approver`, ...) | no | see `data.may_retry` |
 //! | -32094 | `denied`, `unknown_action`, `no_matching_rule` | no | no |
 //! | -32095 | `duplicate`, `in_progress` | no (this attempt) | no |
 //! | -32096 | `ambiguous` | no (an earlier attempt may have) | no, until resolved |
@@ -18,7 +18,7 @@
 //! | -32099 | `no_principal`, `invalid_arguments`, `bad_template`, store and internal errors | no, unless `data.did_run` says `maybe` | see `data.may_retry` |
 
 use countersign::display::ApprovalDisplay;
-use countersign::{ControlError, DidRun};
+use countersign::{ControlError, Reason};
 use serde_json::{Map, Value, json};
 
 /// A human must approve first: `countersign approve <request_id>`, then send the identical call.
@@ -52,22 +52,44 @@ pub const INVALID_PARAMS: i64 = -32602;
 /// JSON-RPC internal error (used when the upstream connection is gone).
 pub const INTERNAL_ERROR: i64 = -32603;
 
-/// The gateway's code for a kernel refusal with `reason` code `reason`.
-pub fn code_for(reason: &str) -> i64 {
+/// The gateway's code for a kernel refusal with reason `reason`. Exhaustive over [`Reason`]:
+/// a new refusal does not compile until it is given a code (issue #19).
+pub fn code_for(reason: Reason) -> i64 {
     match reason {
-        "approval_required" => APPROVAL_REQUIRED,
-        "approval_denied" => APPROVAL_DENIED,
-        "expired" => APPROVAL_EXPIRED,
-        "mismatch" | "consumed" | "unknown_request" | "policy_changed" | "interrupt_failed"
-        | "other_run" | "not_entitled" | "not_authenticated" | "self_approval"
-        | "invalid_decision" | "already_decided" | "no_approver" | "revoked" | "cancelled"
-        | "not_revocable" => APPROVAL_INVALID,
-        "denied" | "unknown_action" | "no_matching_rule" => POLICY_DENIED,
-        "duplicate" | "in_progress" => DUPLICATE_EFFECT,
-        "ambiguous" => AMBIGUOUS_EFFECT,
-        "outcome_unknown" => OUTCOME_UNKNOWN,
-        "not_executed" => NOT_EXECUTED,
-        _ => REFUSED,
+        Reason::ApprovalRequired => APPROVAL_REQUIRED,
+        Reason::ApprovalDenied => APPROVAL_DENIED,
+        Reason::Expired => APPROVAL_EXPIRED,
+        Reason::Mismatch
+        | Reason::Consumed
+        | Reason::UnknownRequest
+        | Reason::PolicyChanged
+        | Reason::InterruptFailed
+        | Reason::OtherRun
+        | Reason::NotEntitled
+        | Reason::NotAuthenticated
+        | Reason::SelfApproval
+        | Reason::InvalidDecision
+        | Reason::AlreadyDecided
+        | Reason::NoApprover
+        | Reason::InvalidApprover
+        | Reason::Revoked
+        | Reason::Cancelled
+        | Reason::NotRevocable => APPROVAL_INVALID,
+        Reason::Denied | Reason::UnknownAction | Reason::NoMatchingRule => POLICY_DENIED,
+        Reason::Duplicate | Reason::InProgress => DUPLICATE_EFFECT,
+        Reason::Ambiguous => AMBIGUOUS_EFFECT,
+        Reason::OutcomeUnknown => OUTCOME_UNKNOWN,
+        Reason::NotExecuted => NOT_EXECUTED,
+        Reason::InvalidArguments
+        | Reason::BadTemplate
+        | Reason::NoPrincipal
+        | Reason::StoreBusy
+        | Reason::StoreOutcomeUnknown
+        | Reason::StoreIncompatible
+        | Reason::StoreCorrupt
+        | Reason::StoreOpen
+        | Reason::StoreError
+        | Reason::Internal => REFUSED,
     }
 }
 
@@ -108,11 +130,7 @@ pub fn refusal(error: &ControlError, action: &str, upstream: Option<&Value>) -> 
     data.insert("countersign".into(), json!(true));
     data.insert("reason".into(), json!(error.reason()));
     data.insert("action".into(), json!(action));
-    let did_run = match error.did_run() {
-        DidRun::No => "no",
-        DidRun::Maybe => "maybe",
-    };
-    data.insert("did_run".into(), json!(did_run));
+    data.insert("did_run".into(), json!(error.did_run().as_str()));
     data.insert("may_retry".into(), json!(error.may_retry()));
     match error {
         ControlError::ApprovalRequired {
@@ -179,7 +197,7 @@ pub fn refusal(error: &ControlError, action: &str, upstream: Option<&Value>) -> 
         data.insert("upstream".into(), upstream.clone());
     }
     json!({
-        "code": code_for(error.reason()),
+        "code": code_for(error.kind()),
         "message": message(error, action),
         "data": Value::Object(data),
     })
@@ -215,13 +233,42 @@ mod tests {
     /// never the catch-all code.
     #[test]
     fn revoked_and_cancelled_approvals_have_the_approval_code() {
-        for reason in ["revoked", "cancelled", "not_revocable", "consumed"] {
+        for reason in [
+            Reason::Revoked,
+            Reason::Cancelled,
+            Reason::NotRevocable,
+            Reason::Consumed,
+        ] {
             assert_eq!(code_for(reason), APPROVAL_INVALID, "{reason}");
         }
         let revoked = ControlError::ApprovalRevoked {
             request_id: countersign::ApprovalId::parse("apr_aaaaaaaaaaaaaaaaaaaa").expect("an id"),
         };
-        assert_eq!(code_for(revoked.reason()), APPROVAL_INVALID);
-        assert_eq!(code_for("something_new"), REFUSED);
+        assert_eq!(code_for(revoked.kind()), APPROVAL_INVALID);
+    }
+
+    /// Issue #19: every reason has a code, and only the ones that are not about approvals,
+    /// policy or effects fall in the catch-all `-32099`.
+    #[test]
+    fn every_reason_has_its_code() {
+        let refused: Vec<Reason> = Reason::ALL
+            .into_iter()
+            .filter(|reason| code_for(*reason) == REFUSED)
+            .collect();
+        assert_eq!(
+            refused,
+            [
+                Reason::InvalidArguments,
+                Reason::BadTemplate,
+                Reason::NoPrincipal,
+                Reason::StoreBusy,
+                Reason::StoreOutcomeUnknown,
+                Reason::StoreIncompatible,
+                Reason::StoreCorrupt,
+                Reason::StoreOpen,
+                Reason::StoreError,
+                Reason::Internal,
+            ]
+        );
     }
 }

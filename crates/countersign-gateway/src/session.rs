@@ -580,7 +580,6 @@ impl Inner {
         if let Some(presented) = presented {
             request = request.with_approval(presented);
         }
-        let stash: Arc<Mutex<Option<Stash>>> = Arc::new(Mutex::new(None));
         let call = UpstreamCall {
             inner: Arc::clone(self),
             tool: name.to_owned(),
@@ -589,13 +588,11 @@ impl Inner {
             client_id: client_id.clone(),
             effect_key,
             not_executed_on_error,
-            stash: Arc::clone(&stash),
         };
         let outcome = self
             .control
             .execute(request, |canonical| call.run(canonical))
             .await;
-        let stashed = stash.lock().ok().and_then(|mut stash| stash.take());
         match outcome {
             Ok(executed) => {
                 let receipt = &executed.receipt;
@@ -622,13 +619,21 @@ impl Inner {
             }
             Err(error) => {
                 self.log(format_args!("tools/call {action}: {}", error.reason()));
-                match stashed {
-                    Some(Stash::ToolError(mut result)) => {
+                // What the executor kept comes back with its error, never by a side channel.
+                let kept = match &error {
+                    ControlError::NotExecuted { evidence, .. }
+                    | ControlError::OutcomeUnknown { evidence, .. } => {
+                        evidence.as_ref().and_then(Evidence::read)
+                    }
+                    _ => None,
+                };
+                match kept {
+                    Some(Evidence::ToolError(mut result)) => {
                         // The tool's own error result, as it sent it, marked with what
                         // Countersign recorded: the client's view and the record agree.
-                        let outcome = match &error {
-                            ControlError::NotExecuted { .. } => "failed",
-                            _ => "ambiguous",
+                        let outcome = match error.did_run() {
+                            countersign::DidRun::No => "failed",
+                            countersign::DidRun::Maybe => "ambiguous",
                         };
                         attach_meta(
                             &mut result,
@@ -640,7 +645,7 @@ impl Inner {
                         );
                         json!({"jsonrpc": "2.0", "id": client_id, "result": result})
                     }
-                    Some(Stash::Evidence(evidence)) => wire::error_response(
+                    Some(Evidence::Upstream(evidence)) => wire::error_response(
                         client_id,
                         codes::refusal(&error, &action, Some(&evidence)),
                     ),
@@ -680,12 +685,32 @@ fn attach_meta(result: &mut Value, countersign: Value) {
     }
 }
 
-/// What the executor leaves for the response when the kernel returns an error.
-enum Stash {
+/// What the executor keeps about a failed call, carried by its error
+/// ([`ExecutorError::with_evidence`]) and read back from the kernel's refusal.
+enum Evidence {
     /// A tool result with `isError: true`, to show the client as it came.
     ToolError(Value),
     /// The raw upstream reply (or what happened), kept in the error's `data.upstream`.
-    Evidence(Value),
+    Upstream(Value),
+}
+
+impl Evidence {
+    fn into_value(self) -> Value {
+        match self {
+            Evidence::ToolError(result) => json!({ "tool_error": result }),
+            Evidence::Upstream(reply) => json!({ "upstream": reply }),
+        }
+    }
+
+    /// The evidence this session's executor attached, if `value` is one.
+    fn read(value: &Value) -> Option<Evidence> {
+        if let Some(result) = value.get("tool_error") {
+            return Some(Evidence::ToolError(result.clone()));
+        }
+        value
+            .get("upstream")
+            .map(|reply| Evidence::Upstream(reply.clone()))
+    }
 }
 
 /// The executor: forwards one decided call and maps its reply, never guessing.
@@ -697,7 +722,6 @@ struct UpstreamCall {
     client_id: Value,
     effect_key: Option<String>,
     not_executed_on_error: bool,
-    stash: Arc<Mutex<Option<Stash>>>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -705,15 +729,9 @@ struct UpstreamCall {
 struct Unknown(String);
 
 impl UpstreamCall {
-    fn keep(&self, stash: Stash) {
-        if let Ok(mut slot) = self.stash.lock() {
-            *slot = Some(stash);
-        }
-    }
-
     fn ambiguous(&self, detail: String) -> ExecutorError {
-        self.keep(Stash::Evidence(json!(detail)));
-        ExecutorError::failed(Unknown(detail))
+        let evidence = Evidence::Upstream(json!(detail)).into_value();
+        ExecutorError::may_have_run(Unknown(detail)).with_evidence(evidence)
     }
 
     async fn run(self, canonical: Value) -> Result<Value, ExecutorError> {
@@ -779,10 +797,11 @@ impl UpstreamCall {
                 "the upstream sent a reply whose id does not match request {upstream_id}: {raw}"
             ))),
             Reply::NotSent { detail } => {
-                self.keep(Stash::Evidence(json!(detail)));
+                let evidence = Evidence::Upstream(json!(detail)).into_value();
                 Err(ExecutorError::not_executed(format!(
                     "the call never reached the upstream: {detail}"
-                )))
+                ))
+                .with_evidence(evidence))
             }
             Reply::Broken { detail } => Err(self.ambiguous(detail)),
         }
@@ -791,31 +810,33 @@ impl UpstreamCall {
     fn classify(&self, message: Value, raw: String) -> Result<Value, ExecutorError> {
         let raw = wire::truncated(&raw, EVIDENCE_BYTES);
         if let Some(error) = message.get("error") {
-            self.keep(Stash::Evidence(error.clone()));
+            let evidence = Evidence::Upstream(error.clone()).into_value();
             return Err(if self.not_executed_on_error {
                 ExecutorError::not_executed(format!(
                     "the upstream answered an error and the policy marks this tool's errors as definite: {raw}"
                 ))
             } else {
-                ExecutorError::failed(Unknown(format!(
+                ExecutorError::may_have_run(Unknown(format!(
                     "the upstream answered an error; whether the tool ran is unknown: {raw}"
                 )))
-            });
+            }
+            .with_evidence(evidence));
         }
         let Some(result) = message.get("result").filter(|result| result.is_object()) else {
             return Err(self.ambiguous(format!("the upstream reply has no result object: {raw}")));
         };
         if result.get("isError").and_then(Value::as_bool) == Some(true) {
-            self.keep(Stash::ToolError(result.clone()));
+            let evidence = Evidence::ToolError(result.clone()).into_value();
             return Err(if self.not_executed_on_error {
                 ExecutorError::not_executed(format!(
                     "the tool reported an error and the policy marks its errors as definite: {raw}"
                 ))
             } else {
-                ExecutorError::failed(Unknown(format!(
+                ExecutorError::may_have_run(Unknown(format!(
                     "the tool reported an error (isError); its effect is unknown: {raw}"
                 )))
-            });
+            }
+            .with_evidence(evidence));
         }
         Ok(result.clone())
     }
@@ -913,7 +934,7 @@ impl FrameworkInterrupt for Elicitation {
                 Ok(decision) => decision,
                 Err(_) => return Err(InterruptError::Suspended),
             },
-            (Some("decline"), _) => AnswerDecision::Reject,
+            (Some("decline"), _) => AnswerDecision::Deny,
             // Cancelled, an error, or an answer we cannot read: stays pending, out of band.
             _ => return Err(InterruptError::Suspended),
         };

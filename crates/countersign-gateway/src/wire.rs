@@ -1,6 +1,9 @@
 //! JSON-RPC 2.0 message shapes, read from raw JSON without reshaping anything.
 
+use countersign::json::ReadError;
 use serde_json::{Value, json};
+
+use crate::codes;
 
 /// What a JSON-RPC message is, judged by its members.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -42,13 +45,162 @@ pub fn error_response(id: Value, error: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "error": error})
 }
 
-/// The message for a client message that does not parse: what the parser said (with its line
-/// and column), and what to send instead. `unit` is `line` (stdio) or `request` (HTTP). The
-/// parser refuses nesting deeper than 128 levels, which the message names.
-pub fn unparsable_message(error: &serde_json::Error, unit: &str) -> String {
-    format!(
-        "not JSON-RPC the gateway can read ({error}): send one JSON-RPC message per {unit}, nested at most 128 levels deep"
+/// The refusal of a client message the strict reader ([`countersign::json::read_slice`]) did
+/// not accept, keeping the message's request id whenever it can be read (case B50: a client
+/// waiting on id 7 gets its answer, never silence).
+///
+/// Text that is not JSON (or not UTF-8) is a parse error (`-32700`); well-formed JSON the reader
+/// refuses (a duplicate key, nesting past 64 levels, a lone surrogate, an integer outside
+/// ±(2^53−1)) is invalid params (`-32602`) when the fault is inside `params`, an invalid
+/// request (`-32600`) otherwise. `data` carries `countersign: true`, the reader's `reason`
+/// (`duplicate_key`, `too_deep`, ...), `line`, `column`, `did_run: "no"` and `may_retry: false`.
+/// `unit` is `line` (stdio) or `request` (HTTP).
+pub fn unreadable(bytes: &[u8], error: &ReadError, unit: &str) -> Value {
+    let in_params = matches!(
+        error.source.path(),
+        Some(path) if path == "/params" || path.starts_with("/params/")
+    );
+    let (code, what) = if !error.is_well_formed() {
+        (codes::PARSE_ERROR, "not JSON-RPC the gateway can read")
+    } else if in_params {
+        (codes::INVALID_PARAMS, "invalid params")
+    } else {
+        (codes::INVALID_REQUEST, "invalid request")
+    };
+    let message = format!(
+        "not executed: {what}: {error}: send one JSON-RPC message per {unit}, each key once, nested at most {} levels deep, integers within ±(2^53−1)",
+        countersign::json::MAX_DEPTH
+    );
+    let data = json!({
+        "countersign": true,
+        "reason": error.reason(),
+        "line": error.line,
+        "column": error.column,
+        "did_run": "no",
+        "may_retry": false,
+    });
+    error_response(
+        request_id_of(bytes),
+        json!({"code": code, "message": message, "data": data}),
     )
+}
+
+/// The `id` member of a JSON-RPC message the strict reader refused, when it can be read: the
+/// message is an object whose top level holds `id` once, as a string, a number or `null`, read
+/// by the strict reader itself. Otherwise `null`. The scan is flat (a counter, no recursion), so
+/// no nesting exhausts the stack, and it stops at the first thing it cannot follow.
+pub fn request_id_of(bytes: &[u8]) -> Value {
+    scan_request_id(bytes).unwrap_or(Value::Null)
+}
+
+fn scan_request_id(bytes: &[u8]) -> Option<Value> {
+    let mut scan = Scan { bytes, at: 0 };
+    scan.whitespace();
+    scan.expect(b'{')?;
+    let mut found = None;
+    loop {
+        scan.whitespace();
+        if scan.peek()? == b'}' {
+            return found;
+        }
+        let key_start = scan.at;
+        scan.skip_string()?;
+        let key = countersign::json::read_slice(&bytes[key_start..scan.at]).ok()?;
+        scan.whitespace();
+        scan.expect(b':')?;
+        scan.whitespace();
+        let value_start = scan.at;
+        scan.skip_value()?;
+        if key == "id" {
+            if found.is_some() {
+                // Twice: which one the client meant cannot be told.
+                return None;
+            }
+            let value = countersign::json::read_slice(&bytes[value_start..scan.at]).ok()?;
+            if !(value.is_string() || value.is_number() || value.is_null()) {
+                return None;
+            }
+            found = Some(value);
+        }
+        scan.whitespace();
+        match scan.peek()? {
+            b',' => scan.at += 1,
+            b'}' => return found,
+            _ => return found,
+        }
+    }
+}
+
+/// A flat cursor over JSON bytes for [`request_id_of`].
+struct Scan<'a> {
+    bytes: &'a [u8],
+    at: usize,
+}
+
+impl Scan<'_> {
+    fn peek(&self) -> Option<u8> {
+        self.bytes.get(self.at).copied()
+    }
+
+    fn whitespace(&mut self) {
+        while let Some(b' ' | b'\t' | b'\n' | b'\r') = self.peek() {
+            self.at += 1;
+        }
+    }
+
+    fn expect(&mut self, byte: u8) -> Option<()> {
+        (self.peek()? == byte).then(|| self.at += 1)
+    }
+
+    /// Past a string whose opening quote is next.
+    fn skip_string(&mut self) -> Option<()> {
+        self.expect(b'"')?;
+        loop {
+            match self.peek()? {
+                b'"' => {
+                    self.at += 1;
+                    return Some(());
+                }
+                b'\\' => self.at += 2,
+                _ => self.at += 1,
+            }
+        }
+    }
+
+    /// Past one value of any depth, counting brackets instead of recursing.
+    fn skip_value(&mut self) -> Option<()> {
+        let mut depth = 0_usize;
+        loop {
+            match self.peek()? {
+                b'"' => self.skip_string()?,
+                b'[' | b'{' => {
+                    depth += 1;
+                    self.at += 1;
+                }
+                b']' | b'}' => {
+                    if depth == 0 {
+                        return Some(());
+                    }
+                    depth -= 1;
+                    self.at += 1;
+                }
+                b',' if depth == 0 => return Some(()),
+                _ => self.at += 1,
+            }
+            if depth == 0 {
+                // A scalar ends at `,`, `}` or whitespace; a container just closed.
+                let closed_container = matches!(self.bytes.get(self.at - 1), Some(b']' | b'}'));
+                if closed_container
+                    || matches!(
+                        self.peek(),
+                        Some(b',' | b'}' | b' ' | b'\t' | b'\n' | b'\r') | None
+                    )
+                {
+                    return Some(());
+                }
+            }
+        }
+    }
 }
 
 /// A JSON-RPC error object with a plain code and message.

@@ -9,6 +9,7 @@ mod gateway {
     pub mod b18_timeout;
     pub mod b19_mismatched_ids;
     pub mod b20_http_replies;
+    pub mod b50_strict_reader;
     pub mod display;
     pub mod fake;
     pub mod harness;

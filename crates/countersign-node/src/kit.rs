@@ -188,7 +188,7 @@ fn review(reviewer: &Reviewer, shown_json: &str) -> napi::Result<Option<String>>
     };
     let decision = match answer.decision {
         AnswerDecision::Approve => "approve",
-        AnswerDecision::Reject => "reject",
+        AnswerDecision::Deny => "reject",
     };
     let (approver, approver_token) = match &answer.operator_approver {
         Credential::Asserted(name) => (Some(name.as_str()), None),
@@ -298,16 +298,14 @@ impl KitSession {
     /// (outcome unknown), when the case scripts a failure.
     #[napi]
     pub async fn run_tool(&self, arguments_json: String) -> napi::Result<String> {
-        let arguments: serde_json::Value = serde_json::from_str(&arguments_json)
+        let arguments: serde_json::Value = countersign::json::read(&arguments_json)
             .map_err(|error| misuse(&format!("arguments are not JSON: {error}")))?;
         match self.tool.clone().call(arguments).await {
             Ok(value) => Ok(value.to_string()),
-            Err(countersign::ExecutorError::NotExecuted(reason)) => {
-                Err(errors::not_executed(&reason))
-            }
-            Err(countersign::ExecutorError::Failed(error)) => {
-                Err(napi::Error::from_reason(error.to_string()))
-            }
+            Err(error) => match error.not_executed_reason() {
+                Some(reason) => Err(errors::not_executed(reason)),
+                None => Err(napi::Error::from_reason(error.to_string())),
+            },
         }
     }
 

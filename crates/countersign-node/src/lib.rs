@@ -52,6 +52,16 @@ pub use crate::errors::REFUSAL_PREFIX;
 /// `CalleeHandled = false`: the function gets the text itself, not `(error, text)`.
 type ExecutorBridge = ThreadsafeFunction<String, Promise<String>, String, napi::Status, false>;
 
+/// Every refusal code of the kernel (`countersign::Reason`), in declaration order: the
+/// JavaScript `Reason` object (`errors.js`) is checked against it.
+#[napi]
+pub fn reasons() -> Vec<&'static str> {
+    countersign::Reason::ALL
+        .iter()
+        .map(|reason| reason.as_str())
+        .collect()
+}
+
 /// The kernel for one policy, one store and one principal (`Control` in `index.js`).
 #[napi]
 pub struct NativeControl {
@@ -204,13 +214,13 @@ async fn call_executor(bridge: &ExecutorBridge, canonical: String) -> Result<(),
     // A failure to queue the call, or a promise that rejected (the wrapper never rejects), is
     // an outcome nobody can know: recorded ambiguous, never retried blindly.
     let promise = bridge.call_async(canonical).await.map_err(|error| {
-        ExecutorError::failed(format!("the executor could not be called: {error}"))
+        ExecutorError::may_have_run(format!("the executor could not be called: {error}"))
     })?;
     let envelope = promise.await.map_err(|error| {
-        ExecutorError::failed(format!("the executor's promise failed: {error}"))
+        ExecutorError::may_have_run(format!("the executor's promise failed: {error}"))
     })?;
     let outcome: Outcome = serde_json::from_str(&envelope).map_err(|error| {
-        ExecutorError::failed(format!(
+        ExecutorError::may_have_run(format!(
             "the executor bridge answered `{envelope}`: {error}"
         ))
     })?;
@@ -221,7 +231,7 @@ async fn call_executor(bridge: &ExecutorBridge, canonical: String) -> Result<(),
             message,
             ..
         } => Err(ExecutorError::not_executed(message)),
-        Outcome { message, .. } => Err(ExecutorError::failed(message)),
+        Outcome { message, .. } => Err(ExecutorError::may_have_run(message)),
     }
 }
 
@@ -424,7 +434,8 @@ impl NativeControl {
         action_hash: Option<String>,
     ) -> napi::Result<String> {
         let id = parse_approval_id(&request_id)?;
-        let submitted: Option<serde_json::Value> = serde_json::from_str(&decision_json).ok();
+        // The strict reader: a decision sent twice is no decision (`invalid_decision`).
+        let submitted: Option<serde_json::Value> = countersign::json::read(&decision_json).ok();
         let decision = AnswerDecision::from_submitted(submitted.as_ref());
         let credential = match (token, approver) {
             (Some(token), _) => countersign::approver::Credential::Token(token),

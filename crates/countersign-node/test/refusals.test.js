@@ -376,3 +376,24 @@ test('every refusal class is exported with its default reason', () => {
   assert.ok(new cs.SelfApproval('x') instanceof cs.AnswerRefused)
   assert.ok(new cs.ApprovalRequired('x') instanceof cs.ApprovalError)
 })
+
+test('the Reason codes are the kernel\'s closed set (issue #19)', () => {
+  assert.deepEqual(Object.values(cs.Reason), cs._native.reasons())
+  assert.ok(Object.isFrozen(cs.Reason))
+  assert.equal(cs.Reason.INVALID_APPROVER, 'invalid_approver')
+})
+
+test('a malformed approver name is refused with the expected shape, and changes nothing', async () => {
+  const { control } = await open()
+  const requestId = await pending(control, { payment_id: 'pi_shape', amount: 5000 })
+  for (const approver of ['human:', ':', 'human: bob']) {
+    const error = await refused(control.approve(requestId, { approver }), cs.InvalidApprover, {
+      reason: 'invalid_approver',
+      didRun: 'no',
+    })
+    assert.match(error.message, /is not an approver id/)
+    assert.match(error.message, /`human:alice`/)
+  }
+  const record = await control.approval(requestId)
+  assert.equal(record.state, 'pending')
+})

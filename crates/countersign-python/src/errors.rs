@@ -1,13 +1,13 @@
 //! Kernel errors as Python exceptions.
 //!
 //! The exception classes live in Python (`countersign/errors.py`, one per `ControlError`
-//! family); this module names the class, the message, the stable `reason`, `did_run`,
-//! `may_retry` and the variant's fields, and asks `countersign.errors._from_kernel` to build the
-//! instance. The match is exhaustive over `ControlError`, so a new kernel refusal does not
-//! compile here until the binding decides what Python sees.
+//! family). The class, the message, the stable `reason`, `did_run`, `may_retry` and the
+//! variant's fields come from the kernel's one mapping, `ErrorReport` (`ControlError::report`,
+//! shared with the Node binding, exhaustive over the variants); this module asks
+//! `countersign.errors._from_kernel` to build the instance.
 
 use countersign::policy::LoadError;
-use countersign::{AnswerError, ControlError, DidRun, StoreError};
+use countersign::{AnswerError, ControlError, ErrorReport, StoreError};
 use pyo3::exceptions::PyRuntimeError;
 use pyo3::prelude::*;
 use pyo3::sync::PyOnceLock;
@@ -69,13 +69,6 @@ pub fn internal(message: &str) -> PyErr {
     PyRuntimeError::new_err(format!("internal error (please report it): {message}"))
 }
 
-fn did_run(error: &ControlError) -> &'static str {
-    match error.did_run() {
-        DidRun::No => "no",
-        DidRun::Maybe => "maybe",
-    }
-}
-
 /// A kernel refusal as the matching `countersign` exception. While the conformance kit runs in
 /// this process, the exception also carries the kernel's error itself (attribute
 /// `_kernel_refusal`), so the kit gets back exactly what the kernel refused with when a Python
@@ -96,237 +89,34 @@ pub fn control_error(py: Python<'_>, error: ControlError, cause: Option<PyErr>) 
 }
 
 fn control_exception(py: Python<'_>, error: &ControlError, cause: Option<PyErr>) -> PyErr {
-    let (class, fields) = match error {
-        ControlError::InvalidArguments { action, source } => (
-            "InvalidArguments",
-            json!({
-                "action": action,
-                "detail": source.to_string(),
-                "canonical_reason": source.reason(),
-            }),
-        ),
-        ControlError::Template { action, source } => (
-            "BadTemplate",
-            json!({"action": action, "detail": source.to_string()}),
-        ),
-        ControlError::NoPrincipal { action } => ("NoPrincipal", json!({"action": action})),
-        ControlError::ActionDenied {
-            action,
-            action_hash,
-            policy_hash,
-            ..
-        } => (
-            "ActionDenied",
-            json!({"action": action, "action_hash": action_hash, "policy_hash": policy_hash}),
-        ),
-        ControlError::ApprovalRequired {
-            request_id,
-            action_hash,
-            expires_at,
-        } => (
-            "ApprovalRequired",
-            json!({"request_id": request_id, "action_hash": action_hash, "expires_at": expires_at}),
-        ),
-        ControlError::ApprovalDenied {
-            request_id,
-            approver,
-            note,
-        } => (
-            "ApprovalDenied",
-            json!({"request_id": request_id, "approver": approver, "note": note}),
-        ),
-        ControlError::ApprovalMismatch {
-            request_id,
-            approved_hash,
-            action_hash,
-        } => (
-            "ApprovalMismatch",
-            json!({"request_id": request_id, "approved_hash": approved_hash, "action_hash": action_hash}),
-        ),
-        ControlError::ApprovalConsumed { request_id } => {
-            ("ApprovalConsumed", json!({"request_id": request_id}))
-        }
-        ControlError::ApprovalExpired {
-            request_id,
-            expires_at,
-        } => (
-            "ApprovalExpired",
-            json!({"request_id": request_id, "expires_at": expires_at}),
-        ),
-        ControlError::ApprovalUnknown { request_id } => {
-            ("ApprovalUnknown", json!({"request_id": request_id}))
-        }
-        ControlError::ApprovalVoid { request_id } => {
-            ("ApprovalVoid", json!({"request_id": request_id}))
-        }
-        ControlError::ApprovalRevoked { request_id } => {
-            ("ApprovalRevoked", json!({"request_id": request_id}))
-        }
-        ControlError::ApprovalCancelled { request_id } => {
-            ("ApprovalCancelled", json!({"request_id": request_id}))
-        }
-        ControlError::ApprovalOtherRun { request_id, run } => (
-            "ApprovalOtherRun",
-            json!({"request_id": request_id, "run": run}),
-        ),
-        ControlError::InterruptFailed {
-            request_id,
-            framework,
-            message,
-        } => (
-            "InterruptFailed",
-            json!({"request_id": request_id, "framework": framework, "detail": message}),
-        ),
-        ControlError::AnswerRefused { request_id, .. } => {
-            ("AnswerRefused", json!({"request_id": request_id}))
-        }
-        ControlError::DuplicateEffect {
-            effect_key,
-            in_progress,
-        } => (
-            "DuplicateEffect",
-            json!({"effect_key": effect_key, "in_progress": in_progress}),
-        ),
-        ControlError::AmbiguousEffect { effect_key } => {
-            ("AmbiguousEffect", json!({"effect_key": effect_key}))
-        }
-        ControlError::NotExecuted {
-            effect_key,
-            message,
-        } => (
-            "NotExecuted",
-            json!({"effect_key": effect_key, "detail": message}),
-        ),
-        ControlError::OutcomeUnknown {
-            action,
-            effect_key,
-            cause,
-        } => (
-            "OutcomeUnknown",
-            json!({"action": action, "effect_key": effect_key, "detail": cause}),
-        ),
-        ControlError::Store { after_run, .. } => ("StoreError", json!({"after_run": after_run})),
-        ControlError::Internal(_) => ("InternalError", json!({})),
-    };
+    report_exception(py, error.report(), cause)
+}
+
+/// The kernel's one description of an error (`ErrorReport`, shared with the Node binding) as
+/// the matching `countersign` exception.
+fn report_exception(py: Python<'_>, report: ErrorReport, cause: Option<PyErr>) -> PyErr {
     build(
         py,
-        class,
+        report.class,
         Said {
-            message: &error.to_string(),
-            reason: error.reason(),
-            did_run: did_run(error),
-            may_retry: error.may_retry(),
+            message: &report.message,
+            reason: report.reason.as_str(),
+            did_run: report.did_run.as_str(),
+            may_retry: report.may_retry,
         },
-        fields,
+        report.fields,
         cause,
     )
 }
 
 /// An answer that was not recorded, as the matching `countersign` exception.
 pub fn answer_error(py: Python<'_>, error: &AnswerError) -> PyErr {
-    let (class, fields) = match error {
-        AnswerError::Unknown { request_id } => {
-            ("ApprovalUnknown", json!({"request_id": request_id}))
-        }
-        AnswerError::AlreadyDecided {
-            request_id,
-            state,
-            approver,
-        } => (
-            "AlreadyDecided",
-            json!({"request_id": request_id, "state": state, "approver": approver}),
-        ),
-        AnswerError::Expired {
-            request_id,
-            expires_at,
-        } => (
-            "ApprovalExpired",
-            json!({"request_id": request_id, "expires_at": expires_at}),
-        ),
-        AnswerError::NoApprover => ("NoApprover", json!({})),
-        AnswerError::SelfApproval {
-            request_id,
-            approver,
-            shared_group,
-        } => (
-            "SelfApproval",
-            json!({"request_id": request_id, "approver": approver, "shared_group": shared_group}),
-        ),
-        AnswerError::InvalidDecision { request_id, given } => (
-            "InvalidDecision",
-            json!({"request_id": request_id, "given": given}),
-        ),
-        AnswerError::NotAuthenticated {
-            request_id,
-            approver,
-            ..
-        } => (
-            "NotAuthenticated",
-            json!({"request_id": request_id, "approver": approver}),
-        ),
-        AnswerError::NotEntitled {
-            request_id,
-            approver,
-            approvers,
-        } => (
-            "NotEntitled",
-            json!({"request_id": request_id, "approver": approver, "approvers": approvers}),
-        ),
-        AnswerError::Mismatch {
-            request_id,
-            shown,
-            action_hash,
-        } => (
-            "AnswerMismatch",
-            json!({"request_id": request_id, "shown": shown, "action_hash": action_hash}),
-        ),
-        AnswerError::Revoked { request_id } => {
-            ("ApprovalRevoked", json!({"request_id": request_id}))
-        }
-        AnswerError::Cancelled { request_id } => {
-            ("ApprovalCancelled", json!({"request_id": request_id}))
-        }
-        AnswerError::Consumed { request_id } => {
-            ("ApprovalConsumed", json!({"request_id": request_id}))
-        }
-        AnswerError::NotRevocable { request_id, state } => (
-            "NotRevocable",
-            json!({"request_id": request_id, "state": state}),
-        ),
-        AnswerError::Store(_) => ("StoreError", json!({"after_run": false})),
-    };
-    // A refused answer changed nothing: a corrected one (another approver, a valid decision,
-    // the right hash) may be sent.
-    let may_retry = error.is_refused_answer()
-        || matches!(error, AnswerError::Store(source) if source.is_transient());
-    build(
-        py,
-        class,
-        Said {
-            message: &error.to_string(),
-            reason: error.reason(),
-            did_run: "no",
-            may_retry,
-        },
-        fields,
-        None,
-    )
+    report_exception(py, error.report(), None)
 }
 
 /// A store failure outside an attempt.
 pub fn store_error(py: Python<'_>, error: &StoreError) -> PyErr {
-    build(
-        py,
-        "StoreError",
-        Said {
-            message: &format!("not executed: {error}"),
-            reason: error.reason(),
-            did_run: "no",
-            may_retry: error.is_transient(),
-        },
-        json!({"after_run": false}),
-        None,
-    )
+    report_exception(py, error.report(), None)
 }
 
 /// A policy that could not load (file, line and column in the message).

@@ -102,8 +102,11 @@ impl FrameworkInterrupt for PyFrameworkInterrupt {
 /// on the resuming call, never a name read back from the framework's payload or run state
 /// (SPEC.md 2.2). With neither, the answer names nobody and the kernel refuses it.
 pub(crate) fn parse_answer(text: &str) -> Result<ApprovalAnswer, String> {
-    let value: serde_json::Value = serde_json::from_str(text)
-        .map_err(|error| format!("the interrupt's answer is not JSON: {error}"))?;
+    // The kernel's one strict reader (issue #19): `{"decision":"deny","decision":"approve"}`
+    // is refused, never read as its last key.
+    let value: serde_json::Value = countersign::json::read(text).map_err(|error| {
+        format!("the interrupt's answer is not JSON Countersign accepts: {error}")
+    })?;
     let decision = AnswerDecision::from_submitted(value.get("decision")).map_err(|invalid| {
         format!(
             "the interrupt's answer has decision {}: use \"approve\" or \"deny\"",

@@ -208,7 +208,7 @@ fn review(reviewer: &Reviewer, shown_json: &str) -> PyResult<Option<String>> {
     };
     let decision = match answer.decision {
         AnswerDecision::Approve => "approve",
-        AnswerDecision::Reject => "reject",
+        AnswerDecision::Deny => "reject",
     };
     // `approver` (or `approver_token`) is who the operator's application passes on the
     // resuming call; `payload_approver` is the name the run state carries (display only, and
@@ -290,19 +290,19 @@ impl KitSession {
     /// the tool); its value as JSON text. Raises `countersign.NotExecuted` or `RuntimeError`
     /// (outcome unknown) when the case scripts a failure.
     fn run_tool(&self, py: Python<'_>, arguments_json: &str) -> PyResult<String> {
-        let arguments: serde_json::Value = serde_json::from_str(arguments_json)
+        let arguments: serde_json::Value = countersign::json::read(arguments_json)
             .map_err(|error| PyValueError::new_err(format!("arguments are not JSON: {error}")))?;
         let tool = self.tool.clone();
         // The kit's executor never waits on anything: a local executor drives it.
         match py.detach(|| futures::executor::block_on(tool.call(arguments))) {
             Ok(value) => Ok(value.to_string()),
-            Err(countersign::ExecutorError::NotExecuted(reason)) => {
-                let class = py.import("countersign.errors")?.getattr("NotExecuted")?;
-                Err(PyErr::from_value(class.call1((reason,))?))
-            }
-            Err(countersign::ExecutorError::Failed(error)) => {
-                Err(PyRuntimeError::new_err(error.to_string()))
-            }
+            Err(error) => match error.not_executed_reason() {
+                Some(reason) => {
+                    let class = py.import("countersign.errors")?.getattr("NotExecuted")?;
+                    Err(PyErr::from_value(class.call1((reason,))?))
+                }
+                None => Err(PyRuntimeError::new_err(error.to_string())),
+            },
         }
     }
 

@@ -18,11 +18,14 @@
 //! event or receipt except through it.
 
 mod chat;
+mod convert;
 mod errors;
 mod interrupt;
 #[cfg(feature = "conformance")]
 mod kit;
 mod takeback;
+
+pub(crate) use convert::{receipt_to_py, value_to_py};
 
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Mutex, OnceLock};
@@ -36,7 +39,7 @@ use countersign::{
 };
 use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
-use pyo3::types::{PyBool, PyDict, PyFloat, PyList, PyString};
+use pyo3::types::PyDict;
 
 use crate::errors::{answer_error, control_error, load_error, store_error};
 
@@ -182,7 +185,7 @@ fn executor_error(py: Python<'_>, error: PyErr, raised: &Raised) -> ExecutorErro
     if is_not_executed {
         ExecutorError::not_executed(message)
     } else {
-        ExecutorError::failed(format!("{type_name}: {message}"))
+        ExecutorError::may_have_run(format!("{type_name}: {message}"))
     }
 }
 
@@ -238,107 +241,6 @@ fn request(
 
 /// The result of a kernel call that ran: the executor's value and the receipt (a dict).
 type Ran = (Py<PyAny>, Py<PyDict>);
-
-/// A JSON value as the Python objects `json.loads` would give for its text (serde_json's
-/// `Value`: integers that fit `i64`/`u64` become `int`, other numbers `float`).
-fn value_to_py<'py>(py: Python<'py>, value: &serde_json::Value) -> PyResult<Bound<'py, PyAny>> {
-    use serde_json::Value;
-    Ok(match value {
-        Value::Null => py.None().into_bound(py),
-        Value::Bool(flag) => PyBool::new(py, *flag).to_owned().into_any(),
-        Value::Number(number) => match (number.as_i64(), number.as_u64()) {
-            (Some(integer), _) => integer.into_pyobject(py)?.into_any(),
-            (None, Some(integer)) => integer.into_pyobject(py)?.into_any(),
-            // INVARIANT (finite-numbers): serde_json numbers are finite; NaN never occurs.
-            (None, None) => PyFloat::new(py, number.as_f64().unwrap_or(f64::NAN)).into_any(),
-        },
-        Value::String(text) => PyString::new(py, text).into_any(),
-        Value::Array(items) => {
-            let list = PyList::empty(py);
-            for item in items {
-                list.append(value_to_py(py, item)?)?;
-            }
-            list.into_any()
-        }
-        Value::Object(members) => {
-            let dict = PyDict::new(py);
-            for (key, member) in members {
-                dict.set_item(key, value_to_py(py, member)?)?;
-            }
-            dict.into_any()
-        }
-    })
-}
-
-/// A receipt as the dict `json.loads` gives for its `countersign.receipt/v2` JSON, built
-/// directly (no JSON text in between): the same keys, in the same order, with the same values.
-/// `test_executed_receipt_is_the_stored_receipt` (tests/test_binding.py) holds the two equal.
-fn receipt_to_py<'py>(
-    py: Python<'py>,
-    receipt: &countersign::Receipt,
-) -> PyResult<Bound<'py, PyDict>> {
-    let dict = PyDict::new(py);
-    fn text(value: &Option<String>) -> Option<&str> {
-        value.as_deref()
-    }
-    dict.set_item("schema", &receipt.schema)?;
-    dict.set_item("seq", receipt.seq)?;
-    dict.set_item("prev_hash", &receipt.prev_hash)?;
-    dict.set_item("recorded_at", receipt.recorded_at.to_rfc3339())?;
-    let kind = serde_json::to_value(receipt.kind).map_err(json_error)?;
-    dict.set_item("kind", value_to_py(py, &kind)?)?;
-    dict.set_item("outcome", receipt.outcome.as_str())?;
-    dict.set_item("reason", text(&receipt.reason))?;
-    dict.set_item("attempt_id", text(&receipt.attempt_id))?;
-    dict.set_item("action", text(&receipt.action))?;
-    dict.set_item("action_hash", text(&receipt.action_hash))?;
-    dict.set_item("principal", text(&receipt.principal))?;
-    dict.set_item("resource", text(&receipt.resource))?;
-    dict.set_item("environment", text(&receipt.environment))?;
-    dict.set_item("effect_key", text(&receipt.effect_key))?;
-    match &receipt.arguments {
-        Some(arguments) => dict.set_item("arguments", value_to_py(py, arguments)?)?,
-        None => dict.set_item("arguments", py.None())?,
-    }
-    dict.set_item("decision", text(&receipt.decision))?;
-    dict.set_item("mode", text(&receipt.mode))?;
-    dict.set_item("approval_id", text(&receipt.approval_id))?;
-    dict.set_item("approver", text(&receipt.approver))?;
-    dict.set_item("note", text(&receipt.note))?;
-    dict.set_item("policy_hash", text(&receipt.policy_hash))?;
-    dict.set_item("approval_policy_hash", text(&receipt.approval_policy_hash))?;
-    dict.set_item("detail", text(&receipt.detail))?;
-    // The v2 fields, in the serialized order, only when set (as their JSON leaves them out).
-    if let Some(given) = receipt.approvals_given {
-        dict.set_item("approvals_given", given)?;
-    }
-    if let Some(needed) = receipt.approvals_needed {
-        dict.set_item("approvals_needed", needed)?;
-    }
-    if let Some(groups) = &receipt.approver_groups {
-        dict.set_item("approver_groups", groups.clone())?;
-    }
-    if let Some(channel) = &receipt.channel {
-        dict.set_item("channel", channel)?;
-    }
-    if let Some(authentication) = &receipt.authentication {
-        dict.set_item("authentication", authentication)?;
-    }
-    if let Some(confirmed) = receipt.hash_confirmed {
-        dict.set_item("hash_confirmed", confirmed)?;
-    }
-    if let Some(approvers) = &receipt.approvers {
-        let approvers = serde_json::to_value(approvers).map_err(json_error)?;
-        dict.set_item("approvers", value_to_py(py, &approvers)?)?;
-    }
-    if let Some(started) = receipt.attempt_started_at {
-        dict.set_item("attempt_started_at", started.to_rfc3339())?;
-    }
-    if !receipt.hash.is_empty() {
-        dict.set_item("hash", &receipt.hash)?;
-    }
-    Ok(dict)
-}
 
 fn json_error(error: serde_json::Error) -> PyErr {
     errors::internal(&format!(
@@ -474,9 +376,21 @@ impl NativeControl {
     }
 
     /// The kernel's `needs_approval` predicate; writes nothing.
+    ///
+    /// The arguments are read by the kernel's strict reader (`countersign::json::read`): a
+    /// duplicate key, nesting past 64 levels or an integer outside ±(2^53−1) raises
+    /// `InvalidArguments`, as `evaluate` does.
     fn needs_approval(&self, py: Python<'_>, action: &str, arguments_json: &str) -> PyResult<bool> {
-        let arguments: serde_json::Value = serde_json::from_str(arguments_json)
-            .map_err(|error| PyValueError::new_err(format!("arguments are not JSON: {error}")))?;
+        let arguments = countersign::json::read(arguments_json).map_err(|error| {
+            control_error(
+                py,
+                countersign::ControlError::InvalidArguments {
+                    action: action.to_owned(),
+                    source: error.source,
+                },
+                None,
+            )
+        })?;
         countersign::needs_approval(&self.control, action, &arguments)
             .map_err(|error| control_error(py, error, None))
     }
@@ -563,7 +477,8 @@ impl NativeControl {
         action_hash: Option<&str>,
     ) -> PyResult<String> {
         let id = ApprovalId::parse(request_id).map_err(PyValueError::new_err)?;
-        let submitted: Option<serde_json::Value> = serde_json::from_str(decision_json).ok();
+        // The strict reader: a decision sent twice is no decision (`invalid_decision`).
+        let submitted: Option<serde_json::Value> = countersign::json::read(decision_json).ok();
         let decision = AnswerDecision::from_submitted(submitted.as_ref());
         let credential = match (token, approver) {
             (Some(token), _) => countersign::approver::Credential::Token(token.to_owned()),
@@ -770,8 +685,19 @@ fn parse_state(text: &str) -> PyResult<ApprovalState> {
 }
 
 /// The native half of the `countersign` package.
+/// Every refusal code of the kernel (`countersign::Reason`), in declaration order: the Python
+/// `Reason` enum is checked against it.
+#[pyfunction]
+fn reasons() -> Vec<&'static str> {
+    countersign::Reason::ALL
+        .iter()
+        .map(|reason| reason.as_str())
+        .collect()
+}
+
 #[pymodule]
 fn _native(module: &Bound<'_, PyModule>) -> PyResult<()> {
+    module.add_function(wrap_pyfunction!(reasons, module)?)?;
     module.add_class::<Principal>()?;
     module.add_class::<NativeControl>()?;
     // The adapter conformance kit is for adapter authors' tests: only in wheels built with the

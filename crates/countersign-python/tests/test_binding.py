@@ -247,6 +247,19 @@ def test_only_the_closed_decisions_change_anything(control, decision) -> None:
     assert control.answer(request_id, "deny", approver="human:alice").state == "denied"
 
 
+@pytest.mark.parametrize("approver", ["human:", ":", "human: bob"])
+def test_a_malformed_approver_name_is_refused_with_the_expected_shape(control, approver) -> None:
+    # Issue #19: one shape for approver ids; nothing changes and nothing reaches a receipt's
+    # approver field.
+    request_id = _pending_request(control, "pi_shape")
+    with pytest.raises(countersign.InvalidApprover) as refused:
+        control.approve(request_id, approver=approver)
+    assert refused.value.reason is countersign.Reason.INVALID_APPROVER
+    assert refused.value.given == approver
+    assert "`human:alice`" in refused.value.message
+    assert control.approval(request_id).state == "pending"
+
+
 def test_a_quorum_needs_two_distinct_entitled_approvers(quorum_control) -> None:
     request_id = _pending_request(quorum_control, "pi_q")
     with pytest.raises(countersign.NotEntitled) as refused:

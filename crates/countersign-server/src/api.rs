@@ -562,11 +562,13 @@ fn body_object(
             )
         }
     })?;
-    let value: serde_json::Value = serde_json::from_slice(&body).map_err(|error| {
+    // The kernel's one strict reader (issue #19): a key sent twice (`{"decision":"deny",
+    // "decision":"approve"}`) is refused, never resolved by "last one wins".
+    let value = countersign::json::read_slice(&body).map_err(|error| {
         Problem::new(
             StatusCode::BAD_REQUEST,
             "malformed_body",
-            format!("the body is not JSON: {error}"),
+            format!("the body is not JSON the service accepts: {error}"),
         )
     })?;
     let serde_json::Value::Object(object) = value else {

@@ -59,9 +59,9 @@ impl Problem {
     /// (try again), 500 when it holds something this service cannot read.
     pub fn from_store(error: &StoreError) -> Problem {
         let status = match error {
-            StoreError::Corrupt { .. } | StoreError::Incompatible { .. } => {
-                StatusCode::INTERNAL_SERVER_ERROR
-            }
+            StoreError::Corrupt { .. }
+            | StoreError::Incompatible { .. }
+            | StoreError::Internal { .. } => StatusCode::INTERNAL_SERVER_ERROR,
             StoreError::Busy { .. }
             | StoreError::OutcomeUnknown { .. }
             | StoreError::Open { .. }
@@ -85,7 +85,9 @@ impl Problem {
             AnswerError::SelfApproval { .. }
             | AnswerError::NotAuthenticated { .. }
             | AnswerError::NotEntitled { .. } => StatusCode::FORBIDDEN,
-            AnswerError::InvalidDecision { .. } => StatusCode::UNPROCESSABLE_ENTITY,
+            AnswerError::InvalidDecision { .. } | AnswerError::InvalidApprover { .. } => {
+                StatusCode::UNPROCESSABLE_ENTITY
+            }
             AnswerError::Store(store) => return Problem::from_store(store),
         };
         let mut problem = Problem::new(status, error.reason(), error.to_string());

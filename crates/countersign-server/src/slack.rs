@@ -257,7 +257,7 @@ fn press_of(body: &[u8]) -> Option<Press> {
     let action = payload["actions"].get(0)?;
     let decision = match action["action_id"].as_str()? {
         "approve" => AnswerDecision::Approve,
-        "deny" => AnswerDecision::Reject,
+        "deny" => AnswerDecision::Deny,
         _ => return None,
     };
     let (request_id, hash) = action["value"].as_str()?.split_once('|')?;

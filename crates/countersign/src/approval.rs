@@ -26,7 +26,7 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::action::{ActionHash, canonical};
-use crate::approver::{ApprovalRule, Approver, Channel, Credential};
+use crate::approver::{ApprovalRule, Approver, ApproverId, ApproverIdError, Channel, Credential};
 use crate::clock::Timestamp;
 
 /// An approval request identifier: `apr_` plus 20 lowercase base-32 characters.
@@ -263,8 +263,11 @@ impl ApprovalRecord {
 pub enum AnswerDecision {
     /// Yes: grant the request (once the quorum is reached).
     Approve,
-    /// No: deny the request. Written `deny` (or `reject`) by every surface.
-    Reject,
+    /// No: deny the request. Every API calls a human's no `deny` (issue #19; this variant
+    /// was `Reject`); on the wire and in stored answers it is still written `reject`, and
+    /// every surface reads `deny` or `reject`.
+    #[serde(rename = "reject")]
+    Deny,
 }
 
 /// A submitted decision that is not one of the closed set (case B38): `null`, `true`, `1`,
@@ -306,7 +309,7 @@ impl AnswerDecision {
     pub fn parse(text: &str) -> Result<AnswerDecision, InvalidDecision> {
         match text {
             "approve" => Ok(AnswerDecision::Approve),
-            "deny" | "reject" => Ok(AnswerDecision::Reject),
+            "deny" | "reject" => Ok(AnswerDecision::Deny),
             other => Err(InvalidDecision {
                 given: serde_json::Value::String(other.to_owned()).to_string(),
             }),
@@ -317,7 +320,7 @@ impl AnswerDecision {
     pub fn as_str(self) -> &'static str {
         match self {
             AnswerDecision::Approve => "approve",
-            AnswerDecision::Reject => "reject",
+            AnswerDecision::Deny => "reject",
         }
     }
 
@@ -325,7 +328,7 @@ impl AnswerDecision {
     pub fn state(self) -> ApprovalState {
         match self {
             AnswerDecision::Approve => ApprovalState::Granted,
-            AnswerDecision::Reject => ApprovalState::Denied,
+            AnswerDecision::Deny => ApprovalState::Denied,
         }
     }
 }
@@ -489,7 +492,7 @@ pub fn plan_answer(
                 (Some(earlier), _) if earlier.decision == decision => AnswerPlan::Repeat,
                 (Some(_), state) => AnswerPlan::AlreadyDecided { state },
                 (None, ApprovalState::Pending) => match decision {
-                    AnswerDecision::Reject => AnswerPlan::Decide {
+                    AnswerDecision::Deny => AnswerPlan::Decide {
                         to: ApprovalState::Denied,
                     },
                     AnswerDecision::Approve => {
@@ -517,53 +520,76 @@ pub fn plan_answer(
 /// established, and its groups add to the directory's unless that is `asserted`. A token is verified by [`crate::token::verify`] against the keys stored
 /// with the rule; its `sub` is the id and its `groups` claim adds to the directory's.
 ///
+/// Every id (a name, a verified identity, a token's `sub`) must have the one shape of
+/// [`ApproverId`] (issue #19), so `human:`, `:` or `human: bob` never reach a receipt.
+///
 /// # Errors
 ///
-/// `Err(None)` for an empty name (an anonymous answer); `Err(Some(detail))` for a token that
-/// does not verify, with what is wrong (never the token itself).
+/// [`ApproverFault::Anonymous`] for an empty name (an anonymous answer);
+/// [`ApproverFault::Malformed`] for an id of another shape; [`ApproverFault::Unverified`]
+/// for a token that does not verify, with what is wrong (never the token itself), or a source
+/// that vouches for nobody.
 pub fn approver_of(
     rule: &ApprovalRule,
     credential: &Credential,
     channel: Channel,
     now: Timestamp,
-) -> Result<Approver, Option<String>> {
+) -> Result<Approver, ApproverFault> {
     use crate::approver::Authentication;
     match credential {
         Credential::Asserted(name) => {
-            let name = name.trim();
-            if name.is_empty() {
-                return Err(None);
-            }
-            Ok(rule.approver(name, &[], channel, Authentication::Asserted))
+            let name = shaped(name)?;
+            Ok(rule.approver(name.as_str(), &[], channel, Authentication::Asserted))
         }
         Credential::Verified {
             id,
             groups,
             authentication,
         } => {
-            let id = id.trim();
-            if id.is_empty() {
-                return Err(None);
-            }
-            Ok(rule.approver(id, groups, channel, *authentication))
+            let id = shaped(id)?;
+            Ok(rule.approver(id.as_str(), groups, channel, *authentication))
         }
-        Credential::Unverified { source, reason } => Err(Some(format!("{source}: {reason}"))),
+        Credential::Unverified { source, reason } => {
+            Err(ApproverFault::Unverified(format!("{source}: {reason}")))
+        }
         Credential::Token(token) => {
             let keys = rule
                 .keys
                 .iter()
                 .filter_map(|text| crate::token::PublicKey::parse(text).ok())
                 .collect::<Vec<_>>();
-            let verified =
-                crate::token::verify(token, &keys, now).map_err(|error| Some(error.to_string()))?;
+            let verified = crate::token::verify(token, &keys, now)
+                .map_err(|error| ApproverFault::Unverified(error.to_string()))?;
+            let subject = ApproverId::parse(&verified.subject).map_err(ApproverFault::Malformed)?;
             Ok(rule.approver(
-                &verified.subject,
+                subject.as_str(),
                 &verified.groups,
                 channel,
                 Authentication::Token,
             ))
         }
     }
+}
+
+/// A name a person typed, trimmed, as an [`ApproverId`]; blank is anonymous.
+fn shaped(name: &str) -> Result<ApproverId, ApproverFault> {
+    let name = name.trim();
+    if name.is_empty() {
+        return Err(ApproverFault::Anonymous);
+    }
+    ApproverId::parse(name).map_err(ApproverFault::Malformed)
+}
+
+/// Why a [`Credential`] stands for no approver ([`approver_of`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ApproverFault {
+    /// No name at all: an anonymous answer (`no_approver`).
+    Anonymous,
+    /// A name or id that is not an [`ApproverId`] (`invalid_approver`).
+    Malformed(ApproverIdError),
+    /// A token that does not verify, or a source that vouches for nobody
+    /// (`not_authenticated`), with what is wrong.
+    Unverified(String),
 }
 
 /// What to do with a presented approval, given the stored request.

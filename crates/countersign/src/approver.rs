@@ -169,6 +169,10 @@ impl Approver {
     }
 }
 
+mod id;
+
+pub use id::{ApproverId, ApproverIdError};
+
 /// Who answers, as a surface hands it to the kernel. The kernel turns it into an [`Approver`].
 #[derive(Clone, PartialEq, Eq)]
 pub enum Credential {

@@ -44,6 +44,7 @@ use crate::action::Action;
 use crate::approver::ApprovalRule;
 use crate::clock::{Clock, SystemClock, Timestamp};
 use crate::effect::ReconcileHook;
+use crate::error::DenyReason;
 use crate::policy::{Decision, Policy};
 use crate::store::Store;
 
@@ -138,6 +139,8 @@ struct Prepared {
     action: Action,
     decision: Decision,
     reason: &'static str,
+    /// Why policy denies it, when it does (`decision` is `Deny`).
+    denial: DenyReason,
     fingerprint: String,
     approval_ttl: Duration,
     /// The rule a request opened for this call is judged by (set for `approve` decisions).

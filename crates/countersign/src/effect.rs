@@ -261,9 +261,31 @@ pub enum ExecutorError {
     /// non-executing). Retry allowed.
     #[error("not executed: {0}")]
     NotExecuted(String),
-    /// The executor failed in a way that does not prove the effect did not happen.
+    /// The executor failed in a way that does not prove the effect did not happen: it may have
+    /// run (the effect becomes `ambiguous`). Named for what it means, unlike the effect state
+    /// `failed`, which means "did not run" (issue #19; this variant was `Failed`).
     #[error("{0}")]
-    Failed(Box<dyn std::error::Error + Send + Sync>),
+    MayHaveRun(Box<dyn std::error::Error + Send + Sync>),
+    /// Another executor error with the executor's evidence attached (for example the raw reply
+    /// of an upstream server), built by [`ExecutorError::with_evidence`]. The kernel classifies
+    /// it as the error it wraps and hands the evidence back in the refusal
+    /// (`ControlError::NotExecuted` / `ControlError::OutcomeUnknown`, field `evidence`), so a
+    /// caller never needs a side channel to learn what the executor saw (issue #19).
+    #[error("{error}")]
+    WithEvidence {
+        /// The error itself.
+        error: Box<ExecutorError>,
+        /// What the executor kept, as JSON (data, never an instruction).
+        evidence: serde_json::Value,
+    },
+}
+
+/// An [`ExecutorError`] without its evidence: what the kernel classifies.
+pub(crate) enum BareExecutorError {
+    /// [`ExecutorError::NotExecuted`].
+    NotExecuted(String),
+    /// [`ExecutorError::MayHaveRun`].
+    MayHaveRun(Box<dyn std::error::Error + Send + Sync>),
 }
 
 impl ExecutorError {
@@ -272,9 +294,42 @@ impl ExecutorError {
         ExecutorError::NotExecuted(reason.into())
     }
 
+    /// This error with `evidence` attached (the outermost evidence wins when nested).
+    pub fn with_evidence(self, evidence: serde_json::Value) -> ExecutorError {
+        ExecutorError::WithEvidence {
+            error: Box::new(self),
+            evidence,
+        }
+    }
+
+    /// The reason, when the error (or the one it wraps) says the effect definitely did not
+    /// happen.
+    pub fn not_executed_reason(&self) -> Option<&str> {
+        match self {
+            ExecutorError::NotExecuted(reason) => Some(reason),
+            ExecutorError::MayHaveRun(_) => None,
+            ExecutorError::WithEvidence { error, .. } => error.not_executed_reason(),
+        }
+    }
+
+    /// The error without its evidence, and the evidence.
+    pub(crate) fn into_parts(self) -> (BareExecutorError, Option<serde_json::Value>) {
+        match self {
+            ExecutorError::NotExecuted(reason) => (BareExecutorError::NotExecuted(reason), None),
+            ExecutorError::MayHaveRun(error) => (BareExecutorError::MayHaveRun(error), None),
+            ExecutorError::WithEvidence { error, evidence } => {
+                let (bare, inner) = error.into_parts();
+                // The outermost evidence wins; an inner one is kept only when it is alone.
+                (bare, Some(evidence).or(inner))
+            }
+        }
+    }
+
     /// The executor failed; the effect may have happened.
-    pub fn failed(error: impl Into<Box<dyn std::error::Error + Send + Sync>>) -> ExecutorError {
-        ExecutorError::Failed(error.into())
+    pub fn may_have_run(
+        error: impl Into<Box<dyn std::error::Error + Send + Sync>>,
+    ) -> ExecutorError {
+        ExecutorError::MayHaveRun(error.into())
     }
 }
 
@@ -285,7 +340,7 @@ impl ExecutorError {
 /// |---|---|
 /// | nothing was sent (connection refused, DNS failure) | `NotExecuted` |
 /// | 4xx except 408 and 429: the upstream validated and refused the request | `NotExecuted` (documented choice: a definite refusal; the retry will usually be refused the same way) |
-/// | 408, 429, any 5xx, a read timeout or a cut connection after the request was sent | `Failed` (ambiguous) |
+/// | 408, 429, any 5xx, a read timeout or a cut connection after the request was sent | `MayHaveRun` (ambiguous) |
 /// | 503 (or any 5xx) carrying an explicit "not processed" marker **that the operator configured as trusted** | `NotExecuted` |
 ///
 /// `sent` is false only when no byte of the request left the process; `status` is the
@@ -312,7 +367,7 @@ pub fn classify_http_failure(
     if definite {
         ExecutorError::not_executed(what)
     } else {
-        ExecutorError::failed(what)
+        ExecutorError::may_have_run(what)
     }
 }
 

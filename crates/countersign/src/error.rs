@@ -14,9 +14,17 @@ use std::time::Duration;
 use crate::action::ActionHash;
 use crate::action::canonical::CanonicalError;
 use crate::approval::{ApprovalId, ApprovalState};
+use crate::approver::ApproverIdError;
 use crate::clock::Timestamp;
 use crate::effect::{EffectKey, ResolveRefusal};
 use crate::policy::TemplateError;
+
+mod classify;
+mod reason;
+mod report;
+
+pub use reason::{DenyReason, Reason};
+pub use report::ErrorReport;
 
 /// Did an attempt's executor run?
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,14 +72,14 @@ pub enum ControlError {
     },
     /// Policy denied the action (reason `unknown_action`, `no_matching_rule`, `denied`, or
     /// `policy_changed` when a presented approval was voided because the policy now denies it).
-    #[error("not executed: policy denied `{action}` ({reason}): {hint}", hint = deny_hint(reason))]
+    #[error("not executed: policy denied `{action}` ({reason}): {hint}", hint = reason.hint())]
     ActionDenied {
         /// The action name.
         action: String,
         /// The action hash.
         action_hash: ActionHash,
-        /// The stable reason code.
-        reason: &'static str,
+        /// Why.
+        reason: DenyReason,
         /// The policy hash that decided.
         policy_hash: String,
     },
@@ -187,8 +195,8 @@ pub enum ControlError {
     AnswerRefused {
         /// The request.
         request_id: ApprovalId,
-        /// The answer refusal's stable reason code.
-        reason: &'static str,
+        /// The answer refusal's reason ([`AnswerError::kind`]).
+        reason: Reason,
         /// What happened and what to do next.
         message: String,
     },
@@ -228,6 +236,8 @@ pub enum ControlError {
         effect_key: Option<EffectKey>,
         /// The executor's reason.
         message: String,
+        /// What the executor kept ([`crate::ExecutorError::with_evidence`]), if anything.
+        evidence: Option<serde_json::Value>,
     },
     /// The executor ran and its outcome is unknown (an error, a panic, a timeout, a dropped
     /// future). The effect is `ambiguous`; retries are refused until resolved.
@@ -239,6 +249,8 @@ pub enum ControlError {
         effect_key: Option<EffectKey>,
         /// What happened.
         cause: String,
+        /// What the executor kept ([`crate::ExecutorError::with_evidence`]), if anything.
+        evidence: Option<serde_json::Value>,
     },
     /// The store failed.
     #[error("{}{source}", store_prefix(*after_run))]
@@ -252,17 +264,6 @@ pub enum ControlError {
     /// A bug in Countersign: please report it with this message.
     #[error("internal error (please report it): {0}")]
     Internal(String),
-}
-
-fn deny_hint(reason: &str) -> &'static str {
-    match reason {
-        "unknown_action" => "the policy has no entry for it; add one to allow or approve it",
-        "no_matching_rule" => "no rule matched these arguments; change the arguments or the policy",
-        "policy_changed" => {
-            "the policy changed since the approval and now denies it; the approval is void; do not retry"
-        }
-        _ => "a policy rule denies it; do not retry",
-    }
 }
 
 fn note_suffix(note: &Option<String>) -> String {
@@ -294,134 +295,6 @@ fn store_prefix(after_run: bool) -> &'static str {
         "outcome unrecorded: the executor ran but the store failed: "
     } else {
         "not executed: "
-    }
-}
-
-impl ControlError {
-    /// The stable reason code, as written in receipts and shown by every adapter.
-    pub fn reason(&self) -> &'static str {
-        match self {
-            ControlError::InvalidArguments { .. } => "invalid_arguments",
-            ControlError::Template { .. } => "bad_template",
-            ControlError::NoPrincipal { .. } => "no_principal",
-            ControlError::ActionDenied { reason, .. } => reason,
-            ControlError::ApprovalRequired { .. } => "approval_required",
-            ControlError::ApprovalDenied { .. } => "approval_denied",
-            ControlError::ApprovalMismatch { .. } => "mismatch",
-            ControlError::ApprovalConsumed { .. } => "consumed",
-            ControlError::ApprovalExpired { .. } => "expired",
-            ControlError::ApprovalUnknown { .. } => "unknown_request",
-            ControlError::ApprovalVoid { .. } => "policy_changed",
-            ControlError::ApprovalRevoked { .. } => "revoked",
-            ControlError::ApprovalCancelled { .. } => "cancelled",
-            ControlError::ApprovalOtherRun { .. } => "other_run",
-            ControlError::InterruptFailed { .. } => "interrupt_failed",
-            ControlError::AnswerRefused { reason, .. } => reason,
-            ControlError::DuplicateEffect {
-                in_progress: true, ..
-            } => "in_progress",
-            ControlError::DuplicateEffect {
-                in_progress: false, ..
-            } => "duplicate",
-            ControlError::AmbiguousEffect { .. } => "ambiguous",
-            ControlError::NotExecuted { .. } => "not_executed",
-            ControlError::OutcomeUnknown { .. } => "outcome_unknown",
-            ControlError::Store { source, .. } => source.reason(),
-            ControlError::Internal(_) => "internal",
-        }
-    }
-
-    /// Did this attempt run the executor?
-    pub fn did_run(&self) -> DidRun {
-        match self {
-            ControlError::OutcomeUnknown { .. } => DidRun::Maybe,
-            ControlError::Store {
-                after_run: true, ..
-            } => DidRun::Maybe,
-            // The executor ran and said it had no effect: as far as the world is concerned,
-            // nothing ran.
-            ControlError::NotExecuted { .. } => DidRun::No,
-            _ => DidRun::No,
-        }
-    }
-
-    /// May the caller send the identical call again?
-    ///
-    /// True for: `NotExecuted` (definitely not executed), `ApprovalRequired` (after a human
-    /// answers), `in_progress` (after the holder finishes, which may then refuse it as a
-    /// duplicate), an expired or voided approval (a new request will be made), a busy store
-    /// before the run. False for everything that would be refused again or may have run.
-    pub fn may_retry(&self) -> bool {
-        match self {
-            ControlError::NotExecuted { .. }
-            | ControlError::ApprovalRequired { .. }
-            | ControlError::ApprovalExpired { .. }
-            | ControlError::ApprovalVoid { .. }
-            | ControlError::ApprovalRevoked { .. }
-            | ControlError::ApprovalCancelled { .. }
-            | ControlError::ApprovalOtherRun { .. }
-            | ControlError::InterruptFailed { .. }
-            | ControlError::AnswerRefused { .. }
-            | ControlError::DuplicateEffect {
-                in_progress: true, ..
-            } => true,
-            ControlError::Store { after_run, source } => !after_run && source.is_transient(),
-            _ => false,
-        }
-    }
-
-    /// Map an answer error met inside the pipeline.
-    pub(crate) fn from_answer_error(error: AnswerError) -> ControlError {
-        match error {
-            AnswerError::Unknown { request_id } => ControlError::ApprovalUnknown { request_id },
-            AnswerError::Expired {
-                request_id,
-                expires_at,
-            } => ControlError::ApprovalExpired {
-                request_id,
-                expires_at,
-            },
-            AnswerError::AlreadyDecided {
-                request_id,
-                state: ApprovalState::Consumed,
-                ..
-            } => ControlError::ApprovalConsumed { request_id },
-            AnswerError::AlreadyDecided {
-                request_id,
-                state: ApprovalState::Void,
-                ..
-            } => ControlError::ApprovalVoid { request_id },
-            AnswerError::Revoked { request_id } => ControlError::ApprovalRevoked { request_id },
-            AnswerError::Cancelled { request_id } => ControlError::ApprovalCancelled { request_id },
-            AnswerError::Consumed { request_id } => ControlError::ApprovalConsumed { request_id },
-            refused @ (AnswerError::AlreadyDecided { .. } | AnswerError::NotRevocable { .. }) => {
-                ControlError::AnswerRefused {
-                    request_id: refused
-                        .request_id()
-                        .cloned()
-                        .unwrap_or_else(|| ApprovalId::from_stored(String::new())),
-                    reason: refused.reason(),
-                    message: refused.to_string(),
-                }
-            }
-            refused @ (AnswerError::NoApprover
-            | AnswerError::SelfApproval { .. }
-            | AnswerError::InvalidDecision { .. }
-            | AnswerError::NotAuthenticated { .. }
-            | AnswerError::NotEntitled { .. }
-            | AnswerError::Mismatch { .. }) => ControlError::AnswerRefused {
-                request_id: refused
-                    .request_id()
-                    .cloned()
-                    .unwrap_or_else(|| ApprovalId::from_stored(String::new())),
-                reason: refused.reason(),
-                message: refused.to_string(),
-            },
-            AnswerError::Store(source) => ControlError::Store {
-                after_run: false,
-                source,
-            },
-        }
     }
 }
 
@@ -524,6 +397,16 @@ pub enum AnswerError {
         request_id: ApprovalId,
         /// What was submitted, as compact JSON.
         given: String,
+    },
+    /// The answer's approver id is not of the one shape ([`crate::approver::ApproverId`]:
+    /// `human:`, `:` or `human: bob` are refused, issue #19). A refusal receipt was written;
+    /// the request is unchanged.
+    #[error("cannot answer approval `{request_id}`: {error}")]
+    InvalidApprover {
+        /// The request.
+        request_id: ApprovalId,
+        /// What was given and the expected shape.
+        error: ApproverIdError,
     },
     /// The request's rule requires an authenticated approver and the answer's identity is
     /// asserted, or its token did not verify. A refusal receipt was written; the request is
@@ -629,6 +512,7 @@ impl AnswerError {
             | AnswerError::Expired { request_id, .. }
             | AnswerError::SelfApproval { request_id, .. }
             | AnswerError::InvalidDecision { request_id, .. }
+            | AnswerError::InvalidApprover { request_id, .. }
             | AnswerError::NotAuthenticated { request_id, .. }
             | AnswerError::NotEntitled { request_id, .. }
             | AnswerError::Mismatch { request_id, .. }
@@ -647,30 +531,37 @@ impl AnswerError {
             self,
             AnswerError::SelfApproval { .. }
                 | AnswerError::InvalidDecision { .. }
+                | AnswerError::InvalidApprover { .. }
                 | AnswerError::NotAuthenticated { .. }
                 | AnswerError::NotEntitled { .. }
                 | AnswerError::Mismatch { .. }
         )
     }
 
-    /// The stable reason code.
-    pub fn reason(&self) -> &'static str {
+    /// The typed reason: [`Reason`], exhaustive.
+    pub fn kind(&self) -> Reason {
         match self {
-            AnswerError::Unknown { .. } => "unknown_request",
-            AnswerError::AlreadyDecided { .. } => "already_decided",
-            AnswerError::Expired { .. } => "expired",
-            AnswerError::NoApprover => "no_approver",
-            AnswerError::SelfApproval { .. } => "self_approval",
-            AnswerError::InvalidDecision { .. } => "invalid_decision",
-            AnswerError::NotAuthenticated { .. } => "not_authenticated",
-            AnswerError::NotEntitled { .. } => "not_entitled",
-            AnswerError::Mismatch { .. } => "mismatch",
-            AnswerError::Cancelled { .. } => "cancelled",
-            AnswerError::Revoked { .. } => "revoked",
-            AnswerError::Consumed { .. } => "consumed",
-            AnswerError::NotRevocable { .. } => "not_revocable",
-            AnswerError::Store(source) => source.reason(),
+            AnswerError::Unknown { .. } => Reason::UnknownRequest,
+            AnswerError::AlreadyDecided { .. } => Reason::AlreadyDecided,
+            AnswerError::Expired { .. } => Reason::Expired,
+            AnswerError::NoApprover => Reason::NoApprover,
+            AnswerError::SelfApproval { .. } => Reason::SelfApproval,
+            AnswerError::InvalidDecision { .. } => Reason::InvalidDecision,
+            AnswerError::InvalidApprover { .. } => Reason::InvalidApprover,
+            AnswerError::NotAuthenticated { .. } => Reason::NotAuthenticated,
+            AnswerError::NotEntitled { .. } => Reason::NotEntitled,
+            AnswerError::Mismatch { .. } => Reason::Mismatch,
+            AnswerError::Cancelled { .. } => Reason::Cancelled,
+            AnswerError::Revoked { .. } => Reason::Revoked,
+            AnswerError::Consumed { .. } => Reason::Consumed,
+            AnswerError::NotRevocable { .. } => Reason::NotRevocable,
+            AnswerError::Store(source) => source.kind(),
         }
+    }
+
+    /// The stable reason code: [`AnswerError::kind`]'s wire string.
+    pub fn reason(&self) -> &'static str {
+        self.kind().as_str()
     }
 }
 
@@ -756,25 +647,38 @@ pub enum StoreError {
         /// Why.
         message: String,
     },
-    /// Any other backend failure.
+    /// Any other failure of the database engine.
     #[error("store error: {message}")]
     Backend {
         /// The backend's message.
         message: String,
     },
+    /// A bug in Countersign's store code (an invariant broken, a lock poisoned by an earlier
+    /// panic), never the database's fault: please report it. Nothing was written.
+    #[error("internal error (please report it): {detail}")]
+    Internal {
+        /// What broke.
+        detail: String,
+    },
 }
 
 impl StoreError {
-    /// The stable reason code.
-    pub fn reason(&self) -> &'static str {
+    /// The typed reason: [`Reason`], exhaustive.
+    pub fn kind(&self) -> Reason {
         match self {
-            StoreError::Busy { .. } => "store_busy",
-            StoreError::OutcomeUnknown { .. } => "store_outcome_unknown",
-            StoreError::Incompatible { .. } => "store_incompatible",
-            StoreError::Corrupt { .. } => "store_corrupt",
-            StoreError::Open { .. } => "store_open",
-            StoreError::Backend { .. } => "store_error",
+            StoreError::Busy { .. } => Reason::StoreBusy,
+            StoreError::OutcomeUnknown { .. } => Reason::StoreOutcomeUnknown,
+            StoreError::Incompatible { .. } => Reason::StoreIncompatible,
+            StoreError::Corrupt { .. } => Reason::StoreCorrupt,
+            StoreError::Open { .. } => Reason::StoreOpen,
+            StoreError::Backend { .. } => Reason::StoreError,
+            StoreError::Internal { .. } => Reason::Internal,
         }
+    }
+
+    /// The stable reason code: [`StoreError::kind`]'s wire string.
+    pub fn reason(&self) -> &'static str {
+        self.kind().as_str()
     }
 
     /// Might the same operation succeed if tried again later?

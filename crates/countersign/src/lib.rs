@@ -51,6 +51,7 @@ pub mod effect;
 pub mod error;
 pub mod evidence;
 mod id;
+pub mod json;
 pub mod outbox;
 pub mod policy;
 pub mod store;
@@ -69,7 +70,7 @@ pub use control::{
 };
 pub use display::ApprovalDisplay;
 pub use effect::{EffectKey, EffectRecord, EffectState, ExecutorError, ReconcileHook};
-pub use error::{AnswerError, ControlError, DidRun, StoreError};
+pub use error::{AnswerError, ControlError, DenyReason, DidRun, ErrorReport, Reason, StoreError};
 pub use evidence::{Anchor, Receipt, VerifyReport};
 pub use policy::{Decision, LoadError, Mode, Policy};
 pub use store::Store;

@@ -40,7 +40,7 @@ use crate::approval::{
 use crate::approver::{Channel, Credential};
 use crate::clock::Timestamp;
 use crate::effect::{EffectKey, EffectRecord, EffectState, RetryDecision};
-use crate::error::{AnswerError, ResolveError, StoreError};
+use crate::error::{AnswerError, Reason, ResolveError, StoreError};
 use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
 use crate::outbox::{ClaimedDelivery, Delivery, DeliveryState, Settlement, StoredEvent};
 
@@ -150,28 +150,35 @@ pub enum BeginRefusal {
 }
 
 impl BeginRefusal {
-    /// The stable reason code written on the refusal receipt.
-    pub fn reason(&self) -> &'static str {
+    /// The typed reason written on the refusal receipt.
+    pub fn kind(&self) -> Reason {
         match self {
             BeginRefusal::Approval { refusal, .. } => match refusal {
-                TakeRefusal::Unknown => "unknown_request",
-                TakeRefusal::Pending => "approval_required",
-                TakeRefusal::Denied => "approval_denied",
-                TakeRefusal::Consumed => "consumed",
-                TakeRefusal::Expired => "expired",
-                TakeRefusal::Mismatch => "mismatch",
-                TakeRefusal::OtherRun => "other_run",
-                TakeRefusal::PolicyChanged => "policy_changed",
-                TakeRefusal::Revoked => "revoked",
-                TakeRefusal::Cancelled => "cancelled",
+                TakeRefusal::Unknown => Reason::UnknownRequest,
+                TakeRefusal::Pending => Reason::ApprovalRequired,
+                TakeRefusal::Denied => Reason::ApprovalDenied,
+                TakeRefusal::Consumed => Reason::Consumed,
+                TakeRefusal::Expired => Reason::Expired,
+                TakeRefusal::Mismatch => Reason::Mismatch,
+                TakeRefusal::OtherRun => Reason::OtherRun,
+                TakeRefusal::PolicyChanged => Reason::PolicyChanged,
+                TakeRefusal::Revoked => Reason::Revoked,
+                TakeRefusal::Cancelled => Reason::Cancelled,
             },
             BeginRefusal::Effect { decision, .. } => match decision {
-                RetryDecision::InProgress => "in_progress",
-                RetryDecision::Committed => "duplicate",
-                RetryDecision::Ambiguous | RetryDecision::LeaseExpired => "ambiguous",
-                RetryDecision::Reserve => "internal",
+                RetryDecision::InProgress => Reason::InProgress,
+                RetryDecision::Committed => Reason::Duplicate,
+                RetryDecision::Ambiguous | RetryDecision::LeaseExpired => Reason::Ambiguous,
+                // A reservation is not a refusal: reaching here is a bug of ours.
+                RetryDecision::Reserve => Reason::Internal,
             },
         }
+    }
+
+    /// The stable reason code written on the refusal receipt: [`BeginRefusal::kind`]'s wire
+    /// string.
+    pub fn reason(&self) -> &'static str {
+        self.kind().as_str()
     }
 }
 

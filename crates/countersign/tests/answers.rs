@@ -211,6 +211,46 @@ async fn an_entitled_approver_grants_and_the_call_runs_once() {
     }
 }
 
+/// Issue #19: one shape for every approver id. `human:`, `:` and `human: bob` are refused with
+/// the expected shape, recorded as a refused answer naming nobody, and change nothing; the same
+/// for a verified identity and a token's subject.
+#[tokio::test]
+async fn a_malformed_approver_id_is_refused_and_never_reaches_a_receipt() {
+    for world in World::each() {
+        let request = world.request("r-shape", 50).await;
+        let issued = world.clock.now();
+        for credential in [
+            asserted("human:"),
+            asserted(":"),
+            asserted("human: bob"),
+            Credential::Verified {
+                id: "human: bob".to_owned(),
+                groups: Vec::new(),
+                authentication: countersign::approver::Authentication::ProxyHeader,
+            },
+            world.token("human:", &["finance"], Duration::from_secs(600), issued),
+        ] {
+            let error = world
+                .submit(&request, AnswerDecision::Approve, credential)
+                .await
+                .expect_err("refused");
+            assert_eq!(
+                error.kind(),
+                countersign::Reason::InvalidApprover,
+                "{error}"
+            );
+            assert!(
+                error.to_string().contains("is not an approver id")
+                    && error.to_string().contains("`human:alice`"),
+                "{error}"
+            );
+            world
+                .assert_refused(&request, "invalid_approver", None)
+                .await;
+        }
+    }
+}
+
 #[tokio::test]
 async fn an_approver_outside_the_group_is_refused_and_recorded() {
     for world in World::each() {
@@ -298,7 +338,7 @@ async fn one_entitled_no_denies_a_quorum_request() {
             .await
             .expect("counted");
         let denied = world
-            .submit(&request, AnswerDecision::Reject, asserted("human:bob"))
+            .submit(&request, AnswerDecision::Deny, asserted("human:bob"))
             .await
             .expect("denied");
         assert_eq!(denied.state, ApprovalState::Denied);
@@ -308,7 +348,7 @@ async fn one_entitled_no_denies_a_quorum_request() {
         );
         // The first approver cannot change their answer afterwards.
         let error = world
-            .submit(&request, AnswerDecision::Reject, asserted("human:alice"))
+            .submit(&request, AnswerDecision::Deny, asserted("human:alice"))
             .await
             .expect_err("refused");
         assert_eq!(error.reason(), "already_decided");
@@ -497,8 +537,8 @@ async fn every_malformed_decision_is_refused_and_recorded() {
         }
         for (text, decision) in [
             ("approve", AnswerDecision::Approve),
-            ("deny", AnswerDecision::Reject),
-            ("reject", AnswerDecision::Reject),
+            ("deny", AnswerDecision::Deny),
+            ("reject", AnswerDecision::Deny),
         ] {
             assert_eq!(
                 AnswerDecision::from_submitted(Some(&json!(text))),

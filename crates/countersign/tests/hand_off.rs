@@ -274,7 +274,7 @@ async fn an_executors_exit_status_is_recorded_on_its_receipt() {
                         match (exit.code, not_executed) {
                             (Some(0), _) => Ok(()),
                             (_, true) => Err(ExecutorError::not_executed("exit 75")),
-                            _ => Err(ExecutorError::failed("killed")),
+                            _ => Err(ExecutorError::may_have_run("killed")),
                         }
                     },
                 )

@@ -188,7 +188,7 @@ async fn every_change_to_a_request_writes_one_event_with_the_change() {
             "{name}"
         );
         control
-            .answer(&denied, AnswerDecision::Reject, "human:alice", None)
+            .answer(&denied, AnswerDecision::Deny, "human:alice", None)
             .await
             .expect("denied");
         assert_eq!(

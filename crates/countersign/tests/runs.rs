@@ -198,7 +198,7 @@ async fn a_denial_stands_for_the_action_in_every_run() {
         let denied = world.pending(world.refund().with_run("r1")).await;
         world
             .control
-            .answer(&denied, AnswerDecision::Reject, "human:h", Some("no"))
+            .answer(&denied, AnswerDecision::Deny, "human:h", Some("no"))
             .await
             .expect("denied");
         let before = world.store.approvals(None).await.expect("list").len();

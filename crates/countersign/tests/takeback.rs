@@ -428,7 +428,7 @@ async fn the_operator_cancels_a_pending_request_and_a_late_answer_is_refused_can
         let denied = world.request("c3", 50).await;
         world
             .control
-            .answer(&denied, AnswerDecision::Reject, "human:alice", None)
+            .answer(&denied, AnswerDecision::Deny, "human:alice", None)
             .await
             .expect("denied");
         let refused = world

@@ -30,7 +30,7 @@ pub(crate) const LAYERS: &[Layer] = &[
     Layer {
         name: "vocabulary",
         modules: &[
-            "clock", "id", "action", "token", "approver", "policy", "effect", "approval",
+            "clock", "id", "action", "json", "token", "approver", "policy", "effect", "approval",
             "evidence", "display", "error", "outbox",
         ],
     },

@@ -170,7 +170,7 @@ fn feedback(gate: &Gate, pause: &Pause, answer: &HumanAnswer) -> ToolFeedback {
     let _ = if approved {
         gate.approve(pause, answer.operator_approver.clone())
     } else {
-        gate.reject(pause, answer.operator_approver.clone(), None)
+        gate.deny(pause, answer.operator_approver.clone(), None)
     };
     FeedbackPayload {
         schema: FEEDBACK_SCHEMA.to_owned(),

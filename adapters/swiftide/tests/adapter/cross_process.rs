@@ -49,7 +49,7 @@ fn gate_and_tool(dir: &Path) -> (Arc<dyn Store>, GatedTool) {
                     .append(true)
                     .open(&runs)
                     .map_err(|error| ExecutorError::not_executed(error.to_string()))?;
-                writeln!(file, "{arguments}").map_err(ExecutorError::failed)?;
+                writeln!(file, "{arguments}").map_err(ExecutorError::may_have_run)?;
                 Ok::<_, ExecutorError>(format!("refunded {arguments}"))
             }
         },

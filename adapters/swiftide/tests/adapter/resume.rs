@@ -105,9 +105,7 @@ async fn two_paused_calls_of_one_turn_are_answered_in_one_resume_one_approved_on
             let feedback = if tool_call.id() == "c1" {
                 world.gate.approve(pause, "human:alice")
             } else {
-                world
-                    .gate
-                    .reject(pause, "human:alice", Some("not this one"))
+                world.gate.deny(pause, "human:alice", Some("not this one"))
             };
             (tool_call.clone(), feedback)
         })

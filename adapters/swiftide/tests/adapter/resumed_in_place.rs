@@ -51,7 +51,7 @@ async fn b07_parallel_pauses_have_distinct_ids_and_answers_reach_their_own_call(
 
         let mut answers = vec![
             (c1.clone(), world.gate.approve(&p1, "human:alice")),
-            (c2.clone(), world.gate.reject(&p2, "human:alice", None)),
+            (c2.clone(), world.gate.deny(&p2, "human:alice", None)),
         ];
         if reverse {
             answers.reverse();
@@ -314,7 +314,7 @@ async fn b09_a_pause_in_a_loop_runs_each_round_once() {
         let (tool_call, pause) = expect_pause(&agent, "paused");
         pause_ids.push(pause.request_id.clone());
         let feedback = if round < 3 {
-            world.gate.reject(&pause, "human:alice", Some("not yet"))
+            world.gate.deny(&pause, "human:alice", Some("not yet"))
         } else {
             world.gate.approve(&pause, "human:alice")
         };
@@ -346,7 +346,7 @@ async fn b10_a_rejected_call_pushed_straight_into_execution_does_not_run() {
     answer_and_run(
         &mut agent,
         &tool_call,
-        &world.gate.reject(&pause, "human:alice", None),
+        &world.gate.deny(&pause, "human:alice", None),
     )
     .await;
     assert_eq!(world.runs.count("drop_table"), 0);

@@ -149,7 +149,7 @@ pub(super) async fn grant_versus_deny_race_has_one_winner(
         let id = request_approval(&control, &format!("g{round}")).await?;
         let barrier = Arc::new(tokio::sync::Barrier::new(2));
         let mut tasks = Vec::new();
-        for (index, decision) in [AnswerDecision::Approve, AnswerDecision::Reject]
+        for (index, decision) in [AnswerDecision::Approve, AnswerDecision::Deny]
             .into_iter()
             .enumerate()
         {
@@ -173,7 +173,7 @@ pub(super) async fn grant_versus_deny_race_has_one_winner(
                 .map_err(|error| format!("a task panicked: {error}"))?;
             match result {
                 Ok(_) => winners.push(decision),
-                Err(error) if error.reason() == "already_decided" => {}
+                Err(error) if error.kind() == countersign::Reason::AlreadyDecided => {}
                 Err(error) => {
                     return Err(format!(
                         "an answer failed with `{}`: {error}",
@@ -271,7 +271,7 @@ pub(super) async fn single_use(context: &CaseContext<'_>) -> Result<(), KitError
     )
     .await
     .err()
-    .filter(|error| error.reason() == "not_executed")
+    .filter(|error| error.kind() == countersign::Reason::NotExecuted)
     .ok_or("the first use should end not_executed")?;
     // Even though the effect may be retried, the approval may not be reused.
     let second = run_counted(
@@ -360,10 +360,10 @@ pub(super) async fn first_answer_stands(context: &CaseContext<'_>) -> Result<(),
     let id = granted(&control, "f1").await?;
     let receipts = all_receipts(fresh.store.as_ref()).await?.len();
     let second = control
-        .answer(&id, AnswerDecision::Reject, "human:late", None)
+        .answer(&id, AnswerDecision::Deny, "human:late", None)
         .await;
     ensure(
-        matches!(&second, Err(error) if error.reason() == "already_decided"),
+        matches!(&second, Err(error) if error.kind() == countersign::Reason::AlreadyDecided),
         || format!("a second, different answer got {second:?}"),
     )?;
     // The refused answer is recorded (who sent it, why), and nothing else is.

@@ -41,7 +41,7 @@ pub(super) async fn terminal_states_survive_reopen(
     control
         .answer(
             &denied_id,
-            AnswerDecision::Reject,
+            AnswerDecision::Deny,
             "human:no",
             Some("not today"),
         )

@@ -134,7 +134,7 @@ pub(super) async fn every_refusal_leaves_one_receipt(
         )
         .await;
     ensure(
-        matches!(&denied, Err(error) if error.reason() == "unknown_action"),
+        matches!(&denied, Err(error) if error.kind() == countersign::Reason::UnknownAction),
         || "an unknown action was not denied".to_owned(),
     )?;
     expected.push("refused");

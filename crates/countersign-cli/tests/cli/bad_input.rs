@@ -55,6 +55,27 @@ fn refuses_an_empty_approver() {
     );
 }
 
+/// Issue #19: one shape for an approver id; `human:`, `:` and `human: bob` never reach a receipt.
+#[test]
+fn refuses_a_malformed_approver_saying_the_expected_shape() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    for (given, problem) in [
+        ("human:", "a part before or after a `:` is empty"),
+        (":", "a part before or after a `:` is empty"),
+        ("human: bob", "it contains whitespace"),
+    ] {
+        check_refused(
+            &sandbox,
+            &["approve", UNKNOWN_ID, "--as", given],
+            &format!(
+                "`--as`: `{given}` is not an approver id: {problem}: write {}",
+                countersign::approver::ApproverId::EXPECTED
+            ),
+        );
+    }
+}
+
 #[tokio::test]
 async fn a_second_different_answer_is_refused_with_the_stored_one() {
     let sandbox = Sandbox::new();

@@ -180,6 +180,36 @@ fn refuses_a_ttl_over_24_hours() {
     );
 }
 
+/// Issue #19: a token is issued only for an approver id of the one shape.
+#[test]
+fn refuses_a_malformed_subject_saying_the_expected_shape() {
+    let sandbox = Sandbox::new();
+    assert_eq!(
+        sandbox.run(&["keygen", "--out", "approver.key"]).status,
+        Some(0)
+    );
+    for (subject, problem) in [
+        ("human::alice", "a part before or after a `:` is empty"),
+        ("human:bob smith", "it contains whitespace"),
+    ] {
+        let run = sandbox.run(&[
+            "approver",
+            "token",
+            "--key",
+            "approver.key",
+            "--subject",
+            subject,
+        ]);
+        assert_eq!(
+            run.one_line_error(),
+            format!(
+                "`--subject`: `{subject}` is not an approver id: {problem}: write {}",
+                countersign::approver::ApproverId::EXPECTED
+            )
+        );
+    }
+}
+
 #[test]
 fn refuses_a_ttl_that_is_not_a_duration() {
     let sandbox = Sandbox::new();

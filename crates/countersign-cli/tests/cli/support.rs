@@ -366,7 +366,7 @@ impl Agent {
             .control
             .execute(request, |_| async move {
                 refunds.fetch_add(1, Ordering::SeqCst);
-                Err::<String, _>(ExecutorError::failed("the connection dropped"))
+                Err::<String, _>(ExecutorError::may_have_run("the connection dropped"))
             })
             .await;
         result.expect_err("a lost reply cannot succeed")

@@ -410,13 +410,12 @@ impl Front {
                 );
             }
         };
-        let message: Value = match serde_json::from_slice(&body) {
+        let message: Value = match countersign::json::read_slice(&body) {
             Ok(message) => message,
             Err(error) => {
-                return refuse(
+                return json_response(
                     StatusCode::BAD_REQUEST,
-                    codes::PARSE_ERROR,
-                    &wire::unparsable_message(&error, "request"),
+                    &wire::unreadable(&body, &error, "request"),
                 );
             }
         };

@@ -49,11 +49,13 @@ where
         }
     });
     let mut reader = BufReader::new(reader);
-    let mut line = String::new();
+    let mut line = Vec::new();
     let result = loop {
         line.clear();
+        // Bytes, not a `String`: a line that is not UTF-8 is refused by the strict reader
+        // (`invalid_utf8`, case B51) and the session goes on, instead of ending the gateway.
         let read = tokio::select! {
-            read = reader.read_line(&mut line) => read,
+            read = reader.read_until(b'\n', &mut line) => read,
             _ = session.upstream_closed() => break Ok(()),
             Some(error) = write_failed.recv() => break Err(GatewayError::Client(error)),
         };
@@ -62,7 +64,7 @@ where
             Ok(_) => {}
             Err(error) => break Err(GatewayError::Client(error)),
         }
-        let text = line.trim();
+        let text = line.trim_ascii();
         if text.is_empty() {
             continue;
         }
@@ -70,12 +72,9 @@ where
             session.reply_directly(refusal);
             continue;
         }
-        match serde_json::from_str::<Value>(text) {
+        match countersign::json::read_slice(text) {
             Ok(message) => session.handle_client(message).await,
-            Err(error) => session.reply_directly(wire::error_response(
-                Value::Null,
-                wire::error_object(codes::PARSE_ERROR, wire::unparsable_message(&error, "line")),
-            )),
+            Err(error) => session.reply_directly(wire::unreadable(text, &error, "line")),
         }
     };
     drop(session);
@@ -84,7 +83,7 @@ where
 }
 
 /// A refusal for a message the gateway will not read: too large, or a batch.
-pub(crate) fn refuse_message(text: &str, max: usize) -> Option<Value> {
+pub(crate) fn refuse_message(text: &[u8], max: usize) -> Option<Value> {
     if text.len() > max {
         return Some(wire::error_response(
             Value::Null,
@@ -94,7 +93,7 @@ pub(crate) fn refuse_message(text: &str, max: usize) -> Option<Value> {
             ),
         ));
     }
-    if text.starts_with('[') {
+    if text.starts_with(b"[") {
         return Some(wire::error_response(
             Value::Null,
             wire::error_object(

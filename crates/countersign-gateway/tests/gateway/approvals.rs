@@ -241,7 +241,7 @@ async fn an_approval_rejected_out_of_band_refuses_the_retry_with_a_message_sayin
     countersign::control::record_answer(
         store.as_ref(),
         &request_id,
-        AnswerDecision::Reject,
+        AnswerDecision::Deny,
         "human:ops",
         Some("not this file"),
         countersign::Clock::now(&SystemClock),

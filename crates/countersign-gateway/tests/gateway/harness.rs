@@ -49,6 +49,16 @@ impl Client {
             .expect("write to gateway");
     }
 
+    /// Send raw bytes as one line, exactly as given (no JSON check): what a faulty client sends.
+    pub async fn send_raw(&mut self, bytes: &[u8]) {
+        let mut line = bytes.to_vec();
+        line.push(b'\n');
+        self.writer
+            .write_all(&line)
+            .await
+            .expect("write to gateway");
+    }
+
     /// The next message from the gateway.
     pub async fn next(&mut self) -> Value {
         let line = tokio::time::timeout(Duration::from_secs(20), self.lines.next_line())

@@ -629,7 +629,7 @@ async fn a_protocol_version_header_must_name_the_version_the_session_negotiated(
 }
 
 #[tokio::test]
-async fn a_message_nested_too_deep_is_refused_saying_so_not_as_plain_not_json() {
+async fn a_message_nested_too_deep_is_refused_as_invalid_params_under_its_id() {
     let server = default_server().await;
     let session = open_session(&server.url, json!({}), &[]).await;
     let deep = format!(
@@ -640,10 +640,14 @@ async fn a_message_nested_too_deep_is_refused_saying_so_not_as_plain_not_json() 
     let response = post_raw(&server.url, Some(&session), deep, &[]).await;
     assert_eq!(response.status(), 400);
     let refusal = response.json_value().await;
-    assert_eq!(refusal["error"]["code"], -32700);
+    // Issue #19: the strict reader refuses it (not serde_json's recursion limit), the fault is
+    // inside `params`, and the request id is kept.
+    assert_eq!(refusal["error"]["code"], -32602);
+    assert_eq!(refusal["id"], 2);
+    assert_eq!(refusal["error"]["data"]["reason"], "too_deep");
     let message = refusal["error"]["message"].as_str().unwrap_or_default();
     assert!(
-        message.contains("recursion limit") && message.contains("128 levels"),
+        message.contains("invalid params") && message.contains("64 levels"),
         "{refusal}"
     );
     assert_eq!(server.upstream_calls(), 0);

@@ -64,6 +64,8 @@ from .errors import (
     SelfApproval,
     StoreError,
     AnswerRefused,
+    InvalidApprover,
+    Reason,
     InvalidDecision,
     NotAuthenticated,
     NotEntitled,

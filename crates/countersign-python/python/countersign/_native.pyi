@@ -123,3 +123,6 @@ def run_adapter_kit(
     cli: Optional[str | os.PathLike[str]] = None,
     policy: Optional[str] = None,
 ) -> tuple[bool, str, str]: ...
+
+
+def reasons() -> list[str]: ...

@@ -19,6 +19,7 @@ import enum
 from typing import Any, Optional
 
 __all__ = [
+    "Reason",
     "DidRun",
     "CountersignError",
     "PolicyError",
@@ -43,6 +44,7 @@ __all__ = [
     "NoApprover",
     "AnswerRefused",
     "SelfApproval",
+    "InvalidApprover",
     "InvalidDecision",
     "NotAuthenticated",
     "NotEntitled",
@@ -54,6 +56,67 @@ __all__ = [
     "StoreError",
     "InternalError",
 ]
+
+
+class Reason(str, enum.Enum):
+    """The kernel's refusal codes, a closed set (a ``str``: compares equal to its wire string).
+
+    The same set as the kernel's ``countersign::Reason`` (issue #19);
+    ``tests/test_numbers.py::test_the_reason_enum_is_the_kernels`` checks they agree.
+    ``str()`` and f-strings give the wire string, as they did when ``reason`` was a plain ``str``.
+    """
+
+    def __str__(self) -> str:
+        return str(self.value)
+
+    def __format__(self, format_spec: str) -> str:
+        return format(str(self.value), format_spec)
+
+    INVALID_ARGUMENTS = "invalid_arguments"
+    BAD_TEMPLATE = "bad_template"
+    NO_PRINCIPAL = "no_principal"
+    UNKNOWN_ACTION = "unknown_action"
+    NO_MATCHING_RULE = "no_matching_rule"
+    DENIED = "denied"
+    POLICY_CHANGED = "policy_changed"
+    APPROVAL_REQUIRED = "approval_required"
+    APPROVAL_DENIED = "approval_denied"
+    MISMATCH = "mismatch"
+    CONSUMED = "consumed"
+    EXPIRED = "expired"
+    UNKNOWN_REQUEST = "unknown_request"
+    REVOKED = "revoked"
+    CANCELLED = "cancelled"
+    OTHER_RUN = "other_run"
+    INTERRUPT_FAILED = "interrupt_failed"
+    NOT_ENTITLED = "not_entitled"
+    NOT_AUTHENTICATED = "not_authenticated"
+    SELF_APPROVAL = "self_approval"
+    INVALID_DECISION = "invalid_decision"
+    ALREADY_DECIDED = "already_decided"
+    INVALID_APPROVER = "invalid_approver"
+    NO_APPROVER = "no_approver"
+    NOT_REVOCABLE = "not_revocable"
+    IN_PROGRESS = "in_progress"
+    DUPLICATE = "duplicate"
+    AMBIGUOUS = "ambiguous"
+    NOT_EXECUTED = "not_executed"
+    OUTCOME_UNKNOWN = "outcome_unknown"
+    STORE_BUSY = "store_busy"
+    STORE_OUTCOME_UNKNOWN = "store_outcome_unknown"
+    STORE_INCOMPATIBLE = "store_incompatible"
+    STORE_CORRUPT = "store_corrupt"
+    STORE_OPEN = "store_open"
+    STORE_ERROR = "store_error"
+    INTERNAL = "internal"
+
+
+def _as_reason(code: str) -> "Reason | str":
+    """The :class:`Reason` for a kernel code; other codes (``policy_load``) stay strings."""
+    try:
+        return Reason(code)
+    except ValueError:
+        return code
 
 
 class DidRun(str, enum.Enum):
@@ -69,7 +132,8 @@ class CountersignError(Exception):
     """Base class of every Countersign refusal and failure.
 
     Attributes:
-        reason: the stable reason code (``str``).
+        reason: the stable reason code: a :class:`Reason` (a ``str``) for every kernel refusal,
+            a plain ``str`` for the binding's own (``policy_load``).
         did_run: :class:`DidRun`.
         may_retry: ``True`` when the identical call may be sent again.
         message: the one-line message: what happened and what to do next.
@@ -78,7 +142,7 @@ class CountersignError(Exception):
     default_reason = "error"
     default_may_retry = False
 
-    reason: str
+    reason: "Reason | str"
     did_run: DidRun
     may_retry: bool
     message: str
@@ -94,7 +158,7 @@ class CountersignError(Exception):
     ) -> None:
         super().__init__(message)
         self.message = message
-        self.reason = reason if reason is not None else self.default_reason
+        self.reason = _as_reason(reason if reason is not None else self.default_reason)
         self.did_run = DidRun(did_run)
         self.may_retry = self.default_may_retry if may_retry is None else may_retry
         for name, value in fields.items():
@@ -321,6 +385,15 @@ class InvalidDecision(AnswerRefused):
     ...): nothing changed (case B38). Attributes: ``request_id``, ``given`` (as JSON)."""
 
     default_reason = "invalid_decision"
+    given: str
+
+
+class InvalidApprover(AnswerRefused):
+    """The approver id is not of the one shape: a name such as ``alice`` or ``kind:name`` such
+    as ``human:alice`` (``"human:"``, ``":"`` and ``"human: bob"`` are refused): nothing changed
+    (issue #19). Attributes: ``request_id``, ``given``."""
+
+    default_reason = "invalid_approver"
     given: str
 
 

@@ -2,6 +2,7 @@
 //! and "Cancel this request" buttons, through the same [`Service::withdraw_as`] as the JSON
 //! API; who is the signed-in person, never a form field.
 
+use super::forms::{RequestForm, form_note};
 use super::*;
 use crate::api::Take;
 

@@ -270,7 +270,7 @@ fn state_words(record: &ApprovalRecord, now: Timestamp) -> &'static str {
 fn decision_words(decision: AnswerDecision) -> &'static str {
     match decision {
         AnswerDecision::Approve => "approved",
-        AnswerDecision::Reject => "denied",
+        AnswerDecision::Deny => "denied",
     }
 }
 

@@ -298,7 +298,7 @@ async fn resolves_an_ambiguous_effect_with_a_reason(backend: Backend, case: &str
         .execute(
             ActionRequest::new("finance.small", &arguments).with_approval(id.clone()),
             |_| async {
-                Err::<(), _>(ExecutorError::failed(
+                Err::<(), _>(ExecutorError::may_have_run(
                     "the connection dropped after sending",
                 ))
             },

@@ -384,7 +384,7 @@ async fn refuses_malformed_decisions_and_bodies(backend: Backend, case: &str) {
         (status, problem["reason"].as_str()),
         (422, Some("invalid_body"))
     );
-    let raw = |body: &'static str, media: &'static str| {
+    let raw = |body: String, media: &'static str| {
         harness
             .client
             .post(harness.url(&path))
@@ -393,15 +393,47 @@ async fn refuses_malformed_decisions_and_bodies(backend: Backend, case: &str) {
             .body(body)
             .send()
     };
-    let (status, problem) = read(raw("{not json", "application/json").await.expect("answer")).await;
+    let (status, problem) = read(
+        raw("{not json".to_owned(), "application/json")
+            .await
+            .expect("answer"),
+    )
+    .await;
     assert_eq!(
         (status, problem["reason"].as_str()),
         (400, Some("malformed_body"))
     );
+    // Issue #19: the body goes through the kernel's one strict reader. A decision sent twice is
+    // refused (never "the last one wins"), and so is a body nested past 64 levels.
+    let twice = format!(
+        r#"{{"decision":"deny","decision":"approve","action_hash":"{}"}}"#,
+        hash.as_str()
+    );
+    let (status, problem) = read(raw(twice, "application/json").await.expect("answer")).await;
+    assert_eq!(
+        (status, problem["reason"].as_str()),
+        (400, Some("malformed_body")),
+        "{problem}"
+    );
+    let detail = problem["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("`decision`") && detail.contains("line 1"),
+        "{problem}"
+    );
+    let deep = format!(r#"{{"note":{}1{}}}"#, "[".repeat(200), "]".repeat(200));
+    let (status, problem) = read(raw(deep, "application/json").await.expect("answer")).await;
+    assert_eq!(
+        (status, problem["reason"].as_str()),
+        (400, Some("malformed_body")),
+        "{problem}"
+    );
     let (status, problem) = read(
-        raw("decision=approve", "application/x-www-form-urlencoded")
-            .await
-            .expect("answer"),
+        raw(
+            "decision=approve".to_owned(),
+            "application/x-www-form-urlencoded",
+        )
+        .await
+        .expect("answer"),
     )
     .await;
     assert_eq!(

@@ -189,7 +189,7 @@ impl Harness {
             .execute(ActionRequest::new(action, &arguments), |_| async move {
                 executed.fetch_add(1, Ordering::SeqCst);
                 if fail {
-                    Err(ExecutorError::failed(
+                    Err(ExecutorError::may_have_run(
                         "the connection dropped after sending",
                     ))
                 } else {

@@ -29,13 +29,17 @@
 //!   inputs share one hash. This module follows the erratum.
 //! - Integers whose magnitude exceeds 2^53 − 1, the largest a double holds exactly (I-JSON,
 //!   RFC 7493 section 2.2): integer values from `serde` (`i64`, `u64`, `i128`, `u128`, ...) and
-//!   integer literals in JSON text, by one rule. Send such numbers as strings. One exception
-//!   keeps canonical text a fixed point: an integer (value or literal) that is already exactly
-//!   the canonical spelling of its double (`9007199254740992`, `100000000000000000000`) is
-//!   accepted, because no digit of it changes. `9007199254740993` (which would become
-//!   `...992`) and `1000000000000000000000` (which would become `1e+21`) are refused.
+//!   integer literals in JSON text (no fraction, no exponent), by one rule (issue #19), whatever
+//!   their spelling: `9007199254740992` and `100000000000000000000` are refused as well as
+//!   `9007199254740993`. Send such numbers as strings. A number written with a fraction or an
+//!   exponent is a double by the sender's choice (`1e20` is accepted, and its canonical text is
+//!   `100000000000000000000`); so every integer that is accepted reaches an executor as an
+//!   integer. Canonical text holding such a spelling (the canonical form of `1e20`) is re-read
+//!   only by the kernel itself, from its own output ([`CanonicalJson::to_value`], stored rows).
 //! - Unpaired surrogates from `\u` escapes (JSON text only; a Rust `str` cannot hold one).
-//! - Nesting deeper than 128 arrays and objects, reported as an error, not a stack overflow.
+//! - Nesting deeper than [`MAX_DEPTH`] (64) arrays and objects, reported as an error, not a
+//!   stack overflow. The same limit holds for [`crate::json::read`], the one strict reader of
+//!   JSON text at every edge.
 //!
 //! Numbers written with a fraction or exponent are floating-point by the sender's own choice and
 //! are rounded to the nearest double like any JSON parser does: `0.1` stays `0.1`,
@@ -82,13 +86,26 @@ use parse::*;
 use serialize::*;
 use write::*;
 
+pub(crate) use parse::line_and_column;
 pub(crate) use write::write_string;
 
 #[cfg(test)]
 mod tests;
 
-/// Deepest nesting of arrays and objects accepted; the root container is level 1.
-const MAX_DEPTH: usize = 128;
+/// Deepest nesting of arrays and objects accepted from outside the kernel (canonical form of a
+/// value or text, the strict reader [`crate::json::read`], and with them every walker over
+/// arguments); the root container is level 1. A value nested deeper is refused with
+/// [`CanonicalError::TooDeep`].
+///
+/// 64, a documented choice (issue #19, case B50): every walker, the serde path through
+/// `serde_json`'s own recursive `Serialize` included, stays within a 256 KiB stack at this
+/// depth even in an unoptimized build (at 128, the limit before, it did not), and tool arguments
+/// nested deeper than 64 levels are not a thing a person can review.
+pub const MAX_DEPTH: usize = 64;
+
+/// The nesting canonical text written before issue #19 may have (128), accepted only when the
+/// kernel re-reads its own stored output.
+const STORED_MAX_DEPTH: usize = 128;
 
 /// Largest integer magnitude a double holds exactly with its neighbours distinct: 2^53 − 1.
 const MAX_SAFE_INTEGER: u64 = (1 << 53) - 1;
@@ -136,16 +153,16 @@ impl CanonicalJson {
     ///
     /// Numbers that are integers within ±(2^53 − 1) become integer numbers; every other number
     /// becomes a floating-point number. So `to_canonical(&json.to_value())` gives `json` back,
-    /// even for `9007199254740992` or `1e+300` (which `serde_json::from_str` would read as a
-    /// `u64` that [`to_canonical`] refuses), and nesting down to 128 levels is kept (past
-    /// `serde_json`'s own parser limit).
+    /// even for `100000000000000000000` (the canonical form of `1e20`, which
+    /// `serde_json::from_str` would read as a `u64` that [`to_canonical`] refuses), and nesting
+    /// down to 128 levels (stored before issue #19) is kept, past `serde_json`'s own parser limit.
     ///
     /// # Panics
     ///
     /// Never: canonical text always parses (invariant `canonical-text`).
     pub fn to_value(&self) -> serde_json::Value {
         // INVARIANT (canonical-text): our own output parses with our own parser.
-        let node = parse_document(&self.0, 0)
+        let node = parse_document(&self.0, 0, Source::OwnOutput)
             .expect("canonical text always re-parses (INVARIANT canonical-text)");
         node_to_value(node)
     }
@@ -167,13 +184,12 @@ impl fmt::Display for CanonicalJson {
 ///
 /// - [`CanonicalError::NotFinite`]: an `f64` or `f32` is NaN or infinite.
 /// - [`CanonicalError::NegativeZero`]: a float is `-0.0`.
-/// - [`CanonicalError::UnsafeInteger`]: an integer's magnitude exceeds 2^53 − 1, unless its
-///   digits are already the canonical spelling of its double (the rule [`parse_canonical`]
-///   applies to integer literals).
+/// - [`CanonicalError::UnsafeInteger`]: an integer's magnitude exceeds 2^53 − 1 (the rule
+///   [`parse_canonical`] applies to integer literals).
 /// - [`CanonicalError::DuplicateKey`]: the value emits one object key twice.
 /// - [`CanonicalError::UnsupportedValue`]: a map key is not a string, char, integer or unit
 ///   variant, or a raw JSON marker is malformed.
-/// - [`CanonicalError::TooDeep`]: arrays and objects nest deeper than 128 levels.
+/// - [`CanonicalError::TooDeep`]: arrays and objects nest deeper than [`MAX_DEPTH`] (64) levels.
 /// - [`CanonicalError::SerializeFailed`]: the value's own `Serialize` code failed.
 /// - For a `serde_json` `RawValue`, any error of [`parse_canonical`] on its text.
 ///
@@ -201,15 +217,30 @@ pub fn to_canonical<T: Serialize + ?Sized>(value: &T) -> Result<CanonicalJson, C
 ///   literal too large for a double (`1e400`).
 /// - [`CanonicalError::NegativeZero`]: `-0` in any spelling (`-0`, `-0.0`, `-0e0`, `-1e-400`).
 /// - [`CanonicalError::UnsafeInteger`]: an integer literal (no fraction, no exponent) whose
-///   magnitude exceeds 2^53 − 1, unless it is already the canonical spelling of its double.
+///   magnitude exceeds 2^53 − 1, whatever its spelling.
 /// - [`CanonicalError::DuplicateKey`]: an object has one key twice (compared after unescaping).
 /// - [`CanonicalError::LoneSurrogate`]: a `\u` escape leaves an unpaired surrogate.
-/// - [`CanonicalError::TooDeep`]: arrays and objects nest deeper than 128 levels.
+/// - [`CanonicalError::TooDeep`]: arrays and objects nest deeper than [`MAX_DEPTH`] (64) levels.
 ///
 /// Nothing is hashed or kept on error; the same text always gives the same error.
 pub fn parse_canonical(text: &str) -> Result<CanonicalJson, CanonicalError> {
-    let node = parse_document(text, 0)?;
+    let node = parse_document(text, 0, Source::Outside)?;
     Ok(CanonicalJson(render(&node)))
+}
+
+/// Re-reads canonical text this kernel wrote earlier (a stored row's arguments): as
+/// [`parse_canonical`], but an integer spelled exactly as its double's canonical text
+/// (`100000000000000000000`, the canonical form of `1e20`) is kept, so canonical text stays a
+/// fixed point (INVARIANT canonical-text). Never for text from outside the kernel.
+pub(crate) fn reparse_canonical(text: &str) -> Result<CanonicalJson, CanonicalError> {
+    let node = parse_document(text, 0, Source::OwnOutput)?;
+    Ok(CanonicalJson(render(&node)))
+}
+
+/// The strict reading of JSON text into a `serde_json::Value`, for [`crate::json::read`].
+pub(crate) fn read_value(text: &str) -> Result<serde_json::Value, (CanonicalError, usize, usize)> {
+    let node = parse_located(text, 0, Source::Outside)?;
+    Ok(node_to_value(node))
 }
 
 /// SHA-256 of any bytes, written as `sha256:` plus 64 lowercase hex digits.
@@ -302,8 +333,20 @@ pub enum CanonicalError {
     TooDeep {
         /// Where the first container past the limit is.
         path: String,
-        /// The limit: 128 levels, the root container being level 1.
+        /// The limit: [`MAX_DEPTH`] (64) levels, the root container being level 1.
         limit: usize,
+    },
+
+    /// The bytes are not UTF-8 (a stray `0xFF`, an overlong or a CESU-8 encoding): JSON text is
+    /// UTF-8 (RFC 8259 section 8.1), and repairing it would let two inputs share one hash.
+    #[error(
+        "invalid UTF-8 at line {line}, column {column}: send the text as UTF-8, with any unusual character as a `\\u` escape"
+    )]
+    InvalidUtf8 {
+        /// Line of the first byte that is not UTF-8.
+        line: usize,
+        /// Column of that byte (characters before it on its line, plus one).
+        column: usize,
     },
 
     /// The text is not JSON.
@@ -340,7 +383,8 @@ impl CanonicalError {
     /// A stable snake_case code for the refusal, for logs, metrics and wire formats.
     ///
     /// One of `not_finite`, `negative_zero`, `unsafe_integer`, `duplicate_key`,
-    /// `lone_surrogate`, `too_deep`, `invalid_json`, `unsupported_value`, `serialize_failed`.
+    /// `lone_surrogate`, `too_deep`, `invalid_utf8`, `invalid_json`, `unsupported_value`,
+    /// `serialize_failed`.
     pub fn reason(&self) -> &'static str {
         match self {
             CanonicalError::NotFinite { .. } => "not_finite",
@@ -349,9 +393,26 @@ impl CanonicalError {
             CanonicalError::DuplicateKey { .. } => "duplicate_key",
             CanonicalError::LoneSurrogate { .. } => "lone_surrogate",
             CanonicalError::TooDeep { .. } => "too_deep",
+            CanonicalError::InvalidUtf8 { .. } => "invalid_utf8",
             CanonicalError::InvalidJson { .. } => "invalid_json",
             CanonicalError::UnsupportedValue { .. } => "unsupported_value",
             CanonicalError::SerializeFailed { .. } => "serialize_failed",
+        }
+    }
+
+    /// The JSON Pointer (RFC 6901) of the value at fault (`""` for the top level), or `None`
+    /// for a syntax error or bytes that are not UTF-8, which have a line and column instead.
+    pub fn path(&self) -> Option<&str> {
+        match self {
+            CanonicalError::NotFinite { path, .. }
+            | CanonicalError::NegativeZero { path }
+            | CanonicalError::UnsafeInteger { path, .. }
+            | CanonicalError::DuplicateKey { path, .. }
+            | CanonicalError::LoneSurrogate { path, .. }
+            | CanonicalError::TooDeep { path, .. }
+            | CanonicalError::UnsupportedValue { path, .. }
+            | CanonicalError::SerializeFailed { path, .. } => Some(path),
+            CanonicalError::InvalidJson { .. } | CanonicalError::InvalidUtf8 { .. } => None,
         }
     }
 
@@ -365,7 +426,7 @@ impl CanonicalError {
             | CanonicalError::TooDeep { path, .. }
             | CanonicalError::UnsupportedValue { path, .. }
             | CanonicalError::SerializeFailed { path, .. } => Some(path),
-            CanonicalError::InvalidJson { .. } => None,
+            CanonicalError::InvalidJson { .. } | CanonicalError::InvalidUtf8 { .. } => None,
         }
     }
 

@@ -63,7 +63,7 @@ fn answer_table() {
         granted
     );
     assert_eq!(
-        plan_answer(&record(Pending, 100), Reject, "human:a", at(99)),
+        plan_answer(&record(Pending, 100), Deny, "human:a", at(99)),
         AnswerPlan::Decide { to: Denied }
     );
     assert_eq!(
@@ -79,7 +79,7 @@ fn answer_table() {
         AnswerPlan::Repeat
     );
     assert_eq!(
-        plan(with_answers(Denied, &[("a", Reject)]), Reject, "human:a"),
+        plan(with_answers(Denied, &[("a", Deny)]), Deny, "human:a"),
         AnswerPlan::Repeat
     );
     // The same decision by someone else is not recorded: they are told who answered first.
@@ -88,11 +88,11 @@ fn answer_table() {
         AnswerPlan::AlreadyDecided { state: Granted }
     );
     assert_eq!(
-        plan(with_answers(Granted, &[("a", Approve)]), Reject, "human:a"),
+        plan(with_answers(Granted, &[("a", Approve)]), Deny, "human:a"),
         AnswerPlan::AlreadyDecided { state: Granted }
     );
     assert_eq!(
-        plan(with_answers(Denied, &[("a", Reject)]), Approve, "human:a"),
+        plan(with_answers(Denied, &[("a", Deny)]), Approve, "human:a"),
         AnswerPlan::AlreadyDecided { state: Denied }
     );
     assert_eq!(
@@ -131,7 +131,7 @@ fn a_quorum_of_two_needs_two_distinct_approvers() {
     );
     // A different decision by the same approver is refused.
     assert_eq!(
-        plan_answer(&one, Reject, "human:a", at(1)),
+        plan_answer(&one, Deny, "human:a", at(1)),
         AnswerPlan::AlreadyDecided { state: Pending }
     );
     assert_eq!(
@@ -140,7 +140,7 @@ fn a_quorum_of_two_needs_two_distinct_approvers() {
     );
     // One no from anyone else denies it, whatever was counted.
     assert_eq!(
-        plan_answer(&one, Reject, "human:c", at(1)),
+        plan_answer(&one, Deny, "human:c", at(1)),
         AnswerPlan::Decide { to: Denied }
     );
 }
@@ -340,7 +340,7 @@ proptest! {
         let mut decided: Option<ApprovalState> = None;
         for (who, approve, now) in answers {
             let approver = format!("human:{who}");
-            let decision = if approve { AnswerDecision::Approve } else { AnswerDecision::Reject };
+            let decision = if approve { AnswerDecision::Approve } else { AnswerDecision::Deny };
             let earlier = current.answers.iter().find(|a| a.approver.id == approver).map(|a| a.decision);
             match plan_answer(&current, decision, &approver, at(now)) {
                 AnswerPlan::Decide { to } => {
@@ -437,8 +437,25 @@ fn a_verified_credential_keeps_its_authentication_and_groups() {
     };
     assert_eq!(
         approver_of(&rule, &anonymous, Channel::Service, at(0)),
-        Err(None)
+        Err(ApproverFault::Anonymous)
     );
+    // Issue #19: one shape for every id, asserted or verified.
+    for malformed in ["human:", ":", "human: bob"] {
+        let asserted = Credential::Asserted(malformed.to_owned());
+        let verified = Credential::Verified {
+            id: malformed.to_owned(),
+            groups: Vec::new(),
+            authentication: Authentication::ProxyHeader,
+        };
+        for credential in [asserted, verified] {
+            match approver_of(&rule, &credential, Channel::Service, at(0)) {
+                Err(ApproverFault::Malformed(error)) => {
+                    assert!(error.to_string().contains("`human:alice`"), "{error}");
+                }
+                other => panic!("{malformed:?} gave {other:?}"),
+            }
+        }
+    }
 }
 
 proptest! {

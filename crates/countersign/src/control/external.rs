@@ -9,7 +9,7 @@ use super::pipeline::begin_refusal;
 use super::{Control, Prepared};
 use crate::approval::{ApprovalId, ApprovalRecord};
 use crate::control::ActionRequest;
-use crate::error::ControlError;
+use crate::error::{ControlError, DenyReason};
 use crate::evidence::{ProcessExit, Receipt, ReceiptDraft, ReceiptOutcome};
 use crate::id::random_id;
 use crate::policy::{Decision, Mode};
@@ -104,10 +104,10 @@ impl Control {
             let would = match prepared.decision {
                 Decision::Allow => "would_allow",
                 Decision::Approve => "would_require_approval",
-                Decision::Deny => match prepared.reason {
-                    "unknown_action" => "would_deny_unknown_action",
-                    "no_matching_rule" => "would_deny_no_matching_rule",
-                    _ => "would_deny",
+                Decision::Deny => match prepared.denial {
+                    DenyReason::UnknownAction => "would_deny_unknown_action",
+                    DenyReason::NoMatchingRule => "would_deny_no_matching_rule",
+                    DenyReason::Denied | DenyReason::PolicyChanged => "would_deny",
                 },
             };
             let receipt = self

@@ -13,10 +13,10 @@ use crate::action::ActionHash;
 use crate::approval::{ApprovalId, ApprovalState};
 use crate::clock::Clock;
 use crate::effect::{
-    AttemptContext, EffectRecord, EffectState, ExecutorError, ReconcileHook, Reconciled,
-    RetryDecision,
+    AttemptContext, BareExecutorError, EffectRecord, EffectState, ExecutorError, ReconcileHook,
+    Reconciled, RetryDecision,
 };
-use crate::error::{ControlError, ResolveError};
+use crate::error::{ControlError, DenyReason, Reason, ResolveError};
 use crate::evidence::{ReceiptDraft, ReceiptKind, ReceiptOutcome};
 use crate::id::random_id;
 use crate::policy::{Decision, Mode};
@@ -29,10 +29,23 @@ use super::{ActionRequest, Control, DENIED_BY_POLICY, Executed, ExitStatusSlot, 
 
 enum ExecutorOutcome<T> {
     Value(T),
-    NotExecuted(String),
-    Failed(String),
+    NotExecuted(String, Option<serde_json::Value>),
+    MayHaveRun(String, Option<serde_json::Value>),
     Panicked(String),
     TimedOut(Duration),
+}
+
+impl<T> ExecutorOutcome<T> {
+    /// The evidence the executor's error carried.
+    fn take_evidence(&mut self) -> Option<serde_json::Value> {
+        match self {
+            ExecutorOutcome::NotExecuted(_, evidence)
+            | ExecutorOutcome::MayHaveRun(_, evidence) => evidence.take(),
+            ExecutorOutcome::Value(_)
+            | ExecutorOutcome::Panicked(_)
+            | ExecutorOutcome::TimedOut(_) => None,
+        }
+    }
 }
 
 /// Turns an attempt ambiguous if its future is dropped while the executor runs.
@@ -213,7 +226,7 @@ impl Control {
         prepared: &Prepared,
         attempt_id: &str,
         draft: ReceiptDraft,
-    ) -> Result<&'static str, ControlError> {
+    ) -> Result<DenyReason, ControlError> {
         let store_error = |source| ControlError::Store {
             after_run: false,
             source,
@@ -244,7 +257,16 @@ impl Control {
                     .await
                     .map_err(store_error)?
                 {
-                    BeginOutcome::Refused { refusal, .. } => Ok(refusal.reason()),
+                    // The grant is voided (`policy_changed`); a grant the store refused for
+                    // another reason (expired, another run's) stays as it was, and the action
+                    // is denied for the policy's own reason.
+                    BeginOutcome::Refused { refusal, .. } => {
+                        if refusal.kind() == Reason::PolicyChanged {
+                            Ok(DenyReason::PolicyChanged)
+                        } else {
+                            Ok(prepared.denial)
+                        }
+                    }
                     BeginOutcome::Started { .. } => Err(ControlError::Internal(
                         "a denied action consumed an approval".to_owned(),
                     )),
@@ -257,7 +279,7 @@ impl Control {
             .append_receipt(draft, self.now())
             .await
             .map_err(store_error)?;
-        Ok(prepared.reason)
+        Ok(prepared.denial)
     }
 
     /// Steps 4–7.
@@ -366,13 +388,13 @@ impl Control {
                 None,
                 None,
             ),
-            ExecutorOutcome::NotExecuted(message) => (
+            ExecutorOutcome::NotExecuted(message, _) => (
                 EffectState::Failed,
                 ReceiptOutcome::Failed,
                 Some("not_executed"),
                 Some(message.clone()),
             ),
-            ExecutorOutcome::Failed(message) => (
+            ExecutorOutcome::MayHaveRun(message, _) => (
                 EffectState::Ambiguous,
                 ReceiptOutcome::Ambiguous,
                 Some("executor_error"),
@@ -410,16 +432,22 @@ impl Control {
                 after_run: true,
                 source,
             })?;
+        let mut outcome = outcome;
+        let evidence = outcome.take_evidence();
         match outcome {
             ExecutorOutcome::Value(value) => Ok(Executed { value, receipt }),
-            ExecutorOutcome::NotExecuted(message) => Err(ControlError::NotExecuted {
+            ExecutorOutcome::NotExecuted(message, _) => Err(ControlError::NotExecuted {
                 effect_key: action.effect_key.clone(),
                 message,
+                evidence,
             }),
-            _ => Err(ControlError::OutcomeUnknown {
+            ExecutorOutcome::MayHaveRun(..)
+            | ExecutorOutcome::Panicked(_)
+            | ExecutorOutcome::TimedOut(_) => Err(ControlError::OutcomeUnknown {
                 action: action.name.clone(),
                 effect_key: action.effect_key.clone(),
                 cause: detail.unwrap_or_default(),
+                evidence,
             }),
         }
     }
@@ -468,10 +496,10 @@ impl Control {
         let would = match prepared.decision {
             Decision::Allow => "would_allow",
             Decision::Approve => "would_require_approval",
-            Decision::Deny => match prepared.reason {
-                "unknown_action" => "would_deny_unknown_action",
-                "no_matching_rule" => "would_deny_no_matching_rule",
-                _ => "would_deny",
+            Decision::Deny => match prepared.denial {
+                DenyReason::UnknownAction => "would_deny_unknown_action",
+                DenyReason::NoMatchingRule => "would_deny_no_matching_rule",
+                DenyReason::Denied | DenyReason::PolicyChanged => "would_deny",
             },
         };
         let outcome = run_executor(
@@ -482,8 +510,8 @@ impl Control {
         .await;
         let detail = match &outcome {
             ExecutorOutcome::Value(_) => None,
-            ExecutorOutcome::NotExecuted(message) => Some(format!("not executed: {message}")),
-            ExecutorOutcome::Failed(message) => Some(format!("executor error: {message}")),
+            ExecutorOutcome::NotExecuted(message, _) => Some(format!("not executed: {message}")),
+            ExecutorOutcome::MayHaveRun(message, _) => Some(format!("executor error: {message}")),
             ExecutorOutcome::Panicked(message) => Some(format!("the executor panicked: {message}")),
             ExecutorOutcome::TimedOut(limit) => {
                 Some(format!("the executor ran past its {limit:?} timeout"))
@@ -501,16 +529,22 @@ impl Control {
                 after_run: true,
                 source,
             })?;
+        let mut outcome = outcome;
+        let evidence = outcome.take_evidence();
         match outcome {
             ExecutorOutcome::Value(value) => Ok(Executed { value, receipt }),
-            ExecutorOutcome::NotExecuted(message) => Err(ControlError::NotExecuted {
+            ExecutorOutcome::NotExecuted(message, _) => Err(ControlError::NotExecuted {
                 effect_key: None,
                 message,
+                evidence,
             }),
-            _ => Err(ControlError::OutcomeUnknown {
+            ExecutorOutcome::MayHaveRun(..)
+            | ExecutorOutcome::Panicked(_)
+            | ExecutorOutcome::TimedOut(_) => Err(ControlError::OutcomeUnknown {
                 action: prepared.action.name.clone(),
                 effect_key: None,
                 cause: detail.unwrap_or_default(),
+                evidence,
             }),
         }
     }
@@ -535,8 +569,14 @@ where
     };
     match result {
         Ok(Ok(value)) => ExecutorOutcome::Value(value),
-        Ok(Err(ExecutorError::NotExecuted(message))) => ExecutorOutcome::NotExecuted(message),
-        Ok(Err(ExecutorError::Failed(error))) => ExecutorOutcome::Failed(error.to_string()),
+        Ok(Err(error)) => match error.into_parts() {
+            (BareExecutorError::NotExecuted(message), evidence) => {
+                ExecutorOutcome::NotExecuted(message, evidence)
+            }
+            (BareExecutorError::MayHaveRun(error), evidence) => {
+                ExecutorOutcome::MayHaveRun(error.to_string(), evidence)
+            }
+        },
         Err(payload) => ExecutorOutcome::Panicked(panic_message(payload.as_ref())),
     }
 }

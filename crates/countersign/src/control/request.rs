@@ -10,9 +10,9 @@ use crate::action::canonical::{self, CanonicalError, CanonicalJson};
 use crate::action::{Action, ActionHash, Principal};
 use crate::approval::{ApprovalId, Correlation};
 use crate::effect::EffectKey;
-use crate::error::ControlError;
+use crate::error::{ControlError, DenyReason};
 use crate::evidence::Receipt;
-use crate::policy::{Decision, Mode, Template};
+use crate::policy::{Decision, DecisionReason, Mode, Template};
 
 use super::{Control, ExitStatusSlot, Prepared};
 
@@ -276,9 +276,14 @@ impl Control {
             action: name.to_owned(),
             source,
         })?;
-        let reason = match (decided.decision, decided.reason.code()) {
-            (Decision::Deny, "rule" | "action_default") => "denied",
-            (_, code) => code,
+        let denial = match decided.reason {
+            DecisionReason::UnknownAction => DenyReason::UnknownAction,
+            DecisionReason::NoMatchingRule => DenyReason::NoMatchingRule,
+            DecisionReason::Rule { .. } | DecisionReason::Shorthand => DenyReason::Denied,
+        };
+        let reason = match decided.decision {
+            Decision::Deny => denial.reason().as_str(),
+            Decision::Allow | Decision::Approve => decided.reason.code(),
         };
         let approval_rule = (decided.decision == Decision::Approve)
             .then(|| policy.approval_rule(&decided, action.principal.as_str()));
@@ -289,6 +294,7 @@ impl Control {
         Ok(Prepared {
             decision: decided.decision,
             reason,
+            denial,
             fingerprint: entry
                 .map(|entry| entry.fingerprint().to_owned())
                 .unwrap_or_default(),

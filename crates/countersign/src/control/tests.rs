@@ -250,7 +250,7 @@ async fn a_rule_denial_is_recorded_as_denied() {
             matches!(
                 error,
                 ControlError::ActionDenied {
-                    reason: "denied",
+                    reason: crate::DenyReason::Denied,
                     ..
                 }
             ),
@@ -476,7 +476,7 @@ async fn first_answer_wins_and_an_identical_repeat_is_idempotent() {
         world.approve(&id).await;
         let second = world
             .control
-            .answer(&id, AnswerDecision::Reject, "human:bob", Some("no"))
+            .answer(&id, AnswerDecision::Deny, "human:bob", Some("no"))
             .await
             .unwrap_err();
         match second {
@@ -491,7 +491,7 @@ async fn first_answer_wins_and_an_identical_repeat_is_idempotent() {
         world.call("notify", json!({"to": "c"})).await.unwrap();
         let late = world
             .control
-            .answer(&id, AnswerDecision::Reject, "human:bob", None)
+            .answer(&id, AnswerDecision::Deny, "human:bob", None)
             .await
             .unwrap_err();
         assert_eq!(late.reason(), "already_decided");
@@ -515,7 +515,7 @@ async fn a_human_no_is_a_recorded_denial_and_the_same_call_is_not_asked_again() 
             .control
             .answer(
                 &id,
-                AnswerDecision::Reject,
+                AnswerDecision::Deny,
                 "human:alice",
                 Some("wrong account"),
             )
@@ -613,7 +613,7 @@ async fn a_lost_response_becomes_ambiguous_and_blocks_every_retry() {
                 ActionRequest::new("stripe.refund", &arguments),
                 |_| async move {
                     provider.fetch_add(1, Ordering::SeqCst);
-                    Err::<(), _>(ExecutorError::failed(
+                    Err::<(), _>(ExecutorError::may_have_run(
                         "read timed out after the request was sent",
                     ))
                 },
@@ -892,7 +892,7 @@ async fn a_reconcile_hook_settles_ambiguity() {
         let arguments = json!({"payment_id": "pi_11", "amount": 1});
         let _ = control
             .execute(ActionRequest::new("stripe.refund", &arguments), |_| async {
-                Err::<(), _>(ExecutorError::failed("lost"))
+                Err::<(), _>(ExecutorError::may_have_run("lost"))
             })
             .await;
         let runs = Arc::new(AtomicUsize::new(0));
@@ -985,7 +985,7 @@ async fn a_changed_policy_voids_a_parked_approval_but_an_unrelated_change_does_n
             matches!(
                 error,
                 ControlError::ActionDenied {
-                    reason: "policy_changed",
+                    reason: crate::DenyReason::PolicyChanged,
                     ..
                 }
             ),
@@ -1267,7 +1267,7 @@ async fn concurrent_answers_have_one_winner() {
             let decision = if n % 2 == 0 {
                 AnswerDecision::Approve
             } else {
-                AnswerDecision::Reject
+                AnswerDecision::Deny
             };
             tasks.push(tokio::spawn(async move {
                 control
@@ -1498,7 +1498,7 @@ async fn the_principal_that_asked_cannot_answer_its_own_request() {
         let world = World::new(backend, REFUNDS);
         let id = request_id(&world.call("notify", json!({"to": "s"})).await.unwrap_err());
         let principal = world.store.approval(&id).await.unwrap().unwrap().principal;
-        for decision in [AnswerDecision::Approve, AnswerDecision::Reject] {
+        for decision in [AnswerDecision::Approve, AnswerDecision::Deny] {
             let refused = world
                 .control
                 .answer(&id, decision, &principal, None)
@@ -1649,7 +1649,7 @@ async fn effects_agree_with_receipts_through_failure_ambiguity_and_resolution() 
                     "stripe.refund",
                     &json!({"payment_id": "pi_a", "amount": 10}),
                 ),
-                |_| async { Err::<String, _>(ExecutorError::failed("connection reset")) },
+                |_| async { Err::<String, _>(ExecutorError::may_have_run("connection reset")) },
             )
             .await;
         assert!(lost.is_err());

@@ -160,7 +160,7 @@ pub fn parse_interrupt_response(
     }
     let decision = match fields.get("decision").and_then(serde_json::Value::as_str) {
         Some("approve") => AnswerDecision::Approve,
-        Some("deny") => AnswerDecision::Reject,
+        Some("deny") => AnswerDecision::Deny,
         _ => return Err(invalid()),
     };
     let Some(action_hash) = fields

@@ -607,7 +607,7 @@ fn check_response(value: serde_json::Value, expected: Option<(AnswerDecision, Op
 
 #[test]
 fn reads_only_the_closed_interrupt_response() {
-    use AnswerDecision::{Approve, Reject};
+    use AnswerDecision::{Approve, Deny};
     use serde_json::json;
     let hash = "sha256:abc";
     check_response(
@@ -616,7 +616,7 @@ fn reads_only_the_closed_interrupt_response() {
     );
     check_response(
         json!({"decision": "deny", "action_hash": hash, "note": "not today"}),
-        Some((Reject, Some("not today"))),
+        Some((Deny, Some("not today"))),
     );
     check_response(
         json!({"decision": "approve", "action_hash": hash, "note": null}),

@@ -154,3 +154,76 @@ fn http_failures_are_definite_only_when_nothing_could_have_happened() {
         false
     )));
 }
+
+/// Issue #19: what an executor kept comes back with its error, classified as the error it
+/// wraps; never through a side channel.
+#[test]
+fn evidence_travels_with_the_executor_error() {
+    let not_run = ExecutorError::not_executed("refused upstream")
+        .with_evidence(serde_json::json!({"upstream": {"code": 400}}));
+    assert_eq!(not_run.not_executed_reason(), Some("refused upstream"));
+    assert_eq!(not_run.to_string(), "not executed: refused upstream");
+    let maybe = ExecutorError::may_have_run("cut connection")
+        .with_evidence(serde_json::json!("inner"))
+        .with_evidence(serde_json::json!("outer"));
+    assert_eq!(maybe.not_executed_reason(), None);
+    match maybe.into_parts() {
+        (BareExecutorError::MayHaveRun(error), Some(evidence)) => {
+            assert_eq!(error.to_string(), "cut connection");
+            assert_eq!(evidence, serde_json::json!("outer"));
+        }
+        _ => panic!("expected may-have-run with the outer evidence"),
+    }
+}
+
+#[tokio::test]
+async fn a_refusal_hands_back_the_executors_evidence() {
+    use crate::control::{ActionRequest, Control, StaticIdentity};
+    use crate::error::ControlError;
+    use crate::store::MemoryStore;
+    use crate::{Policy, Principal};
+
+    let policy = Policy::from_yaml_str(
+        "schema: countersign.policy/v1\nactions:\n  send:\n    effect: \"send:{to}\"\n    decision: allow\n",
+        None,
+    )
+    .expect("policy");
+    let control = Control::builder(policy, MemoryStore::new())
+        .identity(StaticIdentity::new(
+            Principal::new("agent:a").expect("principal"),
+        ))
+        .build();
+    let not_run = control
+        .execute(
+            ActionRequest::new("send", &serde_json::json!({"to": "a"})),
+            |_| async {
+                Err::<(), _>(
+                    ExecutorError::not_executed("rejected")
+                        .with_evidence(serde_json::json!({"status": 422})),
+                )
+            },
+        )
+        .await;
+    match not_run {
+        Err(ControlError::NotExecuted { evidence, .. }) => {
+            assert_eq!(evidence, Some(serde_json::json!({"status": 422})));
+        }
+        other => panic!("expected not_executed, got {other:?}"),
+    }
+    let unknown = control
+        .execute(
+            ActionRequest::new("send", &serde_json::json!({"to": "b"})),
+            |_| async {
+                Err::<(), _>(
+                    ExecutorError::may_have_run("timeout").with_evidence(serde_json::json!("raw")),
+                )
+            },
+        )
+        .await;
+    match unknown {
+        Err(ControlError::OutcomeUnknown { evidence, .. }) => {
+            assert_eq!(evidence, Some(serde_json::json!("raw")));
+        }
+        other => panic!("expected outcome_unknown, got {other:?}"),
+    }
+}

@@ -5,6 +5,7 @@ use serde_json::Value;
 
 use super::template::lookup;
 use super::{Decision, EntryBody, Policy};
+use crate::json::MAX_DEPTH;
 
 /// How the governing entry was found for an action name.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -28,7 +29,8 @@ pub struct ConditionTrace {
     /// The operand as written in the policy.
     pub operand: Value,
     /// The argument's value, or `None` when it is missing (then the condition is false, for
-    /// every operator).
+    /// every operator) or nested deeper than [`crate::json::MAX_DEPTH`] (then it is not copied;
+    /// canonical arguments never are).
     pub actual: Option<Value>,
     /// Whether the condition holds.
     pub holds: bool,
@@ -114,7 +116,11 @@ impl Policy {
                         field: condition.field.clone(),
                         operator: condition.test.operator(),
                         operand: condition.test.operand(),
-                        actual: lookup(arguments, &condition.field).cloned(),
+                        // A value nested past the kernel's limit is not copied (the copy
+                        // would recurse without bound): `None`, as for a missing argument.
+                        actual: lookup(arguments, &condition.field)
+                            .filter(|actual| !crate::json::nests_deeper_than(actual, MAX_DEPTH))
+                            .cloned(),
                         holds: condition.holds(arguments),
                     })
                     .collect();

@@ -245,8 +245,8 @@ impl MemoryStore {
     ) -> Result<Result<R, E>, StoreError> {
         // A poisoned lock means a panic inside an operation, which keeps the undo log's
         // guarantee only up to the panic: refuse rather than continue on doubtful state.
-        let mut state = self.state.lock().map_err(|_| StoreError::Backend {
-            message: "the in-memory store is poisoned by an earlier panic".to_owned(),
+        let mut state = self.state.lock().map_err(|_| StoreError::Internal {
+            detail: "the in-memory store is poisoned by an earlier panic".to_owned(),
         })?;
         let mut txn = MemoryTxn {
             state: &mut state,
@@ -266,8 +266,8 @@ impl MemoryStore {
     }
 
     fn read<R>(&self, read: impl FnOnce(&State) -> R) -> Result<R, StoreError> {
-        let state = self.state.lock().map_err(|_| StoreError::Backend {
-            message: "the in-memory store is poisoned by an earlier panic".to_owned(),
+        let state = self.state.lock().map_err(|_| StoreError::Internal {
+            detail: "the in-memory store is poisoned by an earlier panic".to_owned(),
         })?;
         Ok(read(&state))
     }
@@ -297,8 +297,8 @@ impl Store for MemoryStore {
         now: Timestamp,
     ) -> Result<ApprovalRecord, AnswerError> {
         // An AnswerError refusal may still carry a committed mark (expiry): keep those writes.
-        let mut state = self.state.lock().map_err(|_| StoreError::Backend {
-            message: "the in-memory store is poisoned by an earlier panic".to_owned(),
+        let mut state = self.state.lock().map_err(|_| StoreError::Internal {
+            detail: "the in-memory store is poisoned by an earlier panic".to_owned(),
         })?;
         let mut txn = MemoryTxn {
             state: &mut state,
@@ -319,8 +319,8 @@ impl Store for MemoryStore {
         now: Timestamp,
     ) -> Result<ApprovalRecord, AnswerError> {
         // A refusal may still carry a committed mark (expiry): keep those writes.
-        let mut state = self.state.lock().map_err(|_| StoreError::Backend {
-            message: "the in-memory store is poisoned by an earlier panic".to_owned(),
+        let mut state = self.state.lock().map_err(|_| StoreError::Internal {
+            detail: "the in-memory store is poisoned by an earlier panic".to_owned(),
         })?;
         let mut txn = MemoryTxn {
             state: &mut state,
@@ -450,8 +450,8 @@ impl Store for MemoryStore {
         now: Timestamp,
     ) -> Result<bool, StoreError> {
         let _ = (by, reason, now);
-        let mut state = self.state.lock().map_err(|_| StoreError::Backend {
-            message: "the in-memory store is poisoned by an earlier panic".to_owned(),
+        let mut state = self.state.lock().map_err(|_| StoreError::Internal {
+            detail: "the in-memory store is poisoned by an earlier panic".to_owned(),
         })?;
         Ok(state.revoked_tokens.insert(jti.to_owned()))
     }

@@ -377,8 +377,8 @@ impl SqliteStore {
         let connection = match self.connection.lock() {
             Ok(connection) => connection,
             Err(_) => {
-                return Ok(Err(StoreError::Backend {
-                    message: "the SQLite connection is poisoned by an earlier panic".to_owned(),
+                return Ok(Err(StoreError::Internal {
+                    detail: "the SQLite connection is poisoned by an earlier panic".to_owned(),
                 }));
             }
         };
@@ -423,8 +423,8 @@ impl SqliteStore {
         let mut delay = Duration::from_millis(1);
         loop {
             let result = {
-                let connection = self.connection.lock().map_err(|_| StoreError::Backend {
-                    message: "the SQLite connection is poisoned by an earlier panic".to_owned(),
+                let connection = self.connection.lock().map_err(|_| StoreError::Internal {
+                    detail: "the SQLite connection is poisoned by an earlier panic".to_owned(),
                 })?;
                 read(&connection)
             };

@@ -75,7 +75,7 @@ fn legacy_answers(
         return Vec::new();
     };
     let decision = match state {
-        ApprovalState::Denied => AnswerDecision::Reject,
+        ApprovalState::Denied => AnswerDecision::Deny,
         _ => AnswerDecision::Approve,
     };
     vec![RecordedAnswer {

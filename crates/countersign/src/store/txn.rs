@@ -7,8 +7,8 @@
 //! again after a busy database rolled it back.
 
 use crate::approval::{
-    AnswerPlan, ApprovalRecord, ApprovalState, Correlation, OpenPlan, RecordedAnswer, TakePlan,
-    approver_of, plan_answer, plan_open, plan_take,
+    AnswerPlan, ApprovalRecord, ApprovalState, ApproverFault, Correlation, OpenPlan,
+    RecordedAnswer, TakePlan, approver_of, plan_answer, plan_open, plan_take,
 };
 use crate::approver::{
     ApprovalRule, Approver, Authentication, Channel, Credential, Ineligible, judge, judge_resolver,
@@ -440,13 +440,23 @@ pub(crate) fn answer_step(
     };
     let approver = match approver_of(&record.rule, &answer.approver, channel.clone(), now) {
         Ok(approver) => approver,
-        Err(None) => {
+        Err(ApproverFault::Anonymous) => {
             return AnswerStep::Refuse {
                 error: AnswerError::NoApprover,
                 receipt: None,
             };
         }
-        Err(Some(detail)) => {
+        Err(ApproverFault::Malformed(error)) => {
+            return refuse(
+                &record,
+                None,
+                AnswerError::InvalidApprover {
+                    request_id: record.id.clone(),
+                    error,
+                },
+            );
+        }
+        Err(ApproverFault::Unverified(detail)) => {
             let mut step = refuse(
                 &record,
                 None,
@@ -1066,7 +1076,10 @@ pub(crate) fn resolve_step(
             };
             let approver = match approver_of(rule, &credential, channel.clone(), now) {
                 Ok(approver) => approver,
-                Err(None) => {
+                Err(ApproverFault::Malformed(error)) => {
+                    return refuse(&record, None, "invalid_approver", error.to_string());
+                }
+                Err(ApproverFault::Anonymous) => {
                     return ResolveStep::Refuse {
                         error: ResolveError::NotPermitted {
                             effect_key: record.key.clone(),
@@ -1076,7 +1089,7 @@ pub(crate) fn resolve_step(
                         receipt: None,
                     };
                 }
-                Err(Some(detail)) => {
+                Err(ApproverFault::Unverified(detail)) => {
                     return refuse(
                         &record,
                         None,

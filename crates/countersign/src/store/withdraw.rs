@@ -5,7 +5,7 @@
 //! [`AnswerError`]s (the error module knows the approval vocabulary).
 
 use crate::approval::withdraw::{DEFAULT_OPERATOR, Withdrawal, WithdrawalKind};
-use crate::approval::{AnswerDecision, ApprovalRecord, ApprovalState, approver_of};
+use crate::approval::{AnswerDecision, ApprovalRecord, ApprovalState, ApproverFault, approver_of};
 use crate::approver::{Approver, Authentication, Channel, Credential, judge_resolver};
 use crate::clock::Timestamp;
 use crate::error::AnswerError;
@@ -114,11 +114,26 @@ fn identify(
 ) -> Result<Approver, Box<WithdrawStep>> {
     match approver_of(&record.rule, credential, channel.clone(), now) {
         Ok(approver) => Ok(approver),
-        Err(None) => Err(Box::new(WithdrawStep::Refuse {
+        Err(ApproverFault::Anonymous) => Err(Box::new(WithdrawStep::Refuse {
             error: AnswerError::NoApprover,
             receipt: None,
         })),
-        Err(Some(detail)) => {
+        Err(ApproverFault::Malformed(error)) => {
+            let error = AnswerError::InvalidApprover {
+                request_id: record.id.clone(),
+                error,
+            };
+            Err(Box::new(refusal(
+                record,
+                None,
+                "(malformed)",
+                channel,
+                note,
+                kind,
+                error,
+            )))
+        }
+        Err(ApproverFault::Unverified(detail)) => {
             let error = AnswerError::NotAuthenticated {
                 request_id: record.id.clone(),
                 approver: None,

@@ -1,21 +1,73 @@
 //! The strict parser of JSON text into the value tree: duplicate keys, lone surrogates,
 //! `-0`, unsafe integers, non-finite numbers and nesting past the limit are refused.
 
+use std::cell::Cell;
+
 use super::*;
 
-pub(super) fn parse_document(text: &str, depth: usize) -> Result<Node, CanonicalError> {
+/// Where the text comes from, which sets the integer rule and the depth limit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Source {
+    /// From outside the kernel (issue #19): an integer literal outside ±(2^53 − 1) is refused
+    /// whatever its spelling (a sender who means a double writes a fraction or an exponent,
+    /// `1e20`; one who means an integer sends a string), and nesting past [`MAX_DEPTH`].
+    Outside,
+    /// Canonical text this kernel wrote (INVARIANT canonical-text), never text from outside:
+    /// an integer spelled as its double's canonical text (`100000000000000000000`, the canonical
+    /// form of `1e20`) is kept, and nesting down to [`STORED_MAX_DEPTH`], the limit before
+    /// issue #19, so stored rows written earlier still read.
+    OwnOutput,
+}
+
+impl Source {
+    fn depth_limit(self) -> usize {
+        match self {
+            Source::Outside => MAX_DEPTH,
+            Source::OwnOutput => STORED_MAX_DEPTH,
+        }
+    }
+}
+
+pub(super) fn parse_document(
+    text: &str,
+    depth: usize,
+    rule: Source,
+) -> Result<Node, CanonicalError> {
+    parse_located(text, depth, rule).map_err(|located| located.0)
+}
+
+/// As [`parse_document`], with the 1-based line and column (in characters) of the fault.
+pub(crate) fn parse_located(
+    text: &str,
+    depth: usize,
+    rule: Source,
+) -> Result<Node, (CanonicalError, usize, usize)> {
     let mut parser = Parser {
         text,
         bytes: text.as_bytes(),
         position: 0,
+        rule,
+        fault: Cell::new(None),
     };
-    parser.skip_whitespace();
-    let node = parser.value(depth)?;
-    parser.skip_whitespace();
-    if parser.position < parser.bytes.len() {
-        return Err(parser.syntax_error("unexpected text after the JSON value"));
+    let result = parser.document(depth);
+    result.map_err(|error| {
+        let offset = parser.fault.get().unwrap_or(parser.position);
+        let (line, column) = line_and_column(text, offset);
+        (error, line, column)
+    })
+}
+
+/// 1-based line and column (in characters) of a byte offset of `text`.
+pub(crate) fn line_and_column(text: &str, offset: usize) -> (usize, usize) {
+    let mut offset = offset.min(text.len());
+    while !text.is_char_boundary(offset) {
+        offset -= 1;
     }
-    Ok(node)
+    let before = &text[..offset];
+    let line = before.matches('\n').count() + 1;
+    let line_start = before.rfind('\n').map_or(0, |newline| newline + 1);
+    let column = before[line_start..].chars().count() + 1;
+    (line, column)
 }
 
 pub(super) struct Parser<'text> {
@@ -23,9 +75,31 @@ pub(super) struct Parser<'text> {
     bytes: &'text [u8],
     /// Byte offset of the next unread byte, always on a character boundary between tokens.
     position: usize,
+    rule: Source,
+    /// Byte offset of the first fault met (the innermost: errors are raised there and only
+    /// get a path prefix on the way out).
+    fault: Cell<Option<usize>>,
 }
 
 impl Parser<'_> {
+    fn document(&mut self, depth: usize) -> Result<Node, CanonicalError> {
+        self.skip_whitespace();
+        let node = self.value(depth)?;
+        self.skip_whitespace();
+        if self.position < self.bytes.len() {
+            return Err(self.syntax_error("unexpected text after the JSON value"));
+        }
+        Ok(node)
+    }
+
+    /// Remember `offset` as the fault's place (the first one set wins) and pass `error` on.
+    fn fault_at(&self, offset: usize, error: CanonicalError) -> CanonicalError {
+        if self.fault.get().is_none() {
+            self.fault.set(Some(offset));
+        }
+        error
+    }
+
     fn peek(&self) -> Option<u8> {
         self.bytes.get(self.position).copied()
     }
@@ -36,26 +110,16 @@ impl Parser<'_> {
         }
     }
 
-    /// 1-based line and column (in characters) of a byte offset.
-    fn line_and_column(&self, offset: usize) -> (usize, usize) {
-        let mut offset = offset.min(self.text.len());
-        while !self.text.is_char_boundary(offset) {
-            offset -= 1;
-        }
-        let before = &self.text[..offset];
-        let line = before.matches('\n').count() + 1;
-        let line_start = before.rfind('\n').map_or(0, |newline| newline + 1);
-        let column = before[line_start..].chars().count() + 1;
-        (line, column)
-    }
-
     fn syntax_error_at(&self, offset: usize, detail: &'static str) -> CanonicalError {
-        let (line, column) = self.line_and_column(offset);
-        CanonicalError::InvalidJson {
-            line,
-            column,
-            detail,
-        }
+        let (line, column) = line_and_column(self.text, offset);
+        self.fault_at(
+            offset,
+            CanonicalError::InvalidJson {
+                line,
+                column,
+                detail,
+            },
+        )
     }
 
     fn syntax_error(&self, detail: &'static str) -> CanonicalError {
@@ -74,8 +138,16 @@ impl Parser<'_> {
     /// A value enclosed by `depth` arrays and objects.
     fn value(&mut self, depth: usize) -> Result<Node, CanonicalError> {
         match self.peek() {
-            Some(b'{') => self.object(enter(depth)?),
-            Some(b'[') => self.array(enter(depth)?),
+            Some(b'{') => {
+                let inner = enter_within(depth, self.rule.depth_limit())
+                    .map_err(|error| self.fault_at(self.position, error))?;
+                self.object(inner)
+            }
+            Some(b'[') => {
+                let inner = enter_within(depth, self.rule.depth_limit())
+                    .map_err(|error| self.fault_at(self.position, error))?;
+                self.array(inner)
+            }
             Some(b'"') => Ok(Node::String(self.string()?)),
             Some(b't') => self.literal("true", Node::Bool(true)),
             Some(b'f') => self.literal("false", Node::Bool(false)),
@@ -102,10 +174,13 @@ impl Parser<'_> {
 
     fn non_finite(&mut self, word: &'static str) -> Result<Node, CanonicalError> {
         if self.bytes[self.position..].starts_with(word.as_bytes()) {
-            Err(CanonicalError::NotFinite {
-                path: String::new(),
-                value: word.to_owned(),
-            })
+            Err(self.fault_at(
+                self.position,
+                CanonicalError::NotFinite {
+                    path: String::new(),
+                    value: word.to_owned(),
+                },
+            ))
         } else {
             Err(self.syntax_error("expected a JSON value"))
         }
@@ -115,6 +190,7 @@ impl Parser<'_> {
     fn object(&mut self, depth: usize) -> Result<Node, CanonicalError> {
         self.position += 1; // `{`
         let mut members = Vec::new();
+        let mut key_offsets = Vec::new();
         self.skip_whitespace();
         if self.peek() == Some(b'}') {
             self.position += 1;
@@ -125,6 +201,7 @@ impl Parser<'_> {
             if self.peek() != Some(b'"') {
                 return Err(self.syntax_error("expected a string key"));
             }
+            key_offsets.push(self.position);
             let key = self.string()?;
             self.skip_whitespace();
             self.expect_byte(b':', "expected `:` after an object key")?;
@@ -138,11 +215,48 @@ impl Parser<'_> {
                 Some(b',') => self.position += 1,
                 Some(b'}') => {
                     self.position += 1;
-                    return object_node(members);
+                    return self.close_object(members, &key_offsets);
                 }
                 _ => return Err(self.syntax_error("expected `,` or `}` after an object member")),
             }
         }
+    }
+
+    /// The object of `members`, or the duplicate key placed at its second occurrence.
+    fn close_object(
+        &self,
+        members: Vec<(String, Node)>,
+        key_offsets: &[usize],
+    ) -> Result<Node, CanonicalError> {
+        object_node(members).map_err(|error| {
+            let offset = match &error {
+                CanonicalError::DuplicateKey { key, .. } => {
+                    // The place of the key's second occurrence; keys are few per object and
+                    // this runs only on the refusal.
+                    let mut seen = 0;
+                    let mut place = self.position;
+                    for &start in key_offsets {
+                        let mut probe = Parser {
+                            text: self.text,
+                            bytes: self.bytes,
+                            position: start,
+                            rule: self.rule,
+                            fault: Cell::new(None),
+                        };
+                        if probe.string().is_ok_and(|text| &text == key) {
+                            seen += 1;
+                            if seen == 2 {
+                                place = start;
+                                break;
+                            }
+                        }
+                    }
+                    place
+                }
+                _ => self.position,
+            };
+            self.fault_at(offset, error)
+        })
     }
 
     /// An array whose own level is `depth`.
@@ -256,12 +370,15 @@ impl Parser<'_> {
     }
 
     fn lone_surrogate(&self, backslash: usize) -> CanonicalError {
-        let (line, column) = self.line_and_column(backslash);
-        CanonicalError::LoneSurrogate {
-            path: String::new(),
-            line,
-            column,
-        }
+        let (line, column) = line_and_column(self.text, backslash);
+        self.fault_at(
+            backslash,
+            CanonicalError::LoneSurrogate {
+                path: String::new(),
+                line,
+                column,
+            },
+        )
     }
 
     fn hex4(&mut self) -> Result<u16, CanonicalError> {
@@ -329,20 +446,27 @@ impl Parser<'_> {
             .parse()
             .expect("the RFC 8259 number grammar is a subset of what f64::from_str accepts");
         if !value.is_finite() {
-            return Err(CanonicalError::NotFinite {
-                path: String::new(),
-                value: cut_literal(literal),
-            });
-        }
-        let node = number_node(value)?;
-        if is_integer_literal && !is_safe_integer_literal(literal) {
-            // Accepted only when no digit changes: the literal is its double's canonical text
-            // (INVARIANT (one integer rule), as `integer_node`).
-            if !is_canonical_integer_spelling(literal) {
-                return Err(CanonicalError::UnsafeInteger {
+            return Err(self.fault_at(
+                start,
+                CanonicalError::NotFinite {
                     path: String::new(),
                     value: cut_literal(literal),
-                });
+                },
+            ));
+        }
+        let node = number_node(value).map_err(|error| self.fault_at(start, error))?;
+        if is_integer_literal && !is_safe_integer_literal(literal) {
+            // INVARIANT (one integer rule): refused, as `integer_node` refuses a Rust integer
+            // outside the range; canonical text this kernel wrote keeps its spelling.
+            let kept = self.rule == Source::OwnOutput && is_canonical_integer_spelling(literal);
+            if !kept {
+                return Err(self.fault_at(
+                    start,
+                    CanonicalError::UnsafeInteger {
+                        path: String::new(),
+                        value: cut_literal(literal),
+                    },
+                ));
             }
         }
         Ok(node)
@@ -357,12 +481,17 @@ pub(super) fn is_safe_integer_literal(literal: &str) -> bool {
         || (digits.len() == MAX_SAFE_DIGITS.len() && digits <= MAX_SAFE_DIGITS)
 }
 
-/// The level of a container opened inside `depth` enclosing ones, or `TooDeep`.
-pub(super) fn enter(depth: usize) -> Result<usize, CanonicalError> {
-    if depth >= MAX_DEPTH {
+/// The level of a container opened inside `depth` enclosing ones, or `TooDeep` past
+/// [`MAX_DEPTH`].
+pub(crate) fn enter(depth: usize) -> Result<usize, CanonicalError> {
+    enter_within(depth, MAX_DEPTH)
+}
+
+fn enter_within(depth: usize, limit: usize) -> Result<usize, CanonicalError> {
+    if depth >= limit {
         Err(CanonicalError::TooDeep {
             path: String::new(),
-            limit: MAX_DEPTH,
+            limit,
         })
     } else {
         Ok(depth + 1)

@@ -426,7 +426,7 @@ impl ser::SerializeStruct for StructBuilder {
                 let Node::String(text) = value.serialize(NodeSerializer { depth: *depth })? else {
                     return Err(unsupported("a raw JSON marker must hold JSON text"));
                 };
-                let parsed = parse_document(&text, *depth)?;
+                let parsed = parse_document(&text, *depth, Source::Outside)?;
                 if *name == ARBITRARY_NUMBER_TOKEN && !matches!(parsed, Node::Number(_)) {
                     return Err(unsupported("a JSON number marker must hold a number"));
                 }

@@ -130,8 +130,18 @@ fn formats_every_rfc8785_appendix_b_number() {
             assert_eq!(actual, Err(negative_zero("")), "{hex_bits}");
         } else {
             assert_eq!(actual.as_deref(), Ok(expected), "{hex_bits}");
-            // The canonical text is a fixed point of the text path and reads back bit-exact.
-            check(expected, Ok(expected));
+            // The canonical text is a fixed point of the kernel's re-reading, and reads back
+            // bit-exact. From outside, a row spelled as an integer past ±(2^53−1)
+            // (`9007199254740992`, `295147905179352830000`) is refused (issue #19).
+            assert_eq!(
+                super::reparse_canonical(expected).map(CanonicalJson::into_string),
+                Ok(expected.to_owned())
+            );
+            if !expected.contains(['.', 'e']) && value.abs() > 9_007_199_254_740_991.0 {
+                check(expected, Err(unsafe_integer("", expected)));
+            } else {
+                check(expected, Ok(expected));
+            }
             assert_eq!(
                 expected.parse::<f64>().map(f64::to_bits),
                 Ok(bits),
@@ -225,7 +235,11 @@ fn formats_number_table() {
     check("1e+30", Ok("1e+30"));
     check("0.000001", Ok("0.000001"));
     check("0.0000001", Ok("1e-7"));
-    check("123456789012345680000", Ok("123456789012345680000"));
+    check(
+        "123456789012345680000",
+        Err(unsafe_integer("", "123456789012345680000")),
+    );
+    check("1.2345678901234568e20", Ok("123456789012345680000"));
     check("1.5e300", Ok("1.5e+300"));
     check("-1.5e-300", Ok("-1.5e-300"));
     check("12.5e-1", Ok("1.25"));
@@ -422,11 +436,21 @@ fn accepts_safe_integer_boundaries() {
 }
 
 #[test]
-fn accepts_large_integer_literal_already_in_canonical_form() {
-    // No digit changes, so canonical text stays a fixed point of parse_canonical.
-    check("100000000000000000000", Ok("100000000000000000000"));
-    check("9007199254740992", Ok("9007199254740992"));
-    check("-295147905179352830000", Ok("-295147905179352830000"));
+fn refuses_large_integer_literals_whatever_their_spelling() {
+    // Issue #19: one rule, the issue's, even for a literal that is already the canonical
+    // spelling of its double; `reparse_canonical` (the kernel's own output) still keeps it.
+    for literal in [
+        "100000000000000000000",
+        "9007199254740992",
+        "-9007199254740992",
+        "-295147905179352830000",
+    ] {
+        check(literal, Err(unsafe_integer("", literal)));
+        assert_eq!(
+            super::reparse_canonical(literal).map(|json| json.into_string()),
+            Ok(literal.to_owned())
+        );
+    }
 }
 
 #[test]
@@ -467,22 +491,28 @@ fn refuses_unsafe_integer_values() {
 }
 
 #[test]
-fn accepts_large_integer_values_exactly_as_their_literals() {
-    // One integer rule for values and text: beyond ±(2^53 − 1), an integer is accepted only
-    // when canonical form keeps every digit (here: it is a double's canonical spelling).
+fn refuses_large_integer_values_as_their_literals() {
+    // One integer rule for values and text (issue #19): beyond ±(2^53 − 1), an integer is
+    // refused, both signs, the first integer past each boundary included.
     for (value, literal) in [
         (9_007_199_254_740_992_i128, "9007199254740992"),
         (-9_007_199_254_740_992_i128, "-9007199254740992"),
         (100_000_000_000_000_000_000_i128, "100000000000000000000"),
         (-295_147_905_179_352_830_000_i128, "-295147905179352830000"),
     ] {
-        assert_eq!(canonical_text(&value), literal);
-        check(literal, Ok(literal));
+        assert_eq!(to_canonical(&value), Err(unsafe_integer("", literal)));
+        check(literal, Err(unsafe_integer("", literal)));
     }
     assert_eq!(
-        canonical_text(&9_007_199_254_740_992_u64),
+        to_canonical(&9_007_199_254_740_992_u64),
+        Err(unsafe_integer("", "9007199254740992"))
+    );
+    // The same magnitudes written as doubles are the sender's choice, and accepted.
+    assert_eq!(
+        canonical_text(&9_007_199_254_740_992_f64),
         "9007199254740992"
     );
+    assert_eq!(canonical_text(&1e20_f64), "100000000000000000000");
 }
 
 #[test]
@@ -902,7 +932,7 @@ fn hashes_canonical_bytes_with_sha256_prefix() {
 
 #[test]
 fn to_value_reads_large_and_fractional_numbers_as_floats() {
-    let canonical = parse_canonical("[9007199254740992,1e+300,0.5,-3]").expect("canonical");
+    let canonical = parse_canonical("[9007199254740992.0,1e+300,0.5,-3]").expect("canonical");
     let value = canonical.to_value();
     assert_eq!(value, json!([9007199254740992.0_f64, 1e300, 0.5, -3]));
     assert_eq!(to_canonical(&value), Ok(canonical));
@@ -963,7 +993,7 @@ fn writes_messages_in_house_style() {
         ),
         (
             too_deep("/0"),
-            "value at `/0` nests deeper than 128 arrays and objects: flatten it",
+            "value at `/0` nests deeper than 64 arrays and objects: flatten it",
         ),
         (
             invalid(3, 1, "expected a string key"),
@@ -1074,7 +1104,9 @@ proptest! {
     #[test]
     fn canonical_text_is_a_fixed_point(value in json_value(false)) {
         let canonical = to_canonical(&value).expect("finite values canonicalize");
-        prop_assert_eq!(parse_canonical(canonical.as_str()), Ok(canonical.clone()));
+        // The kernel's own text re-reads unchanged (a double such as `1e20` is written
+        // `100000000000000000000`, an integer literal text from outside may not use).
+        prop_assert_eq!(super::reparse_canonical(canonical.as_str()), Ok(canonical.clone()));
         prop_assert_eq!(to_canonical(&canonical.to_value()), Ok(canonical));
     }
 
@@ -1135,7 +1167,14 @@ proptest! {
             let canonical = result.expect("finite numbers canonicalize");
             let read_back: f64 = canonical.as_str().parse().expect("canonical number parses");
             prop_assert_eq!(read_back.to_bits(), value.to_bits());
-            prop_assert_eq!(parse_canonical(canonical.as_str()), Ok(canonical));
+            prop_assert_eq!(super::reparse_canonical(canonical.as_str()), Ok(canonical.clone()));
+            // From outside, an integer literal past ±(2^53 − 1) is refused, whatever spelling.
+            let from_outside = parse_canonical(canonical.as_str());
+            if value.fract() == 0.0 && value.abs() > 9_007_199_254_740_991.0 && !canonical.as_str().contains(['e', '.']) {
+                prop_assert_eq!(from_outside.map_err(|error| error.reason()), Err("unsafe_integer"));
+            } else {
+                prop_assert_eq!(from_outside, Ok(canonical));
+            }
         }
     }
 

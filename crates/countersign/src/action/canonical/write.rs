@@ -34,20 +34,17 @@ pub(super) fn number_node(value: f64) -> Result<Node, CanonicalError> {
 
 pub(super) fn integer_node(value: i128) -> Result<Node, CanonicalError> {
     if value.unsigned_abs() > u128::from(MAX_SAFE_INTEGER) {
-        // INVARIANT (one integer rule): an integer outside ±(2^53 − 1) is accepted only when
-        // canonical form keeps every digit of it, whether it comes as a Rust integer or as an
-        // integer literal in JSON text (`parse_canonical`), so the typed and text paths (and
-        // with them the Rust, Python and Node bindings) refuse exactly the same integers.
-        // Shared vectors: `tests/vectors/numbers.json`.
-        let digits = value.to_string();
-        if !is_canonical_integer_spelling(&digits) {
-            return Err(CanonicalError::UnsafeInteger {
-                path: String::new(),
-                value: digits,
-            });
-        }
+        // INVARIANT (one integer rule): an integer outside ±(2^53 − 1) is refused, whether it
+        // comes as a Rust integer or as an integer literal in JSON text (`parse_canonical`,
+        // `json::read`), so the typed and text paths (and with them the Rust, Python and Node
+        // bindings) refuse exactly the same integers, and every integer that is accepted reaches
+        // an executor as an integer. Shared vectors: `tests/vectors/numbers.json`.
+        return Err(CanonicalError::UnsafeInteger {
+            path: String::new(),
+            value: value.to_string(),
+        });
     }
-    // Exact: below 2^53 in magnitude, or a double whose canonical spelling is these digits.
+    // Exact: below 2^53 in magnitude.
     Ok(Node::Number(value as f64))
 }
 

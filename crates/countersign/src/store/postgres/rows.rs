@@ -51,7 +51,7 @@ pub(super) fn approval_from_row(row: &PgRow) -> Result<ApprovalRecord, StoreErro
         id: ApprovalId::from_stored(row.try_get(0).map_err(decode)?),
         action_hash: ActionHash::from_stored(row.try_get::<String, _>(1).map_err(decode)?),
         action: row.try_get(2).map_err(decode)?,
-        arguments: canonical::parse_canonical(&arguments)
+        arguments: canonical::reparse_canonical(&arguments)
             .map_err(|error| corrupt(format!("approval arguments: {error}")))?,
         principal: row.try_get(4).map_err(decode)?,
         resource: row.try_get(5).map_err(decode)?,

@@ -177,11 +177,8 @@ impl PgTxn {
         record: &ApprovalRecord,
     ) -> Result<(), PgFailure> {
         let Some(expected) = self.read_approvals.get(record.id.as_str()).cloned() else {
-            return Err(PgFailure::Store(StoreError::Backend {
-                message: format!(
-                    "internal error (please report it): approval {} updated without being read",
-                    record.id
-                ),
+            return Err(PgFailure::Store(StoreError::Internal {
+                detail: format!("approval {} updated without being read", record.id),
             }));
         };
         self.wrote = true;
@@ -243,11 +240,8 @@ impl PgTxn {
     /// and attempt read. A row count other than 1 means another transaction won: retry.
     pub(crate) async fn put_effect(&mut self, record: &EffectRecord) -> Result<(), PgFailure> {
         let Some(expected) = self.read_effects.get(record.key.as_str()).cloned() else {
-            return Err(PgFailure::Store(StoreError::Backend {
-                message: format!(
-                    "internal error (please report it): effect `{}` written without being read",
-                    record.key
-                ),
+            return Err(PgFailure::Store(StoreError::Internal {
+                detail: format!("effect `{}` written without being read", record.key),
             }));
         };
         self.wrote = true;

@@ -72,8 +72,8 @@ pub(crate) enum Done {
 
 /// The error for a result of the wrong shape (a bug of ours).
 pub(crate) fn wrong_result() -> StoreError {
-    StoreError::Backend {
-        message: "internal error (please report it): the PostgreSQL store returned the wrong result for an operation".to_owned(),
+    StoreError::Internal {
+        detail: "the PostgreSQL store returned the wrong result for an operation".to_owned(),
     }
 }
 

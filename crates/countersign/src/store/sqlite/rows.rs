@@ -27,7 +27,7 @@ pub(super) fn approval_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<App
         id: ApprovalId::from_stored(row.get(0)?),
         action_hash: ActionHash::from_stored(row.get::<_, String>(1)?),
         action: row.get(2)?,
-        arguments: canonical::parse_canonical(&arguments)
+        arguments: canonical::reparse_canonical(&arguments)
             .map_err(|error| corrupt(format!("approval arguments: {error}")))?,
         principal: row.get(4)?,
         resource: row.get(5)?,

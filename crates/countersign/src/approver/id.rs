@@ -1,0 +1,138 @@
+//! [`ApproverId`]: the one shape rule for who answers (issue #19).
+
+use std::fmt;
+
+/// The id of whoever answers an approval or resolves an effect, as receipts record it: one or
+/// more parts joined by `:`, each part non-empty and made of ASCII letters, digits and
+/// `.` `_` `-` `@` `+` `|`; at most [`ApproverId::MAX_LEN`] bytes. For example `alice`,
+/// `human:alice`, `human:alice@example.com`, `oidc:auth0|5f1c`.
+///
+/// Refused, with [`ApproverIdError`]: an empty or blank name, an empty part (`human:`, `:`,
+/// `:alice`, `human::alice`), whitespace anywhere (`human: bob`), and any other character
+/// (control characters, quotes, non-ASCII letters that could pass for others).
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+// INVARIANT (approver-shape): the string always satisfies the rule above (`ApproverId::parse`
+// is the only constructor).
+pub struct ApproverId(String);
+
+impl ApproverId {
+    /// The longest id accepted, in bytes.
+    pub const MAX_LEN: usize = 256;
+
+    /// The shape, as every refusal states it.
+    pub const EXPECTED: &'static str = "a name such as `alice` or `kind:name` such as `human:alice`: parts joined by `:`, each non-empty, of letters, digits and `. _ - @ + |`, no spaces";
+
+    /// Parse `text` strictly (no trimming: a surface trims what a person typed before it calls
+    /// this, if it wants to).
+    ///
+    /// # Errors
+    ///
+    /// [`ApproverIdError`] naming the text and what is wrong with it.
+    pub fn parse(text: &str) -> Result<ApproverId, ApproverIdError> {
+        let fail = |problem: &'static str| ApproverIdError {
+            given: text.to_owned(),
+            problem,
+        };
+        if text.trim().is_empty() {
+            return Err(fail("it is empty"));
+        }
+        if text.len() > ApproverId::MAX_LEN {
+            return Err(fail("it is longer than 256 bytes"));
+        }
+        if text.chars().any(char::is_whitespace) {
+            return Err(fail("it contains whitespace"));
+        }
+        if text.split(':').any(str::is_empty) {
+            return Err(fail("a part before or after a `:` is empty"));
+        }
+        let allowed =
+            |character: char| character.is_ascii_alphanumeric() || ".:_-@+|".contains(character);
+        if !text.chars().all(allowed) {
+            return Err(fail(
+                "it contains a character other than letters, digits and `. _ - @ + | :`",
+            ));
+        }
+        Ok(ApproverId(text.to_owned()))
+    }
+
+    /// The id.
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The id, giving up the wrapper.
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl fmt::Display for ApproverId {
+    fn fmt(&self, formatter: &mut fmt::Formatter<'_>) -> fmt::Result {
+        formatter.write_str(&self.0)
+    }
+}
+
+/// Why a text is not an [`ApproverId`]: what was given, what is wrong, and the expected shape.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("`{}` is not an approver id: {problem}: write {}", given.escape_debug(), ApproverId::EXPECTED)]
+pub struct ApproverIdError {
+    /// The text given.
+    pub given: String,
+    /// What is wrong with it.
+    pub problem: &'static str,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accepts_names_and_kind_prefixed_names() {
+        for good in [
+            "alice",
+            "human:alice",
+            "human:alice@example.com",
+            "oidc:auth0|5f1c",
+            "human:mcp-client:stdio",
+            "ops:dana",
+            "human:a.b_c-d+e",
+        ] {
+            assert_eq!(
+                ApproverId::parse(good).map(|id| id.into_string()),
+                Ok(good.to_owned())
+            );
+        }
+    }
+
+    #[test]
+    fn refuses_empty_parts_whitespace_and_other_characters_saying_the_shape() {
+        for (bad, problem) in [
+            ("", "it is empty"),
+            (" ", "it is empty"),
+            ("human:", "a part before or after a `:` is empty"),
+            (":", "a part before or after a `:` is empty"),
+            (":alice", "a part before or after a `:` is empty"),
+            ("human::alice", "a part before or after a `:` is empty"),
+            ("human: bob", "it contains whitespace"),
+            ("human:bob\n", "it contains whitespace"),
+            (
+                "human:b\u{f3}b",
+                "it contains a character other than letters, digits and `. _ - @ + | :`",
+            ),
+            (
+                "human:\"bob\"",
+                "it contains a character other than letters, digits and `. _ - @ + | :`",
+            ),
+        ] {
+            let error = ApproverId::parse(bad).unwrap_err();
+            assert_eq!(error.problem, problem, "{bad:?}");
+            let message = error.to_string();
+            assert!(
+                message.contains("`human:alice`") && message.contains("is not an approver id"),
+                "{message}"
+            );
+        }
+        assert!(ApproverId::parse(&"a".repeat(257)).is_err());
+        assert!(ApproverId::parse(&"a".repeat(256)).is_ok());
+    }
+}
