@@ -13,4 +13,6 @@ mod gateway {
     pub mod fake;
     pub mod harness;
     pub mod http_front;
+    pub mod modern;
+    pub mod round_trips;
 }

@@ -64,11 +64,19 @@ impl Link for HttpLink {
             .header("accept", "application/json, text/event-stream")
             .header("content-type", "application/json")
             .body(body);
-        if let Some(session) = read_header(&self.session) {
-            request = request.header(SESSION_HEADER, session);
-        }
-        if let Some(version) = read_header(&self.version) {
-            request = request.header(VERSION_HEADER, version);
+        let headers = crate::era::request_headers(message);
+        if headers.is_empty() {
+            if let Some(session) = read_header(&self.session) {
+                request = request.header(SESSION_HEADER, session);
+            }
+            if let Some(version) = read_header(&self.version) {
+                request = request.header(VERSION_HEADER, version);
+            }
+        } else {
+            // 2026-07-28: no sessions; the version, method and name mirror the body.
+            for (name, value) in headers {
+                request = request.header(name, value);
+            }
         }
         let is_initialized = wire::method(message) == Some("notifications/initialized");
         let exchange = Exchange {
