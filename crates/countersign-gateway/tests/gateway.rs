@@ -9,10 +9,13 @@ mod gateway {
     pub mod b18_timeout;
     pub mod b19_mismatched_ids;
     pub mod b20_http_replies;
+    pub mod broken_streams;
     pub mod display;
     pub mod fake;
+    pub mod faulty_http;
     pub mod harness;
     pub mod http_front;
+    pub mod http_modern;
     pub mod modern;
     pub mod round_trips;
 }

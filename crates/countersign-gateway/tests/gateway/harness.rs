@@ -204,6 +204,26 @@ pub fn start_unopened(
     }
 }
 
+/// A client on a fresh stdio front of `gateway` over `upstream`; the task serves until aborted.
+pub fn connect(gateway: &Gateway, upstream: Upstream) -> (Client, tokio::task::JoinHandle<()>) {
+    let (client_side, gateway_side) = tokio::io::duplex(1 << 20);
+    let (gateway_reader, gateway_writer) = tokio::io::split(gateway_side);
+    let serving = gateway.clone();
+    let task = tokio::spawn(async move {
+        let _ = serving
+            .serve_io(gateway_reader, gateway_writer, upstream)
+            .await;
+    });
+    let (reader, writer) = tokio::io::split(client_side);
+    let client = Client {
+        writer,
+        lines: BufReader::new(reader).lines(),
+        next_id: 0,
+        received: Vec::new(),
+    };
+    (client, task)
+}
+
 /// The error's `data.reason` and code.
 pub fn refusal(reply: &Value) -> (i64, String) {
     (

@@ -1,0 +1,180 @@
+//! MCP 2026-07-28 on the Streamable HTTP front, beside the sessions of the handshake
+//! revisions: no session, and `MCP-Protocol-Version`, `Mcp-Method` and `Mcp-Name` checked
+//! against the body (a mismatch is HTTP 400 with -32020, an unsupported version HTTP 400 with
+//! -32022), all before anything reaches a session or the upstream.
+
+use base64::Engine;
+use base64::engine::general_purpose::STANDARD;
+use countersign_gateway::HttpFrontConfig;
+use serde_json::{Value, json};
+
+use super::harness::{config, memory_store, modern_params, policy};
+use super::http_front::{JsonValue, post, serve};
+
+const POLICY: &str = "schema: countersign.policy/v1\nactions:\n  mcp.s.read:\n    decision: allow\n  mcp.s.write:\n    decision: approve\n";
+
+fn call(id: Value, tool: &str, capabilities: Value) -> Value {
+    json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
+           "params": modern_params(json!({"name": tool, "arguments": {"path": "a"}}), capabilities)})
+}
+
+const VERSION: (&str, &str) = ("mcp-protocol-version", "2026-07-28");
+const METHOD: (&str, &str) = ("mcp-method", "tools/call");
+
+#[tokio::test]
+async fn a_modern_request_needs_no_session_and_its_headers_must_match_its_body() {
+    let server = serve(
+        config("s"),
+        policy(POLICY),
+        memory_store(),
+        HttpFrontConfig::default(),
+    )
+    .await;
+    let ok = post(
+        &server.url,
+        None,
+        &call(json!(7), "read", json!({})),
+        &[VERSION, METHOD, ("mcp-name", "read")],
+    )
+    .await;
+    assert_eq!(ok.status(), 200);
+    assert!(ok.headers().get("mcp-session-id").is_none(), "no sessions");
+    let reply = ok.json_value().await;
+    assert_eq!(reply["id"], 7, "the client's own id comes back: {reply}");
+    assert_eq!(reply["result"]["resultType"], "complete");
+    assert_eq!(
+        reply["result"]["_meta"]["countersign"]["outcome"],
+        "committed"
+    );
+    assert_eq!(server.upstream_calls(), 1);
+
+    let refused = |headers: Vec<(&'static str, &'static str)>, body: Value, code: i64| {
+        let url = server.url.clone();
+        async move {
+            let response = post(&url, None, &body, &headers).await;
+            assert_eq!(response.status(), 400, "{headers:?}");
+            let reply = response.json_value().await;
+            assert_eq!(reply["error"]["code"], code, "{headers:?}: {reply}");
+            reply
+        }
+    };
+    let body = || call(json!(8), "read", json!({}));
+    // Mcp-Name names another tool than the body: a router would have acted on `write`.
+    let reply = refused(vec![VERSION, METHOD, ("mcp-name", "write")], body(), -32020).await;
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("Mcp-Name")),
+        "{reply}"
+    );
+    refused(vec![VERSION, METHOD], body(), -32020).await;
+    refused(vec![VERSION, ("mcp-name", "read")], body(), -32020).await;
+    refused(
+        vec![VERSION, ("mcp-method", "tools/list"), ("mcp-name", "read")],
+        body(),
+        -32020,
+    )
+    .await;
+    let mut older_body = body();
+    older_body["params"]["_meta"]["io.modelcontextprotocol/protocolVersion"] = json!("2025-06-18");
+    refused(
+        vec![VERSION, METHOD, ("mcp-name", "read")],
+        older_body,
+        -32020,
+    )
+    .await;
+    let reply = refused(
+        vec![
+            ("mcp-protocol-version", "2027-01-01"),
+            METHOD,
+            ("mcp-name", "read"),
+        ],
+        body(),
+        -32022,
+    )
+    .await;
+    assert!(
+        reply["error"]["data"]["supported"]
+            .as_array()
+            .is_some_and(|supported| supported.contains(&json!("2026-07-28")))
+    );
+    let mut no_capabilities = body();
+    no_capabilities["params"]["_meta"]
+        .as_object_mut()
+        .expect("meta")
+        .remove("io.modelcontextprotocol/clientCapabilities");
+    refused(
+        vec![VERSION, METHOD, ("mcp-name", "read")],
+        no_capabilities,
+        -32602,
+    )
+    .await;
+    assert_eq!(
+        server.upstream_calls(),
+        1,
+        "no refused request reached the upstream"
+    );
+
+    // A name outside plain ASCII travels in the Base64 sentinel form and is decoded first.
+    let sentinel = format!("=?base64?{}?=", STANDARD.encode("read"));
+    let decoded = post(
+        &server.url,
+        Some("a-session-id-from-elsewhere"),
+        &call(json!("nine"), "read", json!({})),
+        &[VERSION, METHOD, ("mcp-name", &sentinel)],
+    )
+    .await;
+    assert_eq!(decoded.status(), 200, "a stray Mcp-Session-Id is ignored");
+    assert_eq!(decoded.json_value().await["id"], "nine");
+    assert_eq!(server.upstream_calls(), 2);
+
+    let get = reqwest::Client::new()
+        .get(&server.url)
+        .header("accept", "text/event-stream")
+        .header(VERSION.0, VERSION.1)
+        .send()
+        .await
+        .expect("answer");
+    assert_eq!(get.status(), 405, "2026-07-28 has no GET stream");
+}
+
+#[tokio::test]
+async fn an_approval_round_trip_over_http_runs_the_call_once_for_an_attested_principal() {
+    let mut config = config("s");
+    config.attested_clients = vec!["agent:test".to_owned()];
+    let server = serve(
+        config,
+        policy(POLICY),
+        memory_store(),
+        HttpFrontConfig::default(),
+    )
+    .await;
+    let elicitation = json!({"elicitation": {}});
+    let headers = [VERSION, METHOD, ("mcp-name", "write")];
+    let asked = post(
+        &server.url,
+        None,
+        &call(json!(1), "write", elicitation.clone()),
+        &headers,
+    )
+    .await
+    .json_value()
+    .await;
+    assert_eq!(asked["result"]["resultType"], "input_required", "{asked}");
+    let state = asked["result"]["requestState"].as_str().expect("state");
+    assert_eq!(server.upstream_calls(), 0);
+    let mut retried = call(json!(2), "write", elicitation);
+    retried["params"]["requestState"] = json!(state);
+    retried["params"]["inputResponses"] =
+        json!({"countersign/approval": {"action": "accept", "content": {"decision": "approve"}}});
+    let done = post(&server.url, None, &retried, &headers)
+        .await
+        .json_value()
+        .await;
+    assert_eq!(done["id"], 2);
+    assert_eq!(
+        done["result"]["_meta"]["countersign"]["outcome"], "committed",
+        "{done}"
+    );
+    assert_eq!(server.upstream_calls(), 1);
+}
