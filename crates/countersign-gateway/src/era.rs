@@ -285,6 +285,15 @@ pub fn discover_result(upstream: &Map<String, Value>) -> Value {
     result
         .entry("capabilities")
         .or_insert_with(|| json!({"tools": {}}));
+    // What a principal may see depends on the policy: never cached, never shared.
+    result.insert("ttlMs".into(), json!(0));
+    result.insert("cacheScope".into(), json!("private"));
+    if let Some(server_info) = upstream.get("serverInfo") {
+        result.insert(
+            "_meta".into(),
+            json!({ "io.modelcontextprotocol/serverInfo": server_info }),
+        );
+    }
     Value::Object(result)
 }
 
