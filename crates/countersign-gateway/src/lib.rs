@@ -23,6 +23,11 @@
 //! `tools/list` hides tools the policy can never permit (configurable); a tool announced later
 //! is decided like any other, so an unlisted one falls under the policy's fail-closed default.
 //!
+//! MCP 2026-07-28 is served beside the handshake revisions ([`era`]): a request carrying its
+//! own `_meta` version needs no `initialize` and no session, `server/discover` is answered by
+//! the gateway, approvals become input-required results whose `requestState` is
+//! HMAC-protected, and the upstream is spoken to in the newest revision both support.
+//!
 //! The principal comes from the configuration (or, over HTTP, a header set by an
 //! authenticating proxy that also presents the gateway's shared secret), never from the model
 //! or the arguments: no principal, no call. The HTTP front's security defaults (loopback only,
