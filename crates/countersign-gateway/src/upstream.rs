@@ -9,6 +9,7 @@ use serde_json::Value;
 
 mod http;
 mod io;
+mod renew;
 
 pub(crate) use http::connect as connect_http;
 pub(crate) use io::{connect_io, spawn_command};

@@ -18,4 +18,5 @@ mod gateway {
     pub mod http_modern;
     pub mod modern;
     pub mod round_trips;
+    pub mod upstream_hygiene;
 }

@@ -1,6 +1,8 @@
-//! A fault-injecting Streamable HTTP upstream that speaks MCP 2026-07-28: it counts every
-//! request it receives, keeps the headers that matter, and cuts the event stream of every
-//! `tools/call` after one progress event, after the call reached it.
+//! A fault-injecting Streamable HTTP upstream: it counts every request it receives and keeps
+//! its headers. [`Mode::CutCalls`]: it speaks MCP 2026-07-28 and cuts the event stream of every
+//! `tools/call` after one progress event, after the call reached it. [`Mode::Sessions`]: it
+//! speaks 2025-06-18 with sessions, runs every call, and after [`Faulty::expire`] answers HTTP
+//! 404 (without processing) to a request carrying the session id it issued before.
 
 use std::convert::Infallible;
 use std::sync::{Arc, Mutex};
@@ -29,12 +31,28 @@ impl Received {
     }
 }
 
-#[derive(Default)]
+/// How the upstream behaves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Mode {
+    CutCalls,
+    Sessions,
+}
+
 pub struct Faulty {
+    pub mode: Mode,
     pub received: Mutex<Vec<Received>>,
+    /// The session id issued last, and whether it has expired.
+    session: Mutex<(u32, bool)>,
+    /// `tools/call`s actually run (not refused with 404).
+    pub executed: Mutex<Vec<Value>>,
 }
 
 impl Faulty {
+    /// The current session expires: a request carrying it gets 404, unprocessed.
+    pub fn expire(&self) {
+        self.session.lock().expect("session").1 = true;
+    }
+
     /// How many `tools/call` of `tool` arrived.
     pub fn calls_of(&self, tool: &str) -> usize {
         self.received
@@ -77,6 +95,11 @@ async fn handle(
             )
         })
         .collect();
+    let sent_session = request
+        .headers()
+        .get("mcp-session-id")
+        .and_then(|value| value.to_str().ok())
+        .map(str::to_owned);
     let bytes = request
         .into_body()
         .collect()
@@ -91,6 +114,15 @@ async fn handle(
         headers,
     });
     let id = body["id"].clone();
+    if faulty.mode == Mode::Sessions {
+        return Ok(sessions(
+            &faulty,
+            &method,
+            id,
+            &body,
+            sent_session.as_deref(),
+        ));
+    }
     let reply = match method.as_str() {
         "server/discover" => json!({"jsonrpc": "2.0", "id": id, "result": {
             "resultType": "complete",
@@ -121,13 +153,79 @@ async fn handle(
     Ok(json_body(&reply))
 }
 
+/// [`Mode::Sessions`]: one request.
+fn sessions(
+    faulty: &Faulty,
+    method: &str,
+    id: Value,
+    body: &Value,
+    sent: Option<&str>,
+) -> hyper::Response<Body> {
+    let mut session = faulty.session.lock().expect("session");
+    if method == "initialize" {
+        session.0 += 1;
+        session.1 = false;
+        let mut response = json_body(&json!({"jsonrpc": "2.0", "id": id, "result": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {"tools": {}},
+            "serverInfo": {"name": "faulty", "version": "0"}}}));
+        let issued = format!("session-{}", session.0);
+        response.headers_mut().insert(
+            "mcp-session-id",
+            hyper::header::HeaderValue::from_str(&issued).expect("header"),
+        );
+        return response;
+    }
+    let current = format!("session-{}", session.0);
+    let known = sent == Some(current.as_str()) && !session.1;
+    if !known {
+        let mut response = json_body(&json!({"jsonrpc": "2.0", "id": null,
+            "error": {"code": -32001, "message": "Session not found"}}));
+        *response.status_mut() = hyper::StatusCode::NOT_FOUND;
+        return response;
+    }
+    if id.is_null() {
+        let mut response = hyper::Response::new(
+            Full::new(Bytes::new())
+                .map_err(|never| match never {})
+                .boxed_unsync(),
+        );
+        *response.status_mut() = hyper::StatusCode::ACCEPTED;
+        return response;
+    }
+    let result = match method {
+        "tools/call" => {
+            faulty
+                .executed
+                .lock()
+                .expect("executed")
+                .push(body["params"].clone());
+            json!({"content": [{"type": "text", "text": "done"}]})
+        }
+        "tools/list" => json!({"tools": [
+            {"name": "create_invoice", "inputSchema": {"type": "object"}}]}),
+        _ => json!({}),
+    };
+    json_body(&json!({"jsonrpc": "2.0", "id": id, "result": result}))
+}
+
 /// Start the upstream on a free loopback port: its `/mcp` URL and its record.
 pub async fn start() -> (String, Arc<Faulty>, tokio::task::JoinHandle<()>) {
+    start_in(Mode::CutCalls).await
+}
+
+/// As [`start`], in `mode`.
+pub async fn start_in(mode: Mode) -> (String, Arc<Faulty>, tokio::task::JoinHandle<()>) {
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
     let address = listener.local_addr().expect("address");
-    let faulty = Arc::new(Faulty::default());
+    let faulty = Arc::new(Faulty {
+        mode,
+        received: Mutex::new(Vec::new()),
+        session: Mutex::new((0, false)),
+        executed: Mutex::new(Vec::new()),
+    });
     let state = Arc::clone(&faulty);
     let task = tokio::spawn(async move {
         loop {
