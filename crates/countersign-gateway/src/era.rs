@@ -139,6 +139,31 @@ pub fn mark_complete(result: &mut Value) {
     }
 }
 
+/// Complete the result of `method` for a modern client: [`mark_complete`], and for the results
+/// 2026-07-28 makes cacheable (list results, `resources/read`) the required `ttlMs` and
+/// `cacheScope` when the upstream gave none (`0`, `private`: not cached, not shared). A
+/// `tools/list` is always `private`: the gateway filters it by policy.
+pub fn complete_result(method: &str, result: &mut Value) {
+    mark_complete(result);
+    let cacheable = matches!(
+        method,
+        "tools/list"
+            | "prompts/list"
+            | "resources/list"
+            | "resources/templates/list"
+            | "resources/read"
+    );
+    if let (true, Some(object)) = (cacheable, result.as_object_mut()) {
+        object.entry("ttlMs").or_insert_with(|| json!(0));
+        object
+            .entry("cacheScope")
+            .or_insert_with(|| json!("private"));
+        if method == "tools/list" {
+            object.insert("cacheScope".into(), json!("private"));
+        }
+    }
+}
+
 /// The `Mcp-Name` source of a request: `params.name` for `tools/call` and `prompts/get`,
 /// `params.uri` for `resources/read`; `None` for other methods.
 fn name_source<'a>(method: &str, message: &'a Value) -> Option<Option<&'a str>> {

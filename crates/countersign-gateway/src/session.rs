@@ -477,7 +477,7 @@ impl Inner {
                     self.filter_tools(&mut message);
                 }
                 if modern && let Some(result) = message.get_mut("result") {
-                    era::mark_complete(result);
+                    era::complete_result(&method, result);
                 }
                 self.state().client_ids.remove(&id_text(&client_id));
                 message["id"] = client_id.clone();
@@ -989,8 +989,13 @@ impl FrameworkInterrupt for Elicitation {
             Err(_) => ask_over_elicitation(&inner, &pending).await?,
         };
         let action = reply.pointer("/result/action").and_then(Value::as_str);
+        // The form asks for exactly one field (case B45): content with any other field is
+        // not an answer to the question that was shown.
         let decision = reply
-            .pointer("/result/content/decision")
+            .pointer("/result/content")
+            .and_then(Value::as_object)
+            .filter(|content| content.len() == 1)
+            .and_then(|content| content.get("decision"))
             .and_then(Value::as_str);
         let decision = match (action, decision) {
             // The closed decision set (case B38); `reject` is read as `deny`.

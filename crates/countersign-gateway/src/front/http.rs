@@ -685,6 +685,14 @@ impl Front {
             Ok(found) => found,
             Err(refusal) => return *refusal,
         };
+        if headers.contains_key("last-event-id") {
+            // Nothing is stored to replay, so nothing can cross sessions (case B48): say so.
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                codes::INVALID_REQUEST,
+                "resuming an event stream is not supported: the gateway keeps no events to replay: open a new GET stream without `Last-Event-ID`",
+            );
+        }
         let (sender, receiver) = mpsc::unbounded_channel();
         {
             let mut routes = lock(&session.routes);

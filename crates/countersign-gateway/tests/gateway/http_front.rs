@@ -75,7 +75,7 @@ pub async fn serve(
     }
 }
 
-async fn default_server() -> Server {
+pub async fn default_server() -> Server {
     serve(
         config("s"),
         policy(POLICY),
@@ -146,7 +146,7 @@ async fn initialize(url: &str, capabilities: Value, extra: &[(&str, &str)]) -> (
 }
 
 /// Initialize a session and send `notifications/initialized`; returns the session id.
-async fn open_session(url: &str, capabilities: Value, extra: &[(&str, &str)]) -> String {
+pub async fn open_session(url: &str, capabilities: Value, extra: &[(&str, &str)]) -> String {
     let (session, reply) = initialize(url, capabilities, extra).await;
     assert_eq!(reply["result"]["serverInfo"]["name"], "s", "{reply}");
     let initialized = post(

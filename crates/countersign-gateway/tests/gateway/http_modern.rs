@@ -9,7 +9,7 @@ use countersign_gateway::HttpFrontConfig;
 use serde_json::{Value, json};
 
 use super::harness::{config, memory_store, modern_params, policy};
-use super::http_front::{JsonValue, post, serve};
+use super::http_front::{JsonValue, default_server, open_session, post, serve};
 
 const POLICY: &str = "schema: countersign.policy/v1\nactions:\n  mcp.s.read:\n    decision: allow\n  mcp.s.write:\n    decision: approve\n";
 
@@ -177,4 +177,29 @@ async fn an_approval_round_trip_over_http_runs_the_call_once_for_an_attested_pri
         "{done}"
     );
     assert_eq!(server.upstream_calls(), 1);
+}
+
+#[tokio::test]
+async fn a_last_event_id_is_answered_not_supported_and_replays_nothing_case_b48() {
+    let server = default_server().await;
+    let a = open_session(&server.url, json!({}), &[]).await;
+    let b = open_session(&server.url, json!({}), &[]).await;
+    for event_id in ["0", "e_B7", &format!("{b}-7"), &format!("{a}-1")] {
+        let resumed = reqwest::Client::new()
+            .get(&server.url)
+            .header("accept", "text/event-stream")
+            .header("mcp-session-id", &a)
+            .header("last-event-id", event_id)
+            .send()
+            .await
+            .expect("answer");
+        assert_eq!(resumed.status(), 400, "{event_id}");
+        let reply = resumed.json_value().await;
+        assert!(
+            reply["error"]["message"]
+                .as_str()
+                .is_some_and(|message| message.contains("not supported")),
+            "{reply}"
+        );
+    }
 }

@@ -55,6 +55,11 @@ async fn a_modern_client_over_an_old_era_upstream_gets_the_handshake_done_for_it
         .modern("tools/list", json!({}), json!({}))
         .await;
     assert_eq!(listed["result"]["resultType"], "complete", "{listed}");
+    // 2026-07-28 list results are cacheable: never cached or shared, as filtered by policy.
+    assert_eq!(
+        (&listed["result"]["ttlMs"], &listed["result"]["cacheScope"]),
+        (&json!(0), &json!("private"))
+    );
     let names: Vec<&str> = listed["result"]["tools"]
         .as_array()
         .expect("tools")

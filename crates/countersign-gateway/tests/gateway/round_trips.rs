@@ -206,3 +206,24 @@ async fn a_client_without_elicitation_gets_the_out_of_band_refusal() {
     );
     assert_eq!(harness.fake.calls(), 0);
 }
+
+#[tokio::test]
+async fn answers_that_do_not_fit_the_form_leave_the_request_pending_case_b45() {
+    let mut harness = harness(true);
+    let asked = first_attempt(&mut harness, json!({"path": "b"})).await;
+    let state = asked["requestState"].as_str().expect("state").to_owned();
+    for answer in [
+        json!({"action": "accept", "content": {}}),
+        json!({"action": "accept", "content": {"approve": true}}),
+        json!({"action": "accept", "content": {"decision": "approve", "also": "this"}}),
+        json!({"action": "ACCEPT", "content": {"decision": "approve"}}),
+        json!({"action": "accept", "content": {"decision": "yes"}}),
+    ] {
+        let reply = retry(&mut harness, json!({"path": "b"}), &state, answer.clone()).await;
+        assert_eq!(
+            reply["result"]["resultType"], "input_required",
+            "{answer} is no approval: {reply}"
+        );
+    }
+    assert_eq!(harness.fake.calls(), 0);
+}
