@@ -108,7 +108,8 @@ pub(crate) struct Inner {
     /// The principal every call of this session is decided for.
     principal: Option<Principal>,
     /// The upstream's era and identity, learned once for a 2026-07-28 client.
-    upstream_info: tokio::sync::OnceCell<Result<UpstreamInfo, String>>,
+    /// Not kept when learning it failed: the next request tries again.
+    upstream_info: tokio::sync::OnceCell<UpstreamInfo>,
 }
 
 /// A running session. Cheap to clone.

@@ -212,9 +212,9 @@ impl Inner {
     /// The upstream's era, learned once (see the module's documentation).
     async fn upstream_info(self: &Arc<Self>) -> Result<UpstreamInfo, String> {
         self.upstream_info
-            .get_or_init(|| self.establish())
+            .get_or_try_init(|| self.establish())
             .await
-            .clone()
+            .cloned()
     }
 
     async fn establish(&self) -> Result<UpstreamInfo, String> {
