@@ -11,6 +11,13 @@
 //! (otherwise 400, MCP 2025-06-18 "Protocol Version Header"); one that sends none is served as
 //! the session negotiated (the specification's fallback for clients older than the header).
 //!
+//! MCP 2026-07-28 on the same endpoint (see [`crate::era`]): a POST whose body declares its
+//! version in `_meta` (or, without a session, whose `MCP-Protocol-Version` is not a handshake
+//! revision) needs no session; its headers must match its body (400 with -32020 otherwise,
+//! -32022 for a version the gateway does not speak), and it is served by the principal's one
+//! modern session under an id of the gateway's. GET and DELETE with a 2026-07-28 version get
+//! 405; `Last-Event-ID` on a GET gets 400 (nothing is kept to replay).
+//!
 //! Checks run before anything reaches a session, in this order: the path, `Host` (a loopback
 //! listener answers only to loopback names: DNS rebinding), `Origin` (the allow-list: 403),
 //! the principal (configured, or an authenticated header: 401), `Accept` (406),
