@@ -296,6 +296,94 @@ pub fn check_headers<'a>(
     Ok(())
 }
 
+/// The `x-mcp-header` annotations of a tool's `inputSchema`: each header name (lowercase, as
+/// `mcp-param-<name>`) and the chain of `properties` keys leading to its value. Only properties
+/// reachable through `properties` alone count (2026-07-28, "Custom Headers from Tool
+/// Parameters").
+pub fn param_headers(input_schema: &Value) -> Vec<(String, Vec<String>)> {
+    fn walk(schema: &Value, path: &mut Vec<String>, found: &mut Vec<(String, Vec<String>)>) {
+        if path.len() > 32 {
+            return;
+        }
+        if let Some(name) = schema.get("x-mcp-header").and_then(Value::as_str) {
+            found.push((
+                format!("mcp-param-{}", name.to_ascii_lowercase()),
+                path.clone(),
+            ));
+        }
+        if let Some(properties) = schema.get("properties").and_then(Value::as_object) {
+            for (key, property) in properties {
+                path.push(key.clone());
+                walk(property, path, found);
+                path.pop();
+            }
+        }
+    }
+    let mut found = Vec::new();
+    walk(input_schema, &mut Vec::new(), &mut found);
+    found.retain(|(_, path)| !path.is_empty());
+    found
+}
+
+/// Check the `Mcp-Param-*` headers of a `tools/call` against its arguments, for the annotated
+/// parameters `params` ([`param_headers`]): a value present in the body needs its header with
+/// the same value (decoded from the Base64 sentinel form; integers compared as numbers); a
+/// header without a value in the body is a mismatch too. `Err` is the -32020 error object.
+pub fn check_param_headers<'a>(
+    arguments: &Value,
+    params: &[(String, Vec<String>)],
+    header: impl Fn(&str) -> Option<Option<&'a str>>,
+) -> Result<(), Value> {
+    let mismatch = |text: String| crate::wire::error_object(HEADER_MISMATCH, text);
+    for (name, path) in params {
+        let value = path
+            .iter()
+            .try_fold(arguments, |value, key| value.get(key))
+            .filter(|value| !value.is_null());
+        let sent = header(name);
+        let expected = match value {
+            None => None,
+            Some(Value::String(text)) => Some(text.clone()),
+            Some(Value::Bool(flag)) => Some(flag.to_string()),
+            Some(Value::Number(number)) => Some(number.to_string()),
+            Some(_) => {
+                return Err(mismatch(format!(
+                    "Header mismatch: the parameter mirrored into `{name}` is not a string, integer or boolean"
+                )));
+            }
+        };
+        match (expected, sent) {
+            (None, None) => {}
+            (Some(expected), Some(Some(sent))) => {
+                let decoded = decode_header_value(sent);
+                let equal = decoded.as_deref() == Some(expected.as_str())
+                    || match (value.and_then(Value::as_i64), decoded.as_deref()) {
+                        (Some(number), Some(text)) => text
+                            .parse::<f64>()
+                            .is_ok_and(|parsed| parsed == number as f64),
+                        _ => false,
+                    };
+                if !equal {
+                    return Err(mismatch(format!(
+                        "Header mismatch: `{name}` does not match the argument it mirrors: send the argument's value in it"
+                    )));
+                }
+            }
+            (Some(_), _) => {
+                return Err(mismatch(format!(
+                    "Header mismatch: the call has a value for the parameter the tool mirrors into `{name}` but no such header: send it (list the tools again if the schema changed)"
+                )));
+            }
+            (None, Some(_)) => {
+                return Err(mismatch(format!(
+                    "Header mismatch: `{name}` is sent but the call has no value for the parameter it mirrors: leave the header out"
+                )));
+            }
+        }
+    }
+    Ok(())
+}
+
 /// The `server/discover` result the gateway answers with: every revision it serves, and the
 /// upstream's capabilities, identity and instructions as the upstream reported them.
 pub fn discover_result(upstream: &Map<String, Value>) -> Value {
@@ -377,6 +465,30 @@ mod tests {
         ];
         assert_eq!(check_headers(&call(name), headers(&pairs)), Ok(()));
         assert!(check_headers(&call("ecrire"), headers(&pairs)).is_err());
+    }
+
+    #[test]
+    fn mirrored_parameters_must_match_their_headers() {
+        let schema = json!({"type": "object", "properties": {
+            "region": {"type": "string", "x-mcp-header": "Region"},
+            "limits": {"type": "object", "properties": {"n": {"type": "integer", "x-mcp-header": "N"}}},
+            "items": {"type": "array", "items": {"type": "string", "x-mcp-header": "Hidden"}}}});
+        let params = param_headers(&schema);
+        assert_eq!(params.len(), 2, "{params:?}");
+        let arguments = json!({"region": "us-west1", "limits": {"n": 42}});
+        let check = |pairs: &[(&'static str, &'static str)]| {
+            check_param_headers(&arguments, &params, headers(pairs))
+        };
+        assert_eq!(
+            check(&[("mcp-param-region", "us-west1"), ("mcp-param-n", "42")]),
+            Ok(())
+        );
+        assert_eq!(
+            check(&[("mcp-param-region", "us-west1"), ("mcp-param-n", "42.0")]),
+            Ok(())
+        );
+        assert!(check(&[("mcp-param-region", "eu-west1"), ("mcp-param-n", "42")]).is_err());
+        assert!(check(&[("mcp-param-n", "42")]).is_err());
     }
 
     #[test]

@@ -93,6 +93,8 @@ struct State {
     client_name: String,
     /// How the client opened: `initialize` (handshake era) or a 2026-07-28 request.
     era: Era,
+    /// Each listed tool's `x-mcp-header` parameters, from the last `tools/list` relayed.
+    param_headers: HashMap<String, Vec<(String, Vec<String>)>>,
     /// `subscriptions/listen` requests the gateway serves itself (handshake-era upstream): the
     /// client's request id (as JSON text) to the id and the notifications it asked for.
     listeners: HashMap<String, (Value, Vec<String>)>,
@@ -476,6 +478,7 @@ impl Inner {
             } => {
                 if method == "tools/list" {
                     self.filter_tools(&mut message);
+                    self.learn_param_headers(&message);
                 }
                 if modern && let Some(result) = message.get_mut("result") {
                     era::complete_result(&method, result);
@@ -1119,7 +1122,31 @@ impl ReconcileHook for LateReplies {
     }
 }
 
+impl Inner {
+    fn learn_param_headers(&self, message: &Value) {
+        let Some(tools) = message.pointer("/result/tools").and_then(Value::as_array) else {
+            return;
+        };
+        let mut state = self.state();
+        for tool in tools {
+            if let (Some(name), Some(schema)) = (
+                tool.get("name").and_then(Value::as_str),
+                tool.get("inputSchema"),
+            ) {
+                state
+                    .param_headers
+                    .insert(name.to_owned(), era::param_headers(schema));
+            }
+        }
+    }
+}
+
 impl Session {
+    /// The `x-mcp-header` parameters of `tool`, if a `tools/list` naming it was relayed.
+    pub(crate) fn param_headers(&self, tool: &str) -> Option<Vec<(String, Vec<String>)>> {
+        self.inner.state().param_headers.get(tool).cloned()
+    }
+
     /// Send `message` to the client as it is (a refusal of unreadable input).
     pub(crate) fn reply_directly(&self, message: Value) {
         self.inner.to_client(message, None);

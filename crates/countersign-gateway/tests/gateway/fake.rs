@@ -64,6 +64,12 @@ impl Fake {
 }
 
 fn tool_entry(name: &str) -> Value {
+    if name == "locate" {
+        // A 2026-07-28 tool that mirrors a parameter into a header (`Mcp-Param-Region`).
+        return json!({"name": name, "description": "fake locate", "inputSchema": {
+            "type": "object",
+            "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}});
+    }
     json!({"name": name, "description": format!("fake {name}"), "inputSchema": {"type": "object"}})
 }
 

@@ -57,7 +57,12 @@ pub async fn serve(
     let made = Arc::clone(&fakes);
     let factory = move || {
         let (upstream_side, fake_side) = tokio::io::duplex(1 << 20);
-        let fake = fake::start("s", &["read", "write"], Behaviour::Succeed, fake_side);
+        let fake = fake::start(
+            "s",
+            &["read", "write", "locate"],
+            Behaviour::Succeed,
+            fake_side,
+        );
         made.lock().expect("fakes").push(fake);
         let (reader, writer) = tokio::io::split(upstream_side);
         Ok(Upstream::Io {

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 use super::harness::{config, memory_store, modern_params, policy};
 use super::http_front::{JsonValue, default_server, open_session, post, serve};
 
-const POLICY: &str = "schema: countersign.policy/v1\nactions:\n  mcp.s.read:\n    decision: allow\n  mcp.s.write:\n    decision: approve\n";
+const POLICY: &str = "schema: countersign.policy/v1\nactions:\n  mcp.s.read:\n    decision: allow\n  mcp.s.write:\n    decision: approve\n  mcp.s.locate:\n    decision: allow\n";
 
 fn call(id: Value, tool: &str, capabilities: Value) -> Value {
     json!({"jsonrpc": "2.0", "id": id, "method": "tools/call",
@@ -202,4 +202,69 @@ async fn a_last_event_id_is_answered_not_supported_and_replays_nothing_case_b48(
             "{reply}"
         );
     }
+}
+
+#[tokio::test]
+async fn mirrored_parameter_headers_must_match_the_arguments_of_a_listed_tool() {
+    let server = serve(
+        config("s"),
+        policy(POLICY),
+        memory_store(),
+        HttpFrontConfig::default(),
+    )
+    .await;
+    let with_param = |id: i64| {
+        let mut body = call(json!(id), "read", json!({}));
+        body["params"]["arguments"] = json!({"path": "a"});
+        body
+    };
+    let headers = [VERSION, METHOD, ("mcp-name", "read")];
+    // Headers for a tool the gateway has not listed cannot be checked: refused.
+    let mut sent = headers.to_vec();
+    sent.push(("mcp-param-path", "a"));
+    let early = post(&server.url, None, &with_param(1), &sent).await;
+    assert_eq!(early.status(), 400);
+    assert_eq!(early.json_value().await["error"]["code"], -32020);
+    // The fake's tools have no `x-mcp-header`: once listed, no Mcp-Param header is expected,
+    // and one that is sent anyway mirrors nothing.
+    let list = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/list",
+                      "params": modern_params(json!({}), json!({}))});
+    let listed = post(
+        &server.url,
+        None,
+        &list,
+        &[VERSION, ("mcp-method", "tools/list")],
+    )
+    .await;
+    assert_eq!(listed.status(), 200);
+    let ok = post(&server.url, None, &with_param(3), &headers).await;
+    assert_eq!(ok.status(), 200);
+    assert_eq!(server.upstream_calls(), 1);
+
+    // `locate` mirrors `region` into `Mcp-Param-Region`: the header must match the argument.
+    let locate = |id: i64, region: &str| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": modern_params(
+            json!({"name": "locate", "arguments": {"region": region}}), json!({}))})
+    };
+    let base = [VERSION, METHOD, ("mcp-name", "locate")];
+    let with = |value: &'static str| {
+        let mut headers = base.to_vec();
+        headers.push(("mcp-param-region", value));
+        headers
+    };
+    let matching = post(&server.url, None, &locate(4, "eu-west1"), &with("eu-west1")).await;
+    assert_eq!(matching.status(), 200);
+    for (headers, why) in [
+        (with("us-east1"), "another value"),
+        (base.to_vec(), "missing"),
+    ] {
+        let refused = post(&server.url, None, &locate(5, "eu-west1"), &headers).await;
+        assert_eq!(refused.status(), 400, "{why}");
+        assert_eq!(refused.json_value().await["error"]["code"], -32020, "{why}");
+    }
+    assert_eq!(
+        server.upstream_calls(),
+        2,
+        "no mismatched call reached the upstream"
+    );
 }
