@@ -325,6 +325,30 @@ pub fn param_headers(input_schema: &Value) -> Vec<(String, Vec<String>)> {
     found
 }
 
+/// The `Mcp-Param-*` headers a client sends for `arguments` of a tool with the annotated
+/// parameters `params`: one per value present (not `null`) and representable (string, integer
+/// or boolean), encoded as [`encode_header_value`] says.
+pub fn param_header_values(
+    arguments: &Value,
+    params: &[(String, Vec<String>)],
+) -> Vec<(String, String)> {
+    params
+        .iter()
+        .filter_map(|(name, path)| {
+            let value = path
+                .iter()
+                .try_fold(arguments, |value, key| value.get(key))?;
+            let text = match value {
+                Value::String(text) => text.clone(),
+                Value::Bool(flag) => flag.to_string(),
+                Value::Number(number) if number.is_i64() || number.is_u64() => number.to_string(),
+                _ => return None,
+            };
+            Some((name.clone(), encode_header_value(&text)))
+        })
+        .collect()
+}
+
 /// Check the `Mcp-Param-*` headers of a `tools/call` against its arguments, for the annotated
 /// parameters `params` ([`param_headers`]): a value present in the body needs its header with
 /// the same value (decoded from the Base64 sentinel form; integers compared as numbers); a

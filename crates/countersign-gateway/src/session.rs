@@ -865,7 +865,18 @@ impl UpstreamCall {
         }
         let message =
             json!({"jsonrpc": "2.0", "id": upstream_id, "method": "tools/call", "params": params});
-        if let Err(detail) = inner.upstream.send(&message, Some(upstream_id)).await {
+        // 2026-07-28: mirror the parameters the tool's schema marks into their headers.
+        let mirrored = match inner.state().param_headers.get(&self.tool) {
+            Some(params) if era::declared_version(&message).is_some() => {
+                era::param_header_values(&message["params"]["arguments"], params)
+            }
+            _ => Vec::new(),
+        };
+        if let Err(detail) = inner
+            .upstream
+            .send_with_headers(&message, Some(upstream_id), mirrored)
+            .await
+        {
             inner.state().forwarded.remove(&upstream_id);
             return Err(ExecutorError::not_executed(format!(
                 "the call never reached the upstream: {detail}"

@@ -69,11 +69,20 @@ pub(super) fn write_header(slot: &Mutex<Option<String>>, value: String) {
 #[async_trait::async_trait]
 impl Link for HttpLink {
     async fn send(&self, message: &Value, related: Option<u64>) -> Result<(), String> {
+        self.send_with_headers(message, related, Vec::new()).await
+    }
+
+    async fn send_with_headers(
+        &self,
+        message: &Value,
+        related: Option<u64>,
+        extra: Vec<(String, String)>,
+    ) -> Result<(), String> {
         let initialize = wire::method(message) == Some("initialize");
         if initialize {
             self.renewal.remember(message);
         }
-        let (request, sent_session) = self.renewal.post(message)?;
+        let (request, sent_session) = self.renewal.post_with(message, &extra)?;
         let is_initialized = wire::method(message) == Some("notifications/initialized");
         let mut exchange = Exchange {
             events: self.events.clone(),
@@ -99,7 +108,7 @@ impl Link for HttpLink {
                         && let Some(stale) = sent_session
                     {
                         match renewal.renew(&stale).await {
-                            Ok(()) => match renewal.post(&message) {
+                            Ok(()) => match renewal.post_with(&message, &extra) {
                                 Ok((retry, session)) => {
                                     exchange.sent_session = session;
                                     exchange.run(retry.send().await).await;

@@ -58,6 +58,15 @@ impl Renewal {
         &self,
         message: &Value,
     ) -> Result<(reqwest::RequestBuilder, Option<String>), String> {
+        self.post_with(message, &[])
+    }
+
+    /// [`Renewal::post`] with `extra` headers (the call's `Mcp-Param-*`).
+    pub(super) fn post_with(
+        &self,
+        message: &Value,
+        extra: &[(String, String)],
+    ) -> Result<(reqwest::RequestBuilder, Option<String>), String> {
         let body = serde_json::to_vec(message).map_err(|error| error.to_string())?;
         let mut request = self
             .client
@@ -79,6 +88,9 @@ impl Renewal {
             // 2026-07-28: no sessions; the version, method and name mirror the body.
             for (name, value) in headers {
                 request = request.header(name, value);
+            }
+            for (name, value) in extra {
+                request = request.header(name.as_str(), value.as_str());
             }
         }
         Ok((request, sent_session))

@@ -148,6 +148,10 @@ async fn handle(
             );
             return Ok(response);
         }
+        "tools/list" => json!({"jsonrpc": "2.0", "id": id, "result": {
+            "resultType": "complete", "ttlMs": 0, "cacheScope": "private",
+            "tools": [{"name": "locate", "inputSchema": {"type": "object", "properties": {
+                "region": {"type": "string", "x-mcp-header": "Region"}}}}]}}),
         _ => json!({"jsonrpc": "2.0", "id": id, "result": {"resultType": "complete"}}),
     };
     Ok(json_body(&reply))

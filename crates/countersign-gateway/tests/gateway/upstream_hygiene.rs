@@ -139,3 +139,40 @@ async fn the_clients_credentials_and_session_id_never_reach_the_upstream_or_the_
     front.abort();
     server.abort();
 }
+
+#[tokio::test]
+async fn parameters_a_2026_07_28_upstream_marks_are_mirrored_into_its_headers() {
+    let (url, upstream, server) = faulty_http::start().await;
+    let policy = policy(
+        "schema: countersign.policy/v1\nactions:\n  mcp.billing.locate:\n    decision: allow\n",
+    );
+    let gateway = Gateway::new(config("billing"), policy, memory_store()).expect("gateway");
+    let (mut client, task) = connect(&gateway, Upstream::Url(url));
+    let listed = client.modern("tools/list", json!({}), json!({})).await;
+    assert_eq!(listed["result"]["tools"][0]["name"], "locate", "{listed}");
+    for region in ["eu-west1", "Zürich"] {
+        // The fake cuts every call's stream; what it received is what counts here.
+        let _ = client
+            .modern(
+                "tools/call",
+                json!({"name": "locate", "arguments": {"region": region}}),
+                json!({}),
+            )
+            .await;
+    }
+    let received = upstream.received.lock().expect("received").clone();
+    let mirrored: Vec<Option<String>> = received
+        .iter()
+        .filter(|request| request.method == "tools/call")
+        .map(|request| request.header("mcp-param-region").map(str::to_owned))
+        .collect();
+    assert_eq!(
+        mirrored,
+        [
+            Some("eu-west1".to_owned()),
+            Some(format!("=?base64?{}?=", "WsO8cmljaA=="))
+        ]
+    );
+    task.abort();
+    server.abort();
+}
