@@ -408,6 +408,37 @@ pub fn check_param_headers<'a>(
     Ok(())
 }
 
+/// The `Mcp-Param-*` headers of a 2026-07-28 request (checked for `tools/call` only), against
+/// the arguments they mirror, as `params` (the tool's annotated parameters, from the
+/// `tools/list` the session relayed) names them. Headers for a tool whose schema the gateway
+/// has not seen (`params` is `None`) cannot be checked: refused, so that nothing routed on them
+/// is trusted (the client lists the tools and sends again).
+/// `sends_params`: the request carries at least one `Mcp-Param-*` header.
+pub fn check_call_param_headers<'a>(
+    message: &Value,
+    params: Option<&[(String, Vec<String>)]>,
+    sends_params: bool,
+    header: impl Fn(&str) -> Option<Option<&'a str>>,
+) -> Result<(), Value> {
+    if crate::wire::method(message) != Some("tools/call") {
+        return Ok(());
+    }
+    let Some(params) = params else {
+        if sends_params {
+            return Err(crate::wire::error_object(
+                HEADER_MISMATCH,
+                "Header mismatch: `Mcp-Param-*` headers for a tool this gateway has not listed cannot be checked: call `tools/list`, then send the call again",
+            ));
+        }
+        return Ok(());
+    };
+    let arguments = message
+        .pointer("/params/arguments")
+        .cloned()
+        .unwrap_or(Value::Null);
+    check_param_headers(&arguments, params, header)
+}
+
 /// The `server/discover` result the gateway answers with: every revision it serves, and the
 /// upstream's capabilities, identity and instructions as the upstream reported them.
 pub fn discover_result(upstream: &Map<String, Value>) -> Value {

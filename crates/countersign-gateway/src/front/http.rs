@@ -573,7 +573,16 @@ impl Front {
             session.session.handle_client(message).await;
             return empty(StatusCode::ACCEPTED);
         }
-        if let Err(error) = self.check_param_headers(headers, &message, &session) {
+        let tool = message.pointer("/params/name").and_then(Value::as_str);
+        let params = tool.and_then(|tool| session.session.param_headers(tool));
+        let sends_params = headers
+            .keys()
+            .any(|name| name.as_str().starts_with("mcp-param-"));
+        let checked =
+            era::check_call_param_headers(&message, params.as_deref(), sends_params, |name| {
+                headers.get(name).map(|value| value.to_str().ok())
+            });
+        if let Err(error) = checked {
             return json_response(
                 StatusCode::BAD_REQUEST,
                 &wire::error_response(client_id, error),
@@ -616,44 +625,6 @@ impl Front {
                 .insert("x-accel-buffering", HeaderValue::from_static("no"));
             response
         }
-    }
-
-    /// The `Mcp-Param-*` headers of a 2026-07-28 `tools/call`, against the arguments they
-    /// mirror, as the tool's schema (from the `tools/list` the session relayed) names them.
-    /// Headers for a tool whose schema the session has not seen cannot be checked: refused, so
-    /// that nothing routed on them is trusted (the client lists the tools and sends again).
-    fn check_param_headers(
-        &self,
-        headers: &HeaderMap,
-        message: &Value,
-        session: &HttpSession,
-    ) -> Result<(), Value> {
-        if wire::method(message) != Some("tools/call") {
-            return Ok(());
-        }
-        let sends_params = headers
-            .keys()
-            .any(|name| name.as_str().starts_with("mcp-param-"));
-        let tool = message
-            .pointer("/params/name")
-            .and_then(Value::as_str)
-            .unwrap_or_default();
-        let Some(params) = session.session.param_headers(tool) else {
-            if sends_params {
-                return Err(wire::error_object(
-                    era::HEADER_MISMATCH,
-                    "Header mismatch: `Mcp-Param-*` headers for a tool this gateway has not listed cannot be checked: call `tools/list`, then send the call again",
-                ));
-            }
-            return Ok(());
-        };
-        let arguments = message
-            .pointer("/params/arguments")
-            .cloned()
-            .unwrap_or(Value::Null);
-        era::check_param_headers(&arguments, &params, |name| {
-            headers.get(name).map(|value| value.to_str().ok())
-        })
     }
 
     /// Open a session for `principal`: a handshake-era one (named by a fresh `Mcp-Session-Id`),
