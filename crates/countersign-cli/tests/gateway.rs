@@ -7,6 +7,7 @@
 
 mod gateway {
     pub mod filesystem;
+    pub mod modern;
     pub mod python_client;
     pub mod support;
 }

@@ -23,6 +23,11 @@
 //! `tools/list` hides tools the policy can never permit (configurable); a tool announced later
 //! is decided like any other, so an unlisted one falls under the policy's fail-closed default.
 //!
+//! MCP 2026-07-28 is served beside the handshake revisions ([`era`]): a request carrying its
+//! own `_meta` version needs no `initialize` and no session, `server/discover` is answered by
+//! the gateway, approvals become input-required results whose `requestState` is
+//! HMAC-protected, and the upstream is spoken to in the newest revision both support.
+//!
 //! The principal comes from the configuration (or, over HTTP, a header set by an
 //! authenticating proxy that also presents the gateway's shared secret), never from the model
 //! or the arguments: no principal, no call. The HTTP front's security defaults (loopback only,
@@ -37,7 +42,9 @@ use countersign::{Policy, Principal, Store};
 use tokio::io::{AsyncRead, AsyncWrite};
 
 pub mod codes;
+pub mod era;
 mod front;
+mod request_state;
 mod session;
 mod upstream;
 mod wire;
@@ -208,6 +215,28 @@ pub struct GatewayConfig {
     /// and leaves the request pending for another channel. Never matched against the
     /// client's self-reported `clientInfo.name`.
     pub attested_clients: Vec<String>,
+    /// The key that integrity-protects the `requestState` of 2026-07-28 input-required results
+    /// (HMAC-SHA-256; at least [`MIN_SECRET_BYTES`] bytes). `None` (the default): 32 random
+    /// bytes made when the gateway starts, so a state outlives neither the process nor a
+    /// restart; set one to let states survive a restart or span replicas.
+    pub request_state_key: Option<RequestStateKey>,
+}
+
+/// A key for [`GatewayConfig::request_state_key`]; never printed.
+#[derive(Clone)]
+pub struct RequestStateKey(Vec<u8>);
+
+impl RequestStateKey {
+    /// The key `bytes` (checked for length by [`Gateway::new`]).
+    pub fn new(bytes: Vec<u8>) -> RequestStateKey {
+        RequestStateKey(bytes)
+    }
+}
+
+impl std::fmt::Debug for RequestStateKey {
+    fn fmt(&self, formatter: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        formatter.write_str("RequestStateKey(<redacted>)")
+    }
 }
 
 impl GatewayConfig {
@@ -224,6 +253,7 @@ impl GatewayConfig {
             max_message_bytes: DEFAULT_MAX_MESSAGE_BYTES,
             log: true,
             attested_clients: Vec::new(),
+            request_state_key: None,
         }
     }
 }
@@ -299,6 +329,11 @@ pub enum GatewayError {
         "an upstream byte stream serves one client only: give the HTTP front a command or a URL"
     )]
     UpstreamNotReusable,
+    /// The configured `requestState` key is too short.
+    #[error(
+        "the requestState key must be at least 32 bytes: generate one with `openssl rand -hex 32`"
+    )]
+    BadStateKey,
     /// Accepting HTTP connections failed.
     #[error("the HTTP listener failed: {0}")]
     Listen(std::io::Error),
@@ -325,6 +360,7 @@ pub(crate) struct GatewayShared {
     pub(crate) policy: Arc<Policy>,
     pub(crate) store: Arc<dyn Store>,
     pub(crate) late: Arc<LateReplies>,
+    pub(crate) state_key: request_state::StateKey,
 }
 
 /// A configured gateway. Cheap to clone.
@@ -353,12 +389,26 @@ impl Gateway {
         if !alias_ok {
             return Err(GatewayError::BadAlias(config.alias));
         }
+        if config
+            .request_state_key
+            .as_ref()
+            .is_some_and(|key| key.0.len() < MIN_SECRET_BYTES)
+        {
+            return Err(GatewayError::BadStateKey);
+        }
+        let state_key = request_state::StateKey::new(
+            config
+                .request_state_key
+                .as_ref()
+                .map(|key| key.0.as_slice()),
+        );
         Ok(Gateway {
             shared: Arc::new(GatewayShared {
                 config,
                 policy,
                 store,
                 late: Arc::new(LateReplies::default()),
+                state_key,
             }),
         })
     }

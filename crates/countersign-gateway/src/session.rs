@@ -20,7 +20,11 @@ use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::upstream::{Event, Link};
 use crate::wire::{self, Kind};
-use crate::{GatewayShared, LateReply, codes};
+use crate::{GatewayShared, LateReply, codes, era};
+
+mod modern;
+
+use modern::{Era, ModernCall, UpstreamInfo};
 
 /// The `_meta` key of a `tools/call` in which a client presents an approval id.
 const APPROVAL_META: &str = "countersign/approval";
@@ -31,6 +35,9 @@ const EVIDENCE_BYTES: usize = 64 * 1024;
 tokio::task_local! {
     /// The client's request id of the `tools/call` being decided on this task.
     static CURRENT_CALL: Value;
+    /// The modern-era (2026-07-28) context of the `tools/call` being decided on this task: the
+    /// approval question travels in its result, never as a request to the client.
+    static MODERN_CALL: ModernCall;
 }
 
 /// A message for the client; `related` is the client request it belongs to, if any.
@@ -55,7 +62,11 @@ enum Forwarded {
     Passthrough {
         client_id: Value,
         method: String,
+        /// Asked by a 2026-07-28 client: its result gets `resultType`.
+        modern: bool,
     },
+    /// The gateway's own request (the upstream handshake for a 2026-07-28 client).
+    Internal { reply: oneshot::Sender<Value> },
     ToolCall {
         client_id: Value,
         reply: oneshot::Sender<Reply>,
@@ -80,6 +91,13 @@ struct State {
     progress: HashMap<String, Value>,
     client_elicitation: bool,
     client_name: String,
+    /// How the client opened: `initialize` (handshake era) or a 2026-07-28 request.
+    era: Era,
+    /// Each listed tool's `x-mcp-header` parameters, from the last `tools/list` relayed.
+    param_headers: HashMap<String, Vec<(String, Vec<String>)>>,
+    /// `subscriptions/listen` requests the gateway serves itself (handshake-era upstream): the
+    /// client's request id (as JSON text) to the id and the notifications it asked for.
+    listeners: HashMap<String, (Value, Vec<String>)>,
 }
 
 pub(crate) struct Inner {
@@ -89,6 +107,11 @@ pub(crate) struct Inner {
     to_client: mpsc::UnboundedSender<Outgoing>,
     state: Mutex<State>,
     closed: watch::Sender<bool>,
+    /// The principal every call of this session is decided for.
+    principal: Option<Principal>,
+    /// The upstream's era and identity, learned once for a 2026-07-28 client.
+    /// Not kept when learning it failed: the next request tries again.
+    upstream_info: tokio::sync::OnceCell<UpstreamInfo>,
 }
 
 /// A running session. Cheap to clone.
@@ -120,7 +143,7 @@ impl Session {
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
             let mut builder =
                 Control::builder_shared(Arc::clone(&shared.policy), Arc::clone(&shared.store))
-                    .identity(FixedPrincipal(principal))
+                    .identity(FixedPrincipal(principal.clone()))
                     .reconcile_hook(Arc::clone(&shared.late) as Arc<dyn ReconcileHook>);
             if shared.config.elicitation {
                 let interrupt = Arc::new(Elicitation {
@@ -148,6 +171,8 @@ impl Session {
                     ..State::default()
                 }),
                 closed,
+                principal,
+                upstream_info: tokio::sync::OnceCell::new(),
             }
         });
         let pump = Arc::downgrade(&inner);
@@ -224,8 +249,16 @@ impl Inner {
                 .progress
                 .insert(id_text(token), client_id.clone());
         }
+        if method != "initialize"
+            && self.state().era != Era::Legacy
+            && era::declared_version(&message).is_some()
+        {
+            self.modern_request(client_id, method, message).await;
+            return;
+        }
         if method == "initialize" {
             let mut state = self.state();
+            state.era = Era::Legacy;
             state.client_elicitation = message
                 .pointer("/params/capabilities/elicitation")
                 .is_some_and(|value| !value.is_null());
@@ -238,13 +271,20 @@ impl Inner {
         if method == "tools/call" {
             let params = message.get("params").cloned().unwrap_or(Value::Null);
             tokio::spawn(async move {
-                let response = CURRENT_CALL
-                    .scope(client_id.clone(), self.tool_call(client_id.clone(), params));
+                let response = CURRENT_CALL.scope(
+                    client_id.clone(),
+                    self.tool_call(client_id.clone(), params, None),
+                );
                 let response = response.await;
                 self.to_client(response, Some(client_id));
             });
             return;
         }
+        self.forward(client_id, method, message, false).await;
+    }
+
+    /// Forward a client request upstream under a fresh id of the gateway's.
+    async fn forward(&self, client_id: Value, method: String, message: Value, modern: bool) {
         let mut forwarded = message;
         let upstream_id = {
             let mut state = self.state();
@@ -255,6 +295,7 @@ impl Inner {
                 Forwarded::Passthrough {
                     client_id: client_id.clone(),
                     method,
+                    modern,
                 },
             );
             state.client_ids.insert(id_text(&client_id), id);
@@ -278,6 +319,15 @@ impl Inner {
         if wire::method(&message) == Some("notifications/cancelled")
             && let Some(request_id) = message.pointer("/params/requestId").cloned()
         {
+            // A subscription the gateway serves itself ends here.
+            if self
+                .state()
+                .listeners
+                .remove(&id_text(&request_id))
+                .is_some()
+            {
+                return;
+            }
             let upstream_id = self.state().client_ids.get(&id_text(&request_id)).copied();
             match upstream_id {
                 Some(id) => message["params"]["requestId"] = json!(id),
@@ -348,6 +398,7 @@ impl Inner {
             Some(Forwarded::ToolCall { reply: waiter, .. }) => {
                 let _ = waiter.send(reply);
             }
+            Some(Forwarded::Internal { .. }) => {}
             Some(Forwarded::Passthrough { client_id, .. }) => {
                 let detail = match reply {
                     Reply::NotSent { detail } => format!("not sent: {detail}"),
@@ -417,9 +468,20 @@ impl Inner {
             return;
         };
         match entry {
-            Forwarded::Passthrough { client_id, method } => {
+            Forwarded::Internal { reply } => {
+                let _ = reply.send(message);
+            }
+            Forwarded::Passthrough {
+                client_id,
+                method,
+                modern,
+            } => {
                 if method == "tools/list" {
                     self.filter_tools(&mut message);
+                    self.learn_param_headers(&message);
+                }
+                if modern && let Some(result) = message.get_mut("result") {
+                    era::complete_result(&method, result);
                 }
                 self.state().client_ids.remove(&id_text(&client_id));
                 message["id"] = client_id.clone();
@@ -448,6 +510,11 @@ impl Inner {
 
     fn upstream_request(&self, mut message: Value, related: Option<u64>) {
         let upstream_id = message.get("id").cloned().unwrap_or(Value::Null);
+        if self.state().era == Era::Modern {
+            // A 2026-07-28 client takes no requests from a server: refuse for it, at once.
+            self.refuse_upstream_request(upstream_id);
+            return;
+        }
         let (gateway_id, client_related) = {
             let mut state = self.state();
             let id = format!("cs-up-{}", state.next_id);
@@ -465,6 +532,10 @@ impl Inner {
     }
 
     fn upstream_notification(&self, mut message: Value) {
+        if self.state().era == Era::Modern {
+            self.modern_notification(message);
+            return;
+        }
         let related = match wire::method(&message) {
             Some("notifications/progress") => message
                 .pointer("/params/progressToken")
@@ -518,12 +589,23 @@ impl Inner {
 
     /// Decide one `tools/call` and, if it may run, forward it; returns the response for the
     /// client.
-    async fn tool_call(self: &Arc<Self>, client_id: Value, params: Value) -> Value {
+    async fn tool_call(
+        self: &Arc<Self>,
+        client_id: Value,
+        mut params: Value,
+        modern: Option<ModernCall>,
+    ) -> Value {
         let invalid = |message: &str| {
             wire::error_response(
                 client_id.clone(),
                 wire::error_object(codes::INVALID_PARAMS, message),
             )
+        };
+        // A 2026-07-28 retry carries the answers and the state of an earlier input-required
+        // result: never forwarded as they came.
+        let (request_state, input_responses) = match &modern {
+            Some(_) => modern::take_round_trip(&mut params),
+            None => (None, None),
         };
         let Some(name) = params.get("name").and_then(Value::as_str) else {
             return invalid("not executed: `tools/call` needs the tool's `name` as a string");
@@ -573,6 +655,27 @@ impl Inner {
             .as_ref()
             .and_then(|evaluation| evaluation.effect_key.as_ref())
             .map(|key| key.as_str().to_owned());
+        let mut extra = Map::new();
+        let mut modern = modern;
+        if let Some(call) = modern.as_mut() {
+            if !call.upstream_modern {
+                modern::strip_meta_object(&mut meta);
+            }
+            let action_hash = evaluation
+                .as_ref()
+                .map(|evaluation| evaluation.action_hash.as_str().to_owned());
+            match self.round_trip(
+                call,
+                &action,
+                action_hash.as_deref(),
+                request_state,
+                input_responses,
+                &mut extra,
+            ) {
+                Ok(()) => {}
+                Err(error) => return wire::error_response(client_id, error),
+            }
+        }
         let mut request = ActionRequest::new(&action, &arguments);
         if let Some(wait) = self.shared.config.approval_wait {
             request = request.with_wait(wait);
@@ -585,14 +688,18 @@ impl Inner {
             tool: name.to_owned(),
             action: action.clone(),
             meta,
+            extra,
             client_id: client_id.clone(),
             effect_key,
             not_executed_on_error,
         };
-        let outcome = self
+        let execution = self
             .control
-            .execute(request, |canonical| call.run(canonical))
-            .await;
+            .execute(request, |canonical| call.run(canonical));
+        let outcome = match modern.clone() {
+            Some(call) => MODERN_CALL.scope(call, execution).await,
+            None => execution.await,
+        };
         match outcome {
             Ok(executed) => {
                 let receipt = &executed.receipt;
@@ -615,7 +722,21 @@ impl Inner {
                         },
                     }),
                 );
+                if modern.is_some() {
+                    era::mark_complete(&mut result);
+                }
                 json!({"jsonrpc": "2.0", "id": client_id, "result": result})
+            }
+            Err(ControlError::ApprovalRequired {
+                request_id,
+                action_hash,
+                ..
+            }) if modern.as_ref().is_some_and(|call| call.elicitation) => {
+                self.log(format_args!(
+                    "tools/call {action}: approval_required (input requested in the result)"
+                ));
+                self.input_required(client_id, &action, &request_id, &action_hash)
+                    .await
             }
             Err(error) => {
                 self.log(format_args!("tools/call {action}: {}", error.reason()));
@@ -719,6 +840,8 @@ struct UpstreamCall {
     tool: String,
     action: String,
     meta: Option<Value>,
+    /// `requestState` and `inputResponses` of the upstream's own round trip (2026-07-28).
+    extra: Map<String, Value>,
     client_id: Value,
     effect_key: Option<String>,
     not_executed_on_error: bool,
@@ -755,9 +878,23 @@ impl UpstreamCall {
         if let Some(meta) = &self.meta {
             params["_meta"] = meta.clone();
         }
+        for (key, value) in &self.extra {
+            params[key.as_str()] = value.clone();
+        }
         let message =
             json!({"jsonrpc": "2.0", "id": upstream_id, "method": "tools/call", "params": params});
-        if let Err(detail) = inner.upstream.send(&message, Some(upstream_id)).await {
+        // 2026-07-28: mirror the parameters the tool's schema marks into their headers.
+        let mirrored = match inner.state().param_headers.get(&self.tool) {
+            Some(params) if era::declared_version(&message).is_some() => {
+                era::param_header_values(&message["params"]["arguments"], params)
+            }
+            _ => Vec::new(),
+        };
+        if let Err(detail) = inner
+            .upstream
+            .send_with_headers(&message, Some(upstream_id), mirrored)
+            .await
+        {
             inner.state().forwarded.remove(&upstream_id);
             return Err(ExecutorError::not_executed(format!(
                 "the call never reached the upstream: {detail}"
@@ -878,55 +1015,23 @@ impl FrameworkInterrupt for Elicitation {
         let Some(inner) = self.session.upgrade() else {
             return Err(InterruptError::Suspended);
         };
-        let Some(client_name) = inner.client_supports_elicitation() else {
-            return Err(InterruptError::Suspended);
-        };
-        let related = CURRENT_CALL.try_with(Value::clone).ok();
-        let (sender, answer) = oneshot::channel();
-        let id = {
-            let mut state = inner.state();
-            let id = format!("cs-approval-{}", state.next_id);
-            state.next_id += 1;
-            state.own_requests.insert(id.clone(), sender);
-            id
-        };
-        // The one rendering every surface uses: the canonical arguments exactly as hashed
-        // (secrets already redacted by the kernel), in full, with every character a person
-        // could misread escaped (case B44).
-        let text =
-            codes::elicitation_message(&countersign::display::render_pending(&pending, None));
-        let request = json!({
-            "jsonrpc": "2.0",
-            "id": id,
-            "method": "elicitation/create",
-            "params": {
-                "message": text,
-                "requestedSchema": {
-                    "type": "object",
-                    "properties": {
-                        "decision": {
-                            "type": "string",
-                            "title": "Decision",
-                            "enum": ["approve", "deny"],
-                            "description": format!("approve or deny {} {}", countersign::display::shown(&pending.action).text, pending.action_hash),
-                        }
-                    },
-                    "required": ["decision"],
-                },
+        let (reply, client_name) = match MODERN_CALL.try_with(ModernCall::clone) {
+            // 2026-07-28: the answer, if any, came in the retried call's `inputResponses`
+            // under a verified `requestState` naming this very request and action.
+            Ok(call) => match call.answer_for(&pending) {
+                Some(answer) => (json!({ "result": answer }), call.client_name),
+                None => return Err(InterruptError::Suspended),
             },
-        });
-        inner.to_client(request, related);
-        let wait = inner.shared.config.elicitation_timeout;
-        let reply = match tokio::time::timeout(wait, answer).await {
-            Ok(Ok(reply)) => reply,
-            _ => {
-                inner.state().own_requests.remove(&id);
-                return Err(InterruptError::Suspended);
-            }
+            Err(_) => ask_over_elicitation(&inner, &pending).await?,
         };
         let action = reply.pointer("/result/action").and_then(Value::as_str);
+        // The form asks for exactly one field (case B45): content with any other field is
+        // not an answer to the question that was shown.
         let decision = reply
-            .pointer("/result/content/decision")
+            .pointer("/result/content")
+            .and_then(Value::as_object)
+            .filter(|content| content.len() == 1)
+            .and_then(|content| content.get("decision"))
             .and_then(Value::as_str);
         let decision = match (action, decision) {
             // The closed decision set (case B38); `reject` is read as `deny`.
@@ -963,6 +1068,49 @@ impl FrameworkInterrupt for Elicitation {
             arguments: None,
         })
     }
+}
+
+/// Ask through `elicitation/create` on the client's connection (handshake era): the client's
+/// reply and its self-reported name.
+async fn ask_over_elicitation(
+    inner: &Arc<Inner>,
+    pending: &PendingApproval,
+) -> Result<(Value, String), InterruptError> {
+    let Some(client_name) = inner.client_supports_elicitation() else {
+        return Err(InterruptError::Suspended);
+    };
+    let related = CURRENT_CALL.try_with(Value::clone).ok();
+    let (sender, answer) = oneshot::channel();
+    let id = {
+        let mut state = inner.state();
+        let id = format!("cs-approval-{}", state.next_id);
+        state.next_id += 1;
+        state.own_requests.insert(id.clone(), sender);
+        id
+    };
+    // The one rendering every surface uses: the canonical arguments exactly as hashed
+    // (secrets already redacted by the kernel), in full, with every character a person
+    // could misread escaped (case B44).
+    let text = codes::elicitation_message(&countersign::display::render_pending(pending, None));
+    let request = json!({
+        "jsonrpc": "2.0",
+        "id": id,
+        "method": "elicitation/create",
+        "params": {
+            "message": text,
+            "requestedSchema": modern::approval_schema(&pending.action, pending.action_hash.as_str()),
+        },
+    });
+    inner.to_client(request, related);
+    let wait = inner.shared.config.elicitation_timeout;
+    let reply = match tokio::time::timeout(wait, answer).await {
+        Ok(Ok(reply)) => reply,
+        _ => {
+            inner.state().own_requests.remove(&id);
+            return Err(InterruptError::Suspended);
+        }
+    };
+    Ok((reply, client_name))
 }
 
 /// Late replies to timed-out calls, and the reconcile hook that reads them.
@@ -1006,7 +1154,31 @@ impl ReconcileHook for LateReplies {
     }
 }
 
+impl Inner {
+    fn learn_param_headers(&self, message: &Value) {
+        let Some(tools) = message.pointer("/result/tools").and_then(Value::as_array) else {
+            return;
+        };
+        let mut state = self.state();
+        for tool in tools {
+            if let (Some(name), Some(schema)) = (
+                tool.get("name").and_then(Value::as_str),
+                tool.get("inputSchema"),
+            ) {
+                state
+                    .param_headers
+                    .insert(name.to_owned(), era::param_headers(schema));
+            }
+        }
+    }
+}
+
 impl Session {
+    /// The `x-mcp-header` parameters of `tool`, if a `tools/list` naming it was relayed.
+    pub(crate) fn param_headers(&self, tool: &str) -> Option<Vec<(String, Vec<String>)>> {
+        self.inner.state().param_headers.get(tool).cloned()
+    }
+
     /// Send `message` to the client as it is (a refusal of unreadable input).
     pub(crate) fn reply_directly(&self, message: Value) {
         self.inner.to_client(message, None);

@@ -9,6 +9,7 @@ use serde_json::Value;
 
 mod http;
 mod io;
+mod renew;
 
 pub(crate) use http::connect as connect_http;
 pub(crate) use io::{connect_io, spawn_command};
@@ -39,6 +40,18 @@ pub(crate) trait Link: Send + Sync {
     /// Send one message; `related` is the gateway's request id when `message` is a request.
     /// `Err` means the message was definitely not delivered.
     async fn send(&self, message: &Value, related: Option<u64>) -> Result<(), String>;
+
+    /// [`Link::send`] with `headers` added to the HTTP request (2026-07-28 `Mcp-Param-*`
+    /// headers mirroring a call's arguments); transports without headers ignore them.
+    async fn send_with_headers(
+        &self,
+        message: &Value,
+        related: Option<u64>,
+        headers: Vec<(String, String)>,
+    ) -> Result<(), String> {
+        let _ = headers;
+        self.send(message, related).await
+    }
 }
 
 /// Classify one line or body of upstream text.

@@ -10,8 +10,14 @@ mod gateway {
     pub mod b19_mismatched_ids;
     pub mod b20_http_replies;
     pub mod b50_strict_reader;
+    pub mod broken_streams;
     pub mod display;
     pub mod fake;
+    pub mod faulty_http;
     pub mod harness;
     pub mod http_front;
+    pub mod http_modern;
+    pub mod modern;
+    pub mod round_trips;
+    pub mod upstream_hygiene;
 }

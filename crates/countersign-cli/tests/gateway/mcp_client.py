@@ -3,6 +3,11 @@
 Usage:
     mcp_client.py stdio COUNTERSIGN POLICY NODE_SERVER DATA_DIR
     mcp_client.py http URL DATA_DIR
+    mcp_client.py modern-http URL DATA_DIR
+
+`modern-http` speaks MCP 2026-07-28 (no initialize, no session) with `mcp.Client` and an
+elicitation callback that approves: the gateway's input-required result is answered and the
+write retried by the client itself, with the gateway's `requestState`.
 
 Lists the tools, reads `DATA_DIR/a.txt`, and tries a write (which the example policy pauses
 for approval). Prints one JSON object on stdout for the Rust test to check; exits non-zero on
@@ -15,7 +20,7 @@ import os
 import sys
 
 import mcp
-from mcp import ClientSession, StdioServerParameters
+from mcp import ClientSession, types, StdioServerParameters
 from mcp.client.stdio import stdio_client
 from mcp.client.streamable_http import streamable_http_client
 
@@ -50,6 +55,35 @@ async def exercise(read, write, data_dir):
         }
 
 
+async def exercise_modern(url, data_dir):
+    asked = []
+
+    async def approve(context, params):
+        asked.append(params.message)
+        return types.ElicitResult(action="accept", content={"decision": "approve"})
+
+    async with mcp.Client(url, mode="2026-07-28", elicitation_callback=approve) as client:
+        tools = await client.list_tools()
+        names = sorted(tool.name for tool in tools.tools)
+        path = os.path.join(data_dir, "a.txt")
+        read_result = await client.call_tool("read_text_file", {"path": path})
+        texts = [block.text for block in read_result.content if block.type == "text"]
+        read_meta = (read_result.meta or {}).get("countersign", {})
+        write_result = await client.call_tool(
+            "write_file", {"path": os.path.join(data_dir, "py.txt"), "content": "x"}
+        )
+        write_meta = (write_result.meta or {}).get("countersign", {})
+        return {
+            "sdk": "mcp",
+            "tools": names,
+            "read_text": texts,
+            "read_is_error": bool(read_result.is_error),
+            "receipt_outcome": read_meta.get("receipt", {}).get("outcome"),
+            "write_outcome": write_meta.get("receipt", {}).get("outcome"),
+            "asked": asked,
+        }
+
+
 async def main(argv):
     mode = argv[1]
     if mode == "stdio":
@@ -68,8 +102,11 @@ async def main(argv):
         async with streamable_http_client(url) as streams:
             read, write = streams[0], streams[1]
             summary = await exercise(read, write, data_dir)
+    elif mode == "modern-http":
+        url, data_dir = argv[2:4]
+        summary = await exercise_modern(url, data_dir)
     else:
-        raise SystemExit(f"unknown mode {mode!r}: use stdio or http")
+        raise SystemExit(f"unknown mode {mode!r}: use stdio, http or modern-http")
     print(json.dumps(summary))
 
 

@@ -125,11 +125,13 @@ impl Drop for Running {
     }
 }
 
-#[test]
-fn the_python_mcp_client_lists_and_reads_through_the_http_front() {
-    let world = World::new();
+/// Start `countersign gateway --listen 127.0.0.1:0` with `extra` options; its URL.
+fn listen(world: &World, extra: &[&str]) -> (String, Running) {
     let mut args = world.gateway_args();
     let split = args.iter().position(|arg| arg == "--").expect("--");
+    for option in extra.iter().rev() {
+        args.insert(split, (*option).to_owned());
+    }
     args.insert(split, "127.0.0.1:0".into());
     args.insert(split, "--listen".into());
     let mut child = Command::new(BIN)
@@ -140,7 +142,7 @@ fn the_python_mcp_client_lists_and_reads_through_the_http_front() {
         .spawn()
         .expect("start the gateway");
     let stderr = child.stderr.take().expect("stderr");
-    let _running = Running(child);
+    let running = Running(child);
     let mut lines = BufReader::new(stderr).lines();
     let url = loop {
         let line = lines
@@ -153,9 +155,52 @@ fn the_python_mcp_client_lists_and_reads_through_the_http_front() {
     };
     // Keep draining the log so that the gateway never blocks on a full pipe.
     std::thread::spawn(move || lines.for_each(drop));
+    (url, running)
+}
+
+#[test]
+fn the_python_mcp_client_lists_and_reads_through_the_http_front() {
+    let world = World::new();
+    let (url, _running) = listen(&world, &[]);
     let summary = run_script(&["http".into(), url, world.data.display().to_string()]);
     check_summary(&summary);
     assert!(!world.data.join("py.txt").exists(), "the write never ran");
+}
+
+/// MCP 2026-07-28 over HTTP with the Python `mcp` client: no session; the write's approval is
+/// an input-required result the client answers through its elicitation callback (the
+/// operator attested the principal), and the write runs once.
+#[test]
+fn the_python_mcp_client_speaks_2026_07_28_and_answers_the_approval_round_trip() {
+    let world = World::new();
+    let (url, _running) = listen(&world, &["--attested-client", "agent:e2e"]);
+    let summary = run_script(&["modern-http".into(), url, world.data.display().to_string()]);
+    let tools: Vec<&str> = summary["tools"]
+        .as_array()
+        .expect("tools")
+        .iter()
+        .filter_map(Value::as_str)
+        .collect();
+    assert!(
+        tools.contains(&"read_text_file") && !tools.contains(&"move_file"),
+        "{summary}"
+    );
+    assert_eq!(summary["read_text"], json!(["hello\n"]), "{summary}");
+    assert_eq!(summary["receipt_outcome"], "committed", "{summary}");
+    assert_eq!(summary["write_outcome"], "committed", "{summary}");
+    let asked = summary["asked"].as_array().expect("asked");
+    assert_eq!(asked.len(), 1, "one question: {summary}");
+    assert!(
+        asked[0]
+            .as_str()
+            .is_some_and(|text| text.contains("mcp.files.write_file")),
+        "{summary}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(world.data.join("py.txt")).expect("py.txt"),
+        "x",
+        "the approved write ran once"
+    );
 }
 
 #[test]

@@ -11,6 +11,13 @@
 //! (otherwise 400, MCP 2025-06-18 "Protocol Version Header"); one that sends none is served as
 //! the session negotiated (the specification's fallback for clients older than the header).
 //!
+//! MCP 2026-07-28 on the same endpoint (see [`crate::era`]): a POST whose body declares its
+//! version in `_meta` (or, without a session, whose `MCP-Protocol-Version` is not a handshake
+//! revision) needs no session; its headers must match its body (400 with -32020 otherwise,
+//! -32022 for a version the gateway does not speak), and it is served by the principal's one
+//! modern session under an id of the gateway's. GET and DELETE with a 2026-07-28 version get
+//! 405; `Last-Event-ID` on a GET gets 400 (nothing is kept to replay).
+//!
 //! Checks run before anything reaches a session, in this order: the path, `Host` (a loopback
 //! listener answers only to loopback names: DNS rebinding), `Origin` (the allow-list: 403),
 //! the principal (configured, or an authenticated header: 401), `Accept` (406),
@@ -29,12 +36,12 @@ use http_body_util::{BodyExt, Full, Limited, StreamBody};
 use hyper::body::{Frame, Incoming};
 use hyper::header::{HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 
 use crate::session::{Outgoing, Session};
 use crate::wire::{self, Kind};
-use crate::{GatewayError, GatewayShared, HttpFrontConfig, PrincipalSource, Upstream, codes};
+use crate::{GatewayError, GatewayShared, HttpFrontConfig, PrincipalSource, Upstream, codes, era};
 
 use crate::HTTP_PATH as ENDPOINT;
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -69,6 +76,10 @@ struct Front {
     loopback: bool,
     upstream: UpstreamFactory,
     sessions: Mutex<HashMap<String, Arc<HttpSession>>>,
+    /// 2026-07-28 has no sessions: one gateway session (one upstream connection) per
+    /// principal serves every modern request, each under an id of the gateway's.
+    modern: Mutex<HashMap<String, Arc<HttpSession>>>,
+    next_id: std::sync::atomic::AtomicU64,
 }
 
 pub(crate) async fn serve(
@@ -91,6 +102,8 @@ pub(crate) async fn serve(
         loopback,
         upstream,
         sessions: Mutex::new(HashMap::new()),
+        modern: Mutex::new(HashMap::new()),
+        next_id: std::sync::atomic::AtomicU64::new(1),
     });
     loop {
         let (stream, _) = listener.accept().await.map_err(GatewayError::Listen)?;
@@ -172,12 +185,21 @@ fn sse_event(message: &Value) -> Bytes {
 /// An event stream of `first` (if any) then everything `receiver` delivers until its sender is
 /// dropped.
 fn event_stream(first: Option<Value>, receiver: mpsc::UnboundedReceiver<Value>) -> Response<Body> {
+    event_stream_mapped(first, receiver, |message| message)
+}
+
+/// [`event_stream`], each message passed through `map` first.
+fn event_stream_mapped(
+    first: Option<Value>,
+    receiver: mpsc::UnboundedReceiver<Value>,
+    map: impl Fn(Value) -> Value + Send + 'static,
+) -> Response<Body> {
     let rest = futures::stream::unfold(receiver, |mut receiver| async move {
         receiver.recv().await.map(|message| (message, receiver))
     });
     let stream = futures::stream::iter(first)
         .chain(rest)
-        .map(|message| Ok::<_, Infallible>(Frame::data(sse_event(&message))));
+        .map(move |message| Ok::<_, Infallible>(Frame::data(sse_event(&map(message)))));
     let mut response = Response::new(BodyExt::boxed_unsync(StreamBody::new(stream)));
     let headers = response.headers_mut();
     headers.insert(
@@ -223,8 +245,23 @@ impl Front {
             Ok(principal) => principal,
             Err(refusal) => return *refusal,
         };
+        let modern_header = header(request.headers(), PROTOCOL_VERSION_HEADER)
+            .is_some_and(era::is_modern_shaped)
+            && header(request.headers(), SESSION_HEADER).is_none();
         match *request.method() {
             Method::POST => self.post(request, principal).await,
+            // 2026-07-28 has no GET stream and no sessions to delete.
+            Method::GET | Method::DELETE if modern_header => {
+                let mut response = refuse(
+                    StatusCode::METHOD_NOT_ALLOWED,
+                    codes::INVALID_REQUEST,
+                    "method not allowed: MCP 2026-07-28 has no GET stream and no sessions: POST `subscriptions/listen` for change notifications",
+                );
+                response
+                    .headers_mut()
+                    .insert(hyper::header::ALLOW, HeaderValue::from_static("POST"));
+                response
+            }
             Method::GET => self.get(request.headers(), &principal),
             Method::DELETE => self.delete(request.headers(), &principal),
             _ => {
@@ -434,11 +471,21 @@ impl Front {
                 "not a JSON-RPC 2.0 message: send one request, notification or response object",
             );
         }
+        let modern = kind != Kind::Response
+            && wire::method(&message) != Some("initialize")
+            && (era::declared_version(&message).is_some()
+                || (header(&headers, SESSION_HEADER).is_none()
+                    && headers.contains_key(PROTOCOL_VERSION_HEADER)
+                    && header(&headers, PROTOCOL_VERSION_HEADER)
+                        .is_none_or(era::is_modern_shaped)));
+        if modern {
+            return self.post_modern(&headers, message, kind, principal).await;
+        }
         let initializing = kind == Kind::Request
             && wire::method(&message) == Some("initialize")
             && header(&headers, SESSION_HEADER).is_none();
         let (session_id, session) = if initializing {
-            match self.open_session(principal) {
+            match self.open_session(principal, None) {
                 Ok(opened) => opened,
                 Err(refusal) => return *refusal,
             }
@@ -492,11 +539,101 @@ impl Front {
         response
     }
 
+    /// A 2026-07-28 request (or notification): the header–body checks, then the principal's
+    /// modern session, under an id of the gateway's (the client's is restored in the reply).
+    async fn post_modern(
+        self: Arc<Self>,
+        headers: &HeaderMap,
+        mut message: Value,
+        kind: Kind,
+        principal: Principal,
+    ) -> Response<Body> {
+        let client_id = message.get("id").cloned().unwrap_or(Value::Null);
+        let checked = era::check_headers(&message, |name| {
+            headers.get(name).map(|value| value.to_str().ok())
+        })
+        .and_then(|()| era::check_request_meta(&message));
+        if let Err(error) = checked {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                &wire::error_response(client_id, error),
+            );
+        }
+        let key = principal.as_str().to_owned();
+        let existing = lock(&self.modern).get(&key).cloned();
+        let session = match existing {
+            Some(session) => session,
+            None => match self.open_session(principal, Some(key)) {
+                Ok((_, session)) => session,
+                Err(refusal) => return *refusal,
+            },
+        };
+        if kind != Kind::Request {
+            session.session.handle_client(message).await;
+            return empty(StatusCode::ACCEPTED);
+        }
+        let tool = message.pointer("/params/name").and_then(Value::as_str);
+        let params = tool.and_then(|tool| session.session.param_headers(tool));
+        let sends_params = headers
+            .keys()
+            .any(|name| name.as_str().starts_with("mcp-param-"));
+        let checked =
+            era::check_call_param_headers(&message, params.as_deref(), sends_params, |name| {
+                headers.get(name).map(|value| value.to_str().ok())
+            });
+        if let Err(error) = checked {
+            return json_response(
+                StatusCode::BAD_REQUEST,
+                &wire::error_response(client_id, error),
+            );
+        }
+        let ours = json!(format!(
+            "cs-http-{}",
+            self.next_id
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+        ));
+        message["id"] = ours.clone();
+        let related = ours.to_string();
+        let (sender, mut receiver) = mpsc::unbounded_channel();
+        lock(&session.routes).posts.insert(related.clone(), sender);
+        session.session.handle_client(message).await;
+        let restore = move |mut message: Value| {
+            if message.get("id") == Some(&ours) && wire::kind(&message) == Kind::Response {
+                message["id"] = client_id.clone();
+            }
+            if let Some(meta) = message.pointer_mut("/params/_meta")
+                && meta.get(era::META_SUBSCRIPTION) == Some(&ours)
+            {
+                meta[era::META_SUBSCRIPTION] = client_id.clone();
+            }
+            message
+        };
+        let Some(first) = receiver.recv().await else {
+            return refuse(
+                StatusCode::INTERNAL_SERVER_ERROR,
+                codes::INTERNAL_ERROR,
+                "the upstream connection ended before the reply: the upstream may have stopped; send the request again",
+            );
+        };
+        if is_final_reply(&first, &related) {
+            json_response(StatusCode::OK, &restore(first))
+        } else {
+            let mut response = event_stream_mapped(Some(first), receiver, restore);
+            response
+                .headers_mut()
+                .insert("x-accel-buffering", HeaderValue::from_static("no"));
+            response
+        }
+    }
+
+    /// Open a session for `principal`: a handshake-era one (named by a fresh `Mcp-Session-Id`),
+    /// or, with `modern_key`, the principal's 2026-07-28 session.
     fn open_session(
         self: &Arc<Self>,
         principal: Principal,
+        modern_key: Option<String>,
     ) -> Result<(String, Arc<HttpSession>), Refused> {
-        if lock(&self.sessions).len() >= self.config.max_sessions {
+        if lock(&self.sessions).len() + lock(&self.modern).len() >= self.config.max_sessions {
             return Err(Box::new(refuse(
                 StatusCode::SERVICE_UNAVAILABLE,
                 codes::INTERNAL_ERROR,
@@ -533,7 +670,10 @@ impl Front {
             ended: Arc::new(Notify::new()),
             protocol_version: Mutex::new(None),
         });
-        lock(&self.sessions).insert(id.clone(), Arc::clone(&http_session));
+        match &modern_key {
+            Some(key) => lock(&self.modern).insert(key.clone(), Arc::clone(&http_session)),
+            None => lock(&self.sessions).insert(id.clone(), Arc::clone(&http_session)),
+        };
         // The session ends when its upstream closes or the client deletes it; dropping the
         // last handle closes the upstream connection (a child process is killed).
         let front = Arc::downgrade(self);
@@ -545,7 +685,10 @@ impl Front {
                 _ = ended.notified() => {}
             }
             if let Some(front) = front.upgrade() {
-                lock(&front.sessions).remove(&watched);
+                match modern_key {
+                    Some(key) => lock(&front.modern).remove(&key),
+                    None => lock(&front.sessions).remove(&watched),
+                };
             }
         });
         Ok((id, http_session))
@@ -563,6 +706,14 @@ impl Front {
             Ok(found) => found,
             Err(refusal) => return *refusal,
         };
+        if headers.contains_key("last-event-id") {
+            // Nothing is stored to replay, so nothing can cross sessions (case B48): say so.
+            return refuse(
+                StatusCode::BAD_REQUEST,
+                codes::INVALID_REQUEST,
+                "resuming an event stream is not supported: the gateway keeps no events to replay: open a new GET stream without `Last-Event-ID`",
+            );
+        }
         let (sender, receiver) = mpsc::unbounded_channel();
         {
             let mut routes = lock(&session.routes);
@@ -602,8 +753,8 @@ async fn route(mut outgoing: mpsc::UnboundedReceiver<Outgoing>, routes: Arc<Mute
             && let Some(post) = routes.posts.get(&related)
         {
             let done = is_final_reply(&message, &related);
-            let _ = post.send(message);
-            if done {
+            // A closed POST stream (the client went away) takes nothing more.
+            if post.send(message).is_err() || done {
                 routes.posts.remove(&related);
             }
             continue;

@@ -12,6 +12,7 @@ use futures::StreamExt;
 use serde_json::Value;
 use tokio::sync::mpsc;
 
+use super::renew::Renewal;
 use super::{Event, Link, parse_event};
 use crate::wire;
 
@@ -25,6 +26,7 @@ struct HttpLink {
     session: Arc<Mutex<Option<String>>>,
     version: Arc<Mutex<Option<String>>>,
     max_body: usize,
+    renewal: Arc<Renewal>,
 }
 
 /// Connect to the Streamable HTTP endpoint `url` (plain `http://`).
@@ -33,22 +35,32 @@ pub(crate) fn connect(
     max_body: usize,
 ) -> (Arc<dyn Link>, mpsc::UnboundedReceiver<Event>) {
     let (events, receiver) = mpsc::unbounded_channel();
+    let client = reqwest::Client::new();
+    let session = Arc::new(Mutex::new(None));
+    let version = Arc::new(Mutex::new(None));
+    let renewal = Arc::new(Renewal::new(
+        client.clone(),
+        url.to_owned(),
+        Arc::clone(&session),
+        Arc::clone(&version),
+    ));
     let link = HttpLink {
-        client: reqwest::Client::new(),
+        client,
         url: url.to_owned(),
         events,
-        session: Arc::new(Mutex::new(None)),
-        version: Arc::new(Mutex::new(None)),
+        session,
+        version,
         max_body,
+        renewal,
     };
     (Arc::new(link), receiver)
 }
 
-fn read_header(slot: &Mutex<Option<String>>) -> Option<String> {
+pub(super) fn read_header(slot: &Mutex<Option<String>>) -> Option<String> {
     slot.lock().map(|value| value.clone()).unwrap_or(None)
 }
 
-fn write_header(slot: &Mutex<Option<String>>, value: String) {
+pub(super) fn write_header(slot: &Mutex<Option<String>>, value: String) {
     if let Ok(mut slot) = slot.lock() {
         *slot = Some(value);
     }
@@ -57,31 +69,60 @@ fn write_header(slot: &Mutex<Option<String>>, value: String) {
 #[async_trait::async_trait]
 impl Link for HttpLink {
     async fn send(&self, message: &Value, related: Option<u64>) -> Result<(), String> {
-        let body = serde_json::to_vec(message).map_err(|error| error.to_string())?;
-        let mut request = self
-            .client
-            .post(&self.url)
-            .header("accept", "application/json, text/event-stream")
-            .header("content-type", "application/json")
-            .body(body);
-        if let Some(session) = read_header(&self.session) {
-            request = request.header(SESSION_HEADER, session);
+        self.send_with_headers(message, related, Vec::new()).await
+    }
+
+    async fn send_with_headers(
+        &self,
+        message: &Value,
+        related: Option<u64>,
+        extra: Vec<(String, String)>,
+    ) -> Result<(), String> {
+        let initialize = wire::method(message) == Some("initialize");
+        if initialize {
+            self.renewal.remember(message);
         }
-        if let Some(version) = read_header(&self.version) {
-            request = request.header(VERSION_HEADER, version);
-        }
+        let (request, sent_session) = self.renewal.post_with(message, &extra)?;
         let is_initialized = wire::method(message) == Some("notifications/initialized");
-        let exchange = Exchange {
+        let mut exchange = Exchange {
             events: self.events.clone(),
             session: Arc::clone(&self.session),
             version: Arc::clone(&self.version),
             related,
             max_body: self.max_body,
+            sent_session: sent_session.clone(),
         };
         match related {
             // A request: its reply may take as long as the tool runs; read it in its own task.
             Some(_) => {
-                tokio::spawn(async move { exchange.run(request.send().await).await });
+                let renewal = Arc::clone(&self.renewal);
+                let message = message.clone();
+                tokio::spawn(async move {
+                    let response = request.send().await;
+                    // A 404 for a session id the upstream issued: the session expired and the
+                    // request was not processed (the specification requires it). Renew the
+                    // session once and send the request once on it.
+                    let expired = matches!(&response, Ok(response) if response.status() == reqwest::StatusCode::NOT_FOUND);
+                    if expired
+                        && !initialize
+                        && let Some(stale) = sent_session
+                    {
+                        match renewal.renew(&stale).await {
+                            Ok(()) => match renewal.post_with(&message, &extra) {
+                                Ok((retry, session)) => {
+                                    exchange.sent_session = session;
+                                    exchange.run(retry.send().await).await;
+                                }
+                                Err(detail) => exchange.not_sent(detail),
+                            },
+                            Err(detail) => exchange.not_sent(format!(
+                                "the upstream session expired (HTTP 404, the request was not processed) and a new one could not be opened: {detail}"
+                            )),
+                        }
+                        return;
+                    }
+                    exchange.run(response).await;
+                });
                 Ok(())
             }
             // A notification or a response: wait for the acknowledgement, so that order holds.
@@ -122,6 +163,7 @@ impl HttpLink {
             version: Arc::clone(&self.version),
             related: None,
             max_body: self.max_body,
+            sent_session: None,
         };
         tokio::spawn(async move {
             if let Ok(response) = request.send().await
@@ -140,9 +182,17 @@ struct Exchange {
     version: Arc<Mutex<Option<String>>>,
     related: Option<u64>,
     max_body: usize,
+    /// The session id the request carried, if any.
+    sent_session: Option<String>,
 }
 
 impl Exchange {
+    fn not_sent(&self, detail: String) {
+        if let Some(related) = self.related {
+            let _ = self.events.send(Event::NotSent { related, detail });
+        }
+    }
+
     fn broken(&self, detail: String) {
         if let Some(related) = self.related {
             let _ = self.events.send(Event::Broken { related, detail });
@@ -201,6 +251,14 @@ impl Exchange {
             .get("content-type")
             .and_then(|value| value.to_str().ok())
             .is_some_and(|value| value.starts_with("text/event-stream"));
+        if status == reqwest::StatusCode::NOT_FOUND && self.sent_session.is_some() {
+            // The upstream no longer knows the session: it refused without processing.
+            self.not_sent(
+                "the upstream answered HTTP 404 for its own session id: the session ended and the request was not processed"
+                    .to_owned(),
+            );
+            return;
+        }
         if !status.is_success() {
             let body = response.text().await.unwrap_or_default();
             self.broken(format!(

@@ -31,6 +31,12 @@ pub struct Seen {
     pub cancelled: Vec<Value>,
     /// Every notification method received.
     pub notifications: Vec<String>,
+    /// Every request method received, in order.
+    pub requests: Vec<String>,
+    /// The params of every `initialize` received.
+    pub initialize: Vec<Value>,
+    /// The `_meta` of every tools/call received (`null` when it had none).
+    pub call_metas: Vec<Value>,
 }
 
 /// The fake's shared state.
@@ -58,11 +64,30 @@ impl Fake {
 }
 
 fn tool_entry(name: &str) -> Value {
+    if name == "locate" {
+        // A 2026-07-28 tool that mirrors a parameter into a header (`Mcp-Param-Region`).
+        return json!({"name": name, "description": "fake locate", "inputSchema": {
+            "type": "object",
+            "properties": {"region": {"type": "string", "x-mcp-header": "Region"}}}});
+    }
     json!({"name": name, "description": format!("fake {name}"), "inputSchema": {"type": "object"}})
 }
 
 /// Start a fake MCP server on `stream` exposing `tools`.
 pub fn start(name: &str, tools: &[&str], behaviour: Behaviour, stream: DuplexStream) -> Arc<Fake> {
+    start_with_era(name, tools, behaviour, stream, false)
+}
+
+/// As [`start`]; with `modern`, a 2026-07-28 server: it answers `server/discover` listing only
+/// 2026-07-28 and refuses `initialize`. Otherwise a 2025-06-18 server, which answers every
+/// method it does not know (such as `server/discover`) with an empty result.
+pub fn start_with_era(
+    name: &str,
+    tools: &[&str],
+    behaviour: Behaviour,
+    stream: DuplexStream,
+    modern: bool,
+) -> Arc<Fake> {
     let (announce, mut announcements) = mpsc::unbounded_channel::<Value>();
     let fake = Arc::new(Fake {
         name: name.to_owned(),
@@ -97,7 +122,29 @@ pub fn start(name: &str, tools: &[&str], behaviour: Behaviour, stream: DuplexStr
             let message: Value = serde_json::from_str(&line).expect("the gateway sends JSON");
             let id = message.get("id").cloned();
             let method = message["method"].as_str().unwrap_or_default().to_owned();
+            if id.is_some() {
+                let mut seen = state.seen.lock().expect("seen");
+                seen.requests.push(method.clone());
+                if method == "initialize" {
+                    seen.initialize.push(message["params"].clone());
+                }
+                if method == "tools/call" {
+                    seen.call_metas.push(message["params"]["_meta"].clone());
+                }
+            }
             match (method.as_str(), id) {
+                ("server/discover", Some(id)) if modern => {
+                    let _ = out.send(json!({"jsonrpc": "2.0", "id": id, "result": {
+                        "resultType": "complete",
+                        "supportedVersions": ["2026-07-28"],
+                        "capabilities": {"tools": {"listChanged": true}},
+                        "serverInfo": {"name": state.name, "version": "0"}}}));
+                }
+                ("initialize", Some(id)) if modern => {
+                    let _ = out.send(json!({"jsonrpc": "2.0", "id": id, "error": {
+                        "code": -32022, "message": "Unsupported protocol version",
+                        "data": {"supported": ["2026-07-28"]}}}));
+                }
                 ("initialize", Some(id)) => {
                     let _ = out.send(json!({"jsonrpc": "2.0", "id": id, "result": {
                         "protocolVersion": "2025-06-18",

@@ -106,6 +106,13 @@ impl Client {
             .await;
     }
 
+    /// A 2026-07-28 request: `params` with the per-request `_meta` (version, client info and
+    /// `capabilities`).
+    pub async fn modern(&mut self, method: &str, params: Value, capabilities: Value) -> Value {
+        self.request(method, modern_params(params, capabilities))
+            .await
+    }
+
     pub async fn tool_names(&mut self) -> Vec<String> {
         let reply = self.request("tools/list", json!({})).await;
         reply["result"]["tools"]
@@ -115,6 +122,16 @@ impl Client {
             .map(|tool| tool["name"].as_str().expect("name").to_owned())
             .collect()
     }
+}
+
+/// `params` with the 2026-07-28 per-request `_meta` added.
+pub fn modern_params(mut params: Value, capabilities: Value) -> Value {
+    params["_meta"] = json!({
+        "io.modelcontextprotocol/protocolVersion": "2026-07-28",
+        "io.modelcontextprotocol/clientInfo": {"name": "modern-test", "version": "0"},
+        "io.modelcontextprotocol/clientCapabilities": capabilities,
+    });
+    params
 }
 
 /// A gateway over a fake upstream, with a client connected.
@@ -150,10 +167,25 @@ pub async fn start_with_capabilities(
     behaviour: Behaviour,
     capabilities: Value,
 ) -> Harness {
+    let mut harness = start_unopened(config, policy, store, tools, behaviour, false);
+    harness.client.initialize(capabilities).await;
+    harness
+}
+
+/// A gateway over a fake upstream (a 2026-07-28 one with `modern_upstream`), with a client
+/// connected that has sent nothing yet.
+pub fn start_unopened(
+    config: GatewayConfig,
+    policy: Arc<Policy>,
+    store: Arc<dyn Store>,
+    tools: &[&str],
+    behaviour: Behaviour,
+    modern_upstream: bool,
+) -> Harness {
     let name = config.alias.clone();
     let gateway = Gateway::new(config, policy, store).expect("gateway");
     let (upstream_side, fake_side) = tokio::io::duplex(1 << 20);
-    let fake = fake::start(&name, tools, behaviour, fake_side);
+    let fake = fake::start_with_era(&name, tools, behaviour, fake_side, modern_upstream);
     let (upstream_reader, upstream_writer) = tokio::io::split(upstream_side);
     let (client_side, gateway_side) = tokio::io::duplex(1 << 20);
     let (gateway_reader, gateway_writer) = tokio::io::split(gateway_side);
@@ -168,19 +200,38 @@ pub async fn start_with_capabilities(
             .await;
     });
     let (reader, writer) = tokio::io::split(client_side);
-    let mut client = Client {
+    let client = Client {
         writer,
         lines: BufReader::new(reader).lines(),
         next_id: 0,
         received: Vec::new(),
     };
-    client.initialize(capabilities).await;
     Harness {
         client,
         fake,
         gateway,
         task,
     }
+}
+
+/// A client on a fresh stdio front of `gateway` over `upstream`; the task serves until aborted.
+pub fn connect(gateway: &Gateway, upstream: Upstream) -> (Client, tokio::task::JoinHandle<()>) {
+    let (client_side, gateway_side) = tokio::io::duplex(1 << 20);
+    let (gateway_reader, gateway_writer) = tokio::io::split(gateway_side);
+    let serving = gateway.clone();
+    let task = tokio::spawn(async move {
+        let _ = serving
+            .serve_io(gateway_reader, gateway_writer, upstream)
+            .await;
+    });
+    let (reader, writer) = tokio::io::split(client_side);
+    let client = Client {
+        writer,
+        lines: BufReader::new(reader).lines(),
+        next_id: 0,
+        received: Vec::new(),
+    };
+    (client, task)
 }
 
 /// The error's `data.reason` and code.

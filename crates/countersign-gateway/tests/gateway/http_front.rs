@@ -19,8 +19,8 @@ const SECRET: &str = "0123456789abcdef0123456789abcdef-test-secret";
 const POLICY: &str = "schema: countersign.policy/v1\nactions:\n  mcp.s.read:\n    decision: allow\n  mcp.s.write:\n    decision: approve\n";
 
 /// A gateway serving HTTP on a free loopback port, each session with its own fake upstream.
-struct Server {
-    url: String,
+pub struct Server {
+    pub url: String,
     fakes: Arc<Mutex<Vec<Arc<Fake>>>>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -32,7 +32,7 @@ impl Drop for Server {
 }
 
 impl Server {
-    fn upstream_calls(&self) -> usize {
+    pub fn upstream_calls(&self) -> usize {
         self.fakes
             .lock()
             .expect("fakes")
@@ -42,7 +42,7 @@ impl Server {
     }
 }
 
-async fn serve(
+pub async fn serve(
     config: GatewayConfig,
     policy: Arc<Policy>,
     store: Arc<dyn Store>,
@@ -57,7 +57,12 @@ async fn serve(
     let made = Arc::clone(&fakes);
     let factory = move || {
         let (upstream_side, fake_side) = tokio::io::duplex(1 << 20);
-        let fake = fake::start("s", &["read", "write"], Behaviour::Succeed, fake_side);
+        let fake = fake::start(
+            "s",
+            &["read", "write", "locate"],
+            Behaviour::Succeed,
+            fake_side,
+        );
         made.lock().expect("fakes").push(fake);
         let (reader, writer) = tokio::io::split(upstream_side);
         Ok(Upstream::Io {
@@ -75,7 +80,7 @@ async fn serve(
     }
 }
 
-async fn default_server() -> Server {
+pub async fn default_server() -> Server {
     serve(
         config("s"),
         policy(POLICY),
@@ -86,7 +91,7 @@ async fn default_server() -> Server {
 }
 
 /// One POST of `body` with the headers an MCP client sends, plus `extra`.
-async fn post(
+pub async fn post(
     url: &str,
     session: Option<&str>,
     body: &Value,
@@ -146,7 +151,7 @@ async fn initialize(url: &str, capabilities: Value, extra: &[(&str, &str)]) -> (
 }
 
 /// Initialize a session and send `notifications/initialized`; returns the session id.
-async fn open_session(url: &str, capabilities: Value, extra: &[(&str, &str)]) -> String {
+pub async fn open_session(url: &str, capabilities: Value, extra: &[(&str, &str)]) -> String {
     let (session, reply) = initialize(url, capabilities, extra).await;
     assert_eq!(reply["result"]["serverInfo"]["name"], "s", "{reply}");
     let initialized = post(
@@ -161,7 +166,7 @@ async fn open_session(url: &str, capabilities: Value, extra: &[(&str, &str)]) ->
     session
 }
 
-trait JsonValue {
+pub trait JsonValue {
     async fn json_value(self) -> Value;
 }
 
@@ -173,13 +178,13 @@ impl JsonValue for reqwest::Response {
 }
 
 /// Reads `data:` events off an event-stream response.
-struct Events {
+pub struct Events {
     stream: futures::stream::BoxStream<'static, reqwest::Result<bytes::Bytes>>,
     buffer: String,
 }
 
 impl Events {
-    fn new(response: reqwest::Response) -> Events {
+    pub fn new(response: reqwest::Response) -> Events {
         Events {
             stream: response.bytes_stream().boxed(),
             buffer: String::new(),
@@ -187,7 +192,7 @@ impl Events {
     }
 
     /// The next event's data as JSON, or `None` when the stream ends.
-    async fn next(&mut self) -> Option<Value> {
+    pub async fn next(&mut self) -> Option<Value> {
         loop {
             if let Some(end) = self.buffer.find("\n\n") {
                 let event: String = self.buffer.drain(..end + 2).collect();

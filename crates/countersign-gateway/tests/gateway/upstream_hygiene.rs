@@ -1,0 +1,178 @@
+//! Upstream hygiene: an upstream session that expires is renewed and the refused call sent once
+//! on the new session (HTTP 404 for a known session id proves it was not processed); the
+//! client's credentials and session id never reach the upstream or the evidence (case B47).
+
+use countersign::EffectState;
+use countersign_gateway::{Gateway, HeaderPrincipal, HttpFrontConfig, PrincipalSource, Upstream};
+use serde_json::json;
+
+use super::faulty_http::{self, Mode};
+use super::harness::{config, connect, memory_store, modern_params, policy};
+use super::http_front::{JsonValue, post};
+
+const POLICY: &str = "schema: countersign.policy/v1\nactions:\n  mcp.billing.create_invoice:\n    effect: \"invoice:{customer}\"\n    decision: allow\n";
+
+#[tokio::test]
+async fn an_expired_upstream_session_is_renewed_and_the_refused_call_sent_once_on_it() {
+    let (url, upstream, server) = faulty_http::start_in(Mode::Sessions).await;
+    let store = memory_store();
+    let gateway = Gateway::new(config("billing"), policy(POLICY), store.clone()).expect("gateway");
+    let (mut client, task) = connect(&gateway, Upstream::Url(url));
+    client.initialize(json!({})).await;
+    let first = client
+        .call("create_invoice", json!({"customer": "c1"}))
+        .await;
+    assert_eq!(
+        first["result"]["_meta"]["countersign"]["outcome"], "committed",
+        "{first}"
+    );
+    upstream.expire();
+    let second = client
+        .call("create_invoice", json!({"customer": "c2"}))
+        .await;
+    assert_eq!(
+        second["result"]["_meta"]["countersign"]["outcome"], "committed",
+        "{second}"
+    );
+    // The upstream's own count: the c2 call arrived twice (refused unprocessed with 404, then
+    // on the new session) and ran once; a new session was opened once.
+    assert_eq!(upstream.calls_of("create_invoice"), 3);
+    let executed = upstream.executed.lock().expect("executed").clone();
+    assert_eq!(
+        executed
+            .iter()
+            .map(|params| params["arguments"]["customer"].clone())
+            .collect::<Vec<_>>(),
+        [json!("c1"), json!("c2")]
+    );
+    let received = upstream.received.lock().expect("received").clone();
+    let initializes = received
+        .iter()
+        .filter(|request| request.method == "initialize")
+        .count();
+    assert_eq!(initializes, 2);
+    let last = received.last().expect("a request");
+    assert_eq!(last.header("mcp-session-id"), Some("session-2"));
+    let effects = store.effects(None).await.expect("effects");
+    assert!(
+        effects
+            .iter()
+            .all(|effect| effect.state == EffectState::Committed),
+        "{effects:?}"
+    );
+    task.abort();
+    server.abort();
+}
+
+const SECRET: &str = "0123456789abcdef0123456789abcdef-client-secret";
+
+#[tokio::test]
+async fn the_clients_credentials_and_session_id_never_reach_the_upstream_or_the_evidence() {
+    let (upstream_url, upstream, server) = faulty_http::start_in(Mode::Sessions).await;
+    let store = memory_store();
+    let mut config = config("billing");
+    config.principal = PrincipalSource::Header(
+        HeaderPrincipal::new("x-countersign-principal", SECRET).expect("header principal"),
+    );
+    let gateway = Gateway::new(config, policy(POLICY), store.clone()).expect("gateway");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+    let upstream_for_sessions = upstream_url.clone();
+    let front = tokio::spawn(async move {
+        let _ = gateway
+            .serve_http(listener, HttpFrontConfig::default(), move || {
+                Ok(Upstream::Url(upstream_for_sessions.clone()))
+            })
+            .await;
+    });
+    let bearer = format!("Bearer {SECRET}");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "tools/call", "params": modern_params(
+        json!({"name": "create_invoice", "arguments": {"customer": "c9"}}), json!({}))});
+    let reply = post(
+        &url,
+        Some("client-session-S_client"),
+        &body,
+        &[
+            ("authorization", &bearer),
+            ("x-countersign-principal", "user:alice"),
+            ("cookie", "sid=client-cookie"),
+            ("x-forwarded-for", "203.0.113.9"),
+            ("mcp-protocol-version", "2026-07-28"),
+            ("mcp-method", "tools/call"),
+            ("mcp-name", "create_invoice"),
+        ],
+    )
+    .await
+    .json_value()
+    .await;
+    assert_eq!(
+        reply["result"]["_meta"]["countersign"]["outcome"], "committed",
+        "{reply}"
+    );
+    let received = upstream.received.lock().expect("received").clone();
+    assert!(
+        received
+            .iter()
+            .any(|request| request.method == "tools/call")
+    );
+    for request in &received {
+        for (name, value) in &request.headers {
+            assert!(
+                !value.contains(SECRET)
+                    && !value.contains("client-cookie")
+                    && !value.contains("S_client")
+                    && !value.contains("203.0.113.9"),
+                "{name}: {value} reached the upstream"
+            );
+        }
+        assert!(request.header("authorization").is_none());
+        assert!(request.header("cookie").is_none());
+        assert!(!request.body.to_string().contains(SECRET));
+    }
+    // The evidence names the principal the secret authenticated, never the secret.
+    let receipts = store.receipts(0, 100).await.expect("receipts");
+    let evidence = format!("{receipts:?}");
+    assert!(evidence.contains("user:alice"), "{evidence}");
+    assert!(!evidence.contains(SECRET) && !evidence.contains("S_client"));
+    front.abort();
+    server.abort();
+}
+
+#[tokio::test]
+async fn parameters_a_2026_07_28_upstream_marks_are_mirrored_into_its_headers() {
+    let (url, upstream, server) = faulty_http::start().await;
+    let policy = policy(
+        "schema: countersign.policy/v1\nactions:\n  mcp.billing.locate:\n    decision: allow\n",
+    );
+    let gateway = Gateway::new(config("billing"), policy, memory_store()).expect("gateway");
+    let (mut client, task) = connect(&gateway, Upstream::Url(url));
+    let listed = client.modern("tools/list", json!({}), json!({})).await;
+    assert_eq!(listed["result"]["tools"][0]["name"], "locate", "{listed}");
+    for region in ["eu-west1", "Zürich"] {
+        // The fake cuts every call's stream; what it received is what counts here.
+        let _ = client
+            .modern(
+                "tools/call",
+                json!({"name": "locate", "arguments": {"region": region}}),
+                json!({}),
+            )
+            .await;
+    }
+    let received = upstream.received.lock().expect("received").clone();
+    let mirrored: Vec<Option<String>> = received
+        .iter()
+        .filter(|request| request.method == "tools/call")
+        .map(|request| request.header("mcp-param-region").map(str::to_owned))
+        .collect();
+    assert_eq!(
+        mirrored,
+        [
+            Some("eu-west1".to_owned()),
+            Some(format!("=?base64?{}?=", "WsO8cmljaA=="))
+        ]
+    );
+    task.abort();
+    server.abort();
+}
