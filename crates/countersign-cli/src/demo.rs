@@ -18,8 +18,10 @@ use serde_json::{Value, json};
 use crate::render;
 use crate::{Failure, Global};
 
-/// The example policy, for when the demo runs outside a checkout.
-const EXAMPLE_POLICY: &str = include_str!("../../../examples/refunds/countersign.yaml");
+/// The example refunds policy, for when the demo runs outside a checkout. The file lives in the
+/// crate so that the published package carries it; `examples/refunds/countersign.yaml` links
+/// to it.
+const EXAMPLE_POLICY: &str = include_str!("../demo/countersign.yaml");
 const EXAMPLE_POLICY_PATH: &str = "examples/refunds/countersign.yaml";
 
 /// The principal the demo's agent acts as.

@@ -9,7 +9,7 @@ adapter plugs the Countersign kernel into that primitive **by prevention**:
    run and mapped by the kernel's store to (``openai-agents``, run id, the SDK's call id) in the
    same transaction; then the SDK pauses. The adapter only reads that mapping
    (``Control.correlated``); it never writes one of its own.
-2. A human answers — :meth:`Gate.approve` / :meth:`Gate.reject` here, or ``countersign approve``
+2. A human answers — :meth:`Gate.approve` / :meth:`Gate.deny` here, or ``countersign approve``
    from any process. The answer is recorded by the kernel (``record_answer``), bound to the
    action hash, with who gave it; then it is applied to the SDK's run state.
 3. When the SDK really invokes the tool, the adapter presents the mapped request to
@@ -28,6 +28,7 @@ rejected, expired and pending, which become model-facing results (:func:`not_exe
 
 from __future__ import annotations
 
+import warnings
 import asyncio
 import contextvars
 import inspect
@@ -562,6 +563,21 @@ class Gate:
         return record
 
     def reject(
+        self,
+        state: RunState,
+        call: Union[PendingCall, ToolApprovalItem],
+        *,
+        approver: str,
+        note: Optional[str] = None,
+    ) -> ApprovalRequest:
+        """Deprecated alias of :meth:`deny`, kept for one release (issue #19: a human's no is
+        ``deny`` in every API)."""
+        warnings.warn(
+            "Gate.reject is deprecated: use Gate.deny", DeprecationWarning, stacklevel=2
+        )
+        return self.deny(state, call, approver=approver, note=note)
+
+    def deny(
         self,
         state: RunState,
         call: Union[PendingCall, ToolApprovalItem],
