@@ -19,7 +19,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from agents import Agent, RunState, set_tracing_disabled
+from agents import Agent, set_tracing_disabled
 
 import countersign
 from countersign_openai_agents import Gate
@@ -109,8 +109,8 @@ async def main() -> None:
 
     result = await gate.run(agent, "Please refund order o-7 in full.")
     while result.interruptions:
-        saved = result.to_state().to_string()           # keep it server-side
-        state = await RunState.from_string(agent, saved)
+        saved = gate.save_state(result)                 # keep it server-side, with its run id
+        state = await gate.load_state(agent, saved)     # RunState.from_string inside
         for call in gate.pending(state):
             print(f"paused: {call.tool} {call.request.arguments} -> {call.request.request_id}")
             command = (

@@ -655,6 +655,11 @@ fn smoke(root: &Path, dist: &Path, commit: &str) -> Result<()> {
         .arg("main.py");
     let printed = output_of(python)?;
     eprintln!("{printed}");
+    if printed.matches(">>> refund_order ran: o-7 25000").count() != 1
+        || !printed.contains("chain intact: True")
+    {
+        bail!("the openai-agents example did not refund once with an intact chain:\n{printed}");
+    }
     let mut no_kit = Command::new(venv.join("bin/python"));
     no_kit.args(["-c", "import countersign.conformance"]);
     if no_kit.output()?.status.success() {
