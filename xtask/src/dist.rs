@@ -399,6 +399,7 @@ fn python_packages(root: &Path, dist: &Path) -> Result<()> {
             "build",
             "--quiet",
             "--release",
+            "--strip",
             "-m",
             "crates/countersign-python/Cargo.toml",
             "--out",
@@ -458,6 +459,7 @@ fn npm_packages(root: &Path, dist: &Path) -> Result<()> {
             "--platform",
             "--no-js",
             "--release",
+            "--strip",
             "--manifest-path",
             "Cargo.toml",
         ])
