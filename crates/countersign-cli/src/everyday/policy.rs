@@ -441,8 +441,10 @@ pub(super) fn replay_one(policy: &Policy, receipt: &Receipt) -> Option<Replayed>
     let (now, verdict, why) = match replay_decision(&explanation, &arguments) {
         Ok(decision) => {
             let why = match explanation.rule {
+                // Counted from 1, as `policy explain`, `check` and the approval warnings count.
                 Some(index) => format!(
-                    "rule {index} of `{}`",
+                    "rule {} of `{}`",
+                    index + 1,
                     explanation.entry.clone().unwrap_or_default()
                 ),
                 None => explanation.reason.to_owned(),
