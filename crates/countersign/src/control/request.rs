@@ -197,7 +197,7 @@ pub struct Evaluation {
     /// Enforce or observe.
     pub mode: Mode,
     /// The policy hash.
-    pub policy_hash: String,
+    pub policy_hash: crate::id::PolicyHash,
 }
 
 impl Control {

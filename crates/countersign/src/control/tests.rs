@@ -179,7 +179,7 @@ async fn allowed_call_runs_once_and_leaves_a_committed_receipt() {
         assert_eq!(done.receipt.principal.as_deref(), Some("agent:test"));
         assert_eq!(
             done.receipt.policy_hash.as_deref(),
-            Some(world.control.policy().hash())
+            Some(world.control.policy().hash().as_str())
         );
         let record = world
             .store
@@ -781,8 +781,8 @@ async fn an_expired_lease_becomes_ambiguous_and_is_never_released() {
         let key = EffectKey::new("refund:pi_8").unwrap();
         // A worker reserved the key and then died (no outcome recorded).
         let begin = BeginAttempt {
-            attempt_id: "att_dead".into(),
-            action_hash: ActionHash::from_stored("sha256:dead"),
+            attempt_id: crate::id::AttemptId::from_stored("att_dead".to_owned()),
+            action_hash: ActionHash::from_stored("sha256:dead".into()),
             approval: None,
             effect: Some(EffectClaim {
                 key: key.clone(),

@@ -19,6 +19,7 @@ use crate::error::{AnswerError, ResolveError, StoreError};
 use crate::evidence::{
     self, ChainHead, Receipt, ReceiptDraft, ReceiptKind, ReceiptOutcome, StoredReceipt,
 };
+use crate::id::AttemptId;
 use crate::outbox::{EventKind, OutboxEvent, approval_event};
 use crate::store::outbox::{due_for_expiry, withdrawal_event};
 use crate::store::{
@@ -129,13 +130,13 @@ pub(crate) fn approval_draft(
         outcome: Some(outcome),
         reason: Some(reason.to_owned()),
         action: Some(record.action.clone()),
-        action_hash: Some(record.action_hash.as_str().to_owned()),
+        action_hash: Some(record.action_hash.clone()),
         principal: Some(record.principal.clone()),
         resource: record.resource.clone(),
         environment: Some(record.environment.clone()),
         effect_key: record.effect_key.clone(),
         arguments: Some(record.arguments.clone()),
-        approval_id: Some(record.id.as_str().to_owned()),
+        approval_id: Some(record.id.clone()),
         approver: record.approver.clone(),
         note: record.note.clone(),
         policy_hash: Some(record.policy_hash.clone()),
@@ -189,7 +190,7 @@ pub(crate) fn effect_draft(
         reason: Some(reason.to_owned()),
         attempt_id: Some(record.attempt_id.clone()),
         action_hash: Some(record.action_hash.clone()),
-        effect_key: Some(record.key.as_str().to_owned()),
+        effect_key: Some(record.key.clone()),
         detail: record.detail.clone(),
         ..ReceiptDraft::default()
     };
@@ -398,7 +399,7 @@ fn answer_draft(
     draft.approvals_needed = Some(record.rule.quorum);
     draft.approvals_given = Some(record.approvals_given());
     if let Some(approver) = approver {
-        draft.approver = Some(approver.id.clone());
+        draft.approver = Some(approver.id.to_string());
         draft.approver_groups = Some(approver.groups.clone());
         draft.authentication = Some(approver.authentication.as_str().to_owned());
     }
@@ -494,7 +495,7 @@ pub(crate) fn answer_step(
         let error = match ineligible {
             Ineligible::NotAuthenticated => AnswerError::NotAuthenticated {
                 request_id: record.id.clone(),
-                approver: Some(approver.id.clone()),
+                approver: Some(approver.id.to_string()),
                 detail: format!(
                     "`{}` is asserted (typed, not verified) and the rule requires an authenticated approver",
                     approver.id
@@ -502,12 +503,12 @@ pub(crate) fn answer_step(
             },
             Ineligible::NotEntitled => AnswerError::NotEntitled {
                 request_id: record.id.clone(),
-                approver: approver.id.clone(),
+                approver: approver.id.to_string(),
                 approvers: record.rule.summary(),
             },
             Ineligible::SelfApproval { shared_group } => AnswerError::SelfApproval {
                 request_id: record.id.clone(),
-                approver: approver.id.clone(),
+                approver: approver.id.to_string(),
                 shared_group,
             },
         };
@@ -560,7 +561,7 @@ pub(crate) fn answer_step(
         AnswerPlan::Decide { to } => {
             record.state = to;
             record.answered_at = Some(now);
-            record.approver = Some(approver.id.clone());
+            record.approver = Some(approver.id.to_string());
             record.note = answer.note;
             record.answers.push(recorded);
             match to {
@@ -579,7 +580,7 @@ pub(crate) fn answer_step(
                     .answers
                     .iter()
                     .find(|earlier| earlier.approver.id == approver.id)
-                    .map(|earlier| earlier.approver.id.clone())
+                    .map(|earlier| earlier.approver.id.to_string())
             });
             let error = AnswerError::AlreadyDecided {
                 request_id: record.id.clone(),
@@ -770,7 +771,7 @@ pub fn begin_attempt<T: Txn + ?Sized>(
             ..
         } = &refusal
         {
-            draft.approval_id = Some(record.id.as_str().to_owned());
+            draft.approval_id = Some(record.id.clone());
             draft.approver = record.approver.clone();
             draft.note = record.note.clone();
             draft.approval_policy_hash = Some(record.policy_hash.clone());
@@ -866,7 +867,7 @@ pub fn begin_attempt<T: Txn + ?Sized>(
 /// Fill `draft` with what an attempt that consumed `record` records about it: the request, its
 /// decisive approver and note, the policy it was requested under and who granted it.
 pub(crate) fn record_consumed(draft: &mut ReceiptDraft, record: &ApprovalRecord) {
-    draft.approval_id = Some(record.id.as_str().to_owned());
+    draft.approval_id = Some(record.id.clone());
     draft.approver = record.approver.clone();
     draft.note = record.note.clone();
     draft.approval_policy_hash = Some(record.policy_hash.clone());
@@ -926,7 +927,7 @@ pub fn hand_off<T: Txn + ?Sized>(
 pub(crate) fn reservation(
     claim: crate::store::EffectClaim,
     action_hash: &ActionHash,
-    attempt_id: &str,
+    attempt_id: &AttemptId,
     attempts: u32,
     context: Option<crate::effect::AttemptContext>,
     consumed: Option<&ApprovalRecord>,
@@ -934,7 +935,7 @@ pub(crate) fn reservation(
 ) -> EffectRecord {
     let attempt = context.map(|mut context| {
         if let Some(approval) = consumed {
-            context.approval_id = Some(approval.id.as_str().to_owned());
+            context.approval_id = Some(approval.id.clone());
             // The consumed approval's rule says who may resolve; no copy is needed.
             context.resolvers = None;
         }
@@ -943,8 +944,8 @@ pub(crate) fn reservation(
     EffectRecord {
         key: claim.key,
         state: EffectState::Reserved,
-        action_hash: action_hash.as_str().to_owned(),
-        attempt_id: attempt_id.to_owned(),
+        action_hash: action_hash.clone(),
+        attempt_id: attempt_id.clone(),
         attempts,
         lease_until: claim.lease_until,
         updated_at: now,
@@ -1059,7 +1060,7 @@ pub(crate) fn resolve_step(
                 );
                 receipt.channel = Some(channel.as_str().into_owned());
                 if let Some(approver) = approver {
-                    receipt.approver = Some(approver.id.clone());
+                    receipt.approver = Some(approver.id.to_string());
                     receipt.approver_groups = Some(approver.groups.clone());
                     receipt.authentication = Some(approver.authentication.as_str().to_owned());
                 }
@@ -1117,7 +1118,7 @@ pub(crate) fn resolve_step(
                 };
                 return refuse(&record, Some(&approver), ineligible.reason(), message);
             }
-            let id = approver.id.clone();
+            let id = approver.id.to_string();
             resolver_fields = Some((approver, channel));
             id
         }

@@ -254,7 +254,7 @@ pub(crate) fn withdraw_step(
             if judge_resolver(&record.rule, &record.principal, &approver).is_err() {
                 let error = AnswerError::NotEntitled {
                     request_id: record.id.clone(),
-                    approver: approver.id.clone(),
+                    approver: approver.id.to_string(),
                     approvers: resolvers_summary(&record),
                 };
                 return refusal(
@@ -317,7 +317,7 @@ pub(crate) fn withdraw_step(
                 } else {
                     AnswerError::NotEntitled {
                         request_id: record.id.clone(),
-                        approver: approver.id.clone(),
+                        approver: approver.id.to_string(),
                         approvers: record.rule.summary(),
                     }
                 };

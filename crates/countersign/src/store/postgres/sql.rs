@@ -228,9 +228,12 @@ impl PgTxn {
         let record = row.as_ref().map(effect_from_row).transpose()?;
         self.read_effects.insert(
             key.as_str().to_owned(),
-            record
-                .as_ref()
-                .map(|record| (record.state.as_str().to_owned(), record.attempt_id.clone())),
+            record.as_ref().map(|record| {
+                (
+                    record.state.as_str().to_owned(),
+                    record.attempt_id.to_string(),
+                )
+            }),
         );
         Ok(record)
     }
@@ -290,7 +293,10 @@ impl PgTxn {
         }
         self.read_effects.insert(
             record.key.as_str().to_owned(),
-            Some((record.state.as_str().to_owned(), record.attempt_id.clone())),
+            Some((
+                record.state.as_str().to_owned(),
+                record.attempt_id.to_string(),
+            )),
         );
         Ok(())
     }
@@ -314,7 +320,7 @@ impl PgTxn {
         }
         Ok(Some(ChainHead {
             seq: u64::try_from(seq).map_err(|_| corrupt("negative seq".to_owned()))?,
-            hash,
+            hash: ReceiptHash::from_stored(hash),
         }))
     }
 

@@ -412,7 +412,7 @@ async fn refuse(
         ..
     } = &refusal
     {
-        draft.approval_id = Some(record.id.as_str().to_owned());
+        draft.approval_id = Some(record.id.clone());
         draft.approver = record.approver.clone();
         draft.note = record.note.clone();
         draft.approval_policy_hash = Some(record.policy_hash.clone());
