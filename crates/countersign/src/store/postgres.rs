@@ -185,14 +185,7 @@ impl PostgresStore {
     ///
     /// Migrations run in one transaction: dropping the future leaves them applied or not.
     pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
-        let location = redact(url);
-        let open_error = |message: String| StoreError::Open {
-            location: location.clone(),
-            message,
-        };
-        let (sqlx_url, options) = parse_url(url).map_err(open_error)?;
-        let connect_options = PgConnectOptions::from_str(&sqlx_url)
-            .map_err(|error| open_error(format!("malformed PostgreSQL URL: {error}")))?;
+        let (connect_options, options, location) = read_url(url)?;
         PostgresStore::connect_with(connect_options, options, location).await
     }
 
@@ -756,6 +749,22 @@ impl Store for PostgresStore {
             hash: row.try_get(1).map_err(decode)?,
         }))
     }
+}
+
+/// Read a `postgres://` URL without connecting: sqlx's connection options, the store's options
+/// and the location to name in messages (no password).
+pub(super) fn read_url(
+    url: &str,
+) -> Result<(PgConnectOptions, PostgresOptions, String), StoreError> {
+    let location = redact(url);
+    let open_error = |message: String| StoreError::Open {
+        location: location.clone(),
+        message,
+    };
+    let (sqlx_url, options) = parse_url(url).map_err(open_error)?;
+    let connect_options = PgConnectOptions::from_str(&sqlx_url)
+        .map_err(|error| open_error(format!("malformed PostgreSQL URL: {error}")))?;
+    Ok((connect_options, options, location))
 }
 
 #[cfg(test)]
