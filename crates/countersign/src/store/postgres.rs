@@ -798,5 +798,29 @@ mod tests {
             redact("postgres://alice:secret@db:5432/x"),
             "postgres://alice@db:5432/x"
         );
+        // fuzz/regressions/store_url/issue30-at-sign-in-password: the first `@` was taken as
+        // the end of the password, so the rest of it was shown.
+        assert_eq!(
+            redact("postgres://alice:hunter@2secret@db:5432/x?schema=Bad"),
+            "postgres://alice@db:5432/x?schema=Bad"
+        );
+        // An `@` after the authority is no password: nothing is cut.
+        assert_eq!(
+            redact("postgres://db/x?application_name=a:b@c"),
+            "postgres://db/x?application_name=a:b@c"
+        );
+        assert_eq!(redact("postgres://db/x"), "postgres://db/x");
+    }
+
+    #[test]
+    fn a_refusal_never_shows_a_password_that_holds_an_at_sign() {
+        let error = read_url("postgres://alice:hunter@2secret@db:5432/x?schema=Bad")
+            .expect_err("the schema name is refused");
+        let message = error.to_string();
+        assert!(message.contains("schema name"), "{message}");
+        assert!(
+            !message.contains("2secret"),
+            "the password shows: {message}"
+        );
     }
 }
