@@ -20,22 +20,24 @@ const CARGO_AFL_VERSION: &str = "0.18.2";
 
 const HELP: &str = "\
 cargo xtask fuzz [--minutes N] [--jobs J] [--update-corpus] [--no-nice] [TARGET...]
+cargo xtask fuzz --minimize [TARGET...]
 cargo xtask fuzz --list
 cargo xtask fuzz --replay
 
 Fuzz the parsers of untrusted input with AFL++ (stable toolchain, through cargo-afl), each
 TARGET (default: all of them) for N minutes (default 10), J at a time (default 1), starting from
 its corpus in fuzz/corpus/<target>/. Progress is printed every minute (AFL writes its figures
-about once a minute); at the end, a table of
-executions per second, coverage (AFL's map density and edges found), crashes and hangs. It fails
-when any target found a crash or a hang, naming the inputs to turn into regressions
-(fuzz/regressions/<target>/, see docs/fuzzing.md).
+about once a minute); at the end, a table of executions per second, coverage (AFL's map
+density and edges found), crashes and hangs. It fails when any target found a crash or a hang,
+naming the inputs to turn into regressions (fuzz/regressions/<target>/, see docs/fuzzing.md).
 
 Options:
   --minutes N       how long each target runs (default 10)
   --jobs J          how many targets run at once (default 1; each takes one core)
-  --update-corpus   afterwards, minimize the corpus and what the run found (afl-cmin) and
+  --update-corpus   afterwards, minimize the corpus and what the run found (afl-cmin -e) and
                     write the result back to fuzz/corpus/<target>/
+  --minimize        do not fuzz: minimize each corpus with what the last run found (kept in
+                    <target folder>/fuzz-afl/out/<target>/) and write it back, as --update-corpus
   --no-nice         do not lower the fuzzers' priority (by default they run under
                     `nice -n 19`, so a shared machine stays responsive; that lowers
                     executions per second when other work is running)
@@ -71,6 +73,7 @@ struct Options {
     minutes: u64,
     jobs: usize,
     update_corpus: bool,
+    minimize: bool,
     nice: bool,
     targets: Vec<String>,
 }
@@ -80,6 +83,7 @@ fn parse(args: &[String], known: &[String]) -> Result<Options> {
         minutes: 10,
         jobs: 1,
         update_corpus: false,
+        minimize: false,
         nice: true,
         targets: Vec::new(),
     };
@@ -101,6 +105,7 @@ fn parse(args: &[String], known: &[String]) -> Result<Options> {
                     .context("`--jobs` needs a whole number above 0, such as `--jobs 2`")?;
             }
             "--update-corpus" => options.update_corpus = true,
+            "--minimize" => options.minimize = true,
             "--no-nice" => options.nice = false,
             other if other.starts_with('-') => {
                 bail!("unknown option `{other}`: see `cargo xtask fuzz --help`")
@@ -155,11 +160,22 @@ pub fn run_fuzz(args: &[String]) -> Result<()> {
         build.args(["--bin", target]);
     }
     run(build)?;
+    if options.minimize {
+        for target in &options.targets {
+            update_corpus(
+                &root,
+                &build_dir,
+                target,
+                &build_dir.join("out").join(target),
+            )?;
+        }
+        return Ok(());
+    }
     let results = fuzz_all(&root, &build_dir, &options)?;
     print_table(&results);
     if options.update_corpus {
         for result in &results {
-            update_corpus(&root, &build_dir, result)?;
+            update_corpus(&root, &build_dir, &result.target, &result.out)?;
         }
     }
     let found: Vec<&Outcome> = results
@@ -409,17 +425,24 @@ fn print_table(results: &[Outcome]) {
 
 /// Minimize the corpus and the run's queue with afl-cmin, and write the result back to
 /// `fuzz/corpus/<target>/`.
-fn update_corpus(root: &Path, build_dir: &Path, result: &Outcome) -> Result<()> {
-    let corpus = fuzz_dir(root).join("corpus").join(&result.target);
-    let merged = result.out.join("merged");
-    let minimized = result.out.join("minimized");
+fn update_corpus(root: &Path, build_dir: &Path, target: &str, out: &Path) -> Result<()> {
+    let corpus = fuzz_dir(root).join("corpus").join(target);
+    let merged = out.join("merged");
+    let minimized = out.join("minimized");
     for folder in [&merged, &minimized] {
         if folder.exists() {
             std::fs::remove_dir_all(folder)?;
         }
     }
     std::fs::create_dir_all(&merged)?;
-    for folder in [corpus.clone(), result.out.join("default/queue")] {
+    let queue = out.join("default/queue");
+    if !queue.is_dir() {
+        bail!(
+            "no queue of `{target}` in {}: fuzz it first (`cargo xtask fuzz {target}`)",
+            queue.display()
+        );
+    }
+    for folder in [corpus.clone(), queue] {
         for entry in std::fs::read_dir(&folder)? {
             let path = entry?.path();
             if path.is_file()
@@ -429,15 +452,23 @@ fn update_corpus(root: &Path, build_dir: &Path, result: &Outcome) -> Result<()> 
             }
         }
     }
-    let mut cmin = afl_command(build_dir);
+    // afl-cmin.awk: cargo-afl's `cargo afl cmin` (the Python afl-cmin of AFL++ 4.40c) found
+    // no coverage at all for most targets here and would have emptied their corpora. `-e`: edge
+    // coverage only (hit counts ignored), which keeps the corpus small.
+    let mut cmin = Command::new(afl_bin()?.join("afl-cmin.awk"));
     cmin.env("AFL_SKIP_CPUFREQ", "1")
-        .args(["afl", "cmin", "-i"])
+        .env("AFL_PATH", afl_bin()?)
+        .args(["-e", "-i"])
         .arg(&merged)
         .arg("-o")
         .arg(&minimized)
         .args(["-t", "1000", "--"])
-        .arg(build_dir.join("release").join(&result.target));
+        .arg(build_dir.join("release").join(target));
     run(cmin)?;
+    let kept = std::fs::read_dir(&minimized)?.count();
+    if kept == 0 {
+        bail!("afl-cmin kept no input of `{target}`: fuzz/corpus/{target}/ is left as it was");
+    }
     std::fs::remove_dir_all(&corpus)?;
     std::fs::create_dir_all(&corpus)?;
     for entry in std::fs::read_dir(&minimized)? {
@@ -454,11 +485,47 @@ fn update_corpus(root: &Path, build_dir: &Path, result: &Outcome) -> Result<()> 
             std::fs::write(corpus.join(name), bytes)?;
         }
     }
-    eprintln!(
-        "xtask: fuzz/corpus/{} now holds the minimized corpus",
-        result.target
-    );
+    eprintln!("xtask: fuzz/corpus/{target} now holds the minimized corpus ({kept} inputs)");
     Ok(())
+}
+
+/// The folder of the AFL++ programs cargo-afl built for this toolchain:
+/// `$XDG_DATA_HOME/afl.rs/rustc-…/afl.rs-VERSION/afl/bin` (`~/.local/share` by default).
+fn afl_bin() -> Result<PathBuf> {
+    let data = std::env::var_os("XDG_DATA_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".local/share")))
+        .context("neither XDG_DATA_HOME nor HOME is set: cannot find cargo-afl's AFL++")?
+        .join("afl.rs");
+    let rustc = String::from_utf8_lossy(
+        &Command::new("rustc")
+            .arg("--version")
+            .output()
+            .context("cannot run `rustc --version`")?
+            .stdout,
+    )
+    .into_owned();
+    // `rustc 1.95.0 (59807616e 2026-04-14)` → `rustc-1.95.0-5980761`.
+    let mut words = rustc.split_whitespace().skip(1);
+    let version = words.next().unwrap_or_default();
+    let hash: String = words
+        .next()
+        .unwrap_or_default()
+        .trim_start_matches('(')
+        .chars()
+        .take(7)
+        .collect();
+    let bin = data
+        .join(format!("rustc-{version}-{hash}"))
+        .join(format!("afl.rs-{CARGO_AFL_VERSION}"))
+        .join("afl/bin");
+    if !bin.join("afl-cmin.awk").is_file() {
+        bail!(
+            "no AFL++ in {}: run `cargo afl config --build` (cargo-afl {CARGO_AFL_VERSION})",
+            bin.display()
+        );
+    }
+    Ok(bin)
 }
 
 /// FNV-1a, 64 bits: a stable file name for a corpus input (not a security hash).
