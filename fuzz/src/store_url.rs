@@ -39,17 +39,30 @@ pub fn run(data: &[u8]) {
             assert!(matches!(error, StoreError::Open { .. }), "{error:?}");
             crate::check_message(&error, "store::read_url");
             if let Some(password) = password_of(url) {
-                // Each piece of the password between `@` and `:` that appears once in the URL
-                // (so it can be told apart from the rest), shown nowhere in the refusal.
-                for piece in password.split(['@', ':']) {
-                    if piece.len() >= 4 && url.matches(piece).count() == 1 {
-                        assert!(
-                            !error.to_string().contains(piece),
-                            "a refusal shows the password: {error}"
-                        );
-                    }
-                }
+                check_password_hidden(url, password);
             }
+        }
+    }
+}
+
+/// No piece of the password (between its `@` and `:`) shows in the refusal. A piece that also
+/// reads as the message's own words (`greS` in `PostgreSQL`) is told apart by sending the URL
+/// again with that piece replaced by a marker: only a copied password carries the marker.
+fn check_password_hidden(url: &str, password: &str) {
+    for piece in password.split(['@', ':']) {
+        if piece.len() < 4 || url.matches(piece).count() != 1 {
+            continue;
+        }
+        let marker = "Z".repeat(piece.len());
+        if url.contains(&marker) {
+            continue;
+        }
+        let marked = url.replacen(piece, &marker, 1);
+        if let Err(error) = store::read_url(&marked) {
+            assert!(
+                !error.to_string().contains(&marker),
+                "a refusal shows the password: {error}"
+            );
         }
     }
 }
