@@ -107,13 +107,14 @@ pub(crate) fn check(root: &Path) -> Result<Vec<Violation>> {
     Ok(violations)
 }
 
-/// The workspace as tidy sees it: its members and every Rust file of theirs, parsed.
+/// The workspace as tidy sees it: its members (and the crates it excludes but keeps in the
+/// tree, such as `fuzz/`) and every Rust file of theirs, parsed.
 pub(crate) struct Workspace {
     pub(crate) root: PathBuf,
     pub(crate) members: Vec<Member>,
 }
 
-/// One workspace member crate.
+/// One workspace member crate, or a crate the workspace excludes but keeps in the tree.
 pub(crate) struct Member {
     /// The crate's folder, relative to the workspace root.
     pub(crate) dir: PathBuf,
@@ -131,12 +132,24 @@ impl Workspace {
             .and_then(|workspace| workspace.get("members"))
             .and_then(|members| members.as_array())
             .context("the root Cargo.toml has no `[workspace] members` list")?;
+        // Crates the workspace excludes but keeps in the tree (`fuzz/`, outside the workspace so
+        // that its instrumented build stays apart) follow the same rules as the members.
+        let excluded = manifest
+            .get("workspace")
+            .and_then(|workspace| workspace.get("exclude"))
+            .and_then(|exclude| exclude.as_array())
+            .into_iter()
+            .flat_map(|exclude| exclude.iter())
+            .filter(|dir| {
+                dir.as_str()
+                    .is_some_and(|dir| root.join(dir).join("Cargo.toml").is_file())
+            });
         let mut loaded = Vec::new();
-        for member in members.iter() {
+        for member in members.iter().chain(excluded) {
             let dir = PathBuf::from(
                 member
                     .as_str()
-                    .context("a `[workspace] members` entry is not a string")?,
+                    .context("a `[workspace] members` or `exclude` entry is not a string")?,
             );
             let (manifest, manifest_text) = read_manifest(&root.join(&dir).join("Cargo.toml"))?;
             let files = tree::crate_files(root, &dir, &manifest)?;

@@ -44,6 +44,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 pub mod codes;
 pub mod era;
 mod front;
+#[doc(hidden)]
+pub mod fuzzing;
 mod request_state;
 mod session;
 mod upstream;

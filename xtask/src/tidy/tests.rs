@@ -280,3 +280,41 @@ fn refuses_a_kernel_item_path_a_doc_names_that_is_not_there() {
         ]
     );
 }
+
+#[test]
+fn checks_a_crate_the_workspace_excludes_like_a_member() {
+    let tree = Tree::new();
+    tree.write(
+        "Cargo.toml",
+        &format!("[workspace]\nmembers = [\"{KERNEL}\"]\nexclude = [\"fuzz\", \"gone\"]\n"),
+    );
+    tree.write(
+        "fuzz/Cargo.toml",
+        "[package]\nname = \"countersign-fuzz\"\nversion = \"0.0.0\"\n\n[dependencies]\nafl = { version = \"1\", optional = true }\nbase64 = \"1\"\n\n[[bin]]\nname = \"json\"\npath = \"fuzz_targets/json.rs\"\n",
+    );
+    tree.write(
+        "fuzz/src/lib.rs",
+        "//! Bodies; see `fuzz/corpus/json.txt`.\n",
+    );
+    tree.write(
+        "fuzz/fuzz_targets/json.rs",
+        "fn main() {\n    afl::fuzz!(|data: &[u8]| {});\n}\n",
+    );
+    tree.write(
+        "fuzz/tests/replay.rs",
+        "#[test]\n#[ignore]\nfn replays() {}\n",
+    );
+    assert_eq!(
+        tree.of(Rule::UnusedDependency),
+        vec![("fuzz/Cargo.toml".to_owned(), 7)],
+        "`afl`, named only in a binary, is used; `base64` is not"
+    );
+    assert_eq!(
+        tree.of(Rule::DocPaths),
+        vec![("fuzz/src/lib.rs".to_owned(), 1)]
+    );
+    assert_eq!(
+        tree.of(Rule::IgnoredTest),
+        vec![("fuzz/tests/replay.rs".to_owned(), 2)]
+    );
+}
