@@ -96,8 +96,8 @@ struct State {
     /// Each listed tool's `x-mcp-header` parameters, from the last `tools/list` relayed.
     param_headers: HashMap<String, Vec<(String, Vec<String>)>>,
     /// `subscriptions/listen` requests the gateway serves itself (handshake-era upstream): the
-    /// client's request id (as JSON text) to the id and the notifications it asked for.
-    listeners: HashMap<String, (Value, Vec<String>)>,
+    /// client's request id (as JSON text) to the listener.
+    listeners: HashMap<String, modern::Listener>,
 }
 
 pub(crate) struct Inner {
@@ -320,12 +320,9 @@ impl Inner {
             && let Some(request_id) = message.pointer("/params/requestId").cloned()
         {
             // A subscription the gateway serves itself ends here.
-            if self
-                .state()
-                .listeners
-                .remove(&id_text(&request_id))
-                .is_some()
-            {
+            let ended = self.state().listeners.remove(&id_text(&request_id));
+            if let Some(listener) = ended {
+                self.forget_listener(listener).await;
                 return;
             }
             let upstream_id = self.state().client_ids.get(&id_text(&request_id)).copied();

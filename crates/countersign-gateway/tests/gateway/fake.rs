@@ -54,6 +54,11 @@ impl Fake {
         self.seen.lock().expect("seen").calls.len()
     }
 
+    /// Send `message` to the gateway as the upstream's own (a notification).
+    pub fn notify(&self, message: Value) {
+        let _ = self.announce.send(message);
+    }
+
     /// Announce a new tool (tools/list_changed).
     pub fn add_tool(&self, tool: &str) {
         self.tools.lock().expect("tools").push(tool.to_owned());
@@ -148,8 +153,16 @@ pub fn start_with_era(
                 ("initialize", Some(id)) => {
                     let _ = out.send(json!({"jsonrpc": "2.0", "id": id, "result": {
                         "protocolVersion": "2025-06-18",
-                        "capabilities": {"tools": {"listChanged": true}},
+                        "capabilities": {"tools": {"listChanged": true}, "resources": {"subscribe": true}},
                         "serverInfo": {"name": state.name, "version": "0"}}}));
+                }
+                ("resources/subscribe", Some(id))
+                    if message["params"]["uri"]
+                        .as_str()
+                        .is_some_and(|uri| uri.starts_with("secret://")) =>
+                {
+                    let _ = out.send(json!({"jsonrpc": "2.0", "id": id, "error": {
+                        "code": -32002, "message": "Resource not found"}}));
                 }
                 ("tools/list", Some(id)) => {
                     let tools: Vec<Value> = state

@@ -215,3 +215,91 @@ async fn subscriptions_listen_delivers_list_changes_of_an_old_era_upstream_with_
     assert_eq!(refusal(&paused), (-32090, "approval_required".to_owned()));
     assert_eq!(harness.fake.calls(), 0);
 }
+
+/// Issue #32: `resourceSubscriptions` on the `subscriptions/listen` the gateway serves over a
+/// handshake-era upstream: one upstream `resources/subscribe` per URI however many listeners
+/// name it, only accepted URIs acknowledged, each update delivered to the listeners that named
+/// its URI (with their subscription id), and `resources/unsubscribe` once the last one ends.
+#[tokio::test]
+async fn resource_subscriptions_are_served_over_an_old_era_upstream() {
+    let mut harness = start_unopened(
+        config("s"),
+        policy(POLICY),
+        memory_store(),
+        &["read"],
+        Behaviour::Succeed,
+        false,
+    );
+    let listen = |id: &str, uris: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": modern_params(
+            json!({"notifications": {"resourceSubscriptions": uris}}), json!({}))})
+    };
+    harness
+        .client
+        .send(listen(
+            "listen-1",
+            json!(["file:///a", "file:///a", "secret://x"]),
+        ))
+        .await;
+    let ack = harness.client.next().await;
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    // The upstream refused `secret://x`: only `file:///a` is acknowledged, once.
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"resourceSubscriptions": ["file:///a"]})
+    );
+    harness
+        .client
+        .send(listen("listen-2", json!(["file:///a"])))
+        .await;
+    let ack = harness.client.next().await;
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"resourceSubscriptions": ["file:///a"]}),
+        "{ack}"
+    );
+    let subscribes = |harness: &super::harness::Harness, method: &str| {
+        harness
+            .fake
+            .seen
+            .lock()
+            .expect("seen")
+            .requests
+            .iter()
+            .filter(|request| *request == method)
+            .count()
+    };
+    // One upstream subscription per URI asked (and one refused), not one per listener.
+    assert_eq!(subscribes(&harness, "resources/subscribe"), 2);
+    let updated = |uri: &str| json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}});
+    harness.fake.notify(updated("file:///b"));
+    harness.fake.notify(updated("file:///a"));
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let event = harness.client.next().await;
+        assert_eq!(
+            event["method"], "notifications/resources/updated",
+            "{event}"
+        );
+        // Nothing for `file:///b`, which nobody subscribed to.
+        assert_eq!(event["params"]["uri"], "file:///a", "{event}");
+        ids.push(event["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].clone());
+    }
+    ids.sort_by_key(Value::to_string);
+    assert_eq!(ids, [json!("listen-1"), json!("listen-2")]);
+    let cancel = |id: &str| json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}});
+    harness.client.send(cancel("listen-1")).await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(subscribes(&harness, "resources/unsubscribe"), 0);
+    harness.client.send(cancel("listen-2")).await;
+    for _ in 0..100 {
+        if subscribes(&harness, "resources/unsubscribe") == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(subscribes(&harness, "resources/unsubscribe"), 1);
+}
