@@ -102,6 +102,41 @@ pub(crate) fn take_round_trip(params: &mut Value) -> (Option<Value>, Option<Valu
     }
 }
 
+/// Add the per-request `meta` (version, client identity and capabilities) to a request a
+/// handshake-era client sent, for a 2026-07-28 upstream; the client's own `_meta` keys stay.
+pub(crate) fn add_meta(message: &mut Value, meta: &Map<String, Value>) {
+    let Some(object) = message.as_object_mut() else {
+        return;
+    };
+    let params = object.entry("params").or_insert_with(|| json!({}));
+    let Some(params) = params.as_object_mut() else {
+        return;
+    };
+    let own = params.entry("_meta").or_insert_with(|| json!({}));
+    if let Some(own) = own.as_object_mut() {
+        for (key, value) in meta {
+            own.insert(key.clone(), value.clone());
+        }
+    }
+}
+
+/// The capabilities a handshake-era client is told for a 2026-07-28 upstream: the upstream's,
+/// less what the gateway cannot deliver to it (`listChanged`: a 2026-07-28 server sends list
+/// changes only on a `subscriptions/listen` stream; `subscribe`: `resources/subscribe` is not a
+/// 2026-07-28 method).
+fn bridged_capabilities(capabilities: Option<&Value>) -> Value {
+    let mut capabilities = capabilities.cloned().unwrap_or_else(|| json!({}));
+    if let Some(object) = capabilities.as_object_mut() {
+        for capability in object.values_mut() {
+            if let Some(capability) = capability.as_object_mut() {
+                capability.remove("listChanged");
+                capability.remove("subscribe");
+            }
+        }
+    }
+    capabilities
+}
+
 /// Strip the modern per-request fields from a `_meta` object (for a handshake-era upstream).
 pub(crate) fn strip_meta_object(meta: &mut Option<Value>) {
     let Some(value) = meta.take() else { return };
@@ -440,6 +475,73 @@ impl Inner {
                 ));
             }
         }
+    }
+
+    /// A handshake-era client's `initialize` was refused by the upstream (`refusal`, already
+    /// under the client's id). If the upstream speaks 2026-07-28 (its `server/discover` says
+    /// so), the gateway answers `initialize` itself — the client's version if the gateway speaks
+    /// it, else the newest handshake revision — and from then on forwards each of the client's
+    /// requests with the per-request `_meta` built from its `initialize`; otherwise the client
+    /// gets the refusal as it came.
+    pub(super) fn bridge_initialize(&self, client_id: Value, refusal: Value) {
+        let Some(inner) = self.this.upgrade() else {
+            return;
+        };
+        tokio::spawn(async move {
+            let info = match inner.upstream_info().await {
+                Ok(info) if info.modern => info,
+                _ => {
+                    inner.to_client(refusal, Some(client_id));
+                    return;
+                }
+            };
+            let params = inner.state().initialize.clone().unwrap_or(Value::Null);
+            let requested = params
+                .get("protocolVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let version = if era::LEGACY.contains(&requested) {
+                requested
+            } else {
+                era::LEGACY[0]
+            };
+            let mut meta = Map::new();
+            meta.insert(era::META_VERSION.into(), json!(era::MODERN));
+            meta.insert(
+                era::META_CLIENT_INFO.into(),
+                params
+                    .get("clientInfo")
+                    .cloned()
+                    .unwrap_or_else(|| json!({"name": "unnamed client", "version": "0"})),
+            );
+            meta.insert(
+                era::META_CAPABILITIES.into(),
+                params
+                    .get("capabilities")
+                    .filter(|capabilities| capabilities.is_object())
+                    .cloned()
+                    .unwrap_or_else(|| json!({})),
+            );
+            inner.state().bridged = Some(meta);
+            let mut result = Map::new();
+            result.insert("protocolVersion".into(), json!(version));
+            result.insert(
+                "capabilities".into(),
+                bridged_capabilities(info.init.get("capabilities")),
+            );
+            for key in ["serverInfo", "instructions"] {
+                if let Some(value) = info.init.get(key) {
+                    result.insert(key.into(), value.clone());
+                }
+            }
+            inner.log(format_args!(
+                "the upstream speaks {} only: answered the client's `initialize` ({version}) for it and forward its requests in {}",
+                era::MODERN,
+                era::MODERN
+            ));
+            let reply = json!({"jsonrpc": "2.0", "id": client_id, "result": result});
+            inner.to_client(reply, Some(client_id));
+        });
     }
 
     /// A notification from the upstream for a 2026-07-28 client.

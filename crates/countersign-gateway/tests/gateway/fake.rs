@@ -21,6 +21,9 @@ pub enum Behaviour {
     ErrorWithStringId,
     /// Do the work, then a success reply carrying id 999.
     SuccessWithOtherId,
+    /// 2026-07-28: ask for more input (an input-required result with `requestState`
+    /// `up-state`) without running anything.
+    InputRequired,
 }
 
 #[derive(Default)]
@@ -206,6 +209,14 @@ pub fn start_with_era(
                         }
                         Behaviour::SuccessWithOtherId => {
                             json!({"jsonrpc": "2.0", "id": 999, "result": success})
+                        }
+                        Behaviour::InputRequired => {
+                            json!({"jsonrpc": "2.0", "id": id, "result": {
+                                "resultType": "input_required",
+                                "inputRequests": {"confirm": {"method": "elicitation/create",
+                                    "params": {"mode": "form", "message": "sure?",
+                                        "requestedSchema": {"type": "object", "properties": {}}}}},
+                                "requestState": "up-state"}})
                         }
                     };
                     let _ = out.send(reply);

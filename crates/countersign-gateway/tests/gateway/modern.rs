@@ -303,3 +303,112 @@ async fn resource_subscriptions_are_served_over_an_old_era_upstream() {
     }
     assert_eq!(subscribes(&harness, "resources/unsubscribe"), 1);
 }
+
+/// Issue #32: a handshake-era client (`initialize`) in front of a 2026-07-28-only upstream,
+/// which refuses `initialize`: the gateway learns the upstream's era from `server/discover`,
+/// answers `initialize` itself in the client's revision, and forwards each request with the
+/// per-request `_meta` built from the client's `initialize`.
+#[tokio::test]
+async fn an_old_era_client_is_served_in_front_of_a_modern_only_upstream() {
+    let mut harness = start_unopened(
+        config("s"),
+        policy(POLICY),
+        memory_store(),
+        &["read"],
+        Behaviour::Succeed,
+        true,
+    );
+    let initialized = harness
+        .client
+        .request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {"roots": {}},
+                "clientInfo": {"name": "old-host", "version": "1"}}),
+        )
+        .await;
+    let result = &initialized["result"];
+    assert_eq!(result["protocolVersion"], "2025-06-18", "{initialized}");
+    assert_eq!(result["serverInfo"]["name"], "s");
+    // List changes arrive only on a 2026-07-28 listen stream: not promised to this client.
+    assert_eq!(result["capabilities"], json!({"tools": {}}));
+    harness
+        .client
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let listed = harness.client.request("tools/list", json!({})).await;
+    assert_eq!(listed["result"]["tools"][0]["name"], "read", "{listed}");
+    let called = harness.client.call("read", json!({"path": "a"})).await;
+    assert_eq!(
+        called["result"]["_meta"]["countersign"]["outcome"], "committed",
+        "{called}"
+    );
+    let seen = harness.fake.seen.lock().expect("seen");
+    assert_eq!(
+        seen.requests,
+        ["initialize", "server/discover", "tools/list", "tools/call"]
+    );
+    assert!(seen.notifications.is_empty(), "{:?}", seen.notifications);
+    let meta = &seen.call_metas[0];
+    assert_eq!(
+        meta["io.modelcontextprotocol/protocolVersion"],
+        "2026-07-28"
+    );
+    assert_eq!(
+        meta["io.modelcontextprotocol/clientInfo"]["name"],
+        "old-host"
+    );
+    assert_eq!(
+        meta["io.modelcontextprotocol/clientCapabilities"],
+        json!({"roots": {}})
+    );
+}
+
+/// Issue #32: a 2026-07-28 upstream's input-required result is not a committed call: the
+/// attempt is `failed` (not executed), the client gets the result as the upstream sent it, and
+/// the call sent again with the upstream's `requestState` and answers runs (an effect key does
+/// not refuse it as a duplicate).
+#[tokio::test]
+async fn an_upstreams_input_required_result_is_not_executed_and_the_retry_runs() {
+    const PAY: &str = "schema: countersign.policy/v1\nactions:\n  mcp.s.pay:\n    effect: \"pay:{id}\"\n    decision: allow\n";
+    let store = memory_store();
+    let mut harness = start_unopened(
+        config("s"),
+        policy(PAY),
+        store.clone(),
+        &["pay"],
+        Behaviour::InputRequired,
+        true,
+    );
+    let asked = harness
+        .client
+        .modern(
+            "tools/call",
+            json!({"name": "pay", "arguments": {"id": "p1"}}),
+            json!({"elicitation": {}}),
+        )
+        .await;
+    let result = &asked["result"];
+    assert_eq!(result["resultType"], "input_required", "{asked}");
+    assert_eq!(result["requestState"], "up-state");
+    assert_eq!(
+        result["_meta"]["countersign"]["outcome"], "failed",
+        "{asked}"
+    );
+    let effects = store.effects(None).await.expect("effects");
+    assert_eq!(effects[0].state, countersign::EffectState::Failed);
+    *harness.fake.behaviour.lock().expect("behaviour") = Behaviour::Succeed;
+    let retried = harness
+        .client
+        .modern(
+            "tools/call",
+            json!({"name": "pay", "arguments": {"id": "p1"}, "requestState": "up-state",
+                "inputResponses": {"confirm": {"action": "accept", "content": {}}}}),
+            json!({"elicitation": {}}),
+        )
+        .await;
+    assert_eq!(
+        retried["result"]["_meta"]["countersign"]["outcome"], "committed",
+        "{retried}"
+    );
+    assert_eq!(harness.fake.calls(), 2);
+}
