@@ -20,7 +20,8 @@ cargo xtask <command>
 Commands:
   test                   run the whole test suite (what CI runs; the Python and Node bindings too)
   tidy                   check the code's structure: the kernel's layers, a size budget per
-                         file, paths named in docs, no ignored test, no unused dependency
+                         file, paths named in docs, no ignored test, no unused dependency, one
+                         HTTP client constructor, no ring or aws-lc
   bench [--quick]        run the benchmarks in release mode and print calls per second
   bench --compare [...]  Countersign side by side with ctrlrun (bench/compare/run.sh; options
                          after --compare go to compare.py, e.g. --only scenarios)

@@ -8,11 +8,15 @@
 //! - **budget** — at most [`budget::BUDGET`] non-test lines in one source file;
 //! - **doc-paths** — every file path a doc comment or a Markdown document names exists;
 //! - **ignored-test** — no `#[ignore]`d test;
-//! - **unused-dependency** — every dependency a crate's manifest lists is named in its code.
+//! - **unused-dependency** — every dependency a crate's manifest lists is named in its code;
+//! - **http-client** — no member but `crates/countersign-http` builds a reqwest client;
+//! - **crypto-stack** — neither ring nor aws-lc is in `Cargo.lock` or the build graph.
 
 mod budget;
+mod crypto_stack;
 mod deps;
 mod doc_paths;
+mod http_client;
 mod ignored;
 mod layers;
 mod tree;
@@ -33,6 +37,8 @@ pub(crate) enum Rule {
     DocPaths,
     IgnoredTest,
     UnusedDependency,
+    HttpClient,
+    CryptoStack,
 }
 
 impl Rule {
@@ -43,6 +49,8 @@ impl Rule {
             Rule::DocPaths => "doc-paths",
             Rule::IgnoredTest => "ignored-test",
             Rule::UnusedDependency => "unused-dependency",
+            Rule::HttpClient => "http-client",
+            Rule::CryptoStack => "crypto-stack",
         }
     }
 }
@@ -74,10 +82,11 @@ impl fmt::Display for Violation {
 /// `cargo xtask tidy`: check every rule on this checkout; fail listing each violation.
 pub(crate) fn run() -> Result<()> {
     let root = crate::project_root();
-    let violations = check(&root)?;
+    let mut violations = check(&root)?;
+    violations.extend(crypto_stack::check_build_graph(&root)?);
     if violations.is_empty() {
         eprintln!(
-            "xtask: tidy passed (layers, budget, doc-paths, ignored-test, unused-dependency)"
+            "xtask: tidy passed (layers, budget, doc-paths, ignored-test, unused-dependency, http-client, crypto-stack)"
         );
         return Ok(());
     }
@@ -103,6 +112,8 @@ pub(crate) fn check(root: &Path) -> Result<Vec<Violation>> {
     violations.extend(doc_paths::check(&workspace)?);
     violations.extend(ignored::check(&workspace));
     violations.extend(deps::check(&workspace)?);
+    violations.extend(http_client::check(&workspace));
+    violations.extend(crypto_stack::check(&workspace)?);
     violations.sort();
     Ok(violations)
 }
