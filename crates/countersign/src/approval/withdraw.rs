@@ -80,7 +80,7 @@ pub enum WithdrawalKind {
     /// Void a pending (or granted, unused) request because what it asked about changed
     /// outside the policy (issue #27: the MCP tool's input schema changed). The operator's
     /// side, like [`WithdrawalKind::Cancel`]: the request becomes `void`, with an
-    /// `approval_voided` / `voided` receipt whose reason is [`VoidCause::reason`]. Voiding a
+    /// `approval_voided` / `voided` receipt whose reason is the cause's (`tool_changed`). Voiding a
     /// void request again writes nothing.
     Void {
         /// Who voids it (for example `gateway:files`), as recorded on the receipt.
@@ -90,21 +90,13 @@ pub enum WithdrawalKind {
     },
 }
 
-/// Why a request is voided by a [`WithdrawalKind::Void`].
+/// Why a request is voided by a [`WithdrawalKind::Void`]; the receipt's reason is its
+/// [`crate::Reason`] (`tool_changed`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum VoidCause {
     /// The tool's input schema changed since the request was opened, so the action it names
     /// is not the one a new call would be ([`crate::Reason::ToolChanged`]).
     ToolChanged,
-}
-
-impl VoidCause {
-    /// The receipt's reason: `tool_changed`.
-    pub fn reason(self) -> crate::Reason {
-        match self {
-            VoidCause::ToolChanged => crate::Reason::ToolChanged,
-        }
-    }
 }
 
 impl WithdrawalKind {

@@ -203,6 +203,13 @@ fn cancel(
     }
 }
 
+/// The receipt reason of a voiding for `cause`.
+fn void_reason(cause: VoidCause) -> crate::error::Reason {
+    match cause {
+        VoidCause::ToolChanged => crate::error::Reason::ToolChanged,
+    }
+}
+
 /// Void `record` as `operator` for `cause` (issue #27): `void` with its receipt; a repeat
 /// writes nothing; a request past its TTL expires first; any other state is refused.
 fn void(
@@ -228,7 +235,7 @@ fn void(
                 &record,
                 kind,
                 ReceiptOutcome::Voided,
-                cause.reason().as_str(),
+                void_reason(cause).as_str(),
                 operator,
                 &channel,
                 note,
