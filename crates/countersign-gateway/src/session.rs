@@ -101,6 +101,9 @@ struct State {
     param_headers: HashMap<String, Vec<(String, Vec<String>)>>,
     /// Each listed tool's schema and annotations, from the last `tools/list` seen (issue #27).
     tools: HashMap<String, ToolInfo>,
+    /// Approval requests whose settling is being watched for URL-mode elicitation (one
+    /// watcher each, however often the call is retried meanwhile).
+    watched: std::collections::HashSet<String>,
     /// `subscriptions/listen` requests the gateway serves itself (handshake-era upstream): the
     /// client's request id (as JSON text) to the id and the notifications it asked for.
     listeners: HashMap<String, (Value, Vec<String>)>,
@@ -856,6 +859,9 @@ impl Inner {
     /// store every second for at most the elicitation timeout. Informational only: the retry
     /// is decided by the kernel, whatever this says.
     fn watch_for_completion(self: &Arc<Self>, request_id: ApprovalId) {
+        if !self.state().watched.insert(request_id.as_str().to_owned()) {
+            return;
+        }
         let session = Arc::downgrade(self);
         let wait = self.shared.config.elicitation_timeout;
         tokio::spawn(async move {
@@ -872,6 +878,7 @@ impl Inner {
                     Err(_) => false,
                 };
                 if settled {
+                    inner.state().watched.remove(request_id.as_str());
                     let done = wire::notification(
                         "notifications/elicitation/complete",
                         json!({"elicitationId": request_id.as_str()}),
@@ -879,6 +886,9 @@ impl Inner {
                     inner.to_client(done, None);
                     return;
                 }
+            }
+            if let Some(inner) = session.upgrade() {
+                inner.state().watched.remove(request_id.as_str());
             }
         });
     }
