@@ -171,6 +171,7 @@ const Reason = Object.freeze({
   UNKNOWN_REQUEST: 'unknown_request',
   REVOKED: 'revoked',
   CANCELLED: 'cancelled',
+  TOOL_CHANGED: 'tool_changed',
   OTHER_RUN: 'other_run',
   INTERRUPT_FAILED: 'interrupt_failed',
   NOT_ENTITLED: 'not_entitled',

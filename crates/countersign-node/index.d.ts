@@ -214,6 +214,7 @@ export declare const Reason: {
   readonly UNKNOWN_REQUEST: 'unknown_request'
   readonly REVOKED: 'revoked'
   readonly CANCELLED: 'cancelled'
+  readonly TOOL_CHANGED: 'tool_changed'
   readonly OTHER_RUN: 'other_run'
   readonly INTERRUPT_FAILED: 'interrupt_failed'
   readonly NOT_ENTITLED: 'not_entitled'

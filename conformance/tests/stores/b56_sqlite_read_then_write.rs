@@ -14,8 +14,8 @@ use countersign::store::{SqliteStore, Store};
 use countersign::{
     ActionRequest, AnswerDecision, ControlError, EffectKey, ExecutorError, Reason, SystemClock,
 };
-use countersign_conformance::store_kit::cases::kit_control;
 use countersign_conformance::store_kit::SqliteBackend;
+use countersign_conformance::store_kit::cases::kit_control;
 use serde_json::json;
 
 use super::support::{fresh, sqlite_file};

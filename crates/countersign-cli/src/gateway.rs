@@ -71,6 +71,13 @@ pub struct GatewayArgs {
     /// self-reported name.
     #[arg(long = "attested-client", value_name = "NAME")]
     attested_clients: Vec<String>,
+    /// The approval service's base URL (`countersign serve`, for example
+    /// `https://approvals.example.com`). A client that supports URL-mode elicitation is sent to
+    /// the service's page for the request (`BASE/requests/apr_…`), where the person signs in;
+    /// the identical call, sent again after an entitled approver said yes, runs once. Nothing
+    /// in the URL authorizes.
+    #[arg(long, value_name = "BASE")]
+    approval_url: Option<String>,
     /// The largest message accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = countersign_gateway::DEFAULT_MAX_MESSAGE_BYTES)]
     max_message_bytes: usize,
@@ -142,6 +149,7 @@ pub async fn run(
     config.hide_unpermitted_tools = !args.show_all_tools;
     config.elicitation = !args.no_elicitation;
     config.attested_clients = args.attested_clients.clone();
+    config.approval_url = args.approval_url.clone();
     config.max_message_bytes = args.max_message_bytes;
     if let Some(file) = &args.upstream_ca {
         if !args

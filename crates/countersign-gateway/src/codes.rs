@@ -9,7 +9,7 @@
 //! | -32090 | `approval_required` | no | yes, after a human approves |
 //! | -32091 | `approval_denied` | no | no: a human said no |
 //! | -32092 | `expired` | no | yes: a new approval is requested |
-//! | -32093 | `mismatch`, `consumed`, `unknown_request`, `policy_changed`, `interrupt_failed`, `revoked`, `cancelled`, and every refused answer (`not_entitled`, `invalid_approver`, ...) | no | see `data.may_retry` |
+//! | -32093 | `mismatch`, `consumed`, `unknown_request`, `policy_changed`, `interrupt_failed`, `revoked`, `cancelled`, `tool_changed`, and every refused answer (`not_entitled`, `invalid_approver`, ...) | no | see `data.may_retry` |
 //! | -32094 | `denied`, `unknown_action`, `no_matching_rule` | no | no |
 //! | -32095 | `duplicate`, `in_progress` | no (this attempt) | no |
 //! | -32096 | `ambiguous` | no (an earlier attempt may have) | no, until resolved |
@@ -43,6 +43,12 @@ pub const NOT_EXECUTED: i64 = -32098;
 /// The gateway refused the call for another reason (no principal, bad arguments, store).
 pub const REFUSED: i64 = -32099;
 
+/// MCP's `URLElicitationRequiredError` (2025-11-25): the call cannot go ahead until the person
+/// completes the URL-mode elicitation in `data.elicitations` (here: the approval service's page
+/// for the request, issue #27); the identical call is then sent again. Carries the same
+/// `data` as [`APPROVAL_REQUIRED`] (`reason: approval_required`).
+pub const URL_ELICITATION_REQUIRED: i64 = -32042;
+
 /// JSON-RPC's own codes the gateway answers with.
 pub const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC invalid request (also: batches, which the gateway refuses).
@@ -74,6 +80,7 @@ pub fn code_for(reason: Reason) -> i64 {
         | Reason::InvalidApprover
         | Reason::Revoked
         | Reason::Cancelled
+        | Reason::ToolChanged
         | Reason::NotRevocable => APPROVAL_INVALID,
         Reason::Denied | Reason::UnknownAction | Reason::NoMatchingRule => POLICY_DENIED,
         Reason::Duplicate | Reason::InProgress => DUPLICATE_EFFECT,
@@ -252,6 +259,47 @@ pub fn elicitation_message(display: &ApprovalDisplay) -> String {
     format!(
         "Countersign: approve this exact action?\n\n{}\n\nApproving authorizes this call once; other arguments need their own approval.",
         display.to_text()
+    )
+}
+
+/// Turn an `approval_required` error object made by [`refusal`] into MCP's
+/// `URLElicitationRequiredError` ([`URL_ELICITATION_REQUIRED`]): `data.elicitations` holds one
+/// URL-mode elicitation (`mode: "url"`, `elicitationId` the request id, `url` the approval
+/// service's page, a `message` with what the person is shown) and `data.approval_url` the same
+/// URL. Nothing in the URL authorizes: the page signs the person in. Other error objects are
+/// left as they are.
+pub fn require_url_elicitation(
+    error: &mut Value,
+    request_id: &str,
+    url: &str,
+    display: &ApprovalDisplay,
+) {
+    if error.pointer("/data/reason").and_then(Value::as_str) != Some("approval_required") {
+        return;
+    }
+    error["code"] = json!(URL_ELICITATION_REQUIRED);
+    error["message"] = json!(format!(
+        "not executed: approval required: a person must approve request `{request_id}` on the approval service's page, {url}, then send the identical call again"
+    ));
+    if let Some(Value::Object(data)) = error.get_mut("data") {
+        data.insert("approval_url".into(), json!(url));
+        data.insert(
+            "elicitations".into(),
+            json!([{
+                "mode": "url",
+                "elicitationId": request_id,
+                "url": url,
+                "message": url_elicitation_message(&elicitation_message(display)),
+            }]),
+        );
+    }
+}
+
+/// The message of a URL-mode approval elicitation: `question` (what a form would have asked)
+/// and where to answer it.
+pub fn url_elicitation_message(question: &str) -> String {
+    format!(
+        "{question}\n\nOpen the approval service's page to answer; it asks you to sign in, and only an entitled approver's answer counts."
     )
 }
 

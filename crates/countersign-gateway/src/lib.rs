@@ -20,8 +20,14 @@
 //! no request, malformed JSON and HTTP errors are `ambiguous`, with the raw reply kept in the
 //! receipt's `detail`.
 //!
-//! `tools/list` hides tools the policy can never permit (configurable); a tool announced later
-//! is decided like any other, so an unlisted one falls under the policy's fail-closed default.
+//! `tools/list` hides, per principal, the tools the policy can never permit for it
+//! ([`countersign::Policy::could_permit`]; configurable), including tools announced later; a
+//! call to a hidden tool is decided like any other, so an unlisted one falls under the policy's
+//! fail-closed default. A tool's annotations only ever tighten: a pattern entry's `allow` is
+//! raised to `approve` for a tool whose `destructiveHint` is true or absent. The tool's input
+//! schema is part of the action hash, so a changed schema voids open requests (`tool_changed`).
+//! With [`GatewayConfig::approval_url`], a client that supports URL-mode elicitation is sent to
+//! the approval service's page for the request (issue #27).
 //!
 //! MCP 2026-07-28 is served beside the handshake revisions ([`era`]): a request carrying its
 //! own `_meta` version needs no `initialize` and no session, `server/discover` is answered by
@@ -197,7 +203,8 @@ pub struct GatewayConfig {
     pub principal: PrincipalSource,
     /// How long the upstream has to answer a `tools/call` before the outcome is `ambiguous`.
     pub call_timeout: Duration,
-    /// Hide, in `tools/list`, tools the policy can never permit (default true).
+    /// Hide, in `tools/list`, tools the policy can never permit for the session's principal
+    /// (default true).
     pub hide_unpermitted_tools: bool,
     /// Ask for approvals inline when the client declares elicitation support (default true).
     pub elicitation: bool,
@@ -229,6 +236,13 @@ pub struct GatewayConfig {
     /// the call is `not_executed`, with the reason and what to do in the message. Never
     /// downgraded to plain HTTP.
     pub upstream_trust: Option<countersign_http::Trust>,
+    /// The approval service's base URL (`--approval-url`, for example
+    /// `https://approvals.example.com`): when set, a client that supports URL-mode elicitation
+    /// (MCP 2025-11-25's `elicitation.url` capability, or the same in a 2026-07-28 request's
+    /// capabilities) is sent to the service's page for the request, `<base>/requests/<id>`,
+    /// instead of being asked inline (issue #27). The URL carries nothing that authorizes: the
+    /// page has the service's own sign-in and entitlement. Checked by [`Gateway::new`].
+    pub approval_url: Option<String>,
 }
 
 /// A key for [`GatewayConfig::request_state_key`]; never printed.
@@ -264,6 +278,7 @@ impl GatewayConfig {
             attested_clients: Vec::new(),
             request_state_key: None,
             upstream_trust: None,
+            approval_url: None,
         }
     }
 }
@@ -345,6 +360,11 @@ pub enum GatewayError {
         "the requestState key must be at least 32 bytes: generate one with `openssl rand -hex 32`"
     )]
     BadStateKey,
+    /// The approval service's URL is unusable.
+    #[error(
+        "the approval URL `{0}` is unusable: give the service's base URL, `http://` or `https://` with a host and no query or fragment, such as `https://approvals.example.com`"
+    )]
+    BadApprovalUrl(String),
     /// Accepting HTTP connections failed.
     #[error("the HTTP listener failed: {0}")]
     Listen(std::io::Error),
@@ -380,6 +400,9 @@ pub(crate) struct GatewayShared {
     pub(crate) store: Arc<dyn Store>,
     pub(crate) late: Arc<LateReplies>,
     pub(crate) state_key: request_state::StateKey,
+    /// Each upstream tool's input schema digest as this gateway last saw it listed (`None`:
+    /// listed without a usable schema); a change voids its open requests (issue #27).
+    pub(crate) tool_schemas: std::sync::Mutex<std::collections::HashMap<String, Option<String>>>,
 }
 
 /// A configured gateway. Cheap to clone.
@@ -394,7 +417,9 @@ impl Gateway {
     /// # Errors
     ///
     /// [`GatewayError::BadAlias`] for an alias with characters other than letters, digits,
-    /// `_` and `-` (a `.` would make `mcp.<alias>.<tool>` ambiguous).
+    /// `_` and `-` (a `.` would make `mcp.<alias>.<tool>` ambiguous);
+    /// [`GatewayError::BadStateKey`] for a short `requestState` key;
+    /// [`GatewayError::BadApprovalUrl`] for an approval URL that is not an `http(s)` base URL.
     pub fn new(
         config: GatewayConfig,
         policy: Arc<Policy>,
@@ -415,6 +440,11 @@ impl Gateway {
         {
             return Err(GatewayError::BadStateKey);
         }
+        if let Some(url) = &config.approval_url
+            && !approval_url_ok(url)
+        {
+            return Err(GatewayError::BadApprovalUrl(url.clone()));
+        }
         let state_key = request_state::StateKey::new(
             config
                 .request_state_key
@@ -428,6 +458,7 @@ impl Gateway {
                 store,
                 late: Arc::new(LateReplies::default()),
                 state_key,
+                tool_schemas: std::sync::Mutex::new(std::collections::HashMap::new()),
             }),
         })
     }
@@ -531,6 +562,25 @@ impl Upstream {
             })
         })
     }
+}
+
+/// Is `url` an `http://` or `https://` base URL with a host, and no query, fragment,
+/// whitespace or control character (the approval page's URL is built from it)?
+fn approval_url_ok(url: &str) -> bool {
+    let rest = url
+        .strip_prefix("https://")
+        .or_else(|| url.strip_prefix("http://"));
+    let Some(rest) = rest else { return false };
+    let host = rest.split('/').next().unwrap_or_default();
+    !host.is_empty()
+        && !url.chars().any(|c| {
+            c.is_whitespace() || c.is_control() || matches!(c, '?' | '#' | '"' | '<' | '>')
+        })
+}
+
+/// The approval service's page for request `request_id` under base URL `base`.
+pub(crate) fn approval_page(base: &str, request_id: &str) -> String {
+    format!("{}/requests/{request_id}", base.trim_end_matches('/'))
 }
 
 /// Connect to `upstream` as [`front`]s need it.

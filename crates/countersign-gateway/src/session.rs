@@ -23,8 +23,10 @@ use crate::wire::{self, Kind};
 use crate::{GatewayShared, LateReply, codes, era};
 
 mod modern;
+mod tools;
 
 use modern::{Era, ModernCall, UpstreamInfo};
+use tools::ToolInfo;
 
 /// The `_meta` key of a `tools/call` in which a client presents an approval id.
 const APPROVAL_META: &str = "countersign/approval";
@@ -90,6 +92,8 @@ struct State {
     /// Progress tokens (as JSON text) to the client request that set them.
     progress: HashMap<String, Value>,
     client_elicitation: bool,
+    /// Did the client declare URL-mode elicitation (`capabilities.elicitation.url`, 2025-11-25)?
+    client_url_elicitation: bool,
     client_name: String,
     /// How the client opened: `initialize` (handshake era) or a 2026-07-28 request.
     era: Era,
@@ -101,6 +105,11 @@ struct State {
     /// Set when the gateway answered a handshake-era client's `initialize` itself for a
     /// 2026-07-28-only upstream: the per-request `_meta` every forwarded request then carries.
     bridged: Option<Map<String, Value>>,
+    /// Each listed tool's schema and annotations, from the last `tools/list` seen (issue #27).
+    tools: HashMap<String, ToolInfo>,
+    /// Approval requests whose settling is being watched for URL-mode elicitation (one
+    /// watcher each, however often the call is retried meanwhile).
+    watched: std::collections::HashSet<String>,
     /// `subscriptions/listen` requests the gateway serves itself (handshake-era upstream): the
     /// client's request id (as JSON text) to the listener.
     listeners: HashMap<String, modern::Listener>,
@@ -277,6 +286,9 @@ impl Inner {
             state.initialize = message.get("params").cloned();
             state.client_elicitation = message
                 .pointer("/params/capabilities/elicitation")
+                .is_some_and(|value| !value.is_null());
+            state.client_url_elicitation = message
+                .pointer("/params/capabilities/elicitation/url")
                 .is_some_and(|value| !value.is_null());
             state.client_name = message
                 .pointer("/params/clientInfo/name")
@@ -508,6 +520,7 @@ impl Inner {
                     return;
                 }
                 if method == "tools/list" {
+                    self.learn_tools(&message);
                     self.filter_tools(&mut message);
                     self.learn_param_headers(&message);
                 }
@@ -593,8 +606,11 @@ impl Inner {
         self.to_client(message, related);
     }
 
-    /// Hide the tools this principal can never be allowed to call (unless configured not to,
-    /// or in observe mode, where nothing is enforced).
+    /// Hide the tools this session's principal can never be allowed to call, or get approved
+    /// ([`countersign::Policy::could_permit`]; unless configured not to, or in observe mode,
+    /// where nothing is enforced). Every `tools/list` reply passes here, so a tool announced
+    /// later (either era's `notifications/tools/list_changed`) is filtered the same way when
+    /// the client lists again.
     fn filter_tools(&self, message: &mut Value) {
         let policy = &self.shared.policy;
         if !self.shared.config.hide_unpermitted_tools || policy.mode() == countersign::Mode::Observe
@@ -602,18 +618,20 @@ impl Inner {
             return;
         }
         let alias = &self.shared.config.alias;
+        // No principal: every call is refused `no_principal`, so nothing is offered.
+        let principal = self.principal.as_ref().map(Principal::as_str);
         if let Some(tools) = message
             .pointer_mut("/result/tools")
             .and_then(Value::as_array_mut)
         {
             tools.retain(|tool| {
-                tool.get("name")
-                    .and_then(Value::as_str)
-                    .is_some_and(|name| {
-                        policy
-                            .entry(&format!("mcp.{alias}.{name}"))
-                            .is_some_and(|entry| entry.can_permit())
-                    })
+                let name = tool.get("name").and_then(Value::as_str);
+                match (name, principal) {
+                    (Some(name), Some(principal)) => {
+                        policy.could_permit(&format!("mcp.{alias}.{name}"), principal)
+                    }
+                    _ => false,
+                }
             });
         }
     }
@@ -678,9 +696,29 @@ impl Inner {
         let action = format!("mcp.{}.{name}", self.shared.config.alias);
         let entry = self.shared.policy.entry(&action);
         let not_executed_on_error = entry.is_some_and(|entry| entry.not_executed_on_error());
+        // Issue #27: the tool's input schema is part of the action, and its annotations can
+        // only raise a pattern's `allow` (an unknown tool is taken as destructive).
+        // (No entry: denied whatever the tool says, so it is not looked up.)
+        let tool = match entry {
+            Some(_) => self.tool_info(name).await,
+            None => None,
+        };
+        let described = |request: ActionRequest| {
+            let request = match tool.as_ref().and_then(|tool| tool.schema.as_ref()) {
+                Some(schema) => request.with_tool_schema(schema),
+                None => request,
+            };
+            match tool.as_ref().map_or(
+                Some(countersign::policy::Raise::DestructiveHint),
+                ToolInfo::raise,
+            ) {
+                Some(by) => request.with_raise(by),
+                None => request,
+            }
+        };
         let evaluation = self
             .control
-            .evaluate(&ActionRequest::new(&action, &arguments))
+            .evaluate(&described(ActionRequest::new(&action, &arguments)))
             .ok();
         let effect_key = evaluation
             .as_ref()
@@ -707,7 +745,7 @@ impl Inner {
                 Err(error) => return wire::error_response(client_id, error),
             }
         }
-        let mut request = ActionRequest::new(&action, &arguments);
+        let mut request = described(ActionRequest::new(&action, &arguments));
         if let Some(wait) = self.shared.config.approval_wait {
             request = request.with_wait(wait);
         }
@@ -763,10 +801,14 @@ impl Inner {
                 action_hash,
                 ..
             }) if modern.as_ref().is_some_and(|call| call.elicitation) => {
+                let url = modern
+                    .as_ref()
+                    .and_then(|call| call.approval_url.as_deref())
+                    .map(|base| crate::approval_page(base, request_id.as_str()));
                 self.log(format_args!(
                     "tools/call {action}: approval_required (input requested in the result)"
                 ));
-                self.input_required(client_id, &action, &request_id, &action_hash)
+                self.input_required(client_id, &action, &request_id, &action_hash, url)
                     .await
             }
             Err(error) => {
@@ -807,10 +849,18 @@ impl Inner {
                             && let Ok(Some(record)) =
                                 self.control.store().approval(request_id).await
                         {
-                            codes::attach_display(
-                                &mut refusal,
-                                &countersign::display::render(&record, None),
-                            );
+                            let display = countersign::display::render(&record, None);
+                            codes::attach_display(&mut refusal, &display);
+                            if let Some(base) = self.url_elicitation() {
+                                let url = crate::approval_page(&base, request_id.as_str());
+                                codes::require_url_elicitation(
+                                    &mut refusal,
+                                    request_id.as_str(),
+                                    &url,
+                                    &display,
+                                );
+                                self.watch_for_completion(request_id.clone());
+                            }
                         }
                         wire::error_response(client_id, refusal)
                     }
@@ -822,6 +872,56 @@ impl Inner {
     fn client_supports_elicitation(&self) -> Option<String> {
         let state = self.state();
         state.client_elicitation.then(|| state.client_name.clone())
+    }
+
+    /// The approval service's base URL, when this (handshake-era) session's approvals go there
+    /// by URL-mode elicitation: `--approval-url` is set, inline approvals are on, and the
+    /// client declared `elicitation.url`.
+    fn url_elicitation(&self) -> Option<String> {
+        let config = &self.shared.config;
+        let declared = self.state().client_url_elicitation;
+        (config.elicitation && declared)
+            .then(|| config.approval_url.clone())
+            .flatten()
+    }
+
+    /// Tell the client when request `request_id` is no longer pending
+    /// (`notifications/elicitation/complete`, 2025-11-25), so it may retry at once; checks the
+    /// store every second for at most the elicitation timeout. Informational only: the retry
+    /// is decided by the kernel, whatever this says.
+    fn watch_for_completion(self: &Arc<Self>, request_id: ApprovalId) {
+        if !self.state().watched.insert(request_id.as_str().to_owned()) {
+            return;
+        }
+        let session = Arc::downgrade(self);
+        let wait = self.shared.config.elicitation_timeout;
+        tokio::spawn(async move {
+            let deadline = tokio::time::Instant::now() + wait;
+            while tokio::time::Instant::now() < deadline {
+                tokio::time::sleep(std::time::Duration::from_secs(1)).await;
+                let Some(inner) = session.upgrade() else {
+                    return;
+                };
+                let record = inner.control.store().approval(&request_id).await;
+                let settled = match record {
+                    Ok(Some(record)) => record.state != countersign::ApprovalState::Pending,
+                    Ok(None) => true,
+                    Err(_) => false,
+                };
+                if settled {
+                    inner.state().watched.remove(request_id.as_str());
+                    let done = wire::notification(
+                        "notifications/elicitation/complete",
+                        json!({"elicitationId": request_id.as_str()}),
+                    );
+                    inner.to_client(done, None);
+                    return;
+                }
+            }
+            if let Some(inner) = session.upgrade() {
+                inner.state().watched.remove(request_id.as_str());
+            }
+        });
     }
 }
 
@@ -1056,6 +1156,15 @@ impl FrameworkInterrupt for Elicitation {
         let Some(inner) = self.session.upgrade() else {
             return Err(InterruptError::Suspended);
         };
+        // URL mode (issue #27): the person answers on the approval service's page, where they
+        // sign in; nothing the client sends back about it counts, so it is not asked here.
+        let url_mode = match MODERN_CALL.try_with(|call| call.approval_url.is_some()) {
+            Ok(modern) => modern,
+            Err(_) => inner.url_elicitation().is_some(),
+        };
+        if url_mode {
+            return Err(InterruptError::Suspended);
+        }
         let (reply, client_name) = match MODERN_CALL.try_with(ModernCall::clone) {
             // 2026-07-28: the answer, if any, came in the retried call's `inputResponses`
             // under a verified `requestState` naming this very request and action.

@@ -1,5 +1,6 @@
 //! Gateway tests against fault-injecting fake upstreams (cases B14, B15, B18, B19, B20 in
-//! `cases/mcp-gateway.md`), approvals (inline and out of band) and the Streamable HTTP front. The end-to-end tests with the real npm server live beside the CLI
+//! `cases/mcp-gateway.md`), approvals (inline, by URL and out of band), tool lists that fail
+//! closed (issue #27) and the Streamable HTTP front. The end-to-end tests with the real npm server live beside the CLI
 //! (`crates/countersign-cli/tests/gateway.rs`).
 
 mod gateway {
@@ -20,5 +21,7 @@ mod gateway {
     pub mod modern;
     pub mod round_trips;
     pub mod tls_upstream;
+    pub mod tool_lists;
     pub mod upstream_hygiene;
+    pub mod url_approval;
 }

@@ -31,6 +31,9 @@ pub struct Action {
     pub(crate) resource: Option<String>,
     pub(crate) environment: String,
     pub(crate) effect_key: Option<EffectKey>,
+    /// The digest of the tool's input schema, when the caller identified the tool by it
+    /// ([`tool_schema_digest`]); hashed as `tool_schema` (issue #27).
+    pub(crate) tool_schema: Option<String>,
     pub(crate) hash: ActionHash,
 }
 
@@ -70,8 +73,25 @@ impl Action {
             resource,
             environment: environment.to_owned(),
             effect_key,
+            tool_schema: None,
             hash,
         })
+    }
+
+    /// This action identified also by its tool's input schema digest (`sha256:` plus 64 hex
+    /// digits, from [`tool_schema_digest`]): its hash then covers `tool_schema`, so a tool
+    /// whose schema changed is a different action.
+    pub(crate) fn with_tool_schema(mut self, digest: String) -> Action {
+        self.hash = hash_of(
+            &self.name,
+            &self.redacted_arguments,
+            self.principal.as_str(),
+            self.resource.as_deref(),
+            &self.environment,
+            Some(&digest),
+        );
+        self.tool_schema = Some(digest);
+        self
     }
 
     /// The action name, such as `stripe.refund`.
@@ -114,6 +134,23 @@ impl Action {
     pub fn hash(&self) -> &ActionHash {
         &self.hash
     }
+
+    /// The digest of the tool's input schema this action is bound to, if the caller gave one
+    /// (`sha256:` plus 64 lowercase hex digits).
+    pub fn tool_schema(&self) -> Option<&str> {
+        self.tool_schema.as_deref()
+    }
+}
+
+/// The digest that identifies a tool by its input schema: `sha256:` plus 64 lowercase hex
+/// digits over the schema's RFC 8785 form (issue #27; SPEC 1.4's `tool_schema`). Key order and
+/// number spelling do not change it; any change of meaning does.
+///
+/// # Errors
+///
+/// [`CanonicalError`] when the schema has no canonical form (the same refusals as arguments).
+pub fn tool_schema_digest(schema: &serde_json::Value) -> Result<String, CanonicalError> {
+    Ok(canonical::to_canonical(schema)?.sha256())
 }
 
 /// Compute an action hash from its parts; `arguments` must already be redacted.
@@ -129,6 +166,27 @@ pub fn action_hash(
     resource: Option<&str>,
     environment: &str,
 ) -> Result<ActionHash, CanonicalError> {
+    Ok(hash_of(
+        name,
+        arguments,
+        principal.as_str(),
+        resource,
+        environment,
+        None,
+    ))
+}
+
+/// The action hash of these parts; with `tool_schema`, the hashed object has that key too
+/// (after `schema`, in RFC 8785's key order). Without it, the hash is the one every action had
+/// before issue #27.
+pub(crate) fn hash_of(
+    name: &str,
+    arguments: &CanonicalJson,
+    principal: &str,
+    resource: Option<&str>,
+    environment: &str,
+    tool_schema: Option<&str>,
+) -> ActionHash {
     // The arguments are already canonical, so the RFC 8785 text of the hashed object is built
     // around them instead of parsing and re-serializing them on every call. Its keys are ASCII
     // and written in sorted order; strings get JCS escaping from the canonical writer.
@@ -136,7 +194,8 @@ pub fn action_hash(
     let mut text = String::with_capacity(
         arguments.as_str().len()
             + name.len()
-            + principal.as_str().len()
+            + principal.len()
+            + tool_schema.map_or(0, str::len)
             + resource.map_or(4, str::len)
             + environment.len()
             + 128,
@@ -148,7 +207,7 @@ pub fn action_hash(
     text.push_str(",\"name\":");
     canonical::write_string(name, &mut text);
     text.push_str(",\"principal\":");
-    canonical::write_string(principal.as_str(), &mut text);
+    canonical::write_string(principal, &mut text);
     text.push_str(",\"resource\":");
     match resource {
         Some(resource) => canonical::write_string(resource, &mut text),
@@ -156,10 +215,12 @@ pub fn action_hash(
     }
     text.push_str(",\"schema\":");
     canonical::write_string(ACTION_SCHEMA, &mut text);
+    if let Some(tool_schema) = tool_schema {
+        text.push_str(",\"tool_schema\":");
+        canonical::write_string(tool_schema, &mut text);
+    }
     text.push('}');
-    Ok(ActionHash::computed(canonical::sha256_prefixed(
-        text.as_bytes(),
-    )))
+    ActionHash::computed(canonical::sha256_prefixed(text.as_bytes()))
 }
 
 /// Replace the value at a dotted `path` with `"[redacted]"`, if present.
@@ -350,5 +411,65 @@ mod tests {
             Principal::new("x".repeat(257)),
             Err(PrincipalError::TooLong { .. })
         ));
+    }
+}
+
+#[cfg(test)]
+mod tool_schema_tests {
+    use super::*;
+    use serde_json::json;
+
+    /// Issue #27: the tool's schema digest is hashed as `tool_schema`, in the generic canonical
+    /// form's place; without one, the hash is unchanged.
+    #[test]
+    fn a_tool_schema_is_part_of_the_hash_in_canonical_form() {
+        let arguments = canonical::to_canonical(&json!({"path": "/a"})).unwrap();
+        let principal = Principal::new("agent:a").unwrap();
+        let action = Action::new(
+            "mcp.files.write",
+            arguments.clone(),
+            &[],
+            principal.clone(),
+            None,
+            "test",
+            None,
+        )
+        .unwrap();
+        let plain = action.hash().clone();
+        let digest = tool_schema_digest(
+            &json!({"type": "object", "properties": {"path": {"type": "string"}}}),
+        )
+        .unwrap();
+        let same_schema_reordered = tool_schema_digest(
+            &json!({"properties": {"path": {"type": "string"}}, "type": "object"}),
+        )
+        .unwrap();
+        assert_eq!(digest, same_schema_reordered);
+        let other = tool_schema_digest(
+            &json!({"type": "object", "properties": {"path": {"type": "number"}}}),
+        )
+        .unwrap();
+        assert_ne!(digest, other);
+
+        let bound = action.clone().with_tool_schema(digest.clone());
+        assert_eq!(bound.tool_schema(), Some(digest.as_str()));
+        assert_ne!(bound.hash(), &plain);
+        assert_ne!(bound.hash(), action.with_tool_schema(other).hash());
+        let generic = canonical::to_canonical(&json!({
+            "schema": ACTION_SCHEMA,
+            "name": "mcp.files.write",
+            "arguments": {"path": "/a"},
+            "principal": "agent:a",
+            "resource": null,
+            "environment": "test",
+            "tool_schema": digest,
+        }))
+        .unwrap()
+        .sha256();
+        assert_eq!(bound.hash().as_str(), generic);
+        assert_eq!(
+            action_hash("mcp.files.write", &arguments, &principal, None, "test").unwrap(),
+            plain
+        );
     }
 }

@@ -138,6 +138,8 @@ pub const DEFAULT_LEASE: Duration = Duration::from_secs(300);
 struct Prepared {
     action: Action,
     decision: Decision,
+    /// Why a pattern entry's `allow` was raised to `approve`, if it was.
+    raised_by: Option<crate::policy::Raise>,
     reason: &'static str,
     /// Why policy denies it, when it does (`decision` is `Deny`).
     denial: DenyReason,

@@ -32,8 +32,8 @@ use crate::id::{ActionHash, ApprovalId, AttemptId, EffectKey, PolicyHash, Princi
 /// `v2` adds, each written only when set: `approvals_given` and `approvals_needed` (a quorum's
 /// count), `approver_groups`, `channel`, `authentication` and `hash_confirmed` (who answered and
 /// how that was known), `approvers` (those whose yes granted the approval an attempt consumed)
-/// and `attempt_started_at`; later, the outcome `handed_off` ([`ReceiptOutcome::HandedOff`]) and
-/// `exit_status` ([`ProcessExit`]). [`verify`] reads chains that mix `v1` and `v2` receipts:
+/// and `attempt_started_at`; later, the outcome `handed_off` ([`ReceiptOutcome::HandedOff`]),
+/// `exit_status` ([`ProcessExit`]), `raised_by` and `tool_schema` (issue #27). [`verify`] reads chains that mix `v1` and `v2` receipts:
 /// each receipt's hash covers its own stored body, whatever its version, and a `v1` receipt
 /// carrying anything only `v2` has is unreadable.
 pub const RECEIPT_SCHEMA: &str = "countersign.receipt/v2";
@@ -230,6 +230,14 @@ pub struct Receipt {
     /// signal that ended it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_status: Option<ProcessExit>,
+    /// v2: why a pattern entry's `allow` was raised to `approve` for this attempt
+    /// (`destructiveHint`, issue #27; [`crate::policy::Raise`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub raised_by: Option<String>,
+    /// v2: the digest of the tool's input schema the action hash covers (`sha256:` plus 64
+    /// hex digits; issue #27), so the hash can be recomputed from the receipt.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tool_schema: Option<String>,
     /// This receipt's hash over every other field.
     #[serde(default, skip_serializing_if = "ReceiptHash::is_unset")]
     pub hash: ReceiptHash,
@@ -294,6 +302,10 @@ pub struct ReceiptDraft {
     pub attempt_started_at: Option<Timestamp>,
     /// See [`Receipt::exit_status`].
     pub exit_status: Option<ProcessExit>,
+    /// See [`Receipt::raised_by`].
+    pub raised_by: Option<String>,
+    /// See [`Receipt::tool_schema`].
+    pub tool_schema: Option<String>,
 }
 
 /// How a process ended, as a receipt records it (`exit_status`, receipt v2): exactly one of
@@ -381,6 +393,8 @@ impl Receipt {
             || self.approvers.is_some()
             || self.attempt_started_at.is_some()
             || self.exit_status.is_some()
+            || self.raised_by.is_some()
+            || self.tool_schema.is_some()
             || self.outcome == ReceiptOutcome::HandedOff
     }
 }

@@ -356,6 +356,73 @@ impl Policy {
             .and_then(|&(_, index)| self.entries.get(index))
     }
 
+    /// Could `principal` ever run `action`: is there any arguments for which the policy allows
+    /// it, or asks for an approval that someone other than `principal` could give? Pure, no
+    /// I/O; ignores [`Policy::mode`] (observe mode enforces nothing, so the caller decides).
+    ///
+    /// `false` means provably never, so a surface may hide the action from `principal` (the
+    /// MCP gateway's per-principal `tools/list`, issue #27); `true` may still be refused for
+    /// every concrete call (conditions are not solved). An `approve` can never be given when
+    /// its approvers are all named identities and, leaving out `principal` (who may never
+    /// approve itself), fewer remain than its `quorum`; or when it has
+    /// `distinct_from_requester` and every approver pattern is a group `principal` belongs to
+    /// in the `directory` (an approver entitled only by that group shares it, and is refused
+    /// `self_approval`). No entry (`unknown_action`) is never. A rule that
+    /// [`Policy::approval_warnings`] says nobody *the policy configures* can answer still
+    /// counts as possible: the approval service's OIDC or proxy sign-in is outside the policy.
+    pub fn could_permit(&self, action: &str, principal: &str) -> bool {
+        let Some(entry) = self.entry(action) else {
+            return false;
+        };
+        let approvable =
+            |spec: Option<&ApprovalSpec>| spec.is_none_or(|spec| self.approvable(spec, principal));
+        match &entry.body {
+            EntryBody::Shorthand(Decision::Allow) => true,
+            EntryBody::Shorthand(Decision::Deny) => false,
+            EntryBody::Shorthand(Decision::Approve) => approvable(entry.approval.as_ref()),
+            EntryBody::Rules(rules) => rules.iter().any(|rule| match rule.decision {
+                Decision::Allow => true,
+                Decision::Deny => false,
+                Decision::Approve => approvable(rule.approval.as_ref().or(entry.approval.as_ref())),
+            }),
+        }
+    }
+
+    /// Can anyone but `principal` ever grant under `spec`? See [`Policy::could_permit`].
+    fn approvable(&self, spec: &ApprovalSpec, principal: &str) -> bool {
+        let named_only = !spec.approvers.is_empty()
+            && spec
+                .approvers
+                .iter()
+                .all(|pattern| !pattern.contains('*') && !pattern.starts_with("group:"));
+        if named_only {
+            let mut others: Vec<&String> = spec
+                .approvers
+                .iter()
+                .filter(|name| name.as_str() != principal)
+                .collect();
+            others.sort();
+            others.dedup();
+            if others.len() < spec.quorum as usize {
+                return false;
+            }
+        }
+        if spec.distinct_from_requester {
+            let own_groups = self.directory.get(principal);
+            let only_own_groups = !spec.approvers.is_empty()
+                && spec.approvers.iter().all(|pattern| {
+                    pattern.strip_prefix("group:").is_some_and(|group| {
+                        !group.contains('*')
+                            && own_groups.is_some_and(|groups| groups.iter().any(|g| g == group))
+                    })
+                });
+            if only_own_groups {
+                return false;
+            }
+        }
+        true
+    }
+
     /// The action keys as written (names and patterns), in file order.
     pub fn action_keys(&self) -> impl Iterator<Item = &str> {
         self.entries.iter().map(|entry| entry.key.as_str())
@@ -407,6 +474,26 @@ impl Decision {
             Decision::Allow => "allow",
             Decision::Approve => "approve",
             Decision::Deny => "deny",
+        }
+    }
+}
+
+/// Why a caller asks the kernel to raise a pattern entry's `allow` to `approve`: a fact about
+/// the tool from outside the policy that may only ever tighten a decision (issue #27). Given
+/// with [`crate::ActionRequest::with_raise`]; recorded on the attempt's receipt as
+/// `raised_by` ([`Raise::as_str`]). It never changes an exact entry, a `deny` or an `approve`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum Raise {
+    /// The MCP tool does not say it is harmless: its `destructiveHint` annotation is `true`, or
+    /// absent (MCP's default is `true`) while `readOnlyHint` is not `true`.
+    DestructiveHint,
+}
+
+impl Raise {
+    /// The receipt's `raised_by` text: `destructiveHint` (the annotation's own name).
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Raise::DestructiveHint => "destructiveHint",
         }
     }
 }
@@ -565,6 +652,12 @@ impl ActionEntry {
     /// rather than `ambiguous`. Only set it for tools whose errors are known to be definite.
     pub fn not_executed_on_error(&self) -> bool {
         self.not_executed_on_error
+    }
+
+    /// Is this a pattern entry (a key ending in `*`, such as `mcp.files.read_*` or `*`) rather
+    /// than an exact action name? Only a pattern's `allow` may be raised ([`Raise`]).
+    pub fn is_pattern(&self) -> bool {
+        self.key.ends_with('*')
     }
 
     /// Can this entry ever give `allow` or `approve`? False for `decision: deny` and for rules

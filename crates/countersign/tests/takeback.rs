@@ -828,3 +828,92 @@ async fn revoke_token_takes_an_id_or_a_token_and_refuses_anything_else() {
         }
     }
 }
+
+/// Issue #27: a request opened for an older input schema of a tool is voided `tool_changed`
+/// on every store, in one transaction with its receipt; one for the current schema is left
+/// alone; the chain and the approvals table still agree.
+#[tokio::test]
+async fn a_changed_tool_schema_voids_the_open_requests_for_the_old_one_on_every_store() {
+    let old = json!({"type": "object", "properties": {"id": {"type": "string"}}});
+    let new = json!({"type": "object", "properties": {"id": {"type": "string"}, "memo": {"type": "string"}}});
+    for world in worlds().await {
+        let pending = match world.call(refund("t1", 50).with_tool_schema(&old)).await {
+            Err(ControlError::ApprovalRequired { request_id, .. }) => request_id,
+            other => panic!(
+                "{}: expected approval_required, got {other:?}",
+                world.name()
+            ),
+        };
+        let granted = match world.call(refund("t2", 50).with_tool_schema(&old)).await {
+            Err(ControlError::ApprovalRequired { request_id, .. }) => request_id,
+            other => panic!(
+                "{}: expected approval_required, got {other:?}",
+                world.name()
+            ),
+        };
+        world
+            .control
+            .answer(&granted, AnswerDecision::Approve, "human:alice", None)
+            .await
+            .expect("granted");
+        let current = match world.call(refund("t3", 50).with_tool_schema(&new)).await {
+            Err(ControlError::ApprovalRequired { request_id, .. }) => request_id,
+            other => panic!(
+                "{}: expected approval_required, got {other:?}",
+                world.name()
+            ),
+        };
+        let voided = world
+            .control
+            .void_for_changed_tool("refund", &new, "gateway:test")
+            .await
+            .expect("voided");
+        assert_eq!(
+            voided,
+            [pending.clone(), granted.clone()],
+            "{}",
+            world.name()
+        );
+        for id in [&pending, &granted] {
+            assert_eq!(
+                world.record(id).await.state,
+                ApprovalState::Void,
+                "{}",
+                world.name()
+            );
+        }
+        assert_eq!(world.record(&current).await.state, ApprovalState::Pending);
+        let receipt = world.last_receipt().await;
+        assert_eq!(receipt.kind, ReceiptKind::ApprovalVoided);
+        assert_eq!(receipt.outcome, ReceiptOutcome::Voided);
+        assert_eq!(receipt.reason.as_deref(), Some("tool_changed"));
+        assert_eq!(receipt.approver.as_deref(), Some("gateway:test"));
+        // Again: nothing left to void, nothing written.
+        let count = world.receipts().await.len();
+        let again = world
+            .control
+            .void_for_changed_tool("refund", &new, "gateway:test")
+            .await
+            .expect("a repeat");
+        assert!(again.is_empty());
+        assert_eq!(world.receipts().await.len(), count);
+        // The voided grant authorizes nothing, and an answer to the voided request changes
+        // nothing.
+        let refused = world
+            .call(
+                refund("t2", 50)
+                    .with_tool_schema(&old)
+                    .with_approval(granted.clone()),
+            )
+            .await
+            .expect_err("void");
+        assert_eq!(refused.reason(), "policy_changed", "{}", world.name());
+        let late = world
+            .control
+            .answer(&pending, AnswerDecision::Approve, "human:alice", None)
+            .await;
+        assert!(late.is_err(), "{}: {late:?}", world.name());
+        assert_eq!(world.record(&pending).await.state, ApprovalState::Void);
+        world.assert_consistent().await;
+    }
+}

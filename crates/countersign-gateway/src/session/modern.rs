@@ -79,6 +79,9 @@ pub(crate) struct ModernCall {
     pub(crate) client_name: String,
     /// The answer the retried call carried, under the state it verified against.
     pub(crate) answer: Option<(Claims, Value)>,
+    /// The approval service's base URL when approvals go there by URL-mode elicitation: the
+    /// gateway has `--approval-url` and the request's capabilities declare `elicitation.url`.
+    pub(crate) approval_url: Option<String>,
 }
 
 impl ModernCall {
@@ -89,6 +92,16 @@ impl ModernCall {
             && claims.action_hash == pending.action_hash.as_str())
         .then(|| answer.clone())
     }
+}
+
+/// Does a 2026-07-28 request's `_meta` capabilities declare URL-mode elicitation
+/// (`elicitation.url`)?
+fn declares_url_elicitation(message: &Value) -> bool {
+    message
+        .pointer("/params/_meta")
+        .and_then(|meta| meta.get(era::META_CAPABILITIES))
+        .and_then(|capabilities| capabilities.pointer("/elicitation/url"))
+        .is_some_and(|value| !value.is_null())
 }
 
 /// Take `requestState` and `inputResponses` out of a retried call's params.
@@ -241,6 +254,13 @@ impl Inner {
                         .unwrap_or("unnamed client")
                         .to_owned(),
                     answer: None,
+                    approval_url: self
+                        .shared
+                        .config
+                        .approval_url
+                        .clone()
+                        .filter(|_| self.shared.config.elicitation)
+                        .filter(|_| declares_url_elicitation(&message)),
                 };
                 let params = message.get("params").cloned().unwrap_or(Value::Null);
                 tokio::spawn(async move {
@@ -330,7 +350,7 @@ impl Inner {
     }
 
     /// Send the gateway's own request upstream and wait at most `wait` for its reply.
-    async fn internal_request(
+    pub(super) async fn internal_request(
         &self,
         method: &str,
         params: Value,
@@ -706,6 +726,7 @@ impl Inner {
         action: &str,
         request_id: &ApprovalId,
         action_hash: &ActionHash,
+        url: Option<String>,
     ) -> Value {
         let record = self
             .control
@@ -745,16 +766,30 @@ impl Inner {
         if let Some(display) = &display {
             countersign["display"] = json!(display.to_text());
         }
+        // URL mode: the person goes to the approval service's page; the client's answer only
+        // says whether it was opened, and never counts as a decision.
+        let params = match &url {
+            Some(url) => {
+                countersign["approval_url"] = json!(url);
+                json!({
+                    "mode": "url",
+                    "elicitationId": request_id.as_str(),
+                    "url": url,
+                    "message": codes::url_elicitation_message(&message),
+                })
+            }
+            None => json!({
+                "mode": "form",
+                "message": message,
+                "requestedSchema": approval_schema(action, action_hash.as_str()),
+            }),
+        };
         json!({"jsonrpc": "2.0", "id": client_id, "result": {
             "resultType": "input_required",
             "inputRequests": {
                 APPROVAL_INPUT: {
                     "method": "elicitation/create",
-                    "params": {
-                        "mode": "form",
-                        "message": message,
-                        "requestedSchema": approval_schema(action, action_hash.as_str()),
-                    },
+                    "params": params,
                 },
             },
             "requestState": state,

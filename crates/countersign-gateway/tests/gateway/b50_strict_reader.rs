@@ -9,7 +9,10 @@ use super::fake::Behaviour;
 use super::harness::{Harness, config, memory_store, policy, start};
 
 async fn allowing() -> Harness {
-    let policy = policy("schema: countersign.policy/v1\nactions:\n  \"*\":\n    decision: allow\n");
+    // An exact entry: a pattern's `allow` would be raised to `approve` for a tool that does not
+    // say it is harmless (issue #27), and these tests are about reading, not deciding.
+    let policy =
+        policy("schema: countersign.policy/v1\nactions:\n  mcp.s.send:\n    decision: allow\n");
     start(
         config("s"),
         policy,

@@ -1,5 +1,6 @@
 //! A fake MCP server over newline-delimited JSON, with injectable faults.
 
+use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
@@ -47,6 +48,10 @@ pub struct Fake {
     pub name: String,
     pub seen: Mutex<Seen>,
     pub tools: Mutex<Vec<String>>,
+    /// Per tool: `annotations` to list it with (issue #27).
+    pub annotations: Mutex<HashMap<String, Value>>,
+    /// Per tool: an `inputSchema` to list it with instead of `{"type": "object"}`.
+    pub schemas: Mutex<HashMap<String, Value>>,
     pub behaviour: Mutex<Behaviour>,
     pub late_reply_sent: Notify,
     announce: mpsc::UnboundedSender<Value>,
@@ -65,9 +70,42 @@ impl Fake {
     /// Announce a new tool (tools/list_changed).
     pub fn add_tool(&self, tool: &str) {
         self.tools.lock().expect("tools").push(tool.to_owned());
+        self.announce_list_changed();
+    }
+
+    /// List `tool` with `annotations` from now on.
+    pub fn annotate(&self, tool: &str, annotations: Value) {
+        self.annotations
+            .lock()
+            .expect("annotations")
+            .insert(tool.to_owned(), annotations);
+    }
+
+    /// Change `tool`'s input schema and announce it (tools/list_changed).
+    pub fn change_schema(&self, tool: &str, schema: Value) {
+        self.schemas
+            .lock()
+            .expect("schemas")
+            .insert(tool.to_owned(), schema);
+        self.announce_list_changed();
+    }
+
+    fn announce_list_changed(&self) {
         let _ = self
             .announce
             .send(json!({"jsonrpc": "2.0", "method": "notifications/tools/list_changed"}));
+    }
+
+    /// `tool` as `tools/list` shows it.
+    fn listed(&self, name: &str) -> Value {
+        let mut entry = tool_entry(name);
+        if let Some(schema) = self.schemas.lock().expect("schemas").get(name) {
+            entry["inputSchema"] = schema.clone();
+        }
+        if let Some(annotations) = self.annotations.lock().expect("annotations").get(name) {
+            entry["annotations"] = annotations.clone();
+        }
+        entry
     }
 }
 
@@ -101,6 +139,8 @@ pub fn start_with_era(
         name: name.to_owned(),
         seen: Mutex::new(Seen::default()),
         tools: Mutex::new(tools.iter().map(|tool| (*tool).to_owned()).collect()),
+        annotations: Mutex::new(HashMap::new()),
+        schemas: Mutex::new(HashMap::new()),
         behaviour: Mutex::new(behaviour),
         late_reply_sent: Notify::new(),
         announce,
@@ -168,13 +208,8 @@ pub fn start_with_era(
                         "code": -32002, "message": "Resource not found"}}));
                 }
                 ("tools/list", Some(id)) => {
-                    let tools: Vec<Value> = state
-                        .tools
-                        .lock()
-                        .expect("tools")
-                        .iter()
-                        .map(|t| tool_entry(t))
-                        .collect();
+                    let names = state.tools.lock().expect("tools").clone();
+                    let tools: Vec<Value> = names.iter().map(|t| state.listed(t)).collect();
                     let _ =
                         out.send(json!({"jsonrpc": "2.0", "id": id, "result": {"tools": tools}}));
                 }

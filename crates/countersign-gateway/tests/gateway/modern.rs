@@ -121,7 +121,12 @@ async fn a_modern_upstream_is_spoken_to_in_2026_07_28_without_a_handshake() {
         "{called}"
     );
     let seen = harness.fake.seen.lock().expect("seen");
-    assert_eq!(seen.requests, ["server/discover", "tools/call"]);
+    // The gateway lists the tools itself before deciding a call to one it has not seen listed
+    // (its schema and annotations are part of the decision, issue #27).
+    assert_eq!(
+        seen.requests,
+        ["server/discover", "tools/list", "tools/call"]
+    );
     assert!(seen.initialize.is_empty());
     assert_eq!(
         seen.call_metas[0]["io.modelcontextprotocol/protocolVersion"],

@@ -87,6 +87,7 @@ class Reason(str, enum.Enum):
     UNKNOWN_REQUEST = "unknown_request"
     REVOKED = "revoked"
     CANCELLED = "cancelled"
+    TOOL_CHANGED = "tool_changed"
     OTHER_RUN = "other_run"
     INTERRUPT_FAILED = "interrupt_failed"
     NOT_ENTITLED = "not_entitled"

@@ -261,7 +261,7 @@ fn state_words(record: &ApprovalRecord, now: Timestamp) -> &'static str {
         ApprovalState::Denied => "denied",
         ApprovalState::Consumed => "approved and used",
         ApprovalState::Expired => "expired",
-        ApprovalState::Void => "void (the policy changed)",
+        ApprovalState::Void => "void (the policy or the tool changed)",
         ApprovalState::Revoked => "approved, then revoked",
         ApprovalState::Cancelled => "cancelled by the operator",
     }

@@ -49,7 +49,8 @@ fn outcome(record: &ApprovalRecord) -> Option<String> {
             record.expires_at
         ),
         ApprovalState::Void => {
-            "Void: the policy entry changed before it was used; nothing was authorized".to_owned()
+            "Void: the policy entry or the tool changed before it was used; nothing was authorized"
+                .to_owned()
         }
         ApprovalState::Revoked => "Revoked: the grant was taken back before it was used".to_owned(),
         ApprovalState::Cancelled => "Cancelled by the operator".to_owned(),

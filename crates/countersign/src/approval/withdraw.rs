@@ -10,6 +10,7 @@
 //! | `pending` (quorum) | an approver whose yes was counted | `pending`, one yes fewer | `approval_revoked` / `withdrawn` / `revoked` |
 //! | `pending`, `granted` | the operator | `cancelled` | `approval_cancelled` / `cancelled` / `cancelled` |
 //! | `pending`, `granted` | an entitled resolver (the approval service) | `cancelled` | `approval_cancelled` / `cancelled` / `cancelled` |
+//! | `pending`, `granted` | the operator, because the tool changed (issue #27) | `void` | `approval_voided` / `voided` / `tool_changed` |
 //!
 //! Refusals change nothing (and, once the caller is known, write an `approval_revoked` or
 //! `approval_cancelled` receipt with outcome `refused`): a consumed grant is refused
@@ -76,6 +77,26 @@ pub enum WithdrawalKind {
         /// Where from.
         channel: Channel,
     },
+    /// Void a pending (or granted, unused) request because what it asked about changed
+    /// outside the policy (issue #27: the MCP tool's input schema changed). The operator's
+    /// side, like [`WithdrawalKind::Cancel`]: the request becomes `void`, with an
+    /// `approval_voided` / `voided` receipt whose reason is the cause's (`tool_changed`). Voiding a
+    /// void request again writes nothing.
+    Void {
+        /// Who voids it (for example `gateway:files`), as recorded on the receipt.
+        operator: String,
+        /// Why.
+        cause: VoidCause,
+    },
+}
+
+/// Why a request is voided by a [`WithdrawalKind::Void`]; the receipt's reason is its
+/// [`crate::Reason`] (`tool_changed`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VoidCause {
+    /// The tool's input schema changed since the request was opened, so the action it names
+    /// is not the one a new call would be ([`crate::Reason::ToolChanged`]).
+    ToolChanged,
 }
 
 impl WithdrawalKind {
@@ -86,7 +107,7 @@ impl WithdrawalKind {
         match self {
             WithdrawalKind::Revoke { approver, channel } => Some((approver, channel)),
             WithdrawalKind::CancelAsResolver { resolver, channel } => Some((resolver, channel)),
-            WithdrawalKind::Cancel { .. } => None,
+            WithdrawalKind::Cancel { .. } | WithdrawalKind::Void { .. } => None,
         }
     }
 }

@@ -95,6 +95,8 @@ impl Control {
             effect_key: action.effect_key.clone(),
             arguments: Some(action.redacted_arguments.clone()),
             decision: Some(prepared.decision.as_str().to_owned()),
+            raised_by: prepared.raised_by.map(|by| by.as_str().to_owned()),
+            tool_schema: action.tool_schema.clone(),
             mode: Some(self.inner.policy.mode().as_str().to_owned()),
             policy_hash: Some(self.inner.policy.hash().to_owned()),
             attempt_started_at: Some(self.now()),

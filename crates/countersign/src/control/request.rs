@@ -12,7 +12,7 @@ use crate::approval::{ApprovalId, Correlation};
 use crate::effect::EffectKey;
 use crate::error::{ControlError, DenyReason};
 use crate::evidence::Receipt;
-use crate::policy::{Decision, DecisionReason, Mode, Template};
+use crate::policy::{Decision, DecisionReason, Mode, Raise, Template};
 
 use super::{Control, ExitStatusSlot, Prepared};
 
@@ -54,6 +54,10 @@ pub struct ActionRequest {
     pub(super) correlation: Option<(String, String)>,
     /// Where the executor puts a process's exit status ([`ActionRequest::with_exit_status`]).
     pub(super) exit_status: Option<ExitStatusSlot>,
+    /// Raise a pattern entry's `allow` to `approve` ([`ActionRequest::with_raise`]).
+    pub(super) raise: Option<Raise>,
+    /// The tool's input schema digest ([`ActionRequest::with_tool_schema`]).
+    pub(super) tool_schema: Option<Result<String, CanonicalError>>,
 }
 
 impl ActionRequest {
@@ -98,6 +102,8 @@ impl ActionRequest {
             run: None,
             correlation: None,
             exit_status: None,
+            raise: None,
+            tool_schema: None,
         }
     }
 
@@ -174,6 +180,28 @@ impl ActionRequest {
     /// A resource template used when the policy entry declares none.
     pub fn with_resource(mut self, template: Template) -> ActionRequest {
         self.resource = Some(template);
+        self
+    }
+
+    /// Ask a human before this call when a **pattern** entry (`mcp.files.*`) would allow it,
+    /// for the reason `by` (issue #27: an MCP tool whose `destructiveHint` is true or absent).
+    /// The decision becomes `approve`, judged by the matching rule's or entry's `approval`
+    /// block (else the default), and every receipt of the attempt records `raised_by`. An
+    /// exact entry, a `deny` and an `approve` are never changed, so a caller's facts about a
+    /// tool can only tighten what the policy says, never loosen it.
+    pub fn with_raise(mut self, by: Raise) -> ActionRequest {
+        self.raise = Some(by);
+        self
+    }
+
+    /// Identify the tool also by its input `schema` (a JSON Schema object, as the tool
+    /// announced it): the action hash then covers the schema's digest as `tool_schema`
+    /// ([`crate::action::tool_schema_digest`], SPEC 1.4), so after the tool's schema changes the
+    /// same name and arguments are a different action, and an approval given before does not
+    /// authorize it (issue #27). A schema with no canonical form is refused
+    /// `invalid_arguments` by [`Control::execute`].
+    pub fn with_tool_schema(mut self, schema: &serde_json::Value) -> ActionRequest {
+        self.tool_schema = Some(crate::action::tool_schema_digest(schema));
         self
     }
 
@@ -289,6 +317,16 @@ impl Control {
             action: name.to_owned(),
             source,
         })?;
+        let action = match &request.tool_schema {
+            None => action,
+            Some(Ok(digest)) => action.with_tool_schema(digest.clone()),
+            Some(Err(source)) => {
+                return Err(ControlError::InvalidArguments {
+                    action: name.to_owned(),
+                    source: source.clone(),
+                });
+            }
+        };
         let denial = match decided.reason {
             DecisionReason::UnknownAction => DenyReason::UnknownAction,
             DecisionReason::NoMatchingRule => DenyReason::NoMatchingRule,
@@ -298,14 +336,25 @@ impl Control {
             Decision::Deny => denial.reason().as_str(),
             Decision::Allow | Decision::Approve => decided.reason.code(),
         };
-        let approval_rule = (decided.decision == Decision::Approve)
+        // INVARIANT (raise-only-tightens): only a pattern entry's `allow` is ever raised.
+        let raised_by = match (request.raise, decided.decision, entry) {
+            (Some(by), Decision::Allow, Some(entry)) if entry.is_pattern() => Some(by),
+            _ => None,
+        };
+        let decision = if raised_by.is_some() {
+            Decision::Approve
+        } else {
+            decided.decision
+        };
+        let approval_rule = (decision == Decision::Approve)
             .then(|| policy.approval_rule(&decided, action.principal.as_str()));
         let resolvers = match (&action.effect_key, entry) {
             (Some(_), Some(entry)) => policy.resolver_rule(entry, action.principal.as_str()),
             _ => None,
         };
         Ok(Prepared {
-            decision: decided.decision,
+            decision,
+            raised_by,
             reason,
             denial,
             fingerprint: entry

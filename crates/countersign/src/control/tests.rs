@@ -1765,3 +1765,116 @@ async fn a_granted_approval_row_must_be_backed_by_its_receipts() {
     want.sort();
     assert_eq!(found, want);
 }
+
+/// Issue #27: a caller's reason to ask (an MCP tool's `destructiveHint`) raises only a pattern
+/// entry's `allow`; an exact entry, a `deny` and an `approve` stay as the policy says, and the
+/// receipt of the raised attempt records `raised_by`.
+#[tokio::test]
+async fn a_raise_only_tightens_a_pattern_allow_and_is_recorded() {
+    const TOOLS: &str = r#"
+schema: countersign.policy/v1
+environment: test
+actions:
+  "mcp.files.*":
+    decision: allow
+  mcp.files.read:
+    decision: allow
+  "mcp.files.rm_*":
+    decision: deny
+"#;
+    use crate::policy::Raise;
+    for backend in BACKENDS {
+        let world = World::new(backend, TOOLS);
+        let raised = |name: &str| {
+            ActionRequest::new(name, &json!({"path": "a"})).with_raise(Raise::DestructiveHint)
+        };
+        // An exact entry is never changed.
+        let exact = world.call_request(raised("mcp.files.read")).await.unwrap();
+        assert_eq!(exact.receipt.raised_by, None);
+        assert_eq!(exact.receipt.decision.as_deref(), Some("allow"));
+        // A deny stays a deny.
+        let denied = world
+            .call_request(raised("mcp.files.rm_rf"))
+            .await
+            .unwrap_err();
+        assert_eq!(denied.reason(), "denied");
+        // A pattern's allow without the raise runs.
+        world
+            .call("mcp.files.touch", json!({"path": "a"}))
+            .await
+            .unwrap();
+        assert_eq!(world.calls(), 2);
+        // With it, a human must approve first; then the identical call runs once.
+        let paused = world
+            .call_request(raised("mcp.files.write"))
+            .await
+            .unwrap_err();
+        assert_eq!(world.calls(), 2, "nothing ran before approval");
+        let id = request_id(&paused);
+        world.approve(&id).await;
+        let done = world.call_request(raised("mcp.files.write")).await.unwrap();
+        assert_eq!(world.calls(), 3);
+        assert_eq!(done.receipt.raised_by.as_deref(), Some("destructiveHint"));
+        assert_eq!(done.receipt.decision.as_deref(), Some("approve"));
+        assert_eq!(done.receipt.approval_id.as_deref(), Some(id.as_str()));
+        world.assert_chain_intact().await;
+    }
+}
+
+/// Issue #27: the tool's input schema is part of the action, so a changed schema is another
+/// action; the requests opened for the old one are voided `tool_changed`, and the new call
+/// asks again.
+#[tokio::test]
+async fn a_changed_tool_schema_is_another_action_and_voids_the_old_request() {
+    for backend in BACKENDS {
+        let world = World::new(backend, REFUNDS);
+        let old = json!({"type": "object", "properties": {"to": {"type": "string"}}});
+        let new = json!({"type": "object", "properties": {"to": {"type": "string"}, "cc": {"type": "string"}}});
+        let call = |schema: &Value| {
+            ActionRequest::new("notify", &json!({"to": "a"})).with_tool_schema(schema)
+        };
+        let first = world.call_request(call(&old)).await.unwrap_err();
+        let old_id = request_id(&first);
+        // The same schema, written in another key order, is the same action.
+        let reordered = json!({"properties": {"to": {"type": "string"}}, "type": "object"});
+        let again = world.call_request(call(&reordered)).await.unwrap_err();
+        assert_eq!(request_id(&again), old_id);
+        // Nothing to void while the schema is the one asked about.
+        let none = world
+            .control
+            .void_for_changed_tool("notify", &old, "gateway:test")
+            .await
+            .unwrap();
+        assert!(none.is_empty());
+        world.approve(&old_id).await;
+
+        // The schema changes: the granted, unused request is void, and the call asks anew.
+        let voided = world
+            .control
+            .void_for_changed_tool("notify", &new, "gateway:test")
+            .await
+            .unwrap();
+        assert_eq!(voided, std::slice::from_ref(&old_id));
+        let record = world.store.approval(&old_id).await.unwrap().unwrap();
+        assert_eq!(record.state, ApprovalState::Void);
+        let trail = world.trail().await;
+        assert_eq!(
+            trail.last(),
+            Some(&(ReceiptOutcome::Voided, Some("tool_changed".to_owned())))
+        );
+        let asked = world.call_request(call(&new)).await.unwrap_err();
+        assert_ne!(request_id(&asked), old_id);
+        assert_eq!(world.calls(), 0);
+        // Presenting the voided approval authorizes nothing.
+        let presented = world
+            .call_request(call(&new).with_approval(old_id.clone()))
+            .await
+            .unwrap_err();
+        assert!(
+            matches!(presented.reason(), "mismatch" | "policy_changed"),
+            "{presented:?}"
+        );
+        assert_eq!(world.calls(), 0);
+        world.assert_chain_intact().await;
+    }
+}

@@ -1,7 +1,7 @@
 //! Taking it back through a [`Control`] (issue #31): revoke a grant, cancel a request, or
 //! every waiting request of one run. The transitions are [`crate::approval::withdraw`]'s.
 
-use crate::approval::withdraw::{Withdrawal, WithdrawalKind};
+use crate::approval::withdraw::{VoidCause, Withdrawal, WithdrawalKind};
 use crate::approval::{ApprovalId, ApprovalRecord, ApprovalState};
 use crate::approver::{Channel, Credential};
 use crate::control::Control;
@@ -101,6 +101,78 @@ impl Control {
             done.push((record.id, result));
         }
         Ok(done)
+    }
+
+    /// Void every `pending` or `granted` (unused) request for `action` that was opened for
+    /// another version of the tool (issue #27): each request's action hash is recomputed from
+    /// its stored parts with the tool's current input `schema` digest
+    /// ([`crate::action::tool_schema_digest`]); a request whose hash differs (an older schema,
+    /// or none) becomes `void`, with an `approval_voided` / `voided` / `tool_changed` receipt
+    /// naming `operator`. Requests for the current schema are left alone. Returns the ids
+    /// voided, oldest first; one that changed meanwhile (answered, used, expired) is skipped.
+    ///
+    /// # Errors
+    ///
+    /// [`AnswerError::Store`] when the requests cannot be listed or one cannot be written. A
+    /// schema with no canonical form voids nothing (no call can be made with it either).
+    ///
+    /// # Cancel safety
+    ///
+    /// Each voiding is one transaction; a dropped future leaves those done committed.
+    pub async fn void_for_changed_tool(
+        &self,
+        action: &str,
+        schema: &serde_json::Value,
+        operator: &str,
+    ) -> Result<Vec<ApprovalId>, AnswerError> {
+        let Ok(digest) = crate::action::tool_schema_digest(schema) else {
+            return Ok(Vec::new());
+        };
+        let mut open = Vec::new();
+        for state in [ApprovalState::Pending, ApprovalState::Granted] {
+            open.extend(
+                self.inner
+                    .store
+                    .approvals(Some(state))
+                    .await?
+                    .into_iter()
+                    .filter(|record| record.action == action),
+            );
+        }
+        open.sort_by_key(|record| record.created_at);
+        let mut voided = Vec::new();
+        for record in open {
+            let current = crate::action::hash_of(
+                &record.action,
+                &record.arguments,
+                &record.principal,
+                record.resource.as_deref(),
+                &record.environment,
+                Some(&digest),
+            );
+            if current == record.action_hash {
+                continue;
+            }
+            let done = self
+                .withdraw(Withdrawal {
+                    request_id: record.id.clone(),
+                    kind: WithdrawalKind::Void {
+                        operator: operator.to_owned(),
+                        cause: VoidCause::ToolChanged,
+                    },
+                    reason: Some(format!(
+                        "the tool's input schema changed (now {digest}): a call now is a different action"
+                    )),
+                })
+                .await;
+            match done {
+                Ok(_) => voided.push(record.id),
+                Err(AnswerError::Store(error)) => return Err(AnswerError::Store(error)),
+                // Answered, used, expired or cancelled meanwhile: nothing to void.
+                Err(_) => {}
+            }
+        }
+        Ok(voided)
     }
 
     /// Take something back as a surface submits it (see [`crate::approval::withdraw`]).

@@ -42,6 +42,9 @@ pub enum Reason {
     Revoked,
     /// `cancelled`: the operator cancelled the request.
     Cancelled,
+    /// `tool_changed`: the MCP tool's input schema changed since the request was opened; the
+    /// request is void (issue #27). Written on the voiding receipt.
+    ToolChanged,
     /// `other_run`: the approval belongs to another run.
     OtherRun,
     /// `interrupt_failed`: the framework's interrupt failed.
@@ -90,7 +93,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, in declaration order.
-    pub const ALL: [Reason; 37] = [
+    pub const ALL: [Reason; 38] = [
         Reason::InvalidArguments,
         Reason::BadTemplate,
         Reason::NoPrincipal,
@@ -106,6 +109,7 @@ impl Reason {
         Reason::UnknownRequest,
         Reason::Revoked,
         Reason::Cancelled,
+        Reason::ToolChanged,
         Reason::OtherRun,
         Reason::InterruptFailed,
         Reason::NotEntitled,
@@ -148,6 +152,7 @@ impl Reason {
             Reason::UnknownRequest => "unknown_request",
             Reason::Revoked => "revoked",
             Reason::Cancelled => "cancelled",
+            Reason::ToolChanged => "tool_changed",
             Reason::OtherRun => "other_run",
             Reason::InterruptFailed => "interrupt_failed",
             Reason::NotEntitled => "not_entitled",

@@ -54,6 +54,8 @@ pub fn seal(
         approvers: draft.approvers,
         attempt_started_at: draft.attempt_started_at,
         exit_status: draft.exit_status,
+        raised_by: draft.raised_by,
+        tool_schema: draft.tool_schema,
         hash: ReceiptHash::default(),
     };
     let body = body_of(&receipt, arguments.as_ref())?;
@@ -177,6 +179,7 @@ pub(super) fn body_of(
     out.push_str(",\"prev_hash\":");
     canonical::write_string(receipt.prev_hash.as_str(), &mut out);
     optional(&mut out, ",\"principal\":", &receipt.principal);
+    present(&mut out, ",\"raised_by\":", text(&receipt.raised_by));
     optional(&mut out, ",\"reason\":", &receipt.reason);
     out.push_str(",\"recorded_at\":");
     canonical::write_string(&receipt.recorded_at.to_rfc3339(), &mut out);
@@ -185,6 +188,7 @@ pub(super) fn body_of(
     canonical::write_string(&receipt.schema, &mut out);
     out.push_str(",\"seq\":");
     out.push_str(&receipt.seq.to_string());
+    present(&mut out, ",\"tool_schema\":", text(&receipt.tool_schema));
     out.push('}');
     Ok(out)
 }

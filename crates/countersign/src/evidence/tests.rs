@@ -260,6 +260,8 @@ fn body_matches_the_generic_canonical_form() {
             1 => Some(ProcessExit::signal(9)),
             _ => None,
         },
+        raised_by: n.is_multiple_of(3).then(|| "destructiveHint".to_owned()),
+        tool_schema: n.is_multiple_of(5).then(|| "sha256:00ff".to_owned()),
     };
     let drafts = (0..kinds.len() * outcomes.len())
         .map(full)
@@ -311,6 +313,11 @@ fn reads_handed_off_and_exit_status_and_refuses_them_in_v1() {
         ReceiptDraft {
             exit_status: Some(ProcessExit::signal(9)),
             ..draft(2)
+        },
+        // Issue #27's `raised_by` is v2 too.
+        ReceiptDraft {
+            raised_by: Some("destructiveHint".to_owned()),
+            ..draft(3)
         },
     ] {
         let (_, mut stored) = seal(relabelled, None, Timestamp::from_millis(1)).unwrap();

@@ -276,3 +276,98 @@ proptest! {
         }
     }
 }
+
+/// The identities and groups of the could-permit model (issue #27).
+const IDS: &[&str] = &["agent:p", "human:a", "human:b", "human:c"];
+const GROUPS: &[&str] = &["g1", "g2"];
+const PATTERNS: &[&str] = &[
+    "agent:p", "human:a", "human:b", "human:*", "*", "group:g1", "group:g2", "group:g*",
+];
+
+/// An `approve` entry with a random approval block, and a random directory.
+fn approve_policy() -> impl Strategy<Value = String> {
+    (
+        prop::collection::vec(prop::sample::select(PATTERNS), 1..4),
+        1u32..4,
+        any::<bool>(),
+        any::<bool>(),
+        prop::collection::vec(prop::collection::vec(prop::sample::select(GROUPS), 0..3), 4),
+    )
+        .prop_map(|(approvers, quorum, distinct, authenticated, groups)| {
+            let mut yaml = String::from("schema: countersign.policy/v1\ndirectory:\n");
+            for (id, groups) in IDS.iter().zip(groups) {
+                let mut groups = groups;
+                groups.sort_unstable();
+                groups.dedup();
+                yaml.push_str(&format!("  {id}: [{}]\n", groups.join(", ")));
+            }
+            let approvers: Vec<String> = approvers.iter().map(|p| format!("\"{p}\"")).collect();
+            yaml.push_str(&format!(
+                "actions:\n  act:\n    decision: approve\n    approval: {{ approvers: [{}], quorum: {quorum}, distinct_from_requester: {distinct}, require: {} }}\n",
+                approvers.join(", "),
+                if authenticated { "authenticated" } else { "asserted" },
+            ));
+            yaml
+        })
+}
+
+/// How many distinct identities of the model could count towards a request by `principal`:
+/// each tried as asserted (directory groups) and as authenticated with every claimed set of
+/// groups (what a token, OIDC or a proxy may verify), judged by the kernel's own rule.
+fn entitled_in_model(policy: &Policy, principal: &str) -> usize {
+    let decided = policy.decide("act", &json!({}));
+    let rule = policy.approval_rule(&decided, principal);
+    let claims: [&[String]; 4] = [
+        &[],
+        &["g1".to_owned()],
+        &["g2".to_owned()],
+        &["g1".to_owned(), "g2".to_owned()],
+    ];
+    IDS.iter()
+        .filter(|id| {
+            let id = &crate::approver::ApproverId::parse(id).expect("the model's ids are valid");
+            let asserted = rule.approver(
+                id,
+                &[],
+                crate::approver::Channel::Cli,
+                crate::approver::Authentication::Asserted,
+            );
+            let mut variants = vec![asserted];
+            for claimed in claims {
+                variants.push(rule.approver(
+                    id,
+                    claimed,
+                    crate::approver::Channel::Cli,
+                    crate::approver::Authentication::Token,
+                ));
+            }
+            variants
+                .iter()
+                .any(|approver| crate::approver::judge(&rule, principal, approver).is_ok())
+        })
+        .count()
+}
+
+proptest! {
+    /// Sound: when `could_permit` says never, no identity set of the model can reach the
+    /// quorum; so hiding a tool never hides one someone could approve.
+    #[test]
+    fn could_permit_never_hides_an_approvable_action(yaml in approve_policy(), who in prop::sample::select(IDS)) {
+        let policy = Policy::from_yaml_str(&yaml, None).expect("generated policies load");
+        let quorum = policy.entry("act").and_then(ActionEntry::approval).map_or(1, |spec| spec.quorum) as usize;
+        if !policy.could_permit("act", who) {
+            prop_assert!(entitled_in_model(&policy, who) < quorum, "{yaml}");
+        }
+    }
+
+    /// Never for an unknown action, always for an allow, whoever asks.
+    #[test]
+    fn could_permit_follows_allow_and_unknown(rules in rule_list(), who in prop::sample::select(IDS)) {
+        let policy = Policy::from_yaml_str(&to_yaml(&rules), None).expect("generated policies load");
+        prop_assert!(!policy.could_permit("other", who));
+        let any_allow = rules.iter().any(|rule| rule.decision == Decision::Allow);
+        let all_deny = rules.iter().all(|rule| rule.decision == Decision::Deny);
+        if any_allow { prop_assert!(policy.could_permit("act", who)); }
+        if all_deny { prop_assert!(!policy.could_permit("act", who)); }
+    }
+}

@@ -1610,3 +1610,84 @@ actions:
             .any(|warning| warning.contains("nobody can answer")),
     );
 }
+
+/// Issue #27: "could this principal ever be allowed or approved for this action?" — the
+/// question behind the MCP gateway's per-principal `tools/list`.
+#[test]
+fn could_permit_answers_per_principal() {
+    let policy = load(
+        "schema: countersign.policy/v1
+directory:
+  agent:ops: [ops]
+  human:olga: [ops]
+actions:
+  t.allow:
+    decision: allow
+  t.deny:
+    decision: deny
+  t.approve_default:
+    decision: approve
+  t.only_self:
+    decision: approve
+    approval: { approvers: [\"agent:ops\"] }
+  t.two_named:
+    decision: approve
+    approval: { approvers: [\"agent:ops\", \"human:bob\"], quorum: 2 }
+  t.own_group:
+    decision: approve
+    approval: { approvers: [\"group:ops\"], distinct_from_requester: true }
+  t.rules:
+    rules:
+      - when: { x: { eq: 1 } }
+        decision: approve
+        approval: { approvers: [\"agent:ops\"] }
+      - decision: deny
+  t.rules_allow:
+    rules:
+      - when: { x: { eq: 1 } }
+        decision: allow
+      - decision: deny
+  \"t.pattern_*\":
+    decision: approve
+",
+    );
+    let could = |action: &str, principal: &str| policy.could_permit(action, principal);
+    for principal in ["agent:ops", "agent:other"] {
+        assert!(could("t.allow", principal));
+        assert!(!could("t.deny", principal));
+        assert!(!could("t.unknown", principal), "no entry is never");
+        assert!(could("t.approve_default", principal));
+        assert!(could("t.rules_allow", principal));
+        assert!(could("t.pattern_x", principal));
+    }
+    // The only approver is the requester itself, who may never approve.
+    assert!(!could("t.only_self", "agent:ops"));
+    assert!(could("t.only_self", "agent:other"));
+    assert!(!could("t.rules", "agent:ops"));
+    assert!(could("t.rules", "agent:other"));
+    // A quorum of 2 out of two named, one of them the requester.
+    assert!(!could("t.two_named", "agent:ops"));
+    assert!(could("t.two_named", "agent:other"));
+    // Every approver must be in the requester's own group, which is refused.
+    assert!(!could("t.own_group", "agent:ops"));
+    assert!(could("t.own_group", "agent:other"));
+}
+
+#[test]
+fn could_permit_counts_approvers_the_policy_does_not_configure() {
+    // Nobody the policy configures can answer these, but the approval service's OIDC or proxy
+    // sign-in may verify such an approver: never hidden on that ground.
+    let policy = load(
+        "schema: countersign.policy/v1
+actions:
+  t.nobody:
+    decision: approve
+    approval: { approvers: [\"group:finance\"] }
+  t.authenticated:
+    decision: approve
+    approval: { approvers: [\"human:alice\"], require: authenticated }
+",
+    );
+    assert!(policy.could_permit("t.nobody", "agent:a"));
+    assert!(policy.could_permit("t.authenticated", "agent:a"));
+}

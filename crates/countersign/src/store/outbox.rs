@@ -32,10 +32,10 @@ pub(super) fn outbox_unsupported(backend: &str) -> StoreError {
 /// The event a withdrawal writes: `approval.cancelled` for the operator's cancellation,
 /// `approval.revoked` for a grant or a counted yes taken back.
 pub(crate) fn withdrawal_event(record: &ApprovalRecord) -> EventKind {
-    if record.state == ApprovalState::Cancelled {
-        EventKind::Cancelled
-    } else {
-        EventKind::Revoked
+    match record.state {
+        ApprovalState::Cancelled => EventKind::Cancelled,
+        ApprovalState::Void => EventKind::Voided,
+        _ => EventKind::Revoked,
     }
 }
 

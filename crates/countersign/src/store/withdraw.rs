@@ -4,7 +4,7 @@
 //! It lives in the store layer, beside `store::txn::answer_step`, because its refusals are
 //! [`AnswerError`]s (the error module knows the approval vocabulary).
 
-use crate::approval::withdraw::{DEFAULT_OPERATOR, Withdrawal, WithdrawalKind};
+use crate::approval::withdraw::{DEFAULT_OPERATOR, VoidCause, Withdrawal, WithdrawalKind};
 use crate::approval::{AnswerDecision, ApprovalRecord, ApprovalState, ApproverFault, approver_of};
 use crate::approver::{Approver, Authentication, Channel, Credential, judge_resolver};
 use crate::clock::Timestamp;
@@ -203,6 +203,53 @@ fn cancel(
     }
 }
 
+/// The receipt reason of a voiding for `cause`.
+fn void_reason(cause: VoidCause) -> crate::error::Reason {
+    match cause {
+        VoidCause::ToolChanged => crate::error::Reason::ToolChanged,
+    }
+}
+
+/// Void `record` as `operator` for `cause` (issue #27): `void` with its receipt; a repeat
+/// writes nothing; a request past its TTL expires first; any other state is refused.
+fn void(
+    mut record: ApprovalRecord,
+    operator: &str,
+    cause: VoidCause,
+    note: Option<&String>,
+    now: Timestamp,
+) -> WithdrawStep {
+    let kind = ReceiptKind::ApprovalVoided;
+    let channel = Channel::Api;
+    match record.state {
+        ApprovalState::Pending | ApprovalState::Granted if now >= record.expires_at => {
+            let error = AnswerError::Expired {
+                request_id: record.id.clone(),
+                expires_at: record.expires_at,
+            };
+            WithdrawStep::Expire { record, error }
+        }
+        ApprovalState::Pending | ApprovalState::Granted => {
+            record.state = ApprovalState::Void;
+            let receipt = draft(
+                &record,
+                kind,
+                ReceiptOutcome::Voided,
+                void_reason(cause).as_str(),
+                operator,
+                &channel,
+                note,
+            );
+            WithdrawStep::Write { record, receipt }
+        }
+        ApprovalState::Void => WithdrawStep::Repeat(record),
+        _ => {
+            let error = state_refusal(&record);
+            refusal(&record, None, operator, &channel, note, kind, error)
+        }
+    }
+}
+
 /// Who may cancel `record` as a resolver, for a `not_entitled` message.
 fn resolvers_summary(record: &ApprovalRecord) -> String {
     let patterns = record.rule.resolver_patterns();
@@ -241,6 +288,14 @@ pub(crate) fn withdraw_step(
                 operator
             };
             cancel(record, &operator, None, &channel, note, now)
+        }
+        WithdrawalKind::Void { operator, cause } => {
+            let operator = if operator.trim().is_empty() {
+                DEFAULT_OPERATOR.to_owned()
+            } else {
+                operator
+            };
+            void(record, &operator, cause, note, now)
         }
         WithdrawalKind::CancelAsResolver {
             resolver: credential,
