@@ -3,6 +3,8 @@
 
 use super::*;
 
+use rusqlite::types::Value;
+
 pub(super) const APPROVAL_COLUMNS: &str = "id, action_hash, action, arguments, principal, resource, environment, effect_key, policy_hash, entry_fingerprint, state, created_at, expires_at, answered_at, approver, note, consumed_at, consumed_by, rule, answers, run";
 
 pub(super) fn corrupt(detail: String) -> rusqlite::Error {
@@ -79,4 +81,20 @@ pub(super) fn receipt_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Stor
         hash: row.get(2)?,
         body: row.get(3)?,
     })
+}
+
+/// `record`'s columns, in [`EFFECT_COLUMNS`] order, as SQL values.
+pub(super) fn effect_values(record: &EffectRecord) -> Vec<Value> {
+    vec![
+        Value::Text(record.key.as_str().to_owned()),
+        Value::Text(record.state.as_str().to_owned()),
+        Value::Text(record.action_hash.clone()),
+        Value::Text(record.attempt_id.clone()),
+        Value::Integer(i64::from(record.attempts)),
+        Value::Integer(record.lease_until.as_millis()),
+        Value::Integer(record.updated_at.as_millis()),
+        record.resolved_by.clone().map_or(Value::Null, Value::Text),
+        record.detail.clone().map_or(Value::Null, Value::Text),
+        stored::attempt_text(record.attempt.as_ref()).map_or(Value::Null, Value::Text),
+    ]
 }
