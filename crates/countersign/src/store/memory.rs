@@ -93,18 +93,16 @@ impl State {
                 .approvals
                 .get(&record.id)
                 .is_some_and(|current| &ApprovalVersion::of(current) == expected),
-            Write::PutCorrelation {
-                correlation,
-                replace,
-                ..
-            } => *replace || !self.correlations.contains_key(correlation),
+            Write::PutCorrelation(mapping) => {
+                mapping.replace || !self.correlations.contains_key(&mapping.correlation)
+            }
             Write::ReserveEffect { record, expected } => {
                 self.effects.get(&record.key).map(EffectVersion::of) == *expected
             }
-            Write::SettleEffect { key, expected, .. } => self
+            Write::SettleEffect(settlement) => self
                 .effects
-                .get(key)
-                .is_some_and(|current| &EffectVersion::of(current) == expected),
+                .get(&settlement.key)
+                .is_some_and(|current| EffectVersion::of(current) == settlement.expected),
         };
         if holds {
             Ok(())
@@ -131,27 +129,18 @@ impl State {
             Write::UpdateApproval { record, .. } => {
                 self.approvals.insert(record.id.clone(), record);
             }
-            Write::PutCorrelation {
-                correlation, id, ..
-            } => {
-                self.correlations.insert(correlation, id);
+            Write::PutCorrelation(mapping) => {
+                self.correlations.insert(mapping.correlation, mapping.id);
             }
             Write::ReserveEffect { record, .. } => {
                 self.effects.insert(record.key.clone(), record);
             }
-            Write::SettleEffect {
-                key,
-                state,
-                detail,
-                resolved_by,
-                updated_at,
-                ..
-            } => {
-                if let Some(record) = self.effects.get_mut(&key) {
-                    record.state = state;
-                    record.detail = detail;
-                    record.resolved_by = resolved_by;
-                    record.updated_at = updated_at;
+            Write::SettleEffect(settlement) => {
+                if let Some(record) = self.effects.get_mut(&settlement.key) {
+                    record.state = settlement.state;
+                    record.detail = settlement.detail;
+                    record.resolved_by = settlement.resolved_by;
+                    record.updated_at = settlement.updated_at;
                 }
             }
         }

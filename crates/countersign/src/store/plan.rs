@@ -268,29 +268,37 @@ pub(crate) enum Write {
         record: ApprovalRecord,
         expected: ApprovalVersion,
     },
-    /// Map a framework call to a request: a new mapping (`replace: false`, the call must be
-    /// unmapped), or one replacing a mapping whose request ended unused.
-    PutCorrelation {
-        correlation: Correlation,
-        id: ApprovalId,
-        replace: bool,
-    },
+    /// Map a framework call to a request.
+    PutCorrelation(Mapping),
     /// Reserve an effect key: the whole record, inserted when `expected` is `None` (the key was
     /// free), else overwriting the record still at `expected`.
     ReserveEffect {
         record: EffectRecord,
         expected: Option<EffectVersion>,
     },
-    /// Move an effect record still at `expected` to `state`, with `detail` and `resolved_by`,
-    /// updated at `updated_at` (an outcome, a lapsed lease, a resolution).
-    SettleEffect {
-        key: EffectKey,
-        expected: EffectVersion,
-        state: EffectState,
-        detail: Option<String>,
-        resolved_by: Option<String>,
-        updated_at: Timestamp,
-    },
+    /// Move an effect record to a new state (an outcome, a lapsed lease, a resolution).
+    SettleEffect(Settlement),
+}
+
+/// A framework call's mapping to a request: a new one (`replace: false`, the call must be
+/// unmapped), or one replacing a mapping whose request ended unused.
+#[derive(Clone, Debug)]
+pub(crate) struct Mapping {
+    pub(crate) correlation: Correlation,
+    pub(crate) id: ApprovalId,
+    pub(crate) replace: bool,
+}
+
+/// An effect record still at `expected` moved to `state`, with `detail` and `resolved_by`,
+/// updated at `updated_at`; its other columns stay.
+#[derive(Clone, Debug)]
+pub(crate) struct Settlement {
+    pub(crate) key: EffectKey,
+    pub(crate) expected: EffectVersion,
+    pub(crate) state: EffectState,
+    pub(crate) detail: Option<String>,
+    pub(crate) resolved_by: Option<String>,
+    pub(crate) updated_at: Timestamp,
 }
 
 /// What an operation returns before its receipts are sealed: the result, or where the sealed
@@ -576,14 +584,14 @@ impl Changes {
 
     /// Move the effect record `before` (as read) to `after`'s state, detail and resolver.
     fn settle_effect(&mut self, before: &EffectRecord, after: &EffectRecord) {
-        self.writes.push(Write::SettleEffect {
+        self.writes.push(Write::SettleEffect(Settlement {
             key: after.key.clone(),
             expected: EffectVersion::of(before),
             state: after.state,
             detail: after.detail.clone(),
             resolved_by: after.resolved_by.clone(),
             updated_at: after.updated_at,
-        });
+        }));
     }
 }
 

@@ -1,7 +1,7 @@
 //! The plans of a request's life: open one (with the effect key's retry check and the framework
 //! call's mapping), answer it, expire it.
 
-use super::{Changes, Done, Halt, Plan, Reads, Write, approval_draft};
+use super::{Changes, Done, Halt, Mapping, Plan, Reads, Write, approval_draft};
 use crate::ApprovalId;
 use crate::approval::{
     AnswerPlan, ApprovalRecord, ApprovalState, ApproverFault, OpenPlan, RecordedAnswer,
@@ -96,11 +96,11 @@ pub(super) fn open(mut changes: Changes, reads: &Reads, new: &NewApproval) -> Re
                 .push(Write::InsertApproval(new.record.clone()));
             changes.announce(&new.record, EventKind::Opened);
             if let Some(correlation) = &new.correlation {
-                changes.writes.push(Write::PutCorrelation {
+                changes.writes.push(Write::PutCorrelation(Mapping {
                     correlation: correlation.clone(),
                     id: new.record.id.clone(),
                     replace: remap,
-                });
+                }));
             }
             OpenOutcome::Pending {
                 record: new.record.clone(),

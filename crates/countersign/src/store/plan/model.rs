@@ -88,20 +88,16 @@ impl Model {
                 assert_eq!(slot.answers.len(), expected.answers);
                 *slot = record;
             }
-            Write::PutCorrelation {
-                correlation,
-                id,
-                replace,
-            } => {
+            Write::PutCorrelation(mapping) => {
                 let found = self
                     .correlations
                     .iter()
-                    .position(|(c, _)| c == &correlation);
-                assert_eq!(found.is_some(), replace, "mapping expectation");
+                    .position(|(c, _)| c == &mapping.correlation);
+                assert_eq!(found.is_some(), mapping.replace, "mapping expectation");
                 if let Some(index) = found {
                     self.correlations.remove(index);
                 }
-                self.correlations.push((correlation, id));
+                self.correlations.push((mapping.correlation, mapping.id));
             }
             Write::ReserveEffect { record, expected } => {
                 let before = self.effects.get(record.key.as_str());
@@ -111,26 +107,19 @@ impl Model {
                 );
                 self.effects.insert(record.key.as_str().to_owned(), record);
             }
-            Write::SettleEffect {
-                key,
-                expected,
-                state,
-                detail,
-                resolved_by,
-                updated_at,
-            } => {
+            Write::SettleEffect(change) => {
                 let slot = self
                     .effects
-                    .get_mut(key.as_str())
+                    .get_mut(change.key.as_str())
                     .expect("settled a read row");
                 assert_eq!(
                     (slot.state, &slot.attempt_id),
-                    (expected.state, &expected.attempt_id)
+                    (change.expected.state, &change.expected.attempt_id)
                 );
-                slot.state = state;
-                slot.detail = detail;
-                slot.resolved_by = resolved_by;
-                slot.updated_at = updated_at;
+                slot.state = change.state;
+                slot.detail = change.detail;
+                slot.resolved_by = change.resolved_by;
+                slot.updated_at = change.updated_at;
             }
         }
     }
@@ -251,8 +240,7 @@ impl World {
         }
         match step.kind {
             0 | 1 => {
-                self.opened
-                    .push((action, fingerprint.clone(), run.clone()));
+                self.opened.push((action, fingerprint.clone(), run.clone()));
                 let arguments = canonical::to_canonical(&serde_json::json!({ "n": action }))
                     .expect("canonical arguments");
                 let rule = ApprovalRule {

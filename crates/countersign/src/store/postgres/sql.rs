@@ -202,23 +202,19 @@ impl PgTxn {
                     .insert(record.id.as_str().to_owned(), Some(answers));
                 done
             }
-            Write::PutCorrelation {
-                correlation,
-                id,
-                replace,
-            } => {
+            Write::PutCorrelation(mapping) => {
                 // INVARIANT (first-write-wins): a new mapping that finds one (another transaction
                 // mapped this call first) counts 0 rows: retry, and the re-run finds its request.
-                let sql = if *replace {
+                let sql = if mapping.replace {
                     "INSERT INTO correlations (framework, run, call_id, request_id) VALUES ($1, $2, $3, $4) ON CONFLICT (framework, run, call_id) DO UPDATE SET request_id = excluded.request_id"
                 } else {
                     "INSERT INTO correlations (framework, run, call_id, request_id) VALUES ($1, $2, $3, $4) ON CONFLICT (framework, run, call_id) DO NOTHING"
                 };
                 sqlx::query(sql)
-                    .bind(&correlation.framework)
-                    .bind(correlation.run.as_deref().unwrap_or(""))
-                    .bind(&correlation.call_id)
-                    .bind(id.as_str())
+                    .bind(&mapping.correlation.framework)
+                    .bind(mapping.correlation.run.as_deref().unwrap_or(""))
+                    .bind(&mapping.correlation.call_id)
+                    .bind(mapping.id.as_str())
                     .execute(&mut *self.transaction)
                     .await
             }
@@ -252,24 +248,17 @@ impl PgTxn {
                 }
                 query.execute(&mut *self.transaction).await
             }
-            Write::SettleEffect {
-                key,
-                expected,
-                state,
-                detail,
-                resolved_by,
-                updated_at,
-            } => {
+            Write::SettleEffect(change) => {
                 sqlx::query(
                     "UPDATE effects SET state = $4, detail = $5, resolved_by = $6, updated_at = $7 WHERE key = $1 AND state = $2 AND attempt_id = $3",
                 )
-                .bind(key.as_str())
-                .bind(expected.state.as_str())
-                .bind(&expected.attempt_id)
-                .bind(state.as_str())
-                .bind(detail)
-                .bind(resolved_by)
-                .bind(updated_at.as_millis())
+                .bind(change.key.as_str())
+                .bind(change.expected.state.as_str())
+                .bind(&change.expected.attempt_id)
+                .bind(change.state.as_str())
+                .bind(&change.detail)
+                .bind(&change.resolved_by)
+                .bind(change.updated_at.as_millis())
                 .execute(&mut *self.transaction)
                 .await
             }

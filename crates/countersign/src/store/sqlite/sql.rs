@@ -191,14 +191,13 @@ impl SqliteTxn<'_> {
                         expected.state.as_str(),
                     ])
                 }),
-            Write::PutCorrelation {
-                correlation,
-                id,
-                replace,
-            } => {
+            Write::PutCorrelation(mapping) => {
                 // INVARIANT (first-write-wins): a plain INSERT fails on an existing mapping; only
                 // a mapping whose request ended unused is replaced (the plan decides).
-                let sql = if *replace {
+                let Mapping {
+                    correlation, id, ..
+                } = mapping;
+                let sql = if mapping.replace {
                     "INSERT OR REPLACE INTO correlations (framework, run, call_id, request_id) VALUES (?1, ?2, ?3, ?4)"
                 } else {
                     "INSERT INTO correlations (framework, run, call_id, request_id) VALUES (?1, ?2, ?3, ?4)"
@@ -235,26 +234,19 @@ impl SqliteTxn<'_> {
                     values.push(Value::Text(expected.attempt_id.clone()));
                     statement.execute(rusqlite::params_from_iter(values))
                 }),
-            Write::SettleEffect {
-                key,
-                expected,
-                state,
-                detail,
-                resolved_by,
-                updated_at,
-            } => connection
+            Write::SettleEffect(change) => connection
                 .prepare_cached(
                     "UPDATE effects SET state = ?4, detail = ?5, resolved_by = ?6, updated_at = ?7 WHERE key = ?1 AND state = ?2 AND attempt_id = ?3",
                 )
                 .and_then(|mut statement| {
                     statement.execute(params![
-                        key.as_str(),
-                        expected.state.as_str(),
-                        expected.attempt_id,
-                        state.as_str(),
-                        detail,
-                        resolved_by,
-                        updated_at.as_millis(),
+                        change.key.as_str(),
+                        change.expected.state.as_str(),
+                        change.expected.attempt_id,
+                        change.state.as_str(),
+                        change.detail,
+                        change.resolved_by,
+                        change.updated_at.as_millis(),
                     ])
                 }),
         };
