@@ -1,7 +1,7 @@
 //! Stores: where approvals, effect records and receipts live.
 //!
 //! [`Store`] is one async trait. Each method is one atomic unit (one transaction). Every rule a
-//! writing method applies is written once, in [`plan`]: a fixed set of reads, then a pure
+//! writing method applies is written once, in `store/plan.rs`: a fixed set of reads, then a pure
 //! function from those reads and the time to the writes (each with the prior state it expects),
 //! the outbox events, the receipts and the result. Its decisions (the retry table, whether an
 //! approval may be consumed, what an answer does) are pure functions in [`crate::effect`] and

@@ -2,6 +2,9 @@
 //!
 //! # Design
 //!
+//! - **Same rules as every backend.** Every writing operation is one plan (`store/plan.rs`):
+//!   this module fetches the rows the plan asks for and applies the writes it decided (its
+//!   `sql` module); it decides nothing itself.
 //! - **WAL, `synchronous=NORMAL`.** Each transaction is atomic and survives a crash of the
 //!   process (kill -9); a power loss may drop the newest transactions but never half-applies
 //!   one. Open with `?synchronous=full` in the store URL to also survive power loss, at about a

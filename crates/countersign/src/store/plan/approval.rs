@@ -207,8 +207,8 @@ pub(crate) fn correlated_outcome(
     }
 }
 
-/// What an answer does, decided from the stored request alone: the pure plan both kinds of
-/// backend apply (this module's [`answer_approval`] and the PostgreSQL twin).
+/// What an answer (or a withdrawal) does, decided from the stored request alone; added to the
+/// plan by [`apply_answer_step`].
 // Built once per answer and consumed at once; boxing would only add an allocation.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
