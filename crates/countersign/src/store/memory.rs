@@ -71,6 +71,9 @@ impl State {
                 self.correlations.get(correlation).cloned(),
             ),
             Read::Effect(key) => Fetched::Effect(key.clone(), self.effects.get(key).cloned()),
+            Read::EffectHolder(key) => {
+                Fetched::EffectHolder(key.clone(), self.effects.get(key).map(EffectVersion::of))
+            }
             Read::TokenRevoked(jti) => {
                 Fetched::TokenRevoked(jti.clone(), self.revoked_tokens.contains(jti))
             }

@@ -30,7 +30,7 @@ mod model;
 mod resolve;
 pub(crate) mod withdraw;
 
-use std::collections::HashMap;
+use std::borrow::Borrow;
 
 use crate::ActionHash;
 use crate::approval::{ApprovalId, ApprovalRecord, ApprovalState, Correlation};
@@ -103,6 +103,9 @@ pub(crate) enum Read {
     Correlation(Correlation),
     /// One effect record.
     Effect(EffectKey),
+    /// Who holds an effect key: its record's state and attempt only (what an outcome needs,
+    /// without decoding the whole row).
+    EffectHolder(EffectKey),
     /// Whether an approver token id is on the deny-list (issue #31).
     TokenRevoked(String),
 }
@@ -118,6 +121,8 @@ pub(crate) enum Fetched {
     Correlation(Correlation, Option<ApprovalId>),
     /// [`Read::Effect`].
     Effect(EffectKey, Option<EffectRecord>),
+    /// [`Read::EffectHolder`].
+    EffectHolder(EffectKey, Option<EffectVersion>),
     /// [`Read::TokenRevoked`].
     TokenRevoked(String, bool),
 }
@@ -125,11 +130,41 @@ pub(crate) enum Fetched {
 /// The rows read so far in one transaction.
 #[derive(Debug, Default)]
 pub(crate) struct Reads {
-    approvals: HashMap<ApprovalId, Option<ApprovalRecord>>,
-    for_hash: HashMap<ActionHash, Vec<ApprovalRecord>>,
-    correlations: HashMap<Correlation, Option<ApprovalId>>,
-    effects: HashMap<EffectKey, Option<EffectRecord>>,
-    revoked: HashMap<String, bool>,
+    approvals: Rows<ApprovalId, Option<ApprovalRecord>>,
+    for_hash: Rows<ActionHash, Vec<ApprovalRecord>>,
+    correlations: Rows<Correlation, Option<ApprovalId>>,
+    effects: Rows<EffectKey, Option<EffectRecord>>,
+    holders: Rows<EffectKey, Option<EffectVersion>>,
+    revoked: Rows<String, bool>,
+}
+
+/// A handful of rows by key: a plan reads a few, so a scan beats hashing.
+#[derive(Debug)]
+struct Rows<K, V>(Vec<(K, V)>);
+
+impl<K, V> Default for Rows<K, V> {
+    fn default() -> Self {
+        Rows(Vec::new())
+    }
+}
+
+impl<K: PartialEq, V> Rows<K, V> {
+    fn get<Q: PartialEq + ?Sized>(&self, key: &Q) -> Option<&V>
+    where
+        K: Borrow<Q>,
+    {
+        self.0
+            .iter()
+            .find(|(held, _)| held.borrow() == key)
+            .map(|(_, value)| value)
+    }
+
+    fn insert(&mut self, key: K, value: V) {
+        match self.0.iter_mut().find(|(held, _)| *held == key) {
+            Some(slot) => slot.1 = value,
+            None => self.0.push((key, value)),
+        }
+    }
 }
 
 /// Why [`plan`] stopped before deciding.
@@ -167,6 +202,9 @@ impl Reads {
             Fetched::Effect(key, record) => {
                 self.effects.insert(key, record);
             }
+            Fetched::EffectHolder(key, holder) => {
+                self.holders.insert(key, holder);
+            }
             Fetched::TokenRevoked(jti, revoked) => {
                 self.revoked.insert(jti, revoked);
             }
@@ -198,6 +236,16 @@ impl Reads {
         match self.effects.get(key) {
             Some(record) => Ok(record.as_ref()),
             None => Err(Halt::Read(Read::Effect(key.clone()))),
+        }
+    }
+
+    fn effect_holder(&self, key: &EffectKey) -> Result<Option<EffectVersion>, Halt> {
+        if let Some(record) = self.effects.get(key) {
+            return Ok(record.as_ref().map(EffectVersion::of));
+        }
+        match self.holders.get(key) {
+            Some(holder) => Ok(holder.clone()),
+            None => Err(Halt::Read(Read::EffectHolder(key.clone()))),
         }
     }
 

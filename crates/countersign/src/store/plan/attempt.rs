@@ -1,7 +1,7 @@
 //! The plans of an attempt: begin it (consume the approval, reserve the effect key), finish it
 //! (record the outcome), or hand it off (both at once, the key left `ambiguous`).
 
-use super::{Changes, Done, EffectVersion, Halt, Plan, Reads, Reply, Write};
+use super::{Changes, Done, EffectVersion, Halt, Plan, Reads, Reply, Settlement, Write};
 use crate::ActionHash;
 use crate::approval::{ApprovalRecord, ApprovalState, TakePlan, plan_take};
 use crate::effect::{AttemptContext, EffectRecord, EffectState, RetryDecision, retry_decision};
@@ -233,7 +233,7 @@ pub(super) fn hand_off(
     }
 }
 
-/// [`crate::Store::finish_attempt`]: reads the effect record, moves it to the outcome if this
+/// [`crate::Store::finish_attempt`]: reads who holds the effect key, moves it to the outcome if this
 /// attempt still holds it, and appends the receipt (which says so when it no longer does).
 pub(super) fn finish(
     mut changes: Changes,
@@ -242,23 +242,27 @@ pub(super) fn finish(
 ) -> Result<Plan, Halt> {
     let mut draft = finish.draft.clone();
     if let Some(key) = &finish.effect_key {
-        match reads.effect(key)? {
-            Some(before)
-                if before.attempt_id == finish.attempt_id
-                    && before.state == EffectState::Reserved =>
+        match reads.effect_holder(key)? {
+            Some(holder)
+                if holder.attempt_id == finish.attempt_id
+                    && holder.state == EffectState::Reserved =>
             {
-                let mut record = before.clone();
-                record.state = finish.state;
-                record.updated_at = changes.now;
-                record.detail = finish.detail.clone();
-                changes.settle_effect(before, &record);
+                // A reserved record has no resolver: only a reservation writes `reserved`.
+                changes.writes.push(Write::SettleEffect(Settlement {
+                    key: key.clone(),
+                    expected: holder,
+                    state: finish.state,
+                    detail: finish.detail.clone(),
+                    resolved_by: None,
+                    updated_at: changes.now,
+                }));
             }
-            Some(record) => {
+            Some(holder) => {
                 // INVARIANT (no-release): a record this attempt no longer holds is never
                 // overwritten; the receipt says what this attempt saw.
                 let note = format!(
                     "this attempt's lease lapsed before its outcome was recorded; the effect stays `{}`",
-                    record.state
+                    holder.state
                 );
                 draft.detail = Some(match draft.detail.take() {
                     Some(detail) => format!("{detail}; {note}"),

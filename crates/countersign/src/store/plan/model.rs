@@ -15,7 +15,7 @@ use std::sync::Arc;
 
 use proptest::prelude::*;
 
-use super::{Done, Fetched, Operation, Read, Write};
+use super::{Done, EffectVersion, Fetched, Operation, Read, Write};
 use crate::ActionHash;
 use crate::action::canonical;
 use crate::approval::withdraw::{Withdrawal, WithdrawalKind};
@@ -69,6 +69,13 @@ impl Model {
             Read::Effect(key) => {
                 Fetched::Effect(key.clone(), self.effects.get(key.as_str()).cloned())
             }
+            Read::EffectHolder(key) => Fetched::EffectHolder(
+                key.clone(),
+                self.effects.get(key.as_str()).map(|record| EffectVersion {
+                    state: record.state,
+                    attempt_id: record.attempt_id.clone(),
+                }),
+            ),
             Read::TokenRevoked(jti) => Fetched::TokenRevoked(jti.clone(), false),
         }
     }

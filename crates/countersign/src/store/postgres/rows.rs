@@ -17,6 +17,16 @@ pub(super) fn raw_answers(row: &PgRow) -> Result<Option<String>, StoreError> {
     row.try_get(19).map_err(decode)
 }
 
+/// Who holds an effect key, from `SELECT state, attempt_id`.
+pub(super) fn effect_holder_from_row(row: &PgRow) -> Result<EffectVersion, StoreError> {
+    let state: String = row.try_get(0).map_err(decode)?;
+    Ok(EffectVersion {
+        state: EffectState::parse(&state)
+            .ok_or_else(|| corrupt(format!("effect state `{state}`")))?,
+        attempt_id: row.try_get(1).map_err(decode)?,
+    })
+}
+
 pub(super) fn approval_from_row(row: &PgRow) -> Result<ApprovalRecord, StoreError> {
     let arguments: String = row.try_get(3).map_err(decode)?;
     let state: String = row.try_get(10).map_err(decode)?;

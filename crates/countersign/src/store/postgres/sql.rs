@@ -118,6 +118,18 @@ impl PgTxn {
                 .map_err(classify)?;
                 Fetched::Effect(key.clone(), row.as_ref().map(effect_from_row).transpose()?)
             }
+            Read::EffectHolder(key) => {
+                let row =
+                    sqlx::query("SELECT state, attempt_id FROM effects WHERE key = $1 FOR UPDATE")
+                        .bind(key.as_str())
+                        .fetch_optional(&mut *self.transaction)
+                        .await
+                        .map_err(classify)?;
+                Fetched::EffectHolder(
+                    key.clone(),
+                    row.as_ref().map(effect_holder_from_row).transpose()?,
+                )
+            }
             Read::TokenRevoked(jti) => {
                 let row = sqlx::query("SELECT 1 FROM revoked_tokens WHERE jti = $1")
                     .bind(jti)

@@ -3,8 +3,6 @@
 
 use super::*;
 
-use rusqlite::types::Value;
-
 /// One `BEGIN IMMEDIATE` transaction on a connection, rolled back when dropped uncommitted (as
 /// rusqlite's `Transaction`, with BEGIN and COMMIT run as cached statements).
 pub(super) struct Immediate<'c> {
@@ -132,6 +130,14 @@ impl SqliteTxn<'_> {
                         .optional()
                 })
                 .map(|record| Fetched::Effect(key.clone(), record)),
+            Read::EffectHolder(key) => connection
+                .prepare_cached("SELECT state, attempt_id FROM effects WHERE key = ?1")
+                .and_then(|mut statement| {
+                    statement
+                        .query_row(params![key.as_str()], effect_holder_from_row)
+                        .optional()
+                })
+                .map(|holder| Fetched::EffectHolder(key.clone(), holder)),
             Read::TokenRevoked(jti) => connection
                 .prepare_cached("SELECT 1 FROM revoked_tokens WHERE jti = ?1")
                 .and_then(|mut statement| statement.exists(params![jti]))
@@ -218,9 +224,7 @@ impl SqliteTxn<'_> {
                 .prepare_cached(&format!(
                     "INSERT INTO effects ({EFFECT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
                 ))
-                .and_then(|mut statement| {
-                    statement.execute(rusqlite::params_from_iter(effect_values(record)))
-                }),
+                .and_then(|mut statement| statement.execute(EffectRow::of(record).params())),
             Write::ReserveEffect {
                 record,
                 expected: Some(expected),
@@ -229,10 +233,12 @@ impl SqliteTxn<'_> {
                     "UPDATE effects SET state = ?2, action_hash = ?3, attempt_id = ?4, attempts = ?5, lease_until = ?6, updated_at = ?7, resolved_by = ?8, detail = ?9, attempt = ?10 WHERE key = ?1 AND state = ?11 AND attempt_id = ?12",
                 )
                 .and_then(|mut statement| {
-                    let mut values = effect_values(record);
-                    values.push(Value::Text(expected.state.as_str().to_owned()));
-                    values.push(Value::Text(expected.attempt_id.clone()));
-                    statement.execute(rusqlite::params_from_iter(values))
+                    let row = EffectRow::of(record);
+                    let expected_state = expected.state.as_str();
+                    let mut values: Vec<&dyn rusqlite::ToSql> = row.params().to_vec();
+                    values.push(&expected_state);
+                    values.push(&expected.attempt_id);
+                    statement.execute(values.as_slice())
                 }),
             Write::SettleEffect(change) => connection
                 .prepare_cached(
