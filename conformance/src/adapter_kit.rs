@@ -425,8 +425,11 @@ fn kit_policy(options: &KitOptions) -> Result<Arc<Policy>, KitError> {
         let decided = policy.decide("kit.refund", &arguments);
         let rule = policy.approval_rule(&decided, KIT_PRINCIPAL);
         let entitled = |id: &str| {
+            let Ok(id) = countersign::approver::ApproverId::parse(id) else {
+                return false;
+            };
             let approver = rule.approver(
-                id,
+                &id,
                 &[],
                 Channel::Interrupt("kit".to_owned()),
                 Authentication::Asserted,

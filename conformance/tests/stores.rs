@@ -9,6 +9,7 @@ mod stores {
     pub mod b25_serialization_retries;
     pub mod b33_tamper_evidence;
     pub mod kit;
+    pub mod legacy_ids;
     pub mod migration;
     pub mod postgres_store;
     pub mod support;

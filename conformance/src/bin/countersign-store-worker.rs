@@ -110,7 +110,7 @@ async fn revoke(store: &Arc<dyn Store>, policy: &Arc<Policy>, request: &Value) -
     };
     let id = match ApprovalId::parse(request["approval"].as_str().unwrap_or("")) {
         Ok(id) => id,
-        Err(error) => return json!({"error": error}),
+        Err(error) => return json!({"error": error.to_string()}),
     };
     let approver = request["approver"].as_str().unwrap_or("human:kit-approver");
     match control.revoke(&id, approver, Some("store kit race")).await {
@@ -132,7 +132,7 @@ async fn execute(store: &Arc<dyn Store>, policy: &Arc<Policy>, request: &Value) 
     if let Some(id) = request["approval"].as_str() {
         match ApprovalId::parse(id) {
             Ok(id) => call = call.with_approval(id),
-            Err(error) => return json!({"error": error}),
+            Err(error) => return json!({"error": error.to_string()}),
         }
     }
     let ran = Arc::new(std::sync::atomic::AtomicBool::new(false));

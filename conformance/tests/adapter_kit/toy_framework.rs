@@ -279,7 +279,7 @@ impl Adapter for ToyAdapter {
                         expires_at: None,
                         action_hash: question["action_hash"]
                             .as_str()
-                            .map(countersign::ActionHash::from_stored),
+                            .map(|hash| countersign::ActionHash::from_stored(hash.to_owned())),
                     };
                     // Nobody answered: the flow stays paused; return the kernel's refusal.
                     let Some(answer) = session.reviewer().review(&shown) else {

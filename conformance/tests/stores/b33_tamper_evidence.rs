@@ -196,7 +196,7 @@ async fn truncation_against_an_anchor_fails(backend: &dyn StoreBackend) {
         .expect("a head");
     let anchor = Anchor {
         seq: head.seq,
-        hash: head.hash,
+        hash: head.hash.into_string(),
     };
     tamper(&fresh, &["DELETE FROM receipts WHERE seq > 17".to_owned()]).await;
     let report = verify_store(fresh.store.as_ref(), Some(&anchor))

@@ -83,8 +83,8 @@ async fn check_migrated(store: Arc<dyn Store>) {
                 // The one answer version 1 recorded, read back as an asserted API answer.
                 assert_eq!(record.answers.len(), 1, "{record:?}");
                 assert_eq!(
-                    Some(&record.answers[0].approver.id),
-                    record.approver.as_ref()
+                    Some(record.answers[0].approver.id.as_str()),
+                    record.approver.as_deref()
                 );
                 assert!(!record.answers[0].hash_confirmed);
             }
@@ -251,7 +251,7 @@ async fn postgres_copy(tag: &str) -> (String, String, sqlx::PgPool) {
 }
 
 /// Load the PostgreSQL fixture `name` into a schema of its own.
-async fn postgres_copy_of(name: &str, tag: &str) -> (String, String, sqlx::PgPool) {
+pub(super) async fn postgres_copy_of(name: &str, tag: &str) -> (String, String, sqlx::PgPool) {
     let base = postgres_url_from_env().unwrap_or_else(|message| panic!("{message}"));
     let admin = admin_pool(&base)
         .await
@@ -379,7 +379,7 @@ async fn check_migrated_from_2(store: Arc<dyn Store>, approvals: usize, receipts
     }
 }
 
-fn sqlite_copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {
+pub(super) fn sqlite_copy_of(name: &str) -> (tempfile::TempDir, PathBuf) {
     let folder = tempfile::tempdir().expect("temp dir");
     let path = folder.path().join(name);
     std::fs::copy(fixture(name), &path).expect("copy the fixture");

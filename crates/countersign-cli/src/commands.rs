@@ -241,18 +241,15 @@ pub async fn answer(
     let shown_hash = match &args.shown_hash {
         Some(text) => {
             let text = text.trim();
-            let well_formed = text.len() == 71
-                && text.starts_with("sha256:")
-                && text[7..]
-                    .chars()
-                    .all(|c| c.is_ascii_digit() || ('a'..='f').contains(&c));
-            if !well_formed {
-                return Err(Failure(format!(
-                    "`{}` is not an action hash: hashes look like `sha256:` followed by 64 lowercase hex digits, as `countersign inspect {id}` shows",
-                    text.escape_debug()
-                )));
+            match ActionHash::parse(text) {
+                Ok(hash) => Some(hash),
+                Err(_) => {
+                    return Err(Failure(format!(
+                        "`{}` is not an action hash: hashes look like `sha256:` followed by 64 lowercase hex digits, as `countersign inspect {id}` shows",
+                        text.escape_debug()
+                    )));
+                }
             }
-            Some(ActionHash::from_stored(text))
         }
         None => None,
     };
@@ -434,7 +431,7 @@ pub async fn receipts(
             out,
             &Anchor {
                 seq: head.seq,
-                hash: head.hash,
+                hash: head.hash.into_string(),
             },
         )?;
         return Ok(ExitCode::SUCCESS);
@@ -588,12 +585,12 @@ pub async fn inspect(
         after = last.seq;
         for receipt in parse_all(&page)? {
             let fields = [
-                &receipt.attempt_id,
-                &receipt.approval_id,
-                &receipt.effect_key,
-                &receipt.action_hash,
+                receipt.attempt_id.as_deref(),
+                receipt.approval_id.as_deref(),
+                receipt.effect_key.as_deref(),
+                receipt.action_hash.as_deref(),
             ];
-            if fields.iter().any(|field| field.as_deref() == Some(id)) {
+            if fields.contains(&Some(id)) {
                 receipts.push(receipt);
             }
         }

@@ -203,7 +203,7 @@ pub fn init(global: &Global, _args: &InitArgs, out: &mut dyn Write) -> Result<Ex
             &Initialized {
                 policy: path.display().to_string(),
                 store_folder: folder.display().to_string(),
-                policy_hash: policy.hash().to_owned(),
+                policy_hash: policy.hash().to_string(),
             },
         )?;
         return Ok(ExitCode::SUCCESS);

@@ -105,7 +105,10 @@ pub fn receipts_table(receipts: &[Receipt]) -> Table {
             receipt.outcome.as_str().to_owned(),
             receipt.reason.clone().unwrap_or_else(|| "-".to_owned()),
             receipt.action.clone().unwrap_or_else(|| "-".to_owned()),
-            receipt.effect_key.clone().unwrap_or_else(|| "-".to_owned()),
+            receipt
+                .effect_key
+                .as_ref()
+                .map_or_else(|| "-".to_owned(), ToString::to_string),
             receipt.approver.clone().unwrap_or_else(|| "-".to_owned()),
         ]);
     }

@@ -114,7 +114,28 @@ pub fn message(error: &ControlError, action: &str) -> String {
         } => format!(
             "the tool did not run: nobody answered approval `{request_id}` for `{action}` before it expired at {expires_at}: send the identical call again to ask for a new approval"
         ),
-        _ => error.to_string(),
+        // Every other refusal: the kernel's own sentence (listed, so a new refusal is decided
+        // here too).
+        ControlError::InvalidArguments { .. }
+        | ControlError::Template { .. }
+        | ControlError::NoPrincipal { .. }
+        | ControlError::ActionDenied { .. }
+        | ControlError::ApprovalRequired { .. }
+        | ControlError::ApprovalMismatch { .. }
+        | ControlError::ApprovalConsumed { .. }
+        | ControlError::ApprovalUnknown { .. }
+        | ControlError::ApprovalOtherRun { .. }
+        | ControlError::ApprovalVoid { .. }
+        | ControlError::ApprovalRevoked { .. }
+        | ControlError::ApprovalCancelled { .. }
+        | ControlError::AnswerRefused { .. }
+        | ControlError::InterruptFailed { .. }
+        | ControlError::DuplicateEffect { .. }
+        | ControlError::AmbiguousEffect { .. }
+        | ControlError::NotExecuted { .. }
+        | ControlError::OutcomeUnknown { .. }
+        | ControlError::Store { .. }
+        | ControlError::Internal(_) => error.to_string(),
     }
 }
 
@@ -175,6 +196,10 @@ pub fn refusal(error: &ControlError, action: &str, upstream: Option<&Value>) -> 
         ControlError::ApprovalConsumed { request_id }
         | ControlError::ApprovalUnknown { request_id }
         | ControlError::ApprovalVoid { request_id }
+        | ControlError::ApprovalOtherRun { request_id, .. }
+        | ControlError::ApprovalRevoked { request_id, .. }
+        | ControlError::ApprovalCancelled { request_id, .. }
+        | ControlError::AnswerRefused { request_id, .. }
         | ControlError::InterruptFailed { request_id, .. } => {
             data.insert("request_id".into(), json!(request_id.as_str()));
         }
@@ -191,7 +216,12 @@ pub fn refusal(error: &ControlError, action: &str, upstream: Option<&Value>) -> 
                 data.insert("effect_key".into(), json!(key.as_str()));
             }
         }
-        _ => {}
+        // Refusals before an action exists, and faults: nothing more to name.
+        ControlError::InvalidArguments { .. }
+        | ControlError::Template { .. }
+        | ControlError::NoPrincipal { .. }
+        | ControlError::Store { .. }
+        | ControlError::Internal(_) => {}
     }
     if let Some(upstream) = upstream {
         data.insert("upstream".into(), upstream.clone());

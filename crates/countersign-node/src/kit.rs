@@ -156,7 +156,7 @@ fn shown_from_json(text: &str) -> napi::Result<Shown> {
     let value: serde_json::Value = serde_json::from_str(text)
         .map_err(|error| misuse(&format!("`shown` is not JSON: {error}")))?;
     let request_id = match value["request_id"].as_str() {
-        Some(id) => Some(ApprovalId::parse(id).map_err(|error| misuse(&error))?),
+        Some(id) => Some(ApprovalId::parse(id).map_err(|error| misuse(&error.to_string()))?),
         None => None,
     };
     let expires_at = match &value["expires_at"] {
@@ -313,7 +313,7 @@ impl KitSession {
     /// paused on that request; rejects with a `TypeError` when the request is not pending.
     #[napi]
     pub async fn paused(&self, request_id: String) -> napi::Result<String> {
-        let id = ApprovalId::parse(&request_id).map_err(|error| misuse(&error))?;
+        let id = ApprovalId::parse(&request_id).map_err(|error| misuse(&error.to_string()))?;
         let found = self
             .control
             .store()

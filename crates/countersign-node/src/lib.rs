@@ -178,7 +178,7 @@ fn scoped(
 }
 
 fn parse_approval_id(text: &str) -> napi::Result<ApprovalId> {
-    ApprovalId::parse(text).map_err(|error| misuse(&error))
+    ApprovalId::parse(text).map_err(|error| misuse(&error.to_string()))
 }
 
 fn parse_state(text: &str) -> napi::Result<ApprovalState> {
@@ -303,7 +303,7 @@ impl NativeControl {
     /// The policy hash stamped on every receipt (`sha256:` + 64 hex).
     #[napi(getter)]
     pub fn policy_hash(&self) -> String {
-        self.control.policy().hash().to_owned()
+        self.control.policy().hash().to_string()
     }
 
     /// What policy would decide, as JSON; writes nothing.

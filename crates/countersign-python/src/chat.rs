@@ -21,7 +21,8 @@ fn interrupt_object_json(
     control: PyRef<'_, NativeControl>,
     request_id: &str,
 ) -> PyResult<Option<String>> {
-    let id = ApprovalId::parse(request_id).map_err(PyValueError::new_err)?;
+    let id =
+        ApprovalId::parse(request_id).map_err(|error| PyValueError::new_err(error.to_string()))?;
     let store = control.control.store();
     let found = py.detach(|| runtime().block_on(store.approval(&id)));
     match found {
@@ -46,7 +47,8 @@ fn respond(
     approver: Option<&str>,
     token: Option<&str>,
 ) -> PyResult<String> {
-    let id = ApprovalId::parse(request_id).map_err(PyValueError::new_err)?;
+    let id =
+        ApprovalId::parse(request_id).map_err(|error| PyValueError::new_err(error.to_string()))?;
     if framework.is_empty() {
         return Err(PyValueError::new_err(
             "the framework is empty: name the framework the response came through",

@@ -48,12 +48,12 @@ pub(crate) fn receipt_to_py<'py>(
     receipt: &countersign::Receipt,
 ) -> PyResult<Bound<'py, PyDict>> {
     let dict = PyDict::new(py);
-    fn text(value: &Option<String>) -> Option<&str> {
-        value.as_deref()
+    fn text<T: AsRef<str>>(value: &Option<T>) -> Option<&str> {
+        value.as_ref().map(AsRef::as_ref)
     }
     dict.set_item("schema", &receipt.schema)?;
     dict.set_item("seq", receipt.seq)?;
-    dict.set_item("prev_hash", &receipt.prev_hash)?;
+    dict.set_item("prev_hash", receipt.prev_hash.as_str())?;
     dict.set_item("recorded_at", receipt.recorded_at.to_rfc3339())?;
     let kind = serde_json::to_value(receipt.kind).map_err(json_error)?;
     dict.set_item("kind", value_to_py(py, &kind)?)?;
@@ -105,7 +105,7 @@ pub(crate) fn receipt_to_py<'py>(
         dict.set_item("attempt_started_at", started.to_rfc3339())?;
     }
     if !receipt.hash.is_empty() {
-        dict.set_item("hash", &receipt.hash)?;
+        dict.set_item("hash", receipt.hash.as_str())?;
     }
     Ok(dict)
 }

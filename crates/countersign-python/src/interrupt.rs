@@ -123,7 +123,7 @@ pub(crate) fn parse_answer(text: &str) -> Result<ApprovalAnswer, String> {
         approver,
         shown_hash: value["action_hash"]
             .as_str()
-            .map(countersign::ActionHash::from_stored),
+            .map(|hash| countersign::ActionHash::from_stored(hash.to_owned())),
         note: value["note"].as_str().map(str::to_owned),
         arguments: value.get("arguments").filter(|a| !a.is_null()).cloned(),
     })

@@ -179,7 +179,9 @@ fn shown_from_json(text: &str) -> PyResult<Shown> {
     let value: serde_json::Value = serde_json::from_str(text)
         .map_err(|error| PyValueError::new_err(format!("`shown` is not JSON: {error}")))?;
     let request_id = match value["request_id"].as_str() {
-        Some(id) => Some(ApprovalId::parse(id).map_err(PyValueError::new_err)?),
+        Some(id) => {
+            Some(ApprovalId::parse(id).map_err(|error| PyValueError::new_err(error.to_string()))?)
+        }
         None => None,
     };
     let expires_at = match &value["expires_at"] {
@@ -310,7 +312,8 @@ impl KitSession {
     /// paused on that request (decided before invocation: the pause is the framework's, and
     /// no kernel call refused). Raises `ValueError` when the request is not pending.
     fn paused(&self, py: Python<'_>, request_id: &str) -> PyResult<Py<PyAny>> {
-        let id = ApprovalId::parse(request_id).map_err(PyValueError::new_err)?;
+        let id = ApprovalId::parse(request_id)
+            .map_err(|error| PyValueError::new_err(error.to_string()))?;
         let store = self.control.store();
         let found = py
             .detach(|| runtime().block_on(store.approval(&id)))

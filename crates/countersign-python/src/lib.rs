@@ -226,7 +226,9 @@ fn request(
         correlation,
     )?;
     if let Some(id) = approval {
-        request = request.with_approval(ApprovalId::parse(id).map_err(PyValueError::new_err)?);
+        request = request.with_approval(
+            ApprovalId::parse(id).map_err(|error| PyValueError::new_err(error.to_string()))?,
+        );
     }
     if let Some(seconds) = timeout {
         let limit = Duration::try_from_secs_f64(seconds).map_err(|_| {
@@ -476,7 +478,8 @@ impl NativeControl {
         token: Option<&str>,
         action_hash: Option<&str>,
     ) -> PyResult<String> {
-        let id = ApprovalId::parse(request_id).map_err(PyValueError::new_err)?;
+        let id = ApprovalId::parse(request_id)
+            .map_err(|error| PyValueError::new_err(error.to_string()))?;
         // The strict reader: a decision sent twice is no decision (`invalid_decision`).
         let submitted: Option<serde_json::Value> = countersign::json::read(decision_json).ok();
         let decision = AnswerDecision::from_submitted(submitted.as_ref());
@@ -490,7 +493,8 @@ impl NativeControl {
             decision,
             approver: credential,
             channel: countersign::approver::Channel::Api,
-            shown_hash: action_hash.map(countersign::ActionHash::from_stored),
+            shown_hash: action_hash
+                .map(|hash| countersign::ActionHash::from_stored(hash.to_owned())),
             note: note.map(str::to_owned),
         };
         let store = self.control.store();
@@ -588,7 +592,8 @@ impl NativeControl {
 
     /// One approval request as JSON, or `None`.
     fn approval(&self, py: Python<'_>, request_id: &str) -> PyResult<Option<String>> {
-        let id = ApprovalId::parse(request_id).map_err(PyValueError::new_err)?;
+        let id = ApprovalId::parse(request_id)
+            .map_err(|error| PyValueError::new_err(error.to_string()))?;
         let store = self.control.store();
         let found = py.detach(|| runtime().block_on(store.approval(&id)));
         match found {

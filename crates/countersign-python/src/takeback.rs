@@ -24,7 +24,8 @@ pub fn withdraw(
     token: Option<&str>,
     reason: Option<&str>,
 ) -> PyResult<String> {
-    let id = ApprovalId::parse(request_id).map_err(PyValueError::new_err)?;
+    let id =
+        ApprovalId::parse(request_id).map_err(|error| PyValueError::new_err(error.to_string()))?;
     let channel = Channel::Api;
     let kind = if cancel {
         WithdrawalKind::Cancel {

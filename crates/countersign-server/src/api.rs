@@ -631,7 +631,7 @@ async fn answer(
     // (another string, a number, none) is refused `mismatch` by the kernel.
     let shown_hash = match object.get("action_hash") {
         None | Some(serde_json::Value::Null) => None,
-        Some(serde_json::Value::String(text)) => Some(ActionHash::from_stored(text.as_str())),
+        Some(serde_json::Value::String(text)) => Some(ActionHash::from_stored(text.clone())),
         Some(other) => Some(ActionHash::from_stored(other.to_string())),
     };
     let note = note_of(&object)?;

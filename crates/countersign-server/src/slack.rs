@@ -266,7 +266,7 @@ fn press_of(body: &[u8]) -> Option<Press> {
         channel: payload["channel"]["id"].as_str().map(str::to_owned),
         request_id: ApprovalId::parse(request_id).ok()?,
         decision,
-        shown_hash: ActionHash::from_stored(hash),
+        shown_hash: ActionHash::from_stored(hash.to_owned()),
     })
 }
 

@@ -7,10 +7,6 @@
 
 pub mod canonical;
 
-use std::fmt;
-
-use serde::Serialize;
-
 use crate::effect::EffectKey;
 use canonical::{CanonicalError, CanonicalJson};
 
@@ -23,95 +19,7 @@ pub const ACTION_SCHEMA: &str = "countersign.action/v1";
 /// The text that replaces a secret argument's value in hashes and evidence.
 pub const REDACTED: &str = "[redacted]";
 
-/// Who is acting: the identity an [`crate::IdentityProvider`] vouches for.
-///
-/// Shape: a non-empty string of at most 256 characters with no control characters, such as
-/// `agent:support-bot` or `user:42`.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize)]
-#[serde(transparent)]
-pub struct Principal(String);
-
-impl Principal {
-    /// A principal with the identifier `id`.
-    ///
-    /// # Errors
-    ///
-    /// [`PrincipalError`] when `id` is empty, longer than 256 characters or holds a control
-    /// character.
-    pub fn new(id: impl Into<String>) -> Result<Principal, PrincipalError> {
-        let id = id.into();
-        if id.trim().is_empty() {
-            return Err(PrincipalError::Empty);
-        }
-        if id.chars().count() > 256 {
-            return Err(PrincipalError::TooLong {
-                length: id.chars().count(),
-            });
-        }
-        if id.chars().any(char::is_control) {
-            return Err(PrincipalError::ControlCharacter { id });
-        }
-        Ok(Principal(id))
-    }
-
-    /// The identifier.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for Principal {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// Why a string is not a valid [`Principal`].
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum PrincipalError {
-    /// The identifier is empty or only whitespace.
-    #[error("principal is empty: give an identifier such as `agent:support-bot`")]
-    Empty,
-    /// The identifier is longer than 256 characters.
-    #[error("principal is {length} characters long: the limit is 256")]
-    TooLong {
-        /// Its length in characters.
-        length: usize,
-    },
-    /// The identifier holds a control character.
-    #[error("principal `{}` holds a control character", id.escape_debug())]
-    ControlCharacter {
-        /// The identifier as given.
-        id: String,
-    },
-}
-
-/// The hash an approval is bound to: `sha256:` plus 64 lowercase hex digits.
-///
-/// It is SHA-256 over the RFC 8785 form of
-/// `{schema, name, arguments, principal, resource, environment}`, where `arguments` has every
-/// secret argument replaced by `"[redacted]"` (see `docs/policy.md`, "Secret arguments").
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(transparent)]
-pub struct ActionHash(String);
-
-impl ActionHash {
-    /// Wrap a stored hash. The caller vouches that it has the `sha256:` shape.
-    pub fn from_stored(text: impl Into<String>) -> ActionHash {
-        ActionHash(text.into())
-    }
-
-    /// The hash text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for ActionHash {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+pub use crate::id::{ActionHash, Principal, PrincipalError};
 
 /// One action: a tool call in canonical form, bound to its principal and environment.
 #[derive(Clone, Debug)]
@@ -249,7 +157,9 @@ pub fn action_hash(
     text.push_str(",\"schema\":");
     canonical::write_string(ACTION_SCHEMA, &mut text);
     text.push('}');
-    Ok(ActionHash(canonical::sha256_prefixed(text.as_bytes())))
+    Ok(ActionHash::computed(canonical::sha256_prefixed(
+        text.as_bytes(),
+    )))
 }
 
 /// Replace the value at a dotted `path` with `"[redacted]"`, if present.
@@ -295,7 +205,7 @@ mod tests {
     /// The hand-built canonical text is exactly what the generic canonicalizer gives.
     #[test]
     fn action_hash_matches_the_generic_canonical_form() {
-        #[derive(Serialize)]
+        #[derive(serde::Serialize)]
         struct Hashed<'a> {
             schema: &'a str,
             name: &'a str,

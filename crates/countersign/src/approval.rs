@@ -29,56 +29,8 @@ use crate::action::{ActionHash, canonical};
 use crate::approver::{ApprovalRule, Approver, ApproverId, ApproverIdError, Channel, Credential};
 use crate::clock::Timestamp;
 
-/// An approval request identifier: `apr_` plus 20 lowercase base-32 characters.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(transparent)]
-pub struct ApprovalId(String);
-
-impl ApprovalId {
-    /// A fresh random identifier.
-    pub fn generate() -> ApprovalId {
-        ApprovalId(crate::id::random_id("apr_"))
-    }
-
-    /// Parse a user-given identifier.
-    ///
-    /// # Errors
-    ///
-    /// A message naming the expected shape when `text` is not `apr_` plus 20 lowercase base-32
-    /// characters.
-    pub fn parse(text: &str) -> Result<ApprovalId, String> {
-        let ok = text.len() == 24
-            && text.starts_with("apr_")
-            && text[4..]
-                .chars()
-                .all(|c| matches!(c, 'a'..='z' | '2'..='7'));
-        if ok {
-            Ok(ApprovalId(text.to_owned()))
-        } else {
-            Err(format!(
-                "`{}` is not an approval request id: ids look like `apr_` followed by 20 \
-                 characters; list them with `countersign pending`",
-                text.escape_debug()
-            ))
-        }
-    }
-
-    /// Wrap a stored identifier.
-    pub(crate) fn from_stored(text: String) -> ApprovalId {
-        ApprovalId(text)
-    }
-
-    /// The identifier text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for ApprovalId {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
+pub use crate::id::ApprovalId;
+use crate::id::{AttemptId, EffectKey, PolicyHash, Principal};
 
 /// The state of an approval request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -153,15 +105,15 @@ pub struct ApprovalRecord {
     /// The canonical arguments with secrets redacted: what the approver is shown.
     pub arguments: canonical::CanonicalJson,
     /// The principal asking.
-    pub principal: String,
+    pub principal: Principal,
     /// The resource, if the policy names one.
     pub resource: Option<String>,
     /// The environment.
     pub environment: String,
     /// The effect key, if any.
-    pub effect_key: Option<String>,
+    pub effect_key: Option<EffectKey>,
     /// The policy hash when the request was made.
-    pub policy_hash: String,
+    pub policy_hash: PolicyHash,
     /// The fingerprint of the governing policy entry when the request was made.
     pub entry_fingerprint: String,
     /// Its state.
@@ -179,7 +131,7 @@ pub struct ApprovalRecord {
     /// When it was consumed, if it was.
     pub consumed_at: Option<Timestamp>,
     /// The attempt that consumed it (`att_…`).
-    pub consumed_by: Option<String>,
+    pub consumed_by: Option<AttemptId>,
     /// The run it was opened for (a framework's run or thread id), if any: not hashed. A
     /// run-scoped grant is consumed only by an attempt naming the same run, and an unscoped one
     /// only by an attempt naming none (SPEC 1.6).
@@ -364,13 +316,13 @@ pub struct PendingApproval {
     /// The canonical arguments, secrets redacted.
     pub arguments: serde_json::Value,
     /// Who is asking.
-    pub principal: String,
+    pub principal: Principal,
     /// The resource, if any.
     pub resource: Option<String>,
     /// The environment.
     pub environment: String,
     /// The effect key, if any.
-    pub effect_key: Option<String>,
+    pub effect_key: Option<EffectKey>,
     /// The action hash the answer will be bound to.
     pub action_hash: ActionHash,
     /// When the request was made.
@@ -539,7 +491,7 @@ pub fn approver_of(
     match credential {
         Credential::Asserted(name) => {
             let name = shaped(name)?;
-            Ok(rule.approver(name.as_str(), &[], channel, Authentication::Asserted))
+            Ok(rule.approver(&name, &[], channel, Authentication::Asserted))
         }
         Credential::Verified {
             id,
@@ -547,7 +499,7 @@ pub fn approver_of(
             authentication,
         } => {
             let id = shaped(id)?;
-            Ok(rule.approver(id.as_str(), groups, channel, *authentication))
+            Ok(rule.approver(&id, groups, channel, *authentication))
         }
         Credential::Unverified { source, reason } => {
             Err(ApproverFault::Unverified(format!("{source}: {reason}")))
@@ -561,12 +513,7 @@ pub fn approver_of(
             let verified = crate::token::verify(token, &keys, now)
                 .map_err(|error| ApproverFault::Unverified(error.to_string()))?;
             let subject = ApproverId::parse(&verified.subject).map_err(ApproverFault::Malformed)?;
-            Ok(rule.approver(
-                subject.as_str(),
-                &verified.groups,
-                channel,
-                Authentication::Token,
-            ))
+            Ok(rule.approver(&subject, &verified.groups, channel, Authentication::Token))
         }
     }
 }

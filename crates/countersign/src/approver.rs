@@ -140,8 +140,8 @@ impl Authentication {
 /// The identity behind one answer, as the kernel judges it.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Approver {
-    /// Who, for example `human:alice` (a token's `sub`).
-    pub id: String,
+    /// Who, for example `human:alice` (a token's `sub`), of the one shape [`ApproverId`].
+    pub id: ApproverId,
     /// Group names (without the `group:` prefix), sorted and unique: the ones the rule may
     /// match against.
     pub groups: Vec<String>,
@@ -164,7 +164,7 @@ impl Approver {
                     .groups
                     .iter()
                     .any(|group| matches_pattern(group_pattern, group)),
-                None => matches_pattern(pattern, &self.id),
+                None => matches_pattern(pattern, self.id.as_str()),
             })
     }
 }
@@ -341,19 +341,19 @@ impl ApprovalRule {
     /// are ignored.
     pub fn approver(
         &self,
-        id: &str,
+        id: &ApproverId,
         claimed_groups: &[String],
         channel: Channel,
         authentication: Authentication,
     ) -> Approver {
-        let mut groups: Vec<String> = self.directory.get(id).cloned().unwrap_or_default();
+        let mut groups: Vec<String> = self.directory.get(id.as_str()).cloned().unwrap_or_default();
         if authentication.is_authenticated() {
             groups.extend(claimed_groups.iter().cloned());
         }
         groups.sort();
         groups.dedup();
         Approver {
-            id: id.to_owned(),
+            id: id.clone(),
             groups,
             channel,
             authentication,
@@ -409,7 +409,7 @@ fn judge_against(
     principal: &str,
     approver: &Approver,
 ) -> Result<(), Ineligible> {
-    if approver.id == principal {
+    if approver.id.as_str() == principal {
         return Err(Ineligible::SelfApproval { shared_group: None });
     }
     if rule.require == Requirement::Authenticated && !approver.authentication.is_authenticated() {
@@ -455,7 +455,12 @@ mod tests {
     }
 
     fn asserted(rule: &ApprovalRule, id: &str) -> Approver {
-        rule.approver(id, &[], Channel::Cli, Authentication::Asserted)
+        rule.approver(
+            &ApproverId::parse(id).expect("an approver id"),
+            &[],
+            Channel::Cli,
+            Authentication::Asserted,
+        )
     }
 
     #[test]
@@ -477,7 +482,7 @@ mod tests {
     fn an_asserted_identity_gets_no_groups_from_its_claim() {
         let rule = rule(&["group:finance"]);
         let approver = rule.approver(
-            "human:mallory",
+            &ApproverId::parse("human:mallory").expect("an approver id"),
             &["finance".to_owned()],
             Channel::Cli,
             Authentication::Asserted,
@@ -488,7 +493,7 @@ mod tests {
             Err(Ineligible::NotEntitled)
         );
         let verified = rule.approver(
-            "human:carol",
+            &ApproverId::parse("human:carol").expect("an approver id"),
             &["finance".to_owned()],
             Channel::Cli,
             Authentication::Token,
@@ -541,7 +546,12 @@ mod tests {
             judge(&rule, "agent:bot", &asserted(&rule, "human:bob")),
             Err(Ineligible::NotAuthenticated)
         );
-        let verified = rule.approver("human:bob", &[], Channel::Cli, Authentication::Token);
+        let verified = rule.approver(
+            &ApproverId::parse("human:bob").expect("an approver id"),
+            &[],
+            Channel::Cli,
+            Authentication::Token,
+        );
         assert_eq!(judge(&rule, "agent:bot", &verified), Ok(()));
     }
 

@@ -144,7 +144,11 @@ pub async fn cross_check_effects(
     let mut ended: BTreeMap<String, crate::effect::EffectState> = BTreeMap::new();
     let mut observed: BTreeSet<String> = BTreeSet::new();
     for_each_receipt(store, |receipt| {
-        let Some(key) = receipt.effect_key.clone() else {
+        let Some(key) = receipt
+            .effect_key
+            .as_ref()
+            .map(|key| key.as_str().to_owned())
+        else {
             return;
         };
         if receipt.outcome == ReceiptOutcome::Observed {
@@ -268,7 +272,11 @@ pub async fn cross_check_approvals(
 ) -> Result<ApprovalCheck, crate::error::StoreError> {
     let mut ended: std::collections::BTreeMap<String, &'static str> = Default::default();
     for_each_receipt(store, |receipt| {
-        let Some(id) = receipt.approval_id.clone() else {
+        let Some(id) = receipt
+            .approval_id
+            .as_ref()
+            .map(|id| id.as_str().to_owned())
+        else {
             return;
         };
         let state = match (receipt.kind, receipt.outcome) {

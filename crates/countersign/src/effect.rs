@@ -25,58 +25,9 @@ use std::fmt;
 use serde::Serialize;
 
 use crate::clock::Timestamp;
+use crate::id::{ActionHash, ApprovalId, AttemptId, PolicyHash, Principal};
 
-/// An effect key: the identity of one real-world effect, rendered from the policy's `effect`
-/// template (`refund:{payment_id}` → `refund:pi_1`). At most 512 bytes.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize)]
-#[serde(transparent)]
-pub struct EffectKey(String);
-
-impl EffectKey {
-    /// The longest key accepted, in bytes.
-    pub const MAX_LEN: usize = 512;
-
-    /// Wrap a key.
-    ///
-    /// # Errors
-    ///
-    /// [`EffectKeyError`] when the key is empty or longer than [`EffectKey::MAX_LEN`] bytes.
-    pub fn new(key: impl Into<String>) -> Result<EffectKey, EffectKeyError> {
-        let key = key.into();
-        if key.is_empty() {
-            return Err(EffectKeyError::Empty);
-        }
-        if key.len() > Self::MAX_LEN {
-            return Err(EffectKeyError::TooLong { length: key.len() });
-        }
-        Ok(EffectKey(key))
-    }
-
-    /// The key text.
-    pub fn as_str(&self) -> &str {
-        &self.0
-    }
-}
-
-impl fmt::Display for EffectKey {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-/// Why a rendered effect key was refused.
-#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-pub enum EffectKeyError {
-    /// The template rendered to an empty string.
-    #[error("effect key is empty: the effect template must render to at least one character")]
-    Empty,
-    /// The key is longer than [`EffectKey::MAX_LEN`].
-    #[error("effect key is {length} bytes long: the limit is 512")]
-    TooLong {
-        /// Its length in bytes.
-        length: usize,
-    },
-}
+pub use crate::id::{EffectKey, EffectKeyError};
 
 /// The state of an effect record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -129,9 +80,9 @@ pub struct EffectRecord {
     /// The state.
     pub state: EffectState,
     /// The action hash of the attempt that last reserved it.
-    pub action_hash: String,
+    pub action_hash: ActionHash,
     /// The attempt that last reserved it (`att_…`).
-    pub attempt_id: String,
+    pub attempt_id: AttemptId,
     /// How many attempts have reserved it (1 for the first).
     pub attempts: u32,
     /// When the current lease lapses (meaningful in `reserved`).
@@ -155,15 +106,15 @@ pub struct AttemptContext {
     /// The action name.
     pub action: String,
     /// The principal.
-    pub principal: String,
+    pub principal: Principal,
     /// The environment.
     pub environment: String,
     /// The policy hash that decided the attempt.
-    pub policy_hash: String,
+    pub policy_hash: PolicyHash,
     /// When the attempt began (UTC, RFC 3339 with milliseconds).
     pub started_at: Timestamp,
     /// The approval it consumed (`apr_…`), if any.
-    pub approval_id: Option<String>,
+    pub approval_id: Option<ApprovalId>,
     /// Who may resolve the effect if it becomes ambiguous, when that is not the default
     /// (anyone) and no consumed approval's rule says it.
     pub resolvers: Option<crate::approver::ApprovalRule>,

@@ -17,6 +17,7 @@ use crate::approval::{ApprovalId, ApprovalState};
 use crate::approver::ApproverIdError;
 use crate::clock::Timestamp;
 use crate::effect::{EffectKey, ResolveRefusal};
+use crate::id::PolicyHash;
 use crate::policy::TemplateError;
 
 mod classify;
@@ -81,7 +82,7 @@ pub enum ControlError {
         /// Why.
         reason: DenyReason,
         /// The policy hash that decided.
-        policy_hash: String,
+        policy_hash: PolicyHash,
     },
     /// A human must approve first. A pending request exists; nothing else was written.
     #[error(
@@ -115,7 +116,8 @@ pub enum ControlError {
     ApprovalMismatch {
         /// The presented request.
         request_id: ApprovalId,
-        /// The hash the answer was about.
+        /// The hash the answer was about, or what stood in for it (`(no arguments in the
+        /// answer)`).
         approved_hash: String,
         /// The hash of this attempt.
         action_hash: ActionHash,

@@ -25,6 +25,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::action::canonical;
 use crate::clock::Timestamp;
+use crate::id::{ActionHash, ApprovalId, AttemptId, EffectKey, PolicyHash, Principal, ReceiptHash};
 
 /// The receipt format's schema string this build writes.
 ///
@@ -159,7 +160,7 @@ pub struct Receipt {
     /// Position in the chain, from 1, without gaps.
     pub seq: u64,
     /// The previous receipt's hash ([`GENESIS_HASH`] for the first).
-    pub prev_hash: String,
+    pub prev_hash: ReceiptHash,
     /// When it was written.
     pub recorded_at: Timestamp,
     /// What it records.
@@ -170,19 +171,19 @@ pub struct Receipt {
     /// `no_matching_rule`, ...).
     pub reason: Option<String>,
     /// The attempt (`att_…`), for attempt receipts.
-    pub attempt_id: Option<String>,
+    pub attempt_id: Option<AttemptId>,
     /// The action name.
     pub action: Option<String>,
     /// The action hash.
-    pub action_hash: Option<String>,
+    pub action_hash: Option<ActionHash>,
     /// The principal.
-    pub principal: Option<String>,
+    pub principal: Option<Principal>,
     /// The resource.
     pub resource: Option<String>,
     /// The environment.
     pub environment: Option<String>,
     /// The effect key.
-    pub effect_key: Option<String>,
+    pub effect_key: Option<EffectKey>,
     /// The canonical arguments, secrets redacted.
     pub arguments: Option<serde_json::Value>,
     /// The policy decision: `allow`, `approve` or `deny`.
@@ -190,15 +191,15 @@ pub struct Receipt {
     /// `enforce` or `observe`.
     pub mode: Option<String>,
     /// The approval request involved, if any.
-    pub approval_id: Option<String>,
+    pub approval_id: Option<ApprovalId>,
     /// Who answered or resolved.
     pub approver: Option<String>,
     /// A human's note, quoted as data.
     pub note: Option<String>,
     /// The policy hash that decided this attempt.
-    pub policy_hash: Option<String>,
+    pub policy_hash: Option<PolicyHash>,
     /// The policy hash when the consumed approval was requested (case B05).
-    pub approval_policy_hash: Option<String>,
+    pub approval_policy_hash: Option<PolicyHash>,
     /// Free text: the executor's error, a lease note.
     pub detail: Option<String>,
     /// v2: yes answers counted so far on the request (answer receipts).
@@ -230,8 +231,8 @@ pub struct Receipt {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub exit_status: Option<ProcessExit>,
     /// This receipt's hash over every other field.
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub hash: String,
+    #[serde(default, skip_serializing_if = "ReceiptHash::is_unset")]
+    pub hash: ReceiptHash,
 }
 
 /// A receipt before it is chained: every field but `seq`, `prev_hash`, `recorded_at` and `hash`.
@@ -244,19 +245,19 @@ pub struct ReceiptDraft {
     /// See [`Receipt::reason`].
     pub reason: Option<String>,
     /// See [`Receipt::attempt_id`].
-    pub attempt_id: Option<String>,
+    pub attempt_id: Option<AttemptId>,
     /// See [`Receipt::action`].
     pub action: Option<String>,
     /// See [`Receipt::action_hash`].
-    pub action_hash: Option<String>,
+    pub action_hash: Option<ActionHash>,
     /// See [`Receipt::principal`].
-    pub principal: Option<String>,
+    pub principal: Option<Principal>,
     /// See [`Receipt::resource`].
     pub resource: Option<String>,
     /// See [`Receipt::environment`].
     pub environment: Option<String>,
     /// See [`Receipt::effect_key`].
-    pub effect_key: Option<String>,
+    pub effect_key: Option<EffectKey>,
     /// See [`Receipt::arguments`]; kept as canonical text, so sealing writes it as is.
     pub arguments: Option<canonical::CanonicalJson>,
     /// See [`Receipt::decision`].
@@ -264,15 +265,15 @@ pub struct ReceiptDraft {
     /// See [`Receipt::mode`].
     pub mode: Option<String>,
     /// See [`Receipt::approval_id`].
-    pub approval_id: Option<String>,
+    pub approval_id: Option<ApprovalId>,
     /// See [`Receipt::approver`].
     pub approver: Option<String>,
     /// See [`Receipt::note`].
     pub note: Option<String>,
     /// See [`Receipt::policy_hash`].
-    pub policy_hash: Option<String>,
+    pub policy_hash: Option<PolicyHash>,
     /// See [`Receipt::approval_policy_hash`].
-    pub approval_policy_hash: Option<String>,
+    pub approval_policy_hash: Option<PolicyHash>,
     /// See [`Receipt::detail`].
     pub detail: Option<String>,
     /// See [`Receipt::approvals_given`].
@@ -352,7 +353,7 @@ pub struct ChainHead {
     /// Its `seq` (the number of receipts in an intact chain).
     pub seq: u64,
     /// Its hash.
-    pub hash: String,
+    pub hash: ReceiptHash,
 }
 
 /// A receipt as stored: the columns the chain is checked against and the canonical body.
@@ -361,9 +362,9 @@ pub struct StoredReceipt {
     /// The `seq` column.
     pub seq: u64,
     /// The `prev_hash` column.
-    pub prev_hash: String,
+    pub prev_hash: ReceiptHash,
     /// The `hash` column.
-    pub hash: String,
+    pub hash: ReceiptHash,
     /// The canonical JSON body (every field but `hash`).
     pub body: String,
 }
@@ -396,7 +397,7 @@ impl StoredReceipt {
         if let serde_json::Value::Object(map) = &mut value {
             map.insert(
                 "hash".to_owned(),
-                serde_json::Value::String(self.hash.clone()),
+                serde_json::Value::String(self.hash.as_str().to_owned()),
             );
         }
         serde_json::from_value(value).map_err(|error| error.to_string())

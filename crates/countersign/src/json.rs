@@ -11,7 +11,8 @@
 //!   1 (case B50), the same limit every kernel walker keeps;
 //! - a `\u` escape that leaves a lone surrogate, and bytes that are not UTF-8 (case B51);
 //! - an integer literal (no fraction, no exponent) outside ±(2^53 − 1), the boundaries
-//!   themselves accepted: send such a number as a string; `NaN`, infinities and `-0`.
+//!   themselves accepted: send such a number as a string; `NaN`, infinities and `-0`;
+//! - text longer than [`MAX_TEXT_BYTES`] (4 MiB), before a byte of it is parsed (case B50 (d)).
 //!
 //! What it returns is a `serde_json::Value` in which every number that is an integer within
 //! ±(2^53 − 1) is an integer (`1`, and also `1.0`, which canonical JSON makes the same number),
@@ -22,7 +23,7 @@ use serde_json::Value;
 
 use crate::action::canonical::{self, CanonicalError};
 
-pub use crate::action::canonical::MAX_DEPTH;
+pub use crate::action::canonical::{MAX_DEPTH, MAX_TEXT_BYTES};
 
 /// Why JSON text was refused: what is wrong ([`ReadError::source`]) and where.
 ///
@@ -49,7 +50,8 @@ impl std::fmt::Display for ReadError {
         match self.source {
             CanonicalError::InvalidJson { .. }
             | CanonicalError::InvalidUtf8 { .. }
-            | CanonicalError::LoneSurrogate { .. } => write!(formatter, "{}", self.source),
+            | CanonicalError::LoneSurrogate { .. }
+            | CanonicalError::TooLarge { .. } => write!(formatter, "{}", self.source),
             _ => write!(
                 formatter,
                 "at line {}, column {}: {}",
@@ -113,6 +115,16 @@ pub fn read(text: &str) -> Result<Value, ReadError> {
 /// As [`read`], plus [`CanonicalError::InvalidUtf8`] at the first byte that is not UTF-8 (a
 /// stray `0xFF`, the overlong `C0 80`, the CESU-8 surrogate `ED A0 80`).
 pub fn read_slice(bytes: &[u8]) -> Result<Value, ReadError> {
+    if bytes.len() > MAX_TEXT_BYTES {
+        return Err(ReadError {
+            line: 1,
+            column: 1,
+            source: CanonicalError::TooLarge {
+                bytes: bytes.len(),
+                limit: MAX_TEXT_BYTES,
+            },
+        });
+    }
     match std::str::from_utf8(bytes) {
         Ok(text) => read(text),
         Err(error) => {

@@ -50,7 +50,7 @@ pub mod display;
 pub mod effect;
 pub mod error;
 pub mod evidence;
-mod id;
+pub mod id;
 pub mod json;
 pub mod outbox;
 pub mod policy;
@@ -72,6 +72,7 @@ pub use display::ApprovalDisplay;
 pub use effect::{EffectKey, EffectRecord, EffectState, ExecutorError, ReconcileHook};
 pub use error::{AnswerError, ControlError, DenyReason, DidRun, ErrorReport, Reason, StoreError};
 pub use evidence::{Anchor, Receipt, VerifyReport};
+pub use id::{AttemptId, PolicyHash, ReceiptHash, ShapeError};
 pub use policy::{Decision, LoadError, Mode, Policy};
 pub use store::Store;
 

@@ -51,6 +51,7 @@ use std::time::Duration;
 use serde_json::Value;
 
 use crate::approver::{ApprovalRule, Requirement};
+use crate::id::PolicyHash;
 
 /// Whether `name` matches the action key `pattern` (defined beside the approver rules, which
 /// match group names the same way).
@@ -100,7 +101,7 @@ pub struct Policy {
     // INVARIANT (longest-prefix-first): sorted by prefix length, longest first; prefixes are
     // unique because action keys are.
     patterns: Vec<(String, usize)>,
-    hash: String,
+    hash: PolicyHash,
     /// The parsed document the hash covers (defaults filled in, canonical).
     document: serde_json::Value,
 }
@@ -131,7 +132,7 @@ impl Policy {
     /// The policy hash: `sha256:` plus 64 lowercase hex digits over the canonical JSON of the
     /// parsed document (defaults filled in), so formatting, comments and key order do not
     /// change it and every semantic change does. Stamped on every receipt.
-    pub fn hash(&self) -> &str {
+    pub fn hash(&self) -> &PolicyHash {
         &self.hash
     }
 

@@ -22,6 +22,7 @@
 //! retries on a busy database, never inside a transaction). Dropping a future therefore leaves
 //! each transaction either committed or not started.
 
+mod columns;
 pub mod memory;
 mod outbox;
 pub(crate) mod plan;
@@ -42,6 +43,7 @@ use crate::clock::Timestamp;
 use crate::effect::{EffectKey, EffectRecord, EffectState, RetryDecision};
 use crate::error::{AnswerError, Reason, ResolveError, StoreError};
 use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
+use crate::id::AttemptId;
 use crate::outbox::{ClaimedDelivery, Delivery, DeliveryState, Settlement, StoredEvent};
 
 pub use memory::MemoryStore;
@@ -113,7 +115,7 @@ pub struct EffectClaim {
 #[derive(Clone, Debug)]
 pub struct BeginAttempt {
     /// The attempt (`att_…`).
-    pub attempt_id: String,
+    pub attempt_id: AttemptId,
     /// Its action hash.
     pub action_hash: ActionHash,
     /// The approval to consume, if any.
@@ -203,7 +205,7 @@ pub enum BeginOutcome {
 #[derive(Clone, Debug)]
 pub struct FinishAttempt {
     /// The attempt.
-    pub attempt_id: String,
+    pub attempt_id: AttemptId,
     /// The reserved key, if any.
     pub effect_key: Option<EffectKey>,
     /// The outcome: `committed`, `failed` or `ambiguous`.

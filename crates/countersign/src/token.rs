@@ -87,7 +87,9 @@ pub struct TokenClaims {
 ///
 /// # Errors
 ///
-/// [`TokenError::MissingSubject`] for an empty subject, [`TokenError::EmptyGroup`] for an empty
+/// [`TokenError::MissingSubject`] for an empty subject, [`TokenError::InvalidSubject`] for one
+/// that is not an [`crate::approver::ApproverId`] (such as `human:` or `human: bob`; no
+/// trimming), [`TokenError::EmptyGroup`] for an empty
 /// group name, [`TokenError::LifetimeTooShort`] for a `ttl` under one second and
 /// [`TokenError::LifetimeTooLong`] for one over [`MAX_LIFETIME`].
 pub fn issue(
@@ -100,6 +102,9 @@ pub fn issue(
     if subject.trim().is_empty() {
         return Err(TokenError::MissingSubject);
     }
+    // The one shape of an approver id (issue #19): a token whose `sub` is `human:` or
+    // `human: bob` would be refused at every answer.
+    crate::approver::ApproverId::parse(subject).map_err(TokenError::InvalidSubject)?;
     if groups.iter().any(|group| group.trim().is_empty()) {
         return Err(TokenError::EmptyGroup);
     }
@@ -444,6 +449,11 @@ pub enum TokenError {
     /// The subject is missing or empty.
     #[error("the approver token names no subject: issue it with a subject such as `human:alice`")]
     MissingSubject,
+    /// The subject asked for at issue is not of the one shape of an approver id
+    /// ([`crate::approver::ApproverId`]): every answer made with such a token would be refused,
+    /// so it is not issued.
+    #[error("cannot issue an approver token for this subject: {0}")]
+    InvalidSubject(crate::approver::ApproverIdError),
     /// A required claim (`exp` or `iat`) is missing.
     #[error(
         "the approver token has no `{claim}` claim: issue a new one with `countersign approver token`"
@@ -546,6 +556,7 @@ impl TokenError {
             TokenError::LifetimeTooLong { .. } => "lifetime_too_long",
             TokenError::LifetimeTooShort { .. } => "lifetime_too_short",
             TokenError::MissingSubject => "missing_subject",
+            TokenError::InvalidSubject(_) => "invalid_subject",
             TokenError::MissingClaim { .. } => "missing_claim",
             TokenError::EmptyGroup => "empty_group",
             TokenError::NoKeysConfigured => "no_keys_configured",

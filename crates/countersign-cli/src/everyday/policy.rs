@@ -154,11 +154,11 @@ pub(super) fn diff(
     let mut report = PolicyDiff {
         old: PolicySide {
             file: args.old.display().to_string(),
-            hash: old.hash().to_owned(),
+            hash: old.hash().to_string(),
         },
         new: PolicySide {
             file: args.new.display().to_string(),
-            hash: new.hash().to_owned(),
+            hash: new.hash().to_string(),
         },
         same: old.hash() == new.hash(),
         settings,
@@ -368,7 +368,7 @@ pub(super) async fn replay(
     let report = ReplayReport {
         policy: PolicySide {
             file: path.display().to_string(),
-            hash: policy.hash().to_owned(),
+            hash: policy.hash().to_string(),
         },
         environment: policy.environment().to_owned(),
         attempts: replayed.len(),
@@ -473,7 +473,7 @@ pub(super) fn replay_one(policy: &Policy, receipt: &Receipt) -> Option<Replayed>
         seq: receipt.seq,
         recorded_at: receipt.recorded_at,
         action,
-        principal: receipt.principal.clone(),
+        principal: receipt.principal.as_ref().map(ToString::to_string),
         environment: receipt.environment.clone(),
         outcome: receipt.outcome.as_str(),
         was: receipt.decision.clone(),

@@ -40,7 +40,7 @@ fn refuses_a_malformed_request_id() {
     check_refused(
         &sandbox,
         &["approve", "apr_NOT-AN-ID", "--as", "human:alice"],
-        "`apr_NOT-AN-ID` is not an approval request id: ids look like `apr_` followed by 20 characters; list them with `countersign pending`",
+        "`apr_NOT-AN-ID` is not an approval request id: expected `apr_` followed by 20 characters of `a`-`z` and `2`-`7`; list them with `countersign pending`",
     );
 }
 

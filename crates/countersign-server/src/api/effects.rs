@@ -14,7 +14,7 @@ pub(crate) async fn effect_rule(
         return Ok(None);
     };
     if let Some(approval_id) = &context.approval_id {
-        if let Some(cached) = approvals.get(approval_id) {
+        if let Some(cached) = approvals.get(approval_id.as_str()) {
             return Ok(cached.clone().or_else(|| context.resolvers.clone()));
         }
         let rule = match ApprovalId::parse(approval_id) {
@@ -25,7 +25,7 @@ pub(crate) async fn effect_rule(
                 .map(|approval| approval.rule),
             Err(_) => None,
         };
-        approvals.insert(approval_id.clone(), rule.clone());
+        approvals.insert(approval_id.to_string(), rule.clone());
         if rule.is_some() {
             return Ok(rule);
         }

@@ -69,7 +69,7 @@ impl Service {
                 let visible = if caller.auditor {
                     true
                 } else if let Some(approval_id) = &receipt.approval_id {
-                    match approvals.get(approval_id) {
+                    match approvals.get(approval_id.as_str()) {
                         Some(visible) => *visible,
                         None => {
                             let visible = match ApprovalId::parse(approval_id) {
@@ -80,15 +80,15 @@ impl Service {
                                     .is_some_and(|record| scope.sees(&record)),
                                 Err(_) => false,
                             };
-                            approvals.insert(approval_id.clone(), visible);
+                            approvals.insert(approval_id.to_string(), visible);
                             visible
                         }
                     }
                 } else if let Some(key) = &receipt.effect_key {
-                    match effects.get(key) {
+                    match effects.get(key.as_str()) {
                         Some(visible) => *visible,
                         None => {
-                            let record = match EffectKey::new(key.clone()) {
+                            let record = match EffectKey::new(key.as_str()) {
                                 Ok(key) => store
                                     .effect(&key)
                                     .await
@@ -103,7 +103,7 @@ impl Service {
                                 }
                                 None => false,
                             };
-                            effects.insert(key.clone(), visible);
+                            effects.insert(key.to_string(), visible);
                             visible
                         }
                     }

@@ -84,7 +84,7 @@ pub(super) async fn answer(
     // The hash the page showed, echoed as given: anything else is refused `mismatch`.
     let shown_hash = fields
         .get("action_hash")
-        .map(|text| ActionHash::from_stored(text.trim()));
+        .map(|text| ActionHash::from_stored(text.trim().to_owned()));
     let note = match form_note(&fields) {
         Ok(note) => note,
         Err(problem) => {

@@ -423,7 +423,7 @@ async fn a_quorum_is_answered_by_two_slack_users() {
         .iter()
         .map(|answer| {
             (
-                answer.approver.id.clone(),
+                answer.approver.id.to_string(),
                 (
                     answer.approver.authentication.as_str().to_owned(),
                     answer.approver.channel.as_str().into_owned(),

@@ -103,6 +103,17 @@ mod tests;
 /// nested deeper than 64 levels are not a thing a person can review.
 pub const MAX_DEPTH: usize = 64;
 
+/// Largest JSON text accepted from outside the kernel, and largest canonical form of an
+/// action's arguments, in bytes: 4 MiB (issue #19, case B50 (d)). Text longer than this is
+/// refused with [`CanonicalError::TooLarge`] before a byte of it is parsed ([`parse_canonical`],
+/// [`crate::json::read`]); arguments given as a value are refused once their canonical form is
+/// known to pass it, before anything is hashed or written.
+///
+/// 4 MiB, a documented choice: the gateway's default message cap, so one limit holds at every
+/// door; a tool call's arguments are something a person may have to review, and content past
+/// this belongs behind a reference (a file name, a URL) rather than in the hashed arguments.
+pub const MAX_TEXT_BYTES: usize = 4 * 1024 * 1024;
+
 /// The nesting canonical text written before issue #19 may have (128), accepted only when the
 /// kernel re-reads its own stored output.
 const STORED_MAX_DEPTH: usize = 128;
@@ -221,6 +232,7 @@ pub fn to_canonical<T: Serialize + ?Sized>(value: &T) -> Result<CanonicalJson, C
 /// - [`CanonicalError::DuplicateKey`]: an object has one key twice (compared after unescaping).
 /// - [`CanonicalError::LoneSurrogate`]: a `\u` escape leaves an unpaired surrogate.
 /// - [`CanonicalError::TooDeep`]: arrays and objects nest deeper than [`MAX_DEPTH`] (64) levels.
+/// - [`CanonicalError::TooLarge`]: the text is longer than [`MAX_TEXT_BYTES`] (checked first).
 ///
 /// Nothing is hashed or kept on error; the same text always gives the same error.
 pub fn parse_canonical(text: &str) -> Result<CanonicalJson, CanonicalError> {
@@ -337,6 +349,18 @@ pub enum CanonicalError {
         limit: usize,
     },
 
+    /// The JSON text, or the canonical form of arguments given as a value, is longer than
+    /// [`MAX_TEXT_BYTES`].
+    #[error(
+        "JSON of {bytes} bytes is larger than the {limit}-byte limit: send less, or pass large content by reference (a file name, a URL)"
+    )]
+    TooLarge {
+        /// Its size in bytes (of the text, or of the canonical form).
+        bytes: usize,
+        /// The limit: [`MAX_TEXT_BYTES`].
+        limit: usize,
+    },
+
     /// The bytes are not UTF-8 (a stray `0xFF`, an overlong or a CESU-8 encoding): JSON text is
     /// UTF-8 (RFC 8259 section 8.1), and repairing it would let two inputs share one hash.
     #[error(
@@ -383,7 +407,7 @@ impl CanonicalError {
     /// A stable snake_case code for the refusal, for logs, metrics and wire formats.
     ///
     /// One of `not_finite`, `negative_zero`, `unsafe_integer`, `duplicate_key`,
-    /// `lone_surrogate`, `too_deep`, `invalid_utf8`, `invalid_json`, `unsupported_value`,
+    /// `lone_surrogate`, `too_deep`, `too_large`, `invalid_utf8`, `invalid_json`, `unsupported_value`,
     /// `serialize_failed`.
     pub fn reason(&self) -> &'static str {
         match self {
@@ -393,6 +417,7 @@ impl CanonicalError {
             CanonicalError::DuplicateKey { .. } => "duplicate_key",
             CanonicalError::LoneSurrogate { .. } => "lone_surrogate",
             CanonicalError::TooDeep { .. } => "too_deep",
+            CanonicalError::TooLarge { .. } => "too_large",
             CanonicalError::InvalidUtf8 { .. } => "invalid_utf8",
             CanonicalError::InvalidJson { .. } => "invalid_json",
             CanonicalError::UnsupportedValue { .. } => "unsupported_value",
@@ -412,7 +437,9 @@ impl CanonicalError {
             | CanonicalError::TooDeep { path, .. }
             | CanonicalError::UnsupportedValue { path, .. }
             | CanonicalError::SerializeFailed { path, .. } => Some(path),
-            CanonicalError::InvalidJson { .. } | CanonicalError::InvalidUtf8 { .. } => None,
+            CanonicalError::InvalidJson { .. }
+            | CanonicalError::InvalidUtf8 { .. }
+            | CanonicalError::TooLarge { .. } => None,
         }
     }
 
@@ -426,7 +453,9 @@ impl CanonicalError {
             | CanonicalError::TooDeep { path, .. }
             | CanonicalError::UnsupportedValue { path, .. }
             | CanonicalError::SerializeFailed { path, .. } => Some(path),
-            CanonicalError::InvalidJson { .. } | CanonicalError::InvalidUtf8 { .. } => None,
+            CanonicalError::InvalidJson { .. }
+            | CanonicalError::InvalidUtf8 { .. }
+            | CanonicalError::TooLarge { .. } => None,
         }
     }
 

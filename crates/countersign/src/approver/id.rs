@@ -10,9 +10,14 @@ use std::fmt;
 /// Refused, with [`ApproverIdError`]: an empty or blank name, an empty part (`human:`, `:`,
 /// `:alice`, `human::alice`), whitespace anywhere (`human: bob`), and any other character
 /// (control characters, quotes, non-ASCII letters that could pass for others).
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
-// INVARIANT (approver-shape): the string always satisfies the rule above (`ApproverId::parse`
-// is the only constructor).
+///
+/// An id read back from a store or a receipt body ([`ApproverId::from_stored`], `Deserialize`)
+/// is taken as it was written, so an answer recorded before this rule existed still loads.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+#[serde(transparent)]
+// INVARIANT (approver-shape): an id from outside the kernel always satisfies the rule above
+// (`ApproverId::parse` is the only constructor for it); only the lenient read of the kernel's
+// own records (`from_stored`, `Deserialize`) may hold an id written before the rule.
 pub struct ApproverId(String);
 
 impl ApproverId {
@@ -55,6 +60,13 @@ impl ApproverId {
         Ok(ApproverId(text.to_owned()))
     }
 
+    /// Wrap an id the kernel stored itself, as it is: the lenient read path for answers and
+    /// receipts an older version wrote. Never for an id from outside: use
+    /// [`ApproverId::parse`].
+    pub fn from_stored(text: impl Into<String>) -> ApproverId {
+        ApproverId(text.into())
+    }
+
     /// The id.
     pub fn as_str(&self) -> &str {
         &self.0
@@ -63,6 +75,46 @@ impl ApproverId {
     /// The id, giving up the wrapper.
     pub fn into_string(self) -> String {
         self.0
+    }
+}
+
+/// Lenient, like [`ApproverId::from_stored`]: `Deserialize` reads records the kernel wrote.
+impl<'de> serde::Deserialize<'de> for ApproverId {
+    fn deserialize<D: serde::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        <String as serde::Deserialize>::deserialize(deserializer).map(ApproverId)
+    }
+}
+
+impl PartialEq<str> for ApproverId {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for ApproverId {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<String> for ApproverId {
+    fn eq(&self, other: &String) -> bool {
+        self.0 == *other
+    }
+}
+
+/// Read-only access to the text, so `&id` serves wherever `&str` is read.
+impl std::ops::Deref for ApproverId {
+    type Target = str;
+
+    fn deref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl AsRef<str> for ApproverId {
+    fn as_ref(&self) -> &str {
+        &self.0
     }
 }
 

@@ -11,7 +11,7 @@ use crate::approval::{ApprovalId, ApprovalRecord};
 use crate::control::ActionRequest;
 use crate::error::{ControlError, DenyReason};
 use crate::evidence::{ProcessExit, Receipt, ReceiptDraft, ReceiptOutcome};
-use crate::id::random_id;
+use crate::id::AttemptId;
 use crate::policy::{Decision, Mode};
 use crate::store::{HandOff, HandOffOutcome};
 
@@ -98,7 +98,7 @@ impl Control {
     /// receipt.
     pub async fn hand_off(&self, request: ActionRequest) -> Result<HandedOff, ControlError> {
         let prepared = self.prepare(&request)?;
-        let attempt_id = random_id("att_");
+        let attempt_id = AttemptId::generate();
         let draft = self.draft(&prepared, &attempt_id);
         if self.inner.policy.mode() == Mode::Observe {
             let would = match prepared.decision {
@@ -158,7 +158,7 @@ impl Control {
         &self,
         request: &ActionRequest,
         prepared: &Prepared,
-        attempt_id: &str,
+        attempt_id: &AttemptId,
         approval: Option<ApprovalId>,
         draft: ReceiptDraft,
     ) -> Result<HandedOff, ControlError> {

@@ -122,7 +122,7 @@ impl Control {
                 let mut receipt = draft
                     .clone()
                     .with_outcome(ReceiptOutcome::Refused, Some("approval_denied"));
-                receipt.approval_id = Some(record.id.as_str().to_owned());
+                receipt.approval_id = Some(record.id.clone());
                 receipt.approver = record.approver.clone();
                 receipt.note = record.note.clone();
                 let refusal = ControlError::ApprovalDenied {
@@ -137,7 +137,7 @@ impl Control {
                 let mut receipt = draft
                     .clone()
                     .with_outcome(ReceiptOutcome::Refused, Some(refusal.reason()));
-                receipt.approval_id = Some(record.id.as_str().to_owned());
+                receipt.approval_id = Some(record.id.clone());
                 receipt.detail = Some(format!(
                     "duplicate correlation: this framework call is already mapped to approval `{}` for {}",
                     record.id, record.action_hash
@@ -183,7 +183,7 @@ impl Control {
                     let mut receipt = draft
                         .clone()
                         .with_outcome(ReceiptOutcome::Refused, Some(refusal.reason()));
-                    receipt.approval_id = Some(pending.id.as_str().to_owned());
+                    receipt.approval_id = Some(pending.id.clone());
                     receipt.detail = Some(refusal.to_string());
                     self.inner
                         .store
@@ -220,13 +220,10 @@ impl Control {
             action_hash: action.hash.clone(),
             action: action.name.clone(),
             arguments: action.redacted_arguments.clone(),
-            principal: action.principal.as_str().to_owned(),
+            principal: action.principal.clone(),
             resource: action.resource.clone(),
             environment: action.environment.clone(),
-            effect_key: action
-                .effect_key
-                .as_ref()
-                .map(|key| key.as_str().to_owned()),
+            effect_key: action.effect_key.clone(),
             policy_hash: self.inner.policy.hash().to_owned(),
             entry_fingerprint: prepared.fingerprint.clone(),
             state: ApprovalState::Pending,

@@ -18,7 +18,7 @@ use crate::effect::{
 };
 use crate::error::{ControlError, DenyReason, Reason, ResolveError};
 use crate::evidence::{ReceiptDraft, ReceiptKind, ReceiptOutcome};
-use crate::id::random_id;
+use crate::id::AttemptId;
 use crate::policy::{Decision, Mode};
 use crate::store::{
     BeginAttempt, BeginOutcome, BeginRefusal, EffectClaim, FinishAttempt, PresentedApproval,
@@ -82,20 +82,17 @@ fn panic_message(payload: &(dyn std::any::Any + Send)) -> String {
 }
 
 impl Control {
-    pub(super) fn draft(&self, prepared: &Prepared, attempt_id: &str) -> ReceiptDraft {
+    pub(super) fn draft(&self, prepared: &Prepared, attempt_id: &AttemptId) -> ReceiptDraft {
         let action = &prepared.action;
         ReceiptDraft {
             kind: Some(ReceiptKind::Attempt),
             attempt_id: Some(attempt_id.to_owned()),
             action: Some(action.name.clone()),
-            action_hash: Some(action.hash.as_str().to_owned()),
-            principal: Some(action.principal.as_str().to_owned()),
+            action_hash: Some(action.hash.clone()),
+            principal: Some(action.principal.clone()),
             resource: action.resource.clone(),
             environment: Some(action.environment.clone()),
-            effect_key: action
-                .effect_key
-                .as_ref()
-                .map(|key| key.as_str().to_owned()),
+            effect_key: action.effect_key.clone(),
             arguments: Some(action.redacted_arguments.clone()),
             decision: Some(prepared.decision.as_str().to_owned()),
             mode: Some(self.inner.policy.mode().as_str().to_owned()),
@@ -112,7 +109,7 @@ impl Control {
         &self,
         request: &ActionRequest,
         prepared: &Prepared,
-        attempt_id: &str,
+        attempt_id: &AttemptId,
         approval: Option<ApprovalId>,
         draft: &ReceiptDraft,
         now: crate::clock::Timestamp,
@@ -146,7 +143,7 @@ impl Control {
         action.effect_key.as_ref()?;
         Some(AttemptContext {
             action: action.name.clone(),
-            principal: action.principal.as_str().to_owned(),
+            principal: action.principal.clone(),
             environment: action.environment.clone(),
             policy_hash: self.inner.policy.hash().to_owned(),
             started_at: draft.attempt_started_at.unwrap_or_else(|| self.now()),
@@ -179,7 +176,7 @@ impl Control {
         Fut: Future<Output = Result<T, ExecutorError>>,
     {
         let prepared = self.prepare(&request)?;
-        let attempt_id = random_id("att_");
+        let attempt_id = AttemptId::generate();
         let draft = self.draft(&prepared, &attempt_id);
         if self.inner.policy.mode() == Mode::Observe {
             return self.observe(&request, &prepared, draft, executor).await;
@@ -224,7 +221,7 @@ impl Control {
         &self,
         request: &ActionRequest,
         prepared: &Prepared,
-        attempt_id: &str,
+        attempt_id: &AttemptId,
         draft: ReceiptDraft,
     ) -> Result<DenyReason, ControlError> {
         let store_error = |source| ControlError::Store {
@@ -287,7 +284,7 @@ impl Control {
         &self,
         request: &ActionRequest,
         prepared: &Prepared,
-        attempt_id: &str,
+        attempt_id: &AttemptId,
         approval: Option<ApprovalId>,
         mut draft: ReceiptDraft,
         executor: F,
@@ -322,7 +319,7 @@ impl Control {
                 {
                     BeginOutcome::Started { approval } => {
                         if let Some(record) = approval {
-                            draft.approval_id = Some(record.id.as_str().to_owned());
+                            draft.approval_id = Some(record.id.clone());
                             draft.approver = record.approver.clone();
                             draft.note = record.note.clone();
                             draft.approval_policy_hash = Some(record.policy_hash.clone());

@@ -60,8 +60,21 @@ impl ActionRequest {
     /// A call of `name` with `arguments` (any `Serialize`: a struct, a `serde_json::Value`).
     /// An unrepresentable argument is reported by [`Control::execute`] as
     /// [`ControlError::InvalidArguments`].
+    ///
+    /// Arguments whose canonical form is longer than [`canonical::MAX_TEXT_BYTES`] (4 MiB) are
+    /// refused as `too_large` before anything is hashed (case B50 (d)).
     pub fn new<A: Serialize + ?Sized>(name: impl Into<String>, arguments: &A) -> ActionRequest {
-        ActionRequest::from_canonical(name, canonical::to_canonical(arguments))
+        let arguments = canonical::to_canonical(arguments).and_then(|canonical| {
+            let bytes = canonical.as_str().len();
+            if bytes > canonical::MAX_TEXT_BYTES {
+                return Err(CanonicalError::TooLarge {
+                    bytes,
+                    limit: canonical::MAX_TEXT_BYTES,
+                });
+            }
+            Ok(canonical)
+        });
+        ActionRequest::from_canonical(name, arguments)
     }
 
     /// A call whose arguments are JSON text, canonicalized strictly (duplicate keys, `-0`,
@@ -197,7 +210,7 @@ pub struct Evaluation {
     /// Enforce or observe.
     pub mode: Mode,
     /// The policy hash.
-    pub policy_hash: String,
+    pub policy_hash: crate::id::PolicyHash,
 }
 
 impl Control {

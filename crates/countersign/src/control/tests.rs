@@ -7,6 +7,7 @@ use std::time::Duration;
 use serde_json::{Value, json};
 
 use super::*;
+use crate::action::canonical::CanonicalError;
 use crate::action::{ActionHash, Principal};
 use crate::approval::{AnswerDecision, ApprovalId, ApprovalState};
 use crate::clock::{Clock, ManualClock, Timestamp};
@@ -179,7 +180,7 @@ async fn allowed_call_runs_once_and_leaves_a_committed_receipt() {
         assert_eq!(done.receipt.principal.as_deref(), Some("agent:test"));
         assert_eq!(
             done.receipt.policy_hash.as_deref(),
-            Some(world.control.policy().hash())
+            Some(world.control.policy().hash().as_str())
         );
         let record = world
             .store
@@ -294,6 +295,40 @@ async fn refuses_unrepresentable_arguments_before_writing_anything() {
         assert!(world.receipts().await.is_empty());
         assert!(world.store.effects(None).await.unwrap().is_empty());
     }
+}
+
+#[tokio::test]
+async fn refuses_arguments_past_the_size_limit_before_hashing_or_writing_anything() {
+    // B50 (d): a 64 MiB string argument, and an object with 1 000 000 keys, given in-process as
+    // values to an action that asks a human (`notify`): refused as `too_large`, no approval
+    // request, no receipt, the executor never runs.
+    let world = World::new(Backend::Memory, REFUNDS);
+    let huge = serde_json::json!({"text": "x".repeat(64 * 1024 * 1024)});
+    let many: serde_json::Map<String, Value> = (0..1_000_000)
+        .map(|index| (format!("k{index}"), Value::from(1)))
+        .collect();
+    for arguments in [huge, Value::Object(many)] {
+        let error = world.call("notify", arguments).await.unwrap_err();
+        assert_eq!(error.reason(), "invalid_arguments", "{error}");
+        match &error {
+            ControlError::InvalidArguments {
+                source: CanonicalError::TooLarge { bytes, limit },
+                ..
+            } => {
+                assert_eq!(*limit, crate::action::canonical::MAX_TEXT_BYTES);
+                assert!(*bytes > *limit, "{bytes}");
+            }
+            other => panic!("{other:?}"),
+        }
+    }
+    // Just under the limit is an ordinary call (it asks a human).
+    let under =
+        serde_json::json!({"text": "x".repeat(crate::action::canonical::MAX_TEXT_BYTES - 20)});
+    let error = world.call("notify", under).await.unwrap_err();
+    assert_eq!(error.reason(), "approval_required", "{error}");
+    assert_eq!(world.calls(), 0);
+    assert!(world.receipts().await.is_empty());
+    assert_eq!(world.store.approvals(None).await.unwrap().len(), 1);
 }
 
 #[tokio::test]
@@ -781,8 +816,8 @@ async fn an_expired_lease_becomes_ambiguous_and_is_never_released() {
         let key = EffectKey::new("refund:pi_8").unwrap();
         // A worker reserved the key and then died (no outcome recorded).
         let begin = BeginAttempt {
-            attempt_id: "att_dead".into(),
-            action_hash: ActionHash::from_stored("sha256:dead"),
+            attempt_id: crate::id::AttemptId::from_stored("att_dead".to_owned()),
+            action_hash: ActionHash::from_stored("sha256:dead".into()),
             approval: None,
             effect: Some(EffectClaim {
                 key: key.clone(),

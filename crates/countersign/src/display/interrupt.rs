@@ -178,7 +178,7 @@ pub fn parse_interrupt_response(
     };
     Ok(InterruptResponse {
         decision,
-        action_hash: ActionHash::from_stored(action_hash),
+        action_hash: ActionHash::from_stored(action_hash.to_owned()),
         note,
     })
 }

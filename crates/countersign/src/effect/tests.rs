@@ -5,8 +5,8 @@ fn record(state: EffectState, lease_until: i64) -> EffectRecord {
     EffectRecord {
         key: EffectKey::new("k").unwrap(),
         state,
-        action_hash: "sha256:00".into(),
-        attempt_id: "att_1".into(),
+        action_hash: crate::id::ActionHash::from_stored("sha256:00".to_owned()),
+        attempt_id: crate::id::AttemptId::from_stored("att_1".to_owned()),
         attempts: 1,
         lease_until: Timestamp::from_millis(lease_until),
         updated_at: Timestamp::from_millis(0),

@@ -18,7 +18,7 @@ pub fn seal(
 ) -> Result<(Receipt, StoredReceipt), canonical::CanonicalError> {
     let (seq, prev_hash) = match head {
         Some(head) => (head.seq + 1, head.hash.clone()),
-        None => (1, GENESIS_HASH.to_owned()),
+        None => (1, ReceiptHash::genesis()),
     };
     let arguments = draft.arguments;
     let mut receipt = Receipt {
@@ -54,10 +54,10 @@ pub fn seal(
         approvers: draft.approvers,
         attempt_started_at: draft.attempt_started_at,
         exit_status: draft.exit_status,
-        hash: String::new(),
+        hash: ReceiptHash::default(),
     };
     let body = body_of(&receipt, arguments.as_ref())?;
-    receipt.hash = canonical::sha256_prefixed(body.as_bytes());
+    receipt.hash = ReceiptHash::computed(canonical::sha256_prefixed(body.as_bytes()));
     let stored = StoredReceipt {
         seq,
         prev_hash: receipt.prev_hash.clone(),
@@ -82,19 +82,19 @@ pub(super) fn body_of(
     receipt: &Receipt,
     arguments: Option<&canonical::CanonicalJson>,
 ) -> Result<String, canonical::CanonicalError> {
-    debug_assert!(receipt.hash.is_empty());
+    debug_assert!(receipt.hash.is_unset());
     if receipt.seq > MAX_EXACT_SEQ {
         // Not reachable in practice; the generic path names the refusal.
         return Ok(canonical::to_canonical(receipt)?.into_string());
     }
     let mut out = String::with_capacity(640 + arguments.map_or(0, |text| text.as_str().len()));
-    let optional = |out: &mut String, key: &str, value: &Option<String>| {
+    fn optional<T: AsRef<str>>(out: &mut String, key: &str, value: &Option<T>) {
         out.push_str(key);
         match value {
-            Some(text) => canonical::write_string(text, out),
+            Some(text) => canonical::write_string(text.as_ref(), out),
             None => out.push_str("null"),
         }
-    };
+    }
     // v2 fields: written only when set (then as canonical JSON), in their sorted place.
     let present = |out: &mut String, key: &str, value: Option<String>| {
         if let Some(text) = value {
@@ -175,7 +175,7 @@ pub(super) fn body_of(
     canonical::write_string(receipt.outcome.as_str(), &mut out);
     optional(&mut out, ",\"policy_hash\":", &receipt.policy_hash);
     out.push_str(",\"prev_hash\":");
-    canonical::write_string(&receipt.prev_hash, &mut out);
+    canonical::write_string(receipt.prev_hash.as_str(), &mut out);
     optional(&mut out, ",\"principal\":", &receipt.principal);
     optional(&mut out, ",\"reason\":", &receipt.reason);
     out.push_str(",\"recorded_at\":");

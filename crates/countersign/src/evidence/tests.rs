@@ -67,7 +67,9 @@ fn an_edited_field_names_the_edited_receipt() {
 fn an_edit_with_a_recomputed_hash_breaks_the_next_link() {
     let mut receipts = chain(10);
     receipts[4].body = receipts[4].body.replace("action.4", "action.X");
-    receipts[4].hash = canonical::sha256_prefixed(receipts[4].body.as_bytes());
+    receipts[4].hash = crate::id::ReceiptHash::from_stored(canonical::sha256_prefixed(
+        receipts[4].body.as_bytes(),
+    ));
     let report = verify(&receipts, None);
     assert!(
         matches!(
@@ -107,7 +109,7 @@ fn tail_truncation_is_caught_only_against_an_anchor() {
     let receipts = chain(10);
     let anchor = Anchor {
         seq: 10,
-        hash: receipts[9].hash.clone(),
+        hash: receipts[9].hash.to_string(),
     };
     assert_eq!(
         verify(&receipts, Some(&anchor)).anchor,
@@ -153,15 +155,19 @@ fn a_receipt_round_trips_through_its_stored_form() {
 fn receipt_snapshot() {
     let mut first = draft(1);
     first.reason = Some("approved".into());
-    first.attempt_id = Some("att_example".into());
-    first.action_hash =
-        Some("sha256:1111111111111111111111111111111111111111111111111111111111111111".into());
-    first.principal = Some("agent:support-bot".into());
-    first.effect_key = Some("refund:pi_1".into());
+    first.attempt_id = Some(crate::id::AttemptId::from_stored("att_example".to_owned()));
+    first.action_hash = Some(crate::id::ActionHash::from_stored(
+        "sha256:1111111111111111111111111111111111111111111111111111111111111111".to_owned(),
+    ));
+    first.principal = Some(crate::id::Principal::from_stored(
+        "agent:support-bot".to_owned(),
+    ));
+    first.effect_key = Some(crate::id::EffectKey::from_stored("refund:pi_1".to_owned()));
     first.decision = Some("approve".into());
     first.mode = Some("enforce".into());
-    first.policy_hash =
-        Some("sha256:2222222222222222222222222222222222222222222222222222222222222222".into());
+    first.policy_hash = Some(crate::id::PolicyHash::from_stored(
+        "sha256:2222222222222222222222222222222222222222222222222222222222222222".to_owned(),
+    ));
     let (receipt, _) = seal(first, None, Timestamp::from_millis(1_764_499_583_123)).unwrap();
     insta::assert_json_snapshot!(receipt);
 }
@@ -206,13 +212,13 @@ fn body_matches_the_generic_canonical_form() {
         kind: Some(kinds[n % kinds.len()]),
         outcome: Some(outcomes[n % outcomes.len()]),
         reason: Some(format!("reason {n}")),
-        attempt_id: Some("att_x".to_owned()),
+        attempt_id: Some(crate::id::AttemptId::from_stored("att_x".to_owned())),
         action: Some(awkward.to_owned()),
-        action_hash: Some("sha256:ab".to_owned()),
-        principal: Some("agent:\"p\"".to_owned()),
+        action_hash: Some(crate::id::ActionHash::from_stored("sha256:ab".to_owned())),
+        principal: Some(crate::id::Principal::from_stored("agent:\"p\"".to_owned())),
         resource: Some("payment:pi_1\r".to_owned()),
         environment: Some("test".to_owned()),
-        effect_key: Some("refund:pi_1".to_owned()),
+        effect_key: Some(crate::id::EffectKey::from_stored("refund:pi_1".to_owned())),
         arguments: Some(
             canonical::to_canonical(&serde_json::json!({
                 "z": [1.5, 1e21, -3, null, true], "a": {"\u{1F600}": awkward, "é": 0.1}
@@ -221,11 +227,11 @@ fn body_matches_the_generic_canonical_form() {
         ),
         decision: Some("allow".to_owned()),
         mode: Some("enforce".to_owned()),
-        approval_id: Some("apr_1".to_owned()),
+        approval_id: Some(crate::id::ApprovalId::from_stored("apr_1".to_owned())),
         approver: Some(awkward.to_owned()),
         note: Some(awkward.to_owned()),
-        policy_hash: Some("sha256:cd".to_owned()),
-        approval_policy_hash: Some("sha256:ef".to_owned()),
+        policy_hash: Some(crate::id::PolicyHash::from_stored("sha256:cd".to_owned())),
+        approval_policy_hash: Some(crate::id::PolicyHash::from_stored("sha256:ef".to_owned())),
         detail: Some(awkward.to_owned()),
         // v2 fields: set on every other draft, so both shapes are checked.
         approvals_given: n.is_multiple_of(2).then_some(1),
@@ -240,7 +246,7 @@ fn body_matches_the_generic_canonical_form() {
         hash_confirmed: n.is_multiple_of(2).then_some(n.is_multiple_of(4)),
         approvers: n.is_multiple_of(2).then(|| {
             vec![crate::approver::Approver {
-                id: awkward.to_owned(),
+                id: crate::approver::ApproverId::from_stored(awkward),
                 groups: vec!["b".to_owned(), "a".to_owned()],
                 channel: crate::approver::Channel::Interrupt("x".to_owned()),
                 authentication: crate::approver::Authentication::Oidc,
@@ -261,7 +267,7 @@ fn body_matches_the_generic_canonical_form() {
     for (n, draft) in drafts.enumerate() {
         let head = (n % 2 == 1).then(|| ChainHead {
             seq: 41 + n as u64,
-            hash: "sha256:00".to_owned(),
+            hash: crate::id::ReceiptHash::from_stored("sha256:00".to_owned()),
         });
         let (receipt, stored) = seal(
             draft,
@@ -270,7 +276,7 @@ fn body_matches_the_generic_canonical_form() {
         )
         .unwrap();
         let mut unhashed = receipt.clone();
-        unhashed.hash = String::new();
+        unhashed.hash = crate::id::ReceiptHash::default();
         let generic = canonical::to_canonical(&unhashed).unwrap().into_string();
         assert_eq!(stored.body, generic, "receipt {n}");
         assert_eq!(receipt.hash, canonical::sha256_prefixed(generic.as_bytes()));
@@ -309,7 +315,8 @@ fn reads_handed_off_and_exit_status_and_refuses_them_in_v1() {
     ] {
         let (_, mut stored) = seal(relabelled, None, Timestamp::from_millis(1)).unwrap();
         stored.body = stored.body.replace(RECEIPT_SCHEMA, RECEIPT_SCHEMAS[0]);
-        stored.hash = canonical::sha256_prefixed(stored.body.as_bytes());
+        stored.hash =
+            crate::id::ReceiptHash::from_stored(canonical::sha256_prefixed(stored.body.as_bytes()));
         match verify([&stored], None).first_break {
             Some(ChainBreak::Unreadable { detail, .. }) => {
                 assert!(detail.contains("only v2 has"), "{detail}")

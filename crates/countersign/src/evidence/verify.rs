@@ -29,18 +29,18 @@ pub enum ChainBreak {
         /// The receipt.
         seq: u64,
         /// The predecessor's hash.
-        expected: String,
+        expected: ReceiptHash,
         /// What it points at.
-        found: String,
+        found: ReceiptHash,
     },
     /// A receipt's content does not match its hash (it was edited).
     HashMismatch {
         /// The receipt.
         seq: u64,
         /// The hash of its content now.
-        computed: String,
+        computed: ReceiptHash,
         /// The hash stored with it.
-        stored: String,
+        stored: ReceiptHash,
     },
     /// A receipt's body is unreadable or disagrees with its columns.
     Unreadable {
@@ -137,17 +137,17 @@ impl VerifyReport {
 #[derive(Debug)]
 pub struct Verifier {
     expected_seq: u64,
-    prev_hash: String,
+    prev_hash: ReceiptHash,
     checked: u64,
     first_break: Option<ChainBreak>,
-    anchor_seen: Option<String>,
+    anchor_seen: Option<ReceiptHash>,
 }
 
 impl Default for Verifier {
     fn default() -> Self {
         Verifier {
             expected_seq: 1,
-            prev_hash: GENESIS_HASH.to_owned(),
+            prev_hash: ReceiptHash::genesis(),
             checked: 0,
             first_break: None,
             anchor_seen: None,
@@ -198,7 +198,7 @@ impl Verifier {
                 found: receipt.prev_hash.clone(),
             });
         }
-        let computed = canonical::sha256_prefixed(receipt.body.as_bytes());
+        let computed = ReceiptHash::computed(canonical::sha256_prefixed(receipt.body.as_bytes()));
         if computed != receipt.hash {
             return Err(ChainBreak::HashMismatch {
                 seq: receipt.seq,
@@ -247,7 +247,7 @@ impl Verifier {
         let anchor = match anchor {
             None => AnchorCheck::NotGiven,
             Some(anchor) => match &self.anchor_seen {
-                Some(hash) if *hash == anchor.hash => AnchorCheck::Matched,
+                Some(hash) if hash.as_str() == anchor.hash => AnchorCheck::Matched,
                 Some(hash) => AnchorCheck::Failed {
                     detail: format!(
                         "receipt {} hashes to {hash}, but the anchor says {}",

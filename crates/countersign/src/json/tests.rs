@@ -296,3 +296,47 @@ fn every_kernel_walker_refuses_a_value_nested_past_the_limit_on_a_small_stack() 
         .join()
         .expect("no stack overflow");
 }
+
+#[test]
+fn refuses_text_past_the_size_limit_before_parsing_it() {
+    // B50 (d): the limit itself is accepted, one byte more is refused as `too_large`, and the
+    // size is judged first: an oversized text that is not even JSON is `too_large`, not
+    // `invalid_json`.
+    let quoted = |length: usize| format!("\"{}\"", "a".repeat(length - 2));
+    assert!(read(&quoted(MAX_TEXT_BYTES)).is_ok());
+    let error = read(&quoted(MAX_TEXT_BYTES + 1)).unwrap_err();
+    assert_eq!(error.reason(), "too_large");
+    assert_eq!(
+        error.source,
+        CanonicalError::TooLarge {
+            bytes: MAX_TEXT_BYTES + 1,
+            limit: MAX_TEXT_BYTES
+        }
+    );
+    assert!(error.to_string().contains("4194304-byte limit"), "{error}");
+    assert_eq!(
+        read(&"x".repeat(MAX_TEXT_BYTES + 1)).unwrap_err().reason(),
+        "too_large"
+    );
+    // Bytes: judged before the UTF-8 check.
+    assert_eq!(
+        read_slice(&vec![0xFF; MAX_TEXT_BYTES + 1])
+            .unwrap_err()
+            .reason(),
+        "too_large"
+    );
+    // An object with 1 000 000 keys.
+    let mut many = String::from("{");
+    for index in 0..1_000_000 {
+        if index > 0 {
+            many.push(',');
+        }
+        many.push_str(&format!("\"k{index}\":1"));
+    }
+    many.push('}');
+    assert_eq!(read(&many).unwrap_err().reason(), "too_large");
+    assert_eq!(
+        canonical::parse_canonical(&many).unwrap_err().reason(),
+        "too_large"
+    );
+}

@@ -297,7 +297,7 @@ fn build_policy(root: &Node, base: Option<&Path>) -> Result<Policy, LoadError> {
             map.insert("approvers".into(), json!({ "keys": keys }));
         }
     }
-    let hash = hash_of(&document)?;
+    let hash = crate::id::PolicyHash::computed(hash_of(&document)?);
     Ok(Policy {
         mode,
         environment,

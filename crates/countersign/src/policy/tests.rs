@@ -1326,7 +1326,7 @@ fn policy_hash_changes_with_any_semantic_change() {
     ] {
         let changed = REFUND.replacen(from, to, 1);
         assert_ne!(changed, REFUND, "{from}");
-        assert_ne!(load(&changed).hash(), base, "{from} -> {to}");
+        assert_ne!(load(&changed).hash(), &base, "{from} -> {to}");
     }
 }
 

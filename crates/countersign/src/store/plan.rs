@@ -40,6 +40,7 @@ use crate::error::{AnswerError, ResolveError, StoreError};
 use crate::evidence::{
     self, ChainHead, Receipt, ReceiptDraft, ReceiptKind, ReceiptOutcome, StoredReceipt,
 };
+use crate::id::AttemptId;
 use crate::outbox::{EventKind, OutboxEvent, approval_event};
 use crate::store::{
     BeginAttempt, BeginOutcome, BeginRefusal, FinishAttempt, HandOff, HandOffOutcome, NewApproval,
@@ -291,7 +292,7 @@ impl ApprovalVersion {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(crate) struct EffectVersion {
     pub(crate) state: EffectState,
-    pub(crate) attempt_id: String,
+    pub(crate) attempt_id: AttemptId,
 }
 
 impl EffectVersion {
@@ -701,13 +702,13 @@ fn approval_draft(
         outcome: Some(outcome),
         reason: Some(reason.to_owned()),
         action: Some(record.action.clone()),
-        action_hash: Some(record.action_hash.as_str().to_owned()),
+        action_hash: Some(record.action_hash.clone()),
         principal: Some(record.principal.clone()),
         resource: record.resource.clone(),
         environment: Some(record.environment.clone()),
         effect_key: record.effect_key.clone(),
         arguments: Some(record.arguments.clone()),
-        approval_id: Some(record.id.as_str().to_owned()),
+        approval_id: Some(record.id.clone()),
         approver: record.approver.clone(),
         note: record.note.clone(),
         policy_hash: Some(record.policy_hash.clone()),
@@ -731,7 +732,7 @@ fn effect_draft(
         reason: Some(reason.to_owned()),
         attempt_id: Some(record.attempt_id.clone()),
         action_hash: Some(record.action_hash.clone()),
-        effect_key: Some(record.key.as_str().to_owned()),
+        effect_key: Some(record.key.clone()),
         detail: record.detail.clone(),
         ..ReceiptDraft::default()
     };

@@ -94,6 +94,7 @@ use crate::clock::Timestamp;
 use crate::effect::{EffectKey, EffectRecord, EffectState};
 use crate::error::{AnswerError, ResolveError, StoreError};
 use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
+use crate::id::ReceiptHash;
 use crate::store::plan::{self, Done, EffectVersion, Fetched, Halt, Operation, Read, Reads, Write};
 use crate::store::stored;
 use crate::store::{

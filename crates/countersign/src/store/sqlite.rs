@@ -47,6 +47,7 @@ use crate::clock::Timestamp;
 use crate::effect::{EffectKey, EffectRecord, EffectState};
 use crate::error::{AnswerError, ResolveError, StoreError};
 use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
+use crate::id::ReceiptHash;
 use crate::store::plan::{self, Done, EffectVersion, Fetched, Mapping, Operation, Read, Write};
 use crate::store::stored;
 use crate::store::{
@@ -730,7 +731,7 @@ impl Store for SqliteStore {
             .await?;
         Ok(head.map(|(seq, hash)| ChainHead {
             seq: u64::try_from(seq).unwrap_or(0),
-            hash,
+            hash: ReceiptHash::from_stored(hash),
         }))
     }
 }

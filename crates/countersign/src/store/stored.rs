@@ -80,7 +80,7 @@ fn legacy_answers(
     };
     vec![RecordedAnswer {
         approver: Approver {
-            id: id.to_owned(),
+            id: crate::approver::ApproverId::from_stored(id),
             groups: Vec::new(),
             channel: Channel::Api,
             authentication: Authentication::Asserted,

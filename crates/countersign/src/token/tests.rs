@@ -267,6 +267,68 @@ fn refuses_a_missing_or_empty_subject() {
 }
 
 #[test]
+fn refuses_to_issue_for_a_subject_that_is_not_an_approver_id() {
+    // Issue #19: a token for `human:` or `human: bob` would be refused at every answer, so it is
+    // not issued; the error says what was given and the expected shape.
+    let key = new_key();
+    for subject in [
+        "human:",
+        ":",
+        ":alice",
+        "human::alice",
+        "human: bob",
+        "human:bob\n",
+    ] {
+        let error = issue(&key, subject, &finance(), HOUR, NOW).unwrap_err();
+        assert_eq!(error.reason(), "invalid_subject", "{subject:?}");
+        let TokenError::InvalidSubject(shape) = &error else {
+            panic!("{error:?}");
+        };
+        assert_eq!(shape.given, subject);
+        let message = error.to_string();
+        assert!(
+            message.starts_with("cannot issue an approver token for this subject: `")
+                && message.contains("is not an approver id")
+                && message.contains("`human:alice`"),
+            "{message}"
+        );
+    }
+    for subject in [
+        "alice",
+        "human:alice",
+        "oidc:auth0|5f1c",
+        "human:alice@example.com",
+    ] {
+        let token = issue(&key, subject, &finance(), HOUR, NOW).expect("a well-shaped subject");
+        let verified = verify(&token, &[key.public_key()], NOW).expect("verifies");
+        assert_eq!(verified.subject, subject);
+    }
+}
+
+#[test]
+fn a_signed_token_whose_subject_is_not_an_approver_id_stands_for_no_approver() {
+    // A token signed elsewhere (or by an older `issue`) with an off-shape `sub` verifies as a
+    // signature, but the answer it carries is refused as `invalid_approver`.
+    use crate::approval::{ApproverFault, approver_of};
+    use crate::approver::{ApprovalRule, Channel, Credential};
+    let key = new_key();
+    let rule = ApprovalRule {
+        keys: vec![key.public_key().to_string()],
+        ..ApprovalRule::default()
+    };
+    for subject in ["human:", "human: bob"] {
+        let token = hand_signed(
+            &key,
+            &serde_json::json!({"sub": subject, "iat": now_seconds(), "exp": now_seconds() + 60}),
+        );
+        match approver_of(&rule, &Credential::Token(token), Channel::Cli, NOW) {
+            Err(ApproverFault::Malformed(error)) => assert_eq!(error.given, subject),
+            other => panic!("{subject:?}: {other:?}"),
+        }
+    }
+}
+
+#[test]
 fn refuses_missing_exp_or_iat() {
     let key = new_key();
     let no_exp = hand_signed(

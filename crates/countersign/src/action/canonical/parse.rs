@@ -42,6 +42,17 @@ pub(crate) fn parse_located(
     depth: usize,
     rule: Source,
 ) -> Result<Node, (CanonicalError, usize, usize)> {
+    // Case B50 (d): the size is refused before a byte is parsed.
+    if rule == Source::Outside && text.len() > super::MAX_TEXT_BYTES {
+        return Err((
+            CanonicalError::TooLarge {
+                bytes: text.len(),
+                limit: super::MAX_TEXT_BYTES,
+            },
+            1,
+            1,
+        ));
+    }
     let mut parser = Parser {
         text,
         bytes: text.as_bytes(),

@@ -247,7 +247,7 @@ fn answer_draft(
     draft.approvals_needed = Some(record.rule.quorum);
     draft.approvals_given = Some(record.approvals_given());
     if let Some(approver) = approver {
-        draft.approver = Some(approver.id.clone());
+        draft.approver = Some(approver.id.to_string());
         draft.approver_groups = Some(approver.groups.clone());
         draft.authentication = Some(approver.authentication.as_str().to_owned());
     }
@@ -343,7 +343,7 @@ pub(crate) fn answer_step(
         let error = match ineligible {
             Ineligible::NotAuthenticated => AnswerError::NotAuthenticated {
                 request_id: record.id.clone(),
-                approver: Some(approver.id.clone()),
+                approver: Some(approver.id.to_string()),
                 detail: format!(
                     "`{}` is asserted (typed, not verified) and the rule requires an authenticated approver",
                     approver.id
@@ -351,12 +351,12 @@ pub(crate) fn answer_step(
             },
             Ineligible::NotEntitled => AnswerError::NotEntitled {
                 request_id: record.id.clone(),
-                approver: approver.id.clone(),
+                approver: approver.id.to_string(),
                 approvers: record.rule.summary(),
             },
             Ineligible::SelfApproval { shared_group } => AnswerError::SelfApproval {
                 request_id: record.id.clone(),
-                approver: approver.id.clone(),
+                approver: approver.id.to_string(),
                 shared_group,
             },
         };
@@ -409,7 +409,7 @@ pub(crate) fn answer_step(
         AnswerPlan::Decide { to } => {
             record.state = to;
             record.answered_at = Some(now);
-            record.approver = Some(approver.id.clone());
+            record.approver = Some(approver.id.to_string());
             record.note = answer.note;
             record.answers.push(recorded);
             match to {
@@ -428,7 +428,7 @@ pub(crate) fn answer_step(
                     .answers
                     .iter()
                     .find(|earlier| earlier.approver.id == approver.id)
-                    .map(|earlier| earlier.approver.id.clone())
+                    .map(|earlier| earlier.approver.id.to_string())
             });
             let error = AnswerError::AlreadyDecided {
                 request_id: record.id.clone(),

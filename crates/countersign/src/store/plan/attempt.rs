@@ -7,6 +7,7 @@ use crate::approval::{ApprovalRecord, ApprovalState, TakePlan, plan_take};
 use crate::effect::{AttemptContext, EffectRecord, EffectState, RetryDecision, retry_decision};
 use crate::error::StoreError;
 use crate::evidence::{ReceiptDraft, ReceiptOutcome};
+use crate::id::AttemptId;
 use crate::outbox::EventKind;
 use crate::store::{BeginAttempt, BeginRefusal, EffectClaim, FinishAttempt, HandOff};
 
@@ -145,7 +146,7 @@ fn refuse(changes: &mut Changes, begin: &BeginAttempt, refusal: BeginRefusal) ->
         ..
     } = &refusal
     {
-        draft.approval_id = Some(record.id.as_str().to_owned());
+        draft.approval_id = Some(record.id.clone());
         draft.approver = record.approver.clone();
         draft.note = record.note.clone();
         draft.approval_policy_hash = Some(record.policy_hash.clone());
@@ -157,7 +158,7 @@ fn refuse(changes: &mut Changes, begin: &BeginAttempt, refusal: BeginRefusal) ->
 /// Fill `draft` with what an attempt that consumed `record` records about it: the request, its
 /// decisive approver and note, the policy it was requested under and who granted it.
 fn record_consumed(draft: &mut ReceiptDraft, record: &ApprovalRecord) {
-    draft.approval_id = Some(record.id.as_str().to_owned());
+    draft.approval_id = Some(record.id.clone());
     draft.approver = record.approver.clone();
     draft.note = record.note.clone();
     draft.approval_policy_hash = Some(record.policy_hash.clone());
@@ -168,7 +169,7 @@ fn record_consumed(draft: &mut ReceiptDraft, record: &ApprovalRecord) {
 fn reservation(
     claim: &EffectClaim,
     action_hash: &ActionHash,
-    attempt_id: &str,
+    attempt_id: &AttemptId,
     attempts: u32,
     context: Option<AttemptContext>,
     consumed: Option<&ApprovalRecord>,
@@ -176,7 +177,7 @@ fn reservation(
 ) -> EffectRecord {
     let attempt = context.map(|mut context| {
         if let Some(approval) = consumed {
-            context.approval_id = Some(approval.id.as_str().to_owned());
+            context.approval_id = Some(approval.id.clone());
             // The consumed approval's rule says who may resolve; no copy is needed.
             context.resolvers = None;
         }
@@ -185,8 +186,8 @@ fn reservation(
     EffectRecord {
         key: claim.key.clone(),
         state: EffectState::Reserved,
-        action_hash: action_hash.as_str().to_owned(),
-        attempt_id: attempt_id.to_owned(),
+        action_hash: action_hash.clone(),
+        attempt_id: attempt_id.clone(),
         attempts,
         lease_until: claim.lease_until,
         updated_at: now,

@@ -25,6 +25,7 @@ use crate::clock::Timestamp;
 use crate::effect::{AttemptContext, EffectKey, EffectRecord, EffectState};
 use crate::error::StoreError;
 use crate::evidence::{ChainHead, ReceiptDraft, ReceiptKind, ReceiptOutcome, StoredReceipt};
+use crate::id::{AttemptId, PolicyHash, Principal};
 use crate::outbox::OutboxEvent;
 use crate::store::{
     BeginAttempt, BeginOutcome, EffectClaim, FinishAttempt, HandOff, MemoryStore, NewApproval,
@@ -207,10 +208,10 @@ fn draft(attempt_id: &str, action: u8, outcome: ReceiptOutcome) -> ReceiptDraft 
     ReceiptDraft {
         kind: Some(ReceiptKind::Attempt),
         outcome: Some(outcome),
-        attempt_id: Some(attempt_id.to_owned()),
+        attempt_id: Some(AttemptId::from_stored(attempt_id.to_owned())),
         action: Some(format!("kit.action{action}")),
-        action_hash: Some(hash(action).as_str().to_owned()),
-        principal: Some(PRINCIPAL.to_owned()),
+        action_hash: Some(hash(action)),
+        principal: Some(Principal::from_stored(PRINCIPAL)),
         environment: Some("test".to_owned()),
         ..ReceiptDraft::default()
     }
@@ -261,11 +262,11 @@ impl World {
                     action_hash: hash(action),
                     action: format!("kit.action{action}"),
                     arguments,
-                    principal: PRINCIPAL.to_owned(),
+                    principal: Principal::from_stored(PRINCIPAL),
                     resource: None,
                     environment: "test".to_owned(),
-                    effect_key: effect_key.as_ref().map(|key| key.as_str().to_owned()),
-                    policy_hash: "sha256:policy".to_owned(),
+                    effect_key: effect_key.clone(),
+                    policy_hash: PolicyHash::from_stored("sha256:policy".to_owned()),
                     entry_fingerprint: fingerprint,
                     state: ApprovalState::Pending,
                     created_at: now,
@@ -336,7 +337,7 @@ impl World {
                 self.attempts += 1;
                 let attempt_id = format!("att_{:020}", self.attempts);
                 let begin = BeginAttempt {
-                    attempt_id: attempt_id.clone(),
+                    attempt_id: AttemptId::from_stored(attempt_id.clone()),
                     action_hash: hash(action),
                     approval: (!step.c.is_multiple_of(3)).then(|| PresentedApproval {
                         id: some_request,
@@ -353,9 +354,9 @@ impl World {
                     }),
                     context: Some(AttemptContext {
                         action: format!("kit.action{action}"),
-                        principal: PRINCIPAL.to_owned(),
+                        principal: Principal::from_stored(PRINCIPAL),
                         environment: "test".to_owned(),
-                        policy_hash: "sha256:policy".to_owned(),
+                        policy_hash: PolicyHash::from_stored("sha256:policy".to_owned()),
                         started_at: now,
                         approval_id: None,
                         resolvers: None,
@@ -385,7 +386,7 @@ impl World {
                     };
                     Operation::Finish(FinishAttempt {
                         draft: draft(&attempt_id, action, outcome),
-                        attempt_id,
+                        attempt_id: AttemptId::from_stored(attempt_id),
                         effect_key,
                         state,
                         detail: step.flag.then(|| "executor said so".to_owned()),
@@ -420,7 +421,7 @@ impl World {
                 .find(|action| hash(*action) == begin.action_hash)
                 .unwrap_or(0);
             self.started.push((
-                begin.attempt_id.clone(),
+                begin.attempt_id.to_string(),
                 action,
                 begin.effect.as_ref().map(|claim| claim.key.clone()),
             ));

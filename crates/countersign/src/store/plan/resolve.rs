@@ -103,7 +103,7 @@ pub(crate) fn resolve_step(
                 );
                 receipt.channel = Some(channel.as_str().into_owned());
                 if let Some(approver) = approver {
-                    receipt.approver = Some(approver.id.clone());
+                    receipt.approver = Some(approver.id.to_string());
                     receipt.approver_groups = Some(approver.groups.clone());
                     receipt.authentication = Some(approver.authentication.as_str().to_owned());
                 }
@@ -161,7 +161,7 @@ pub(crate) fn resolve_step(
                 };
                 return refuse(&record, Some(&approver), ineligible.reason(), message);
             }
-            let id = approver.id.clone();
+            let id = approver.id.to_string();
             resolver_fields = Some((approver, channel));
             id
         }

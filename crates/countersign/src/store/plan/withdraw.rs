@@ -232,7 +232,7 @@ pub(crate) fn withdraw_step(
             if judge_resolver(&record.rule, &record.principal, &approver).is_err() {
                 let error = AnswerError::NotEntitled {
                     request_id: record.id.clone(),
-                    approver: approver.id.clone(),
+                    approver: approver.id.to_string(),
                     approvers: resolvers_summary(&record),
                 };
                 return refusal(
@@ -295,7 +295,7 @@ pub(crate) fn withdraw_step(
                 } else {
                     AnswerError::NotEntitled {
                         request_id: record.id.clone(),
-                        approver: approver.id.clone(),
+                        approver: approver.id.to_string(),
                         approvers: record.rule.summary(),
                     }
                 };

@@ -302,7 +302,7 @@ impl PgTxn {
         }
         Ok(Some(ChainHead {
             seq: u64::try_from(seq).map_err(|_| corrupt("negative seq".to_owned()))?,
-            hash,
+            hash: ReceiptHash::from_stored(hash),
         }))
     }
 

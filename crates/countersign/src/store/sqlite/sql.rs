@@ -282,7 +282,7 @@ impl SqliteTxn<'_> {
                 seq: u64::try_from(seq).map_err(|_| StoreError::Corrupt {
                     detail: "negative seq".to_owned(),
                 })?,
-                hash,
+                hash: ReceiptHash::from_stored(hash),
             })
         })
         .transpose()
