@@ -140,10 +140,7 @@ impl State {
             }
             Write::SettleEffect(settlement) => {
                 if let Some(record) = self.effects.get_mut(&settlement.key) {
-                    record.state = settlement.state;
-                    record.detail = settlement.detail;
-                    record.resolved_by = settlement.resolved_by;
-                    record.updated_at = settlement.updated_at;
+                    settlement.apply(record);
                 }
             }
         }

@@ -350,6 +350,16 @@ pub(crate) struct Settlement {
     pub(crate) updated_at: Timestamp,
 }
 
+impl Settlement {
+    /// Apply it to the record it expects (the columns the SQL backends' `UPDATE` sets).
+    pub(crate) fn apply(self, record: &mut EffectRecord) {
+        record.state = self.state;
+        record.detail = self.detail;
+        record.resolved_by = self.resolved_by;
+        record.updated_at = self.updated_at;
+    }
+}
+
 /// What an operation returns before its receipts are sealed: the result, or where the sealed
 /// receipt goes.
 // One per plan, moved once.

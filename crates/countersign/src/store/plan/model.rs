@@ -124,10 +124,7 @@ impl Model {
                     (slot.state, &slot.attempt_id),
                     (change.expected.state, &change.expected.attempt_id)
                 );
-                slot.state = change.state;
-                slot.detail = change.detail;
-                slot.resolved_by = change.resolved_by;
-                slot.updated_at = change.updated_at;
+                change.apply(slot);
             }
         }
     }
