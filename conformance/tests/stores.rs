@@ -8,6 +8,7 @@ mod stores {
     pub mod b24_sqlite_busy;
     pub mod b25_serialization_retries;
     pub mod b33_tamper_evidence;
+    pub mod b56_sqlite_read_then_write;
     pub mod kit;
     pub mod legacy_ids;
     pub mod migration;

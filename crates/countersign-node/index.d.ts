@@ -96,9 +96,15 @@ export interface Executed<T> {
   readonly receipt: Receipt
 }
 
-/** The chain verification report (`first_break` is `null` when intact). */
+/**
+ * The chain verification report. Only `outcome: 'verified'` is a pass: `'unverifiable'` means
+ * nothing was checked (an empty log), `'failed'` names the first bad record in `first_break`.
+ */
 export interface VerifyReport {
+  readonly outcome: 'verified' | 'failed' | 'unverifiable'
   readonly checked: number
+  /** The first receipt checked (`null`: none was); the last is `head.seq`. */
+  readonly first_seq: number | null
   readonly first_break: unknown
   readonly [field: string]: unknown
 }

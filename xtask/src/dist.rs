@@ -24,9 +24,10 @@ use toml_edit::DocumentMut;
 use crate::{cargo, project_root, run, target_dir};
 
 /// The crates published to crates.io, by folder.
-const PUBLISHED_CRATES: [(&str, &str); 6] = [
+const PUBLISHED_CRATES: [(&str, &str); 7] = [
     ("countersign", "crates/countersign"),
     ("countersign-conformance", "conformance"),
+    ("countersign-http", "crates/countersign-http"),
     ("countersign-gateway", "crates/countersign-gateway"),
     ("countersign-server", "crates/countersign-server"),
     ("countersign-cli", "crates/countersign-cli"),
@@ -35,9 +36,10 @@ const PUBLISHED_CRATES: [(&str, &str); 6] = [
 
 /// Every folder that is a package of its own (crate, wheel, npm package): each carries the
 /// repository's LICENSE.
-const PACKAGES: [&str; 11] = [
+const PACKAGES: [&str; 12] = [
     "crates/countersign",
     "crates/countersign-cli",
+    "crates/countersign-http",
     "crates/countersign-gateway",
     "crates/countersign-server",
     "conformance",

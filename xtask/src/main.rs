@@ -1,10 +1,11 @@
-//! Project automation: `cargo xtask test | tidy | bench | conformance | dist`.
+//! Project automation: `cargo xtask test | tidy | bench | conformance | dist | fuzz`.
 //!
 //! `cargo xtask test` is the one test command (README, Quick start); CI runs exactly it.
 
 mod bench_stores;
 mod conformance_stores;
 mod dist;
+mod fuzz;
 mod templates;
 mod tidy;
 
@@ -19,7 +20,8 @@ cargo xtask <command>
 Commands:
   test                   run the whole test suite (what CI runs; the Python and Node bindings too)
   tidy                   check the code's structure: the kernel's layers, a size budget per
-                         file, paths named in docs, no ignored test, no unused dependency
+                         file, paths named in docs, no ignored test, no unused dependency, one
+                         HTTP client constructor, no ring or aws-lc
   bench [--quick]        run the benchmarks in release mode and print calls per second
   bench --compare [...]  Countersign side by side with ctrlrun (bench/compare/run.sh; options
                          after --compare go to compare.py, e.g. --only scenarios)
@@ -33,6 +35,10 @@ Commands:
                          Python wheels and sdists, npm packages, crates, SHA256SUMS) and install
                          them outside the workspace to run the README's examples; --check only
                          checks licenses, crate metadata and adapter version lines (fast)
+  fuzz [--minutes N] [TARGET...]
+                         fuzz the parsers of untrusted input with AFL++ (cargo-afl, stable
+                         toolchain), N minutes per target (default 10); `cargo xtask fuzz
+                         --help` for the options and the targets (docs/fuzzing.md)
 ";
 
 fn main() -> Result<()> {
@@ -43,6 +49,7 @@ fn main() -> Result<()> {
         Some("test") => test(&rest),
         Some("tidy") => tidy::run(),
         Some("dist") => dist::run_dist(&rest),
+        Some("fuzz") => fuzz::run_fuzz(&rest),
         Some("bench") => bench(&rest),
         Some("conformance") if rest.iter().any(|arg| arg == "--stores") => {
             conformance_stores::run(&rest)
@@ -125,6 +132,9 @@ fn test(_args: &[String]) -> Result<()> {
         .current_dir(&root)
         .args(["test", "--workspace", "--doc"]);
     run(doctests)?;
+    // The fuzz targets, without a fuzzer: every corpus and regression input replayed as an
+    // ordinary test (issue #30; the fuzz crate is outside the workspace).
+    fuzz::replay(&root)?;
     // The benchmark harnesses run once, briefly, so they never rot (no timing is asserted).
     let mut smoke = cargo();
     smoke

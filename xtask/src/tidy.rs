@@ -8,11 +8,15 @@
 //! - **budget** — at most [`budget::BUDGET`] non-test lines in one source file;
 //! - **doc-paths** — every file path a doc comment or a Markdown document names exists;
 //! - **ignored-test** — no `#[ignore]`d test;
-//! - **unused-dependency** — every dependency a crate's manifest lists is named in its code.
+//! - **unused-dependency** — every dependency a crate's manifest lists is named in its code;
+//! - **http-client** — no member but `crates/countersign-http` builds a reqwest client;
+//! - **crypto-stack** — neither ring nor aws-lc is in `Cargo.lock` or the build graph.
 
 mod budget;
+mod crypto_stack;
 mod deps;
 mod doc_paths;
+mod http_client;
 mod ignored;
 mod layers;
 mod tree;
@@ -33,6 +37,8 @@ pub(crate) enum Rule {
     DocPaths,
     IgnoredTest,
     UnusedDependency,
+    HttpClient,
+    CryptoStack,
 }
 
 impl Rule {
@@ -43,6 +49,8 @@ impl Rule {
             Rule::DocPaths => "doc-paths",
             Rule::IgnoredTest => "ignored-test",
             Rule::UnusedDependency => "unused-dependency",
+            Rule::HttpClient => "http-client",
+            Rule::CryptoStack => "crypto-stack",
         }
     }
 }
@@ -74,10 +82,11 @@ impl fmt::Display for Violation {
 /// `cargo xtask tidy`: check every rule on this checkout; fail listing each violation.
 pub(crate) fn run() -> Result<()> {
     let root = crate::project_root();
-    let violations = check(&root)?;
+    let mut violations = check(&root)?;
+    violations.extend(crypto_stack::check_build_graph(&root)?);
     if violations.is_empty() {
         eprintln!(
-            "xtask: tidy passed (layers, budget, doc-paths, ignored-test, unused-dependency)"
+            "xtask: tidy passed (layers, budget, doc-paths, ignored-test, unused-dependency, http-client, crypto-stack)"
         );
         return Ok(());
     }
@@ -103,17 +112,20 @@ pub(crate) fn check(root: &Path) -> Result<Vec<Violation>> {
     violations.extend(doc_paths::check(&workspace)?);
     violations.extend(ignored::check(&workspace));
     violations.extend(deps::check(&workspace)?);
+    violations.extend(http_client::check(&workspace));
+    violations.extend(crypto_stack::check(&workspace)?);
     violations.sort();
     Ok(violations)
 }
 
-/// The workspace as tidy sees it: its members and every Rust file of theirs, parsed.
+/// The workspace as tidy sees it: its members (and the crates it excludes but keeps in the
+/// tree, such as `fuzz/`) and every Rust file of theirs, parsed.
 pub(crate) struct Workspace {
     pub(crate) root: PathBuf,
     pub(crate) members: Vec<Member>,
 }
 
-/// One workspace member crate.
+/// One workspace member crate, or a crate the workspace excludes but keeps in the tree.
 pub(crate) struct Member {
     /// The crate's folder, relative to the workspace root.
     pub(crate) dir: PathBuf,
@@ -131,12 +143,24 @@ impl Workspace {
             .and_then(|workspace| workspace.get("members"))
             .and_then(|members| members.as_array())
             .context("the root Cargo.toml has no `[workspace] members` list")?;
+        // Crates the workspace excludes but keeps in the tree (`fuzz/`, outside the workspace so
+        // that its instrumented build stays apart) follow the same rules as the members.
+        let excluded = manifest
+            .get("workspace")
+            .and_then(|workspace| workspace.get("exclude"))
+            .and_then(|exclude| exclude.as_array())
+            .into_iter()
+            .flat_map(|exclude| exclude.iter())
+            .filter(|dir| {
+                dir.as_str()
+                    .is_some_and(|dir| root.join(dir).join("Cargo.toml").is_file())
+            });
         let mut loaded = Vec::new();
-        for member in members.iter() {
+        for member in members.iter().chain(excluded) {
             let dir = PathBuf::from(
                 member
                     .as_str()
-                    .context("a `[workspace] members` entry is not a string")?,
+                    .context("a `[workspace] members` or `exclude` entry is not a string")?,
             );
             let (manifest, manifest_text) = read_manifest(&root.join(&dir).join("Cargo.toml"))?;
             let files = tree::crate_files(root, &dir, &manifest)?;

@@ -60,23 +60,32 @@ pub enum ResumeError {
 ///
 /// The last turn is the last assistant message with tool calls, when every message after it is
 /// a tool output (otherwise the conversation went on and no call waits). swiftide leaves a call
-/// without output when its tool returned `ToolOutput::FeedbackRequired` (or was not found).
+/// without output when its tool returned `ToolOutput::FeedbackRequired` (or was not found). Each
+/// output answers one call equal to it in id, name and arguments, never a call that only shares
+/// its provider id: Gemini and Ollama give every call of a function the function's name as id.
 ///
 /// # Errors
 ///
 /// [`AgentError`] when the history cannot be read.
 pub async fn waiting_calls(agent: &Agent) -> Result<Vec<ToolCall>, AgentError> {
     let history = agent.history().await?;
-    let mut answered: Vec<&str> = Vec::new();
+    let mut answered: Vec<&ToolCall> = Vec::new();
     for message in history.iter().rev() {
         match message {
-            ChatMessage::ToolOutput(tool_call, _) => answered.push(tool_call.id()),
+            ChatMessage::ToolOutput(tool_call, _) => answered.push(tool_call),
             ChatMessage::Assistant(_, Some(tool_calls)) if !tool_calls.is_empty() => {
-                return Ok(tool_calls
-                    .iter()
-                    .filter(|tool_call| !answered.contains(&tool_call.id()))
-                    .cloned()
-                    .collect());
+                // Each output answers one call equal to it in id, name and arguments: provider
+                // ids alone are not unique (Gemini and Ollama use the function name; case B37).
+                let mut waiting = Vec::new();
+                for tool_call in tool_calls {
+                    match answered.iter().position(|output| *output == tool_call) {
+                        Some(position) => {
+                            answered.swap_remove(position);
+                        }
+                        None => waiting.push(tool_call.clone()),
+                    }
+                }
+                return Ok(waiting);
             }
             _ => return Ok(Vec::new()),
         }

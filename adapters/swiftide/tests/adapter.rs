@@ -5,6 +5,7 @@ mod adapter {
     pub mod basic;
     pub mod conformance;
     pub mod cross_process;
+    pub mod pairing;
     pub mod resume;
     pub mod resumed_in_place;
     pub mod support;

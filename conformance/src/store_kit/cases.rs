@@ -106,6 +106,11 @@ pub fn all() -> Vec<Case> {
         ),
         case!(
             "reservation",
+            effect_records_never_expire_by_time,
+            InProcess
+        ),
+        case!(
+            "reservation",
             refusal_changes_nothing_and_leaves_a_receipt,
             InProcess
         ),

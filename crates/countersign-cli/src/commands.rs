@@ -465,7 +465,7 @@ fn parse_all(stored: &[StoredReceipt]) -> Result<Vec<countersign::Receipt>, Fail
         .collect()
 }
 
-/// Verify the chain and report; exit 1 on a break or a failed anchor.
+/// Verify the chain and report; exit 1 on a break or a failed anchor, 3 when the log is empty.
 pub async fn verify_chain(
     store: &dyn Store,
     anchor_file: Option<&std::path::Path>,
@@ -482,14 +482,18 @@ pub async fn verify_chain(
     Ok(exit_for(&report))
 }
 
-/// Exit status 0 for an intact chain (that reaches its anchor, if one was given), else 1.
-fn exit_for(report: &evidence::VerifyReport) -> ExitCode {
-    if report.is_intact() {
-        ExitCode::SUCCESS
-    } else {
-        ExitCode::FAILURE
+/// The exit status of a verification: 0 verified (something was checked and all of it holds),
+/// 1 failed, 3 unverifiable (nothing to check). clap keeps 2 for usage errors.
+pub(crate) fn exit_for(report: &evidence::VerifyReport) -> ExitCode {
+    match report.outcome {
+        evidence::VerifyOutcome::Verified => ExitCode::SUCCESS,
+        evidence::VerifyOutcome::Failed => ExitCode::FAILURE,
+        evidence::VerifyOutcome::Unverifiable => ExitCode::from(UNVERIFIABLE),
     }
 }
+
+/// Exit status for "nothing could be checked" (`verify`, `receipts --verify`): never 0.
+pub(crate) const UNVERIFIABLE: u8 = 3;
 
 /// The anchor in `anchor_file`, if one was given.
 fn read_anchor(anchor_file: Option<&std::path::Path>) -> Result<Option<Anchor>, Failure> {
@@ -678,9 +682,11 @@ pub struct VerifyArgs {
 
 /// `countersign verify`: the policy loads, and the chain is intact.
 ///
-/// With the default store and no store file yet (a policy checked before the agent first ran),
-/// only the policy is checked, and the output says so. A store named with `--store-url` must
-/// exist.
+/// Exit 0 only when at least one receipt was checked and everything holds; 1 when something
+/// does not; 3 (unverifiable) when there is nothing to check: no store file yet at the default
+/// path (the policy is still checked and the output says so; `countersign policy check` checks
+/// only the policy), or an empty log. Never creates a store; a store named with `--store-url`
+/// must exist.
 pub async fn verify(
     global: &Global,
     args: &VerifyArgs,
@@ -696,24 +702,9 @@ pub async fn verify(
         }
         _ => Failure(error.to_string()),
     })?;
-    let warnings = policy.approval_warnings();
-    let policy_summary = serde_json::json!({
-        "file": path.display().to_string(),
-        "hash": policy.hash(),
-        "mode": policy.mode().as_str(),
-        "warnings": warnings,
-    });
+    let policy_summary = crate::everyday::policy_summary(&path, &policy);
     if !global.json {
-        writeln!(
-            out,
-            "policy {} loads: {} ({} mode)",
-            path.display(),
-            policy.hash(),
-            policy.mode().as_str()
-        )?;
-        for warning in &warnings {
-            writeln!(out, "warning: {}", printable(warning))?;
-        }
+        crate::everyday::write_policy_summary(&policy_summary, out)?;
     }
     if global.store_url.is_none()
         && let Some(store_file) = missing_store_file(global)
@@ -726,15 +717,15 @@ pub async fn verify(
         if global.json {
             write_json(
                 out,
-                &serde_json::json!({"policy": policy_summary, "store": null, "chain": null}),
+                &serde_json::json!({"outcome": "unverifiable", "policy": policy_summary, "store": null, "chain": null}),
             )?;
         } else {
             writeln!(
                 out,
-                "no store at `{store_file}` yet: only the policy was checked; pass the agent's store with `--store-url sqlite:PATH` to verify its receipts"
+                "unverifiable: no store at `{store_file}` yet, so no receipt was checked (exit status 3); the policy loads. Pass the agent's store with `--store-url sqlite:PATH`, or check only the policy with `countersign policy check`"
             )?;
         }
-        return Ok(ExitCode::SUCCESS);
+        return Ok(ExitCode::from(UNVERIFIABLE));
     }
     let store = open_existing(global).await?;
     let anchor = read_anchor(args.anchor.as_deref())?;
@@ -754,10 +745,15 @@ pub async fn verify(
         && approvals
             .as_ref()
             .is_none_or(countersign::audit::StateCheck::agrees);
+    let overall = if agree {
+        report.outcome
+    } else {
+        evidence::VerifyOutcome::Failed
+    };
     if global.json {
         write_json(
             out,
-            &serde_json::json!({"policy": policy_summary, "store": global.store_url(), "chain": report, "effects": effects, "approvals": approvals}),
+            &serde_json::json!({"outcome": overall.as_str(), "policy": policy_summary, "store": global.store_url(), "chain": report, "effects": effects, "approvals": approvals}),
         )?;
     } else {
         render::verify_report(&report, out)?;
@@ -778,9 +774,9 @@ pub async fn verify(
             )?;
         }
     }
-    Ok(if agree {
-        exit_for(&report)
-    } else {
-        ExitCode::FAILURE
+    Ok(match overall {
+        evidence::VerifyOutcome::Verified => ExitCode::SUCCESS,
+        evidence::VerifyOutcome::Failed => ExitCode::FAILURE,
+        evidence::VerifyOutcome::Unverifiable => ExitCode::from(UNVERIFIABLE),
     })
 }

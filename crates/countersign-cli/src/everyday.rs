@@ -24,7 +24,7 @@ use crate::style;
 use crate::{Failure, Global};
 mod policy;
 
-pub(crate) use policy::{PolicyArgs, policy};
+pub(crate) use policy::{PolicyArgs, policy, policy_summary, write_policy_summary};
 
 /// Load the policy at `path`, saying what to do when there is none.
 pub fn load_policy(path: &Path) -> Result<Policy, Failure> {

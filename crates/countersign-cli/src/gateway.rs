@@ -74,9 +74,14 @@ pub struct GatewayArgs {
     /// The largest message accepted, in bytes.
     #[arg(long, value_name = "BYTES", default_value_t = countersign_gateway::DEFAULT_MAX_MESSAGE_BYTES)]
     max_message_bytes: usize,
-    /// The upstream MCP server's Streamable HTTP endpoint.
+    /// The upstream MCP server's Streamable HTTP endpoint: `http://…`, or `https://…` with
+    /// its certificate verified against the system's trust store (or --upstream-ca).
     #[arg(long, value_name = "URL", conflicts_with = "command")]
     upstream_url: Option<String>,
+    /// Trust only the certificate authorities in this PEM file for an `https://` --upstream-url
+    /// (a private CA), instead of the system's trust store.
+    #[arg(long, value_name = "FILE", requires = "upstream_url")]
+    upstream_ca: Option<std::path::PathBuf>,
     /// The upstream MCP server's command, after `--`.
     #[arg(last = true, value_name = "UPSTREAM COMMAND")]
     command: Vec<String>,
@@ -138,6 +143,21 @@ pub async fn run(
     config.elicitation = !args.no_elicitation;
     config.attested_clients = args.attested_clients.clone();
     config.max_message_bytes = args.max_message_bytes;
+    if let Some(file) = &args.upstream_ca {
+        if !args
+            .upstream_url
+            .as_deref()
+            .is_some_and(|url| url.to_ascii_lowercase().starts_with("https://"))
+        {
+            return Err(Failure(
+                "--upstream-ca is for an https:// --upstream-url: give the upstream's https:// address, or leave --upstream-ca out".to_owned(),
+            ));
+        }
+        config.upstream_trust = Some(
+            countersign_http::Trust::pem_file(file)
+                .map_err(|error| Failure(format!("--upstream-ca: {error}")))?,
+        );
+    }
     let upstream = match (&args.upstream_url, args.command.split_first()) {
         (Some(url), _) => Upstream::Url(url.clone()),
         (None, Some((program, rest))) => Upstream::Command {

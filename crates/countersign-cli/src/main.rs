@@ -133,6 +133,11 @@ enum Command {
     Inspect(commands::InspectArgs),
     /// Check that the policy loads, the receipt chain is intact, and the effects and granted
     /// approvals agree with the receipts.
+    ///
+    /// Exit 0 verified (at least one receipt was checked and all of it holds), 1 failed (the
+    /// first bad record is named), 3 unverifiable (nothing to check: no store yet, or an empty
+    /// log). Prints how many receipts it checked, the first and last, and the head. Never
+    /// creates a store.
     Verify(commands::VerifyArgs),
     /// Put Countersign in front of an MCP tool server: `countersign gateway --alias NAME
     /// --principal WHO -- UPSTREAM COMMAND…`, or `--upstream-url URL` for an HTTP upstream.

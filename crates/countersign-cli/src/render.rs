@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 
 use countersign::Receipt;
-use countersign::evidence::{AnchorCheck, VerifyReport};
+use countersign::evidence::{AnchorCheck, VerifyOutcome, VerifyReport};
 
 /// A plain, left-aligned text table.
 pub struct Table {
@@ -142,25 +142,41 @@ pub fn state_check<D: std::fmt::Display>(
     writeln!(out, "{advice}")
 }
 
-/// The verification report, in words.
+/// The verification report, in words: the outcome, how much was checked (first and last
+/// receipt), and the head.
 pub fn verify_report(report: &VerifyReport, out: &mut dyn Write) -> io::Result<()> {
-    match &report.first_break {
-        Some(chain_break) => {
+    match (&report.first_break, &report.head, report.first_seq) {
+        (Some(chain_break), _, _) => {
             writeln!(
                 out,
                 "chain BROKEN at receipt {}: {chain_break}",
                 chain_break.seq()
             )?;
-            writeln!(out, "{} receipt(s) before it verified", report.checked)?;
+            match (&report.head, report.first_seq) {
+                (Some(head), Some(first)) => writeln!(
+                    out,
+                    "{} receipt(s) before it verified (receipts {first} to {}, head {})",
+                    report.checked, head.seq, head.hash
+                )?,
+                _ => writeln!(out, "no receipt before it verified")?,
+            }
         }
-        None => match &report.head {
-            Some(head) => writeln!(
-                out,
-                "chain intact: {} receipt(s), head {}",
-                report.checked, head.hash
-            )?,
-            None => writeln!(out, "chain intact: the log is empty")?,
-        },
+        (None, Some(head), Some(first)) => writeln!(
+            out,
+            "chain {}: {} receipt(s) checked (receipts {first} to {}), head {}",
+            if report.outcome == VerifyOutcome::Verified {
+                "verified"
+            } else {
+                "intact"
+            },
+            report.checked,
+            head.seq,
+            head.hash
+        )?,
+        (None, _, _) => writeln!(
+            out,
+            "chain unverifiable: the log is empty, so no receipt was checked (exit status 3)"
+        )?,
     }
     match &report.anchor {
         AnchorCheck::NotGiven => writeln!(

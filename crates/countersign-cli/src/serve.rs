@@ -75,8 +75,8 @@ pub struct ServeArgs {
     #[arg(long, value_name = "NAME")]
     auditors_group: Option<String>,
     /// Deliver every outbox event (a request opened, answered, expired, voided, consumed,
-    /// revoked or cancelled) to this http:// URL, signed per Standard Webhooks (repeatable; see
-    /// docs/approvals.md).
+    /// revoked or cancelled) to this http:// or https:// URL, signed per Standard Webhooks
+    /// (repeatable; see docs/approvals.md).
     #[arg(long, value_name = "URL", requires = "webhook_secret_file")]
     webhook: Vec<String>,
     /// A file holding the `whsec_…` secret of the matching --webhook (the first file for the
@@ -104,8 +104,8 @@ pub struct ServeArgs {
     /// unmapped user's press is refused.
     #[arg(long, value_name = "FILE", requires = "slack_channel")]
     slack_users: Option<PathBuf>,
-    /// Where Slack's Web API is reached: an http:// forwarding proxy on loopback (this build
-    /// has no TLS client).
+    /// Where Slack's Web API is reached: `https://slack.com/api` directly, or a forwarding
+    /// proxy's http:// address (the default, on loopback).
     #[arg(long, value_name = "URL", default_value = countersign_server::slack::DEFAULT_API_URL, requires = "slack_channel")]
     slack_api_url: String,
     /// Webhooks and Slack from a YAML file (`webhooks:` with `url` and `secret_file`, `slack:`
@@ -113,6 +113,10 @@ pub struct ServeArgs {
     /// relative to the file), besides the flags (see docs/approvals.md).
     #[arg(long, value_name = "FILE")]
     notify_config: Option<PathBuf>,
+    /// Trust only the certificate authorities in this PEM file for https:// webhooks and Slack,
+    /// instead of the system's trust store (or `ca_file:` in the --notify-config file).
+    #[arg(long, value_name = "FILE")]
+    notify_ca: Option<PathBuf>,
 }
 
 /// Read a file named by a flag, for a message naming it.
@@ -279,9 +283,19 @@ pub async fn run(
     }
     let mut slack = slack(args)?;
     let mut webhooks = webhooks(args)?;
+    let mut notify_ca = args.notify_ca.clone();
     if let Some(file) = &args.notify_config {
         let from_file = notify_file::load(file)?;
         webhooks.extend(from_file.webhooks);
+        if let Some(ca_file) = from_file.ca_file {
+            if notify_ca.is_some() {
+                return Err(Failure(format!(
+                    "the notify CA is given twice, by --notify-ca and `ca_file` in `{}`: keep one",
+                    file.display()
+                )));
+            }
+            notify_ca = Some(ca_file);
+        }
         if from_file.slack.is_some() {
             if slack.is_some() {
                 return Err(Failure(format!(
@@ -292,10 +306,19 @@ pub async fn run(
             slack = from_file.slack;
         }
     }
+    let trust = match &notify_ca {
+        Some(file) => countersign_http::Trust::pem_file(file)
+            .map_err(|error| Failure(format!("the notify CA: {error}")))?,
+        None => countersign_http::Trust::system(),
+    };
+    if let Some(configured) = slack.take() {
+        slack = Some(configured.with_trust(trust.clone())?);
+    }
     let notifications = Notifications {
         webhooks,
         timeout: args.webhook_timeout,
         retention: args.outbox_retention,
+        trust,
         ..Notifications::default()
     };
     let policy = crate::everyday::load_policy(&global.policy_path())?;

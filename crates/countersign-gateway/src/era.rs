@@ -279,17 +279,32 @@ pub fn check_headers<'a>(
         }
     }
     if let Some(body_name) = name_source(method, message) {
+        // A body that names no target is the body's fault, whatever the headers say: no
+        // `Mcp-Name` could match it (found by the `jsonrpc` fuzz target, issue #30).
+        let Some(body_name) = body_name else {
+            let field = if method == "resources/read" {
+                "uri"
+            } else {
+                "name"
+            };
+            return Err(crate::wire::error_object(
+                crate::codes::INVALID_PARAMS,
+                format!(
+                    "invalid params: `{method}` needs `params.{field}`, a string naming its target: send it, and the same in the `Mcp-Name` header"
+                ),
+            ));
+        };
         let Some(sent) = header("mcp-name") else {
             return Err(mismatch(format!(
                 "Header mismatch: `{method}` needs the `Mcp-Name` header naming its target: send it (Base64 sentinel form for names that are not plain ASCII)"
             )));
         };
         let decoded = sent.and_then(decode_header_value);
-        if decoded.is_none() || decoded.as_deref() != body_name {
+        if decoded.as_deref() != Some(body_name) {
             return Err(mismatch(format!(
                 "Header mismatch: `Mcp-Name` is `{}` but the body names `{}`: send the same name in both",
                 countersign::evidence::printable(sent.unwrap_or("(not text)")),
-                countersign::evidence::printable(body_name.unwrap_or("(nothing)"))
+                countersign::evidence::printable(body_name)
             )));
         }
     }
@@ -506,6 +521,42 @@ mod tests {
         assert_eq!(code(&later, &call("write")), UNSUPPORTED_VERSION);
         let older_header = [("MCP-Protocol-Version", "2025-06-18"), ok[1], ok[2]];
         assert_eq!(code(&older_header, &call("write")), HEADER_MISMATCH);
+    }
+
+    #[test]
+    fn a_body_that_names_no_target_is_invalid_params_not_a_header_mismatch() {
+        // fuzz/regressions/jsonrpc/issue30-modern-call-without-name: the headers the gateway
+        // sends for such a body failed its own check as a header mismatch.
+        let ok = [
+            ("MCP-Protocol-Version", MODERN),
+            ("Mcp-Method", "tools/call"),
+            ("Mcp-Name", "write"),
+        ];
+        let mut nameless = call("write");
+        nameless["params"]
+            .as_object_mut()
+            .expect("params")
+            .remove("name");
+        for pairs in [&ok[..], &ok[..2]] {
+            let error = check_headers(&nameless, headers(pairs)).expect_err("refused");
+            assert_eq!(
+                error["code"],
+                json!(crate::codes::INVALID_PARAMS),
+                "{error}"
+            );
+            assert!(
+                error["message"]
+                    .as_str()
+                    .is_some_and(|message| message.contains("`params.name`")),
+                "{error}"
+            );
+        }
+        let mut numbered = call("write");
+        numbered["params"]["name"] = json!(7);
+        assert_eq!(
+            check_headers(&numbered, headers(&ok)).expect_err("refused")["code"],
+            json!(crate::codes::INVALID_PARAMS)
+        );
     }
 
     #[test]

@@ -44,6 +44,8 @@ use tokio::io::{AsyncRead, AsyncWrite};
 pub mod codes;
 pub mod era;
 mod front;
+#[doc(hidden)]
+pub mod fuzzing;
 mod request_state;
 mod session;
 mod upstream;
@@ -220,6 +222,13 @@ pub struct GatewayConfig {
     /// bytes made when the gateway starts, so a state outlives neither the process nor a
     /// restart; set one to let states survive a restart or span replicas.
     pub request_state_key: Option<RequestStateKey>,
+    /// The certificate authorities an `https://` upstream's certificate must chain to
+    /// (`--upstream-ca FILE`). `None` (the default): the system's trust store
+    /// ([`countersign_http::Trust::system`]). A handshake that fails (unknown authority, a
+    /// certificate for another host name, expired) fails the request before anything is sent:
+    /// the call is `not_executed`, with the reason and what to do in the message. Never
+    /// downgraded to plain HTTP.
+    pub upstream_trust: Option<countersign_http::Trust>,
 }
 
 /// A key for [`GatewayConfig::request_state_key`]; never printed.
@@ -254,6 +263,7 @@ impl GatewayConfig {
             log: true,
             attested_clients: Vec::new(),
             request_state_key: None,
+            upstream_trust: None,
         }
     }
 }
@@ -267,7 +277,8 @@ pub enum Upstream {
         /// Its arguments.
         args: Vec<String>,
     },
-    /// A Streamable HTTP endpoint (`http://…`).
+    /// A Streamable HTTP endpoint (`http://…`, or `https://…` verified against
+    /// [`GatewayConfig::upstream_trust`]).
     Url(String),
     /// An MCP server already connected over a byte stream (newline-delimited JSON-RPC).
     Io {
@@ -337,6 +348,14 @@ pub enum GatewayError {
     /// Accepting HTTP connections failed.
     #[error("the HTTP listener failed: {0}")]
     Listen(std::io::Error),
+    /// The upstream URL is not an `http://` or `https://` URL.
+    #[error(
+        "the upstream URL `{0}` is not an http:// or https:// URL: give the server's Streamable HTTP endpoint, for example `https://mcp.example.com/mcp`"
+    )]
+    BadUpstreamUrl(String),
+    /// The HTTP client for the upstream could not be made.
+    #[error("cannot reach the upstream over HTTP: {0}")]
+    HttpClient(#[from] countersign_http::HttpClientError),
 }
 
 /// A late reply to a `tools/call` that timed out: never delivered, kept as evidence and used
@@ -529,7 +548,27 @@ pub(crate) fn connect(
     match upstream {
         Upstream::Command { program, args } => upstream::spawn_command(&program, &args, max)
             .map_err(|source| GatewayError::Spawn { program, source }),
-        Upstream::Url(url) => Ok(upstream::connect_http(&url, max)),
+        Upstream::Url(url) => {
+            let scheme = url
+                .split_once("://")
+                .map(|(scheme, _)| scheme.to_ascii_lowercase());
+            let trust = match scheme.as_deref() {
+                Some("https") => shared
+                    .config
+                    .upstream_trust
+                    .clone()
+                    .unwrap_or_else(countersign_http::Trust::system),
+                // Plain HTTP needs no authority; a redirect to https:// then fails closed.
+                Some("http") => shared
+                    .config
+                    .upstream_trust
+                    .clone()
+                    .unwrap_or_else(countersign_http::Trust::nothing),
+                _ => return Err(GatewayError::BadUpstreamUrl(url)),
+            };
+            let client = countersign_http::client(&trust)?;
+            Ok(upstream::connect_http(client, trust, &url, max))
+        }
         Upstream::Io { reader, writer } => Ok(upstream::connect_io(reader, writer, max)),
     }
 }

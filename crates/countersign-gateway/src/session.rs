@@ -95,9 +95,15 @@ struct State {
     era: Era,
     /// Each listed tool's `x-mcp-header` parameters, from the last `tools/list` relayed.
     param_headers: HashMap<String, Vec<(String, Vec<String>)>>,
+    /// The handshake-era client's `initialize` params, kept to answer it in the gateway's name
+    /// when the upstream speaks 2026-07-28 only.
+    initialize: Option<Value>,
+    /// Set when the gateway answered a handshake-era client's `initialize` itself for a
+    /// 2026-07-28-only upstream: the per-request `_meta` every forwarded request then carries.
+    bridged: Option<Map<String, Value>>,
     /// `subscriptions/listen` requests the gateway serves itself (handshake-era upstream): the
-    /// client's request id (as JSON text) to the id and the notifications it asked for.
-    listeners: HashMap<String, (Value, Vec<String>)>,
+    /// client's request id (as JSON text) to the listener.
+    listeners: HashMap<String, modern::Listener>,
 }
 
 pub(crate) struct Inner {
@@ -112,6 +118,8 @@ pub(crate) struct Inner {
     /// The upstream's era and identity, learned once for a 2026-07-28 client.
     /// Not kept when learning it failed: the next request tries again.
     upstream_info: tokio::sync::OnceCell<UpstreamInfo>,
+    /// This session, for work it starts from a synchronous handler.
+    this: Weak<Inner>,
 }
 
 /// A running session. Cheap to clone.
@@ -173,6 +181,7 @@ impl Session {
                 closed,
                 principal,
                 upstream_info: tokio::sync::OnceCell::new(),
+                this: weak.clone(),
             }
         });
         let pump = Arc::downgrade(&inner);
@@ -256,9 +265,16 @@ impl Inner {
             self.modern_request(client_id, method, message).await;
             return;
         }
+        let mut message = message;
+        if method != "initialize"
+            && let Some(meta) = self.state().bridged.clone()
+        {
+            modern::add_meta(&mut message, &meta);
+        }
         if method == "initialize" {
             let mut state = self.state();
             state.era = Era::Legacy;
+            state.initialize = message.get("params").cloned();
             state.client_elicitation = message
                 .pointer("/params/capabilities/elicitation")
                 .is_some_and(|value| !value.is_null());
@@ -316,16 +332,19 @@ impl Inner {
     }
 
     async fn client_notification(self: Arc<Self>, mut message: Value) {
+        if wire::method(&message) == Some("notifications/initialized")
+            && self.state().bridged.is_some()
+        {
+            // The gateway answered `initialize` itself: a 2026-07-28 upstream has no handshake.
+            return;
+        }
         if wire::method(&message) == Some("notifications/cancelled")
             && let Some(request_id) = message.pointer("/params/requestId").cloned()
         {
             // A subscription the gateway serves itself ends here.
-            if self
-                .state()
-                .listeners
-                .remove(&id_text(&request_id))
-                .is_some()
-            {
+            let ended = self.state().listeners.remove(&id_text(&request_id));
+            if let Some(listener) = ended {
+                self.forget_listener(listener).await;
                 return;
             }
             let upstream_id = self.state().client_ids.get(&id_text(&request_id)).copied();
@@ -399,17 +418,23 @@ impl Inner {
                 let _ = waiter.send(reply);
             }
             Some(Forwarded::Internal { .. }) => {}
-            Some(Forwarded::Passthrough { client_id, .. }) => {
+            Some(Forwarded::Passthrough {
+                client_id, method, ..
+            }) => {
+                let broken = matches!(reply, Reply::Broken { .. });
                 let detail = match reply {
                     Reply::NotSent { detail } => format!("not sent: {detail}"),
                     Reply::Broken { detail } => detail,
                     _ => "the upstream reply was unusable".to_owned(),
                 };
                 let error = wire::error_object(codes::INTERNAL_ERROR, detail);
-                self.to_client(
-                    wire::error_response(client_id.clone(), error),
-                    Some(client_id),
-                );
+                let response = wire::error_response(client_id.clone(), error);
+                // A 2026-07-28-only HTTP upstream refuses `initialize` with HTTP 400.
+                if method == "initialize" && broken {
+                    self.bridge_initialize(client_id, response);
+                    return;
+                }
+                self.to_client(response, Some(client_id));
             }
             Some(entry @ Forwarded::Abandoned { .. }) => {
                 self.state().forwarded.insert(upstream_id, entry);
@@ -476,6 +501,12 @@ impl Inner {
                 method,
                 modern,
             } => {
+                if method == "initialize" && message.get("error").is_some() {
+                    self.state().client_ids.remove(&id_text(&client_id));
+                    message["id"] = client_id.clone();
+                    self.bridge_initialize(client_id, message);
+                    return;
+                }
                 if method == "tools/list" {
                     self.filter_tools(&mut message);
                     self.learn_param_headers(&message);
@@ -962,6 +993,16 @@ impl UpstreamCall {
         let Some(result) = message.get("result").filter(|result| result.is_object()) else {
             return Err(self.ambiguous(format!("the upstream reply has no result object: {raw}")));
         };
+        // 2026-07-28: an input-required result is the upstream asking for more before it runs
+        // the tool ("Multi Round-Trip Requests"): not executed, and the client may send the
+        // call again with the answers (a new attempt). Never `committed`.
+        if result.get("resultType").and_then(Value::as_str) == Some("input_required") {
+            let evidence = Evidence::ToolError(result.clone()).into_value();
+            return Err(ExecutorError::not_executed(format!(
+                "the upstream asks for more input before it runs the tool (input_required): send the call again with the inputResponses and requestState it gave: {raw}"
+            ))
+            .with_evidence(evidence));
+        }
         if result.get("isError").and_then(Value::as_bool) == Some(true) {
             let evidence = Evidence::ToolError(result.clone()).into_value();
             return Err(if self.not_executed_on_error {

@@ -19,5 +19,6 @@ mod gateway {
     pub mod http_modern;
     pub mod modern;
     pub mod round_trips;
+    pub mod tls_upstream;
     pub mod upstream_hygiene;
 }

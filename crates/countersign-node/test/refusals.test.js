@@ -347,11 +347,14 @@ test('answers are judged: NoApprover, SelfApproval, InvalidDecision, NotEntitled
 
 test('the receipt chain verifies', async () => {
   const { control } = await open()
+  assert.equal((await control.verifyReceipts()).outcome, 'unverifiable', 'an empty log is no pass')
   await control.execute('stripe.refund', { payment_id: 'pi_v1', amount: 5 }, () => 'ok')
   await control.execute('rm.rf', {}, never).catch(() => {})
   const report = await control.verifyReceipts()
   assert.equal(report.checked, 2)
   assert.equal(report.first_break, null)
+  assert.equal(report.outcome, 'verified')
+  assert.equal(report.first_seq, 1)
 })
 
 test('every refusal class is exported with its default reason', () => {

@@ -187,6 +187,7 @@ def test_receipt_chain_verifies(control) -> None:
     control.execute("support.lookup", {"k": 1}, lambda a: "x")
     report = control.verify_receipts()
     assert report["checked"] == 1 and report["first_break"] is None
+    assert report["outcome"] == "verified" and report["first_seq"] == 1
 
 
 def test_executed_receipt_is_the_stored_receipt(control) -> None:

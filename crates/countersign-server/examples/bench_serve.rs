@@ -106,7 +106,8 @@ actions:
         Duration::from_secs(3600),
         SystemClock.now(),
     )?;
-    let client = reqwest::Client::new();
+    let client =
+        countersign_http::client(&countersign_http::Trust::nothing()).expect("an HTTP client");
 
     let listings = if quick { 5 } else { 300 };
     let mut latencies = Vec::with_capacity(listings);
@@ -130,7 +131,8 @@ actions:
     );
 
     // The web inbox, as a browser signed in through the form sees it.
-    let browser = reqwest::Client::builder()
+    let browser = countersign_http::client_builder(&countersign_http::Trust::nothing())
+        .expect("an HTTP client builder")
         .redirect(reqwest::redirect::Policy::none())
         .build()?;
     let form = browser.get(format!("{base}/signin")).send().await?;

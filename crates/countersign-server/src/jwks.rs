@@ -3,8 +3,9 @@
 //!
 //! - The key set comes from a file, or from an `http://` URL (fetched on start and again every
 //!   [`OidcSignIn::max_age`]; a failed refresh keeps the last good set and logs a warning that
-//!   names the source, never a token). `https://` is refused: the service carries no TLS
-//!   stack, so fetch the provider's JWKS into a file, or through a local proxy on loopback.
+//!   names the source, never a token). `https://` is refused: the JWKS fetch does not use TLS
+//!   yet (its client comes from `countersign_http`, trusting no authority), so fetch the
+//!   provider's JWKS into a file, or through a local proxy on loopback.
 //! - The token's header `kid` picks the key; an unknown `kid` is refused. Only `RS256`,
 //!   `ES256` and `EdDSA` are accepted (never `none` or `HS*`), and the algorithm must fit the
 //!   key's type (and the key's own `alg`, when it has one).
@@ -108,9 +109,9 @@ pub struct JwtRules {
 /// Why the key set could not be configured or read.
 #[derive(Debug, thiserror::Error)]
 pub enum JwksError {
-    /// `https://` needs a TLS client the service does not carry.
+    /// `https://` needs TLS, which the JWKS fetch does not use yet.
     #[error(
-        "`--jwks {url}`: fetching the JWKS over https is not supported (the service carries no TLS stack): save the provider's JWKS to a file and pass its path, or fetch it through a proxy on loopback with an `http://127.0.0.1:…` URL"
+        "`--jwks {url}`: fetching the JWKS over https is not supported yet: save the provider's JWKS to a file and pass its path, or fetch it through a proxy on loopback with an `http://127.0.0.1:…` URL"
     )]
     HttpsUnsupported {
         /// The URL given.
@@ -425,7 +426,10 @@ async fn fetch(source: &JwksSource) -> Result<BTreeMap<String, Key>, JwksError> 
             bytes
         }
         JwksSource::Url(url) => {
-            let client = reqwest::Client::builder()
+            // Plain http:// only (see `JwksSource::parse`): the one constructor, trusting no
+            // authority.
+            let client = countersign_http::client_builder(&countersign_http::Trust::nothing())
+                .map_err(|error| unreadable(error.to_string()))?
                 .timeout(FETCH_TIMEOUT)
                 .build()
                 .map_err(|error| unreadable(error.to_string()))?;

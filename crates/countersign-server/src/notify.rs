@@ -48,6 +48,10 @@ pub struct Notifications {
     pub retention: Duration,
     /// Run the expiry sweeper (default true).
     pub sweep: bool,
+    /// The certificate authorities an `https://` webhook's certificate must chain to (default:
+    /// the system's trust store; `serve --notify-ca FILE` or a notify file's `ca_file`: only
+    /// those in one PEM file). Slack has its own ([`crate::slack::SlackConfig::with_trust`]).
+    pub trust: countersign_http::Trust,
 }
 
 impl Default for Notifications {
@@ -58,6 +62,7 @@ impl Default for Notifications {
             tick: Duration::from_secs(1),
             retention: countersign::outbox::DEFAULT_RETENTION,
             sweep: true,
+            trust: countersign_http::Trust::system(),
         }
     }
 }
@@ -77,7 +82,13 @@ pub fn spawn(service: &Service, notifications: Notifications) -> tokio::task::Jo
 
 async fn run(service: Service, notifications: Notifications) {
     let owner = countersign_owner();
-    let client = reqwest::Client::new();
+    let client = match countersign_http::client(&notifications.trust) {
+        Ok(client) => client,
+        Err(error) => {
+            eprintln!("warning: webhooks and Slack are not delivered: {error}");
+            return;
+        }
+    };
     let mut last_prune: Option<Instant> = None;
     let mut last_warning: Option<String> = None;
     loop {
@@ -218,6 +229,7 @@ async fn attempt(
         endpoint
             .post(
                 client,
+                &notifications.trust,
                 &held.delivery.event_id,
                 &held.body,
                 timestamp,

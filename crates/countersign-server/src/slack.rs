@@ -75,14 +75,17 @@ pub enum SlackConfigError {
         /// What is missing.
         what: &'static str,
     },
-    /// Not an `http://` URL.
+    /// Not an `http://` or `https://` URL.
     #[error(
-        "`{url}` is not an http:// URL: this build reaches Slack's Web API over plain HTTP only; run a forwarding proxy on loopback that speaks HTTPS to slack.com and give its address"
+        "`{url}` is not an http:// or https:// URL: give Slack's Web API (`https://slack.com/api`) or a proxy's address"
     )]
     Url {
         /// The URL given.
         url: String,
     },
+    /// The HTTP client could not be made (a bug, or an unusable CA).
+    #[error("cannot reach Slack over HTTP: {0}")]
+    HttpClient(String),
 }
 
 /// What the service needs to talk to Slack. Secrets are never shown: `Debug` hides them.
@@ -93,6 +96,9 @@ pub struct SlackConfig {
     signing_secret: Vec<u8>,
     channel: String,
     users: BTreeMap<String, String>,
+    /// Built by the one constructor (`countersign_http`) for `trust`.
+    client: reqwest::Client,
+    trust: countersign_http::Trust,
 }
 
 impl std::fmt::Debug for SlackConfig {
@@ -106,14 +112,15 @@ impl std::fmt::Debug for SlackConfig {
 }
 
 impl SlackConfig {
-    /// A configuration: the Web API's base URL (`http://…/api`), the bot token (`xoxb-…`), the
-    /// app's signing secret, the channel id to post in, and the Slack user id → approver id
-    /// map.
+    /// A configuration: the Web API's base URL (`https://slack.com/api`, or a proxy's
+    /// `http://…/api`), the bot token (`xoxb-…`), the app's signing secret, the channel id to
+    /// post in, and the Slack user id → approver id map. HTTPS certificates are checked against
+    /// the system's trust store ([`SlackConfig::with_trust`] to change it).
     ///
     /// # Errors
     ///
-    /// [`SlackConfigError::Url`] for a URL that is not `http://`, [`SlackConfigError::Empty`]
-    /// for an empty token or secret.
+    /// [`SlackConfigError::Url`] for a URL that is not `http://` or `https://`,
+    /// [`SlackConfigError::Empty`] for an empty token or secret.
     pub fn new(
         api_url: &str,
         bot_token: &str,
@@ -124,7 +131,7 @@ impl SlackConfig {
         let parsed = reqwest::Url::parse(api_url).map_err(|_| SlackConfigError::Url {
             url: api_url.to_owned(),
         })?;
-        if parsed.scheme() != "http" || parsed.host_str().is_none() {
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
             return Err(SlackConfigError::Url {
                 url: api_url.to_owned(),
             });
@@ -143,7 +150,24 @@ impl SlackConfig {
             signing_secret: signing_secret.trim().as_bytes().to_vec(),
             channel: channel.to_owned(),
             users,
+            client: http_client(&countersign_http::Trust::system())?,
+            trust: countersign_http::Trust::system(),
         })
+    }
+
+    /// This configuration trusting `trust` for an `https://` Web API URL (`ca_file:` in the
+    /// notify file, or `serve --notify-ca FILE`).
+    ///
+    /// # Errors
+    ///
+    /// [`SlackConfigError::HttpClient`] when the client cannot be built (a bug).
+    pub fn with_trust(
+        mut self,
+        trust: countersign_http::Trust,
+    ) -> Result<SlackConfig, SlackConfigError> {
+        self.client = http_client(&trust)?;
+        self.trust = trust;
+        Ok(self)
     }
 
     /// Parse a users file: one `SLACK_USER_ID: approver` per line; blank lines and lines
@@ -354,6 +378,10 @@ async fn interaction(
     }
 }
 
+fn http_client(trust: &countersign_http::Trust) -> Result<reqwest::Client, SlackConfigError> {
+    countersign_http::client(trust).map_err(|error| SlackConfigError::HttpClient(error.to_string()))
+}
+
 /// Tell one user, in a message only they see (`chat.postEphemeral`), why their press did not
 /// count. Sent in the background: Slack wants its answer to a press within three seconds.
 fn tell(slack: Arc<SlackConfig>, channel: String, user: String, text: String) {
@@ -370,7 +398,8 @@ fn tell(slack: Arc<SlackConfig>, channel: String, user: String, text: String) {
 /// Call one Web API method; its JSON answer when Slack says `ok`, otherwise why not (never
 /// the token).
 async fn api_call(slack: &SlackConfig, method: &str, body: Value) -> Result<Value, String> {
-    let sent = reqwest::Client::new()
+    let sent = slack
+        .client
         .post(format!("{}/{method}", slack.api_url))
         .timeout(Duration::from_secs(10))
         .bearer_auth(&slack.bot_token)
@@ -378,7 +407,14 @@ async fn api_call(slack: &SlackConfig, method: &str, body: Value) -> Result<Valu
         .body(body.to_string())
         .send()
         .await
-        .map_err(|error| format!("cannot reach Slack: {}", error.without_url()))?;
+        .map_err(
+            |error| match countersign_http::tls_failure(&error, &slack.trust) {
+                Some(failure) => {
+                    crate::webhook::tls_refusal(&slack.api_url, &failure, &slack.trust)
+                }
+                None => format!("cannot reach Slack: {}", error.without_url()),
+            },
+        )?;
     let status = sent.status();
     let text = sent
         .text()

@@ -10,8 +10,11 @@
 //! JSON, byte for byte as stored. A 2xx answer acknowledges it; anything else (another
 //! status, no answer within the timeout, no connection) is retried by [`crate::notify`].
 //!
-//! Endpoints are `http://` only, like `--jwks`: this build has no TLS client (no ring, no
-//! aws-lc); reach an `https://` receiver through a forwarding proxy on loopback.
+//! Endpoints are `http://` or `https://`; an `https://` receiver's certificate is verified
+//! against [`crate::notify::Notifications::trust`] (the system's trust store unless a CA file is
+//! given) by the one HTTP client constructor (`countersign_http`: rustls with the RustCrypto
+//! provider). A failed handshake is a failed attempt, retried like any other, with the reason
+//! in the delivery's last error.
 
 use std::time::Duration;
 
@@ -39,9 +42,9 @@ pub enum WebhookConfigError {
         /// The endpoint.
         url: String,
     },
-    /// Not an `http://` URL.
+    /// Not an `http://` or `https://` URL.
     #[error(
-        "`{url}` is not an http:// URL: this build sends webhooks over plain HTTP only (no TLS client); point it at a forwarding proxy on loopback that speaks HTTPS to the receiver"
+        "`{url}` is not an http:// or https:// URL: give the receiver's address, for example `https://hooks.example.com/countersign`"
     )]
     Url {
         /// The URL given.
@@ -135,7 +138,7 @@ pub struct WebhookEndpoint {
 }
 
 impl WebhookEndpoint {
-    /// An endpoint at `url` (`http://` only) signed by `secrets` (at least one).
+    /// An endpoint at `url` (`http://` or `https://`) signed by `secrets` (at least one).
     ///
     /// # Errors
     ///
@@ -147,7 +150,7 @@ impl WebhookEndpoint {
         let parsed = reqwest::Url::parse(url).map_err(|_| WebhookConfigError::Url {
             url: url.to_owned(),
         })?;
-        if parsed.scheme() != "http" || parsed.host_str().is_none() {
+        if !matches!(parsed.scheme(), "http" | "https") || parsed.host_str().is_none() {
             return Err(WebhookConfigError::Url {
                 url: url.to_owned(),
             });
@@ -168,11 +171,13 @@ impl WebhookEndpoint {
         &self.url
     }
 
-    /// POST one event: `Ok` for a 2xx answer, otherwise why not (a status, or a transport
-    /// error without the URL, which may carry a token in its query).
+    /// POST one event: `Ok` for a 2xx answer, otherwise why not (a status, a failed TLS
+    /// handshake with its reason, or a transport error without the URL, which may carry a token
+    /// in its query). `trust` is what `client` trusts, for the reason.
     pub(crate) async fn post(
         &self,
         client: &reqwest::Client,
+        trust: &countersign_http::Trust,
         event_id: &str,
         body: &str,
         timestamp: i64,
@@ -199,9 +204,39 @@ impl WebhookEndpoint {
             Err(error) if error.is_timeout() => {
                 Err(format!("no answer within {}s", timeout.as_secs_f64()))
             }
-            Err(error) => Err(format!("cannot deliver: {}", error.without_url())),
+            Err(error) => Err(match countersign_http::tls_failure(&error, trust) {
+                Some(failure) => tls_refusal(&self.url, &failure, trust),
+                None => format!("cannot deliver: {}", error.without_url()),
+            }),
         }
     }
+}
+
+/// Why an HTTPS delivery failed in its handshake, and what to do: shared with Slack's calls.
+pub(crate) fn tls_refusal(
+    url: &str,
+    failure: &countersign_http::TlsFailure,
+    trust: &countersign_http::Trust,
+) -> String {
+    let next = match failure {
+        countersign_http::TlsFailure::UnknownAuthority { .. } => format!(
+            "give the service the authority that signed it with `ca_file:` in the notify file or --notify-ca FILE (its PEM certificate), or add it to the system's trust store (trusted now: {})",
+            trust.describe()
+        ),
+        countersign_http::TlsFailure::WrongHost => {
+            "use the host name the certificate was issued for in the URL".to_owned()
+        }
+        countersign_http::TlsFailure::Expired => {
+            "the receiver's operator must renew its certificate (or fix the clock)".to_owned()
+        }
+        countersign_http::TlsFailure::Other(_) => {
+            "check that the receiver speaks TLS on this port".to_owned()
+        }
+    };
+    format!(
+        "cannot deliver: the TLS handshake with `{}` failed, so nothing was sent: {failure}: {next}",
+        countersign_http::origin(url)
+    )
 }
 
 #[cfg(test)]
@@ -249,7 +284,7 @@ mod tests {
     }
 
     #[test]
-    fn endpoints_are_http_urls_with_a_secret() {
+    fn endpoints_are_http_or_https_urls_with_a_secret() {
         let secret = || {
             vec![
                 WebhookSecret::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", "x")
@@ -257,8 +292,10 @@ mod tests {
             ]
         };
         assert!(WebhookEndpoint::new("http://127.0.0.1:9/hook", secret()).is_ok());
+        // Issue #32: HTTPS through the one client constructor (it was refused before).
+        assert!(WebhookEndpoint::new("https://example.com/hook", secret()).is_ok());
         assert!(matches!(
-            WebhookEndpoint::new("https://example.com/hook", secret()),
+            WebhookEndpoint::new("ftp://example.com/hook", secret()),
             Err(WebhookConfigError::Url { .. })
         ));
         assert!(matches!(

@@ -19,7 +19,7 @@ mod seal;
 mod verify;
 
 pub use seal::seal;
-pub use verify::{Anchor, AnchorCheck, ChainBreak, Verifier, VerifyReport, verify};
+pub use verify::{Anchor, AnchorCheck, ChainBreak, Verifier, VerifyOutcome, VerifyReport, verify};
 
 use serde::{Deserialize, Serialize};
 

@@ -30,6 +30,7 @@ pub(crate) mod plan;
 pub mod postgres;
 pub mod sqlite;
 mod stored;
+mod url;
 
 use rand::Rng;
 
@@ -52,6 +53,9 @@ use outbox::outbox_unsupported;
 #[cfg(feature = "postgres")]
 pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
+#[doc(hidden)]
+pub use url::read_url;
+pub use url::{open_url, open_url_async, sqlite_path};
 
 /// A new pending approval request, and the effect key to check before asking a human.
 #[derive(Clone, Debug)]
@@ -707,93 +711,4 @@ pub trait Store: Send + Sync + 'static {
 /// retries of a busy or conflicting transaction, so racing callers spread out.
 pub(crate) fn jitter(delay: std::time::Duration) -> std::time::Duration {
     delay.mul_f64(rand::rng().random_range(0.5..1.5))
-}
-
-/// The file a `sqlite:` store URL names (`sqlite:PATH`, `sqlite://PATH`, options after `?`
-/// dropped), or `None` for any other URL. The path may be empty (which [`open_url`] refuses).
-pub fn sqlite_path(url: &str) -> Option<&str> {
-    let rest = url.strip_prefix("sqlite:")?;
-    let rest = rest.strip_prefix("//").unwrap_or(rest);
-    Some(rest.split_once('?').map_or(rest, |(path, _)| path))
-}
-
-/// Open a store from a URL:
-///
-/// - `sqlite:PATH`, `sqlite://PATH` (relative) or `sqlite:///ABSOLUTE/PATH` — the embedded
-///   default; add `?synchronous=full` to survive power loss at a cost in throughput;
-/// - `memory:` — in this process only (nothing is kept: for tests and demos).
-///
-/// # Errors
-///
-/// [`StoreError::Open`] for an unknown scheme or an unusable location, and the errors of
-/// [`SqliteStore::open`].
-pub fn open_url(url: &str) -> Result<std::sync::Arc<dyn Store>, StoreError> {
-    let open_error = |message: &str| StoreError::Open {
-        location: url.to_owned(),
-        message: message.to_owned(),
-    };
-    if url == "memory:" || url == "memory://" {
-        return Ok(std::sync::Arc::new(MemoryStore::new()));
-    }
-    if let Some(path) = sqlite_path(url) {
-        let query = url.split_once('?').map(|(_, query)| query);
-        if path.is_empty() {
-            return Err(open_error(
-                "no file path: write `sqlite:PATH`, for example `sqlite:.countersign/countersign.db`",
-            ));
-        }
-        let mut options = sqlite::SqliteOptions::default();
-        for pair in query.into_iter().flat_map(|query| query.split('&')) {
-            match pair {
-                "synchronous=full" => options.synchronous_full = true,
-                "synchronous=normal" => options.synchronous_full = false,
-                other => {
-                    return Err(open_error(&format!(
-                        "unknown option `{other}`: the SQLite store accepts `synchronous=full` or `synchronous=normal`"
-                    )));
-                }
-            }
-        }
-        return Ok(std::sync::Arc::new(SqliteStore::open_with(path, options)?));
-    }
-    if is_postgres_url(url) {
-        return Err(open_error(
-            "a PostgreSQL store is opened asynchronously: call `store::open_url_async`",
-        ));
-    }
-    let scheme = url.split(':').next().unwrap_or(url);
-    Err(open_error(&format!(
-        "unknown store scheme `{scheme}`: use `sqlite:PATH` (the default), `postgres://USER@HOST/DATABASE` or `memory:`"
-    )))
-}
-
-fn is_postgres_url(url: &str) -> bool {
-    url.starts_with("postgres://") || url.starts_with("postgresql://")
-}
-
-/// Open a store from a URL, asynchronously: every URL [`open_url`] accepts, and
-/// `postgres://USER@HOST:PORT/DATABASE` (or `postgresql://…`) for the PostgreSQL store (cargo
-/// feature `postgres`; see [`PostgresStore`] for its options, such as `?schema=NAME`).
-///
-/// # Errors
-///
-/// As [`open_url`], and the errors of [`PostgresStore::connect`].
-///
-/// # Cancel safety
-///
-/// Opening PostgreSQL runs its migrations in one transaction: dropping the future leaves them
-/// applied or not. The other backends open synchronously.
-pub async fn open_url_async(url: &str) -> Result<std::sync::Arc<dyn Store>, StoreError> {
-    #[cfg(feature = "postgres")]
-    if is_postgres_url(url) {
-        return Ok(std::sync::Arc::new(PostgresStore::connect(url).await?));
-    }
-    #[cfg(not(feature = "postgres"))]
-    if is_postgres_url(url) {
-        return Err(StoreError::Open {
-            location: url.to_owned(),
-            message: "this build of Countersign has no PostgreSQL store: build it with the cargo feature `postgres`".to_owned(),
-        });
-    }
-    open_url(url)
 }

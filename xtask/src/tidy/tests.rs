@@ -295,3 +295,97 @@ fn refuses_a_kernel_item_path_a_doc_names_that_is_not_there() {
         ]
     );
 }
+
+#[test]
+fn checks_a_crate_the_workspace_excludes_like_a_member() {
+    let tree = Tree::new();
+    tree.write(
+        "Cargo.toml",
+        &format!("[workspace]\nmembers = [\"{KERNEL}\"]\nexclude = [\"fuzz\", \"gone\"]\n"),
+    );
+    tree.write(
+        "fuzz/Cargo.toml",
+        "[package]\nname = \"countersign-fuzz\"\nversion = \"0.0.0\"\n\n[dependencies]\nafl = { version = \"1\", optional = true }\nbase64 = \"1\"\n\n[[bin]]\nname = \"json\"\npath = \"fuzz_targets/json.rs\"\n",
+    );
+    tree.write(
+        "fuzz/src/lib.rs",
+        "//! Bodies; see `fuzz/corpus/json.txt`.\n",
+    );
+    tree.write(
+        "fuzz/fuzz_targets/json.rs",
+        "fn main() {\n    afl::fuzz!(|data: &[u8]| {});\n}\n",
+    );
+    tree.write(
+        "fuzz/tests/replay.rs",
+        "#[test]\n#[ignore]\nfn replays() {}\n",
+    );
+    assert_eq!(
+        tree.of(Rule::UnusedDependency),
+        vec![("fuzz/Cargo.toml".to_owned(), 7)],
+        "`afl`, named only in a binary, is used; `base64` is not"
+    );
+    assert_eq!(
+        tree.of(Rule::DocPaths),
+        vec![("fuzz/src/lib.rs".to_owned(), 1)]
+    );
+    assert_eq!(
+        tree.of(Rule::IgnoredTest),
+        vec![("fuzz/tests/replay.rs".to_owned(), 2)]
+    );
+}
+
+#[test]
+fn refuses_a_reqwest_client_built_outside_the_constructor() {
+    let tree = Tree::new();
+    tree.kernel(
+        "clock.rs",
+        "use reqwest::Client as Http;\nuse reqwest::ClientBuilder;\npub fn a() { let _ = reqwest::Client::new(); }\npub fn b() { let _ = Http::builder(); }\npub fn c() { let _ = ClientBuilder::new(); }\npub fn d() { let _: Option<reqwest::Client> = None; }\npub fn e() { println!(\"{:?}\", reqwest::Client::new()); }\n",
+    );
+    // The constructor's own crate may.
+    tree.write(
+        "Cargo.toml",
+        &format!("[workspace]\nmembers = [\"{KERNEL}\", \"crates/countersign-http\"]\n"),
+    );
+    tree.write(
+        "crates/countersign-http/Cargo.toml",
+        "[package]\nname = \"countersign-http\"\nversion = \"0.0.0\"\n",
+    );
+    tree.write(
+        "crates/countersign-http/src/lib.rs",
+        "pub fn client() { let _ = reqwest::Client::builder(); }\n",
+    );
+    assert_eq!(
+        tree.of(Rule::HttpClient),
+        vec![
+            (in_kernel("clock.rs"), 3),
+            (in_kernel("clock.rs"), 4),
+            (in_kernel("clock.rs"), 5),
+            (in_kernel("clock.rs"), 7),
+        ]
+    );
+}
+
+#[test]
+fn refuses_ring_or_aws_lc_in_the_lockfile_except_cargos_weak_feature_entries() {
+    let tree = Tree::new();
+    let lock = |ring_dependent: &str| {
+        format!(
+            "version = 4\n\n[[package]]\nname = \"ring\"\nversion = \"0.17.14\"\n\n[[package]]\nname = \"{ring_dependent}\"\nversion = \"1.0.0\"\ndependencies = [\n \"ring\",\n]\n"
+        )
+    };
+    tree.write("Cargo.lock", &lock("rustls-webpki"));
+    assert_eq!(tree.of(Rule::CryptoStack), Vec::new());
+    tree.write("Cargo.lock", &lock("jsonwebtoken"));
+    assert_eq!(
+        tree.of(Rule::CryptoStack),
+        vec![("Cargo.lock".to_owned(), 4)]
+    );
+    tree.write(
+        "Cargo.lock",
+        "version = 4\n\n[[package]]\nname = \"aws-lc-sys\"\nversion = \"0.30.0\"\n",
+    );
+    assert_eq!(
+        tree.of(Rule::CryptoStack),
+        vec![("Cargo.lock".to_owned(), 4)]
+    );
+}

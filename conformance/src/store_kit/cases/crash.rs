@@ -74,6 +74,11 @@ pub(super) async fn killed_approved_attempt_leaves_a_receipt_naming_it(
     check_chain(fresh.store.as_ref(), None).await
 }
 
+/// Case B55: a worker killed (SIGKILL) after its reservation is durable, whether or not its
+/// executor had run, leaves the key `ambiguous` when the lease lapses; the next worker is refused
+/// and the executor count stays 1. The reservation is Countersign's "started" record: it is
+/// committed before the executor is called, so "killed before started was durable" means no
+/// record at all, and the next worker simply reserves the key.
 pub(super) async fn killed_worker_leaves_an_ambiguous_effect_never_run_again(
     context: &CaseContext<'_>,
 ) -> Result<(), KitError> {

@@ -176,6 +176,9 @@ pub(super) async fn ambiguous_effect_refuses_until_resolved(
     )
 }
 
+/// A lapsed lease makes the effect ambiguous, never retryable; the original holder finishing
+/// late (a zombie, case B55) cannot release or overwrite the record, so it can never cause a
+/// second run.
 pub(super) async fn lapsed_lease_becomes_ambiguous_and_is_never_released(
     context: &CaseContext<'_>,
 ) -> Result<(), KitError> {
@@ -229,6 +232,66 @@ pub(super) async fn lapsed_lease_becomes_ambiguous_and_is_never_released(
         format!("expected one lease_expired receipt, found {lapsed}")
     })?;
     check_chain(fresh.store.as_ref(), None).await
+}
+
+/// Case B54: an effect key's record is kept by its state, never by a timer. An ambiguous key
+/// stays refused and a committed one stays a duplicate an hour, a day and a month later
+/// (Countersign has no retention job: every effect record is a permanent tombstone, so a retry
+/// never depends on how long a downstream provider keeps its own idempotency keys).
+pub(super) async fn effect_records_never_expire_by_time(
+    context: &CaseContext<'_>,
+) -> Result<(), KitError> {
+    let fresh = context.fresh().await?;
+    let clock = manual_clock();
+    let control = kit_control(Arc::clone(&fresh.store), clock.clone(), None);
+    let calls = Arc::new(AtomicUsize::new(0));
+    let first = run_counted(
+        &control,
+        call("b54-ambiguous"),
+        &calls,
+        Duration::ZERO,
+        unknown,
+    )
+    .await;
+    ensure(reason_of(&first) == "outcome_unknown", || {
+        format!("the first attempt got `{}`", reason_of(&first))
+    })?;
+    run_counted(&control, call("b54-committed"), &calls, Duration::ZERO, ok)
+        .await
+        .map_err(|error| format!("the committed attempt: {error}"))?;
+    let hour = Duration::from_secs(3600);
+    let mut elapsed = Duration::ZERO;
+    for later in [hour, 25 * hour, 30 * 24 * hour] {
+        clock.advance(later - elapsed);
+        elapsed = later;
+        let again = run_counted(&control, call("b54-ambiguous"), &calls, Duration::ZERO, ok).await;
+        ensure(reason_of(&again) == "ambiguous", || {
+            format!(
+                "{} h later, a retry of the ambiguous key got `{}`",
+                later.as_secs() / 3600,
+                reason_of(&again)
+            )
+        })?;
+        let duplicate =
+            run_counted(&control, call("b54-committed"), &calls, Duration::ZERO, ok).await;
+        ensure(reason_of(&duplicate) == "duplicate", || {
+            format!(
+                "{} h later, a retry of the committed key got `{}`",
+                later.as_secs() / 3600,
+                reason_of(&duplicate)
+            )
+        })?;
+    }
+    ensure(calls.load(Ordering::SeqCst) == 2, || {
+        format!(
+            "the executor ran {} times for two keys",
+            calls.load(Ordering::SeqCst)
+        )
+    })?;
+    ensure(
+        effect_state(fresh.store.as_ref(), "b54-ambiguous").await? == Some(EffectState::Ambiguous),
+        || "the ambiguous record changed with time alone".to_owned(),
+    )
 }
 
 pub(super) async fn refusal_changes_nothing_and_leaves_a_receipt(

@@ -12,6 +12,9 @@ pub struct PolicyArgs {
 
 #[derive(Debug, Subcommand)]
 pub(super) enum PolicyCommand {
+    /// Check that a policy file loads (the one `--policy` names, by default), and print its
+    /// hash, mode and warnings. Reads no store; exit 0 when it loads, 1 when it does not.
+    Check,
     /// What changes between two policy files, by meaning (parsed documents compared, so
     /// comments, formatting and key order do not count): settings, and actions added, removed
     /// or changed, field by field.
@@ -50,9 +53,54 @@ pub async fn policy(
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
     match &args.command {
+        PolicyCommand::Check => check(global, out),
         PolicyCommand::Diff(diff_args) => diff(global, diff_args, out),
         PolicyCommand::Replay(replay_args) => replay(global, replay_args, out).await,
     }
+}
+
+/// `policy check`: the policy loads; its hash, mode and warnings (`--json`: one object).
+fn check(global: &Global, out: &mut dyn Write) -> Result<ExitCode, Failure> {
+    let path = global.policy_path();
+    let policy = load_policy(&path)?;
+    let summary = policy_summary(&path, &policy);
+    if global.json {
+        write_json(out, &summary)?;
+    } else {
+        write_policy_summary(&summary, out)?;
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// What `policy check` and `verify` say of a loaded policy: `{file, hash, mode, warnings}`.
+pub(crate) fn policy_summary(path: &Path, policy: &Policy) -> Value {
+    serde_json::json!({
+        "file": path.display().to_string(),
+        "hash": policy.hash(),
+        "mode": policy.mode().as_str(),
+        "warnings": policy.approval_warnings(),
+    })
+}
+
+/// [`policy_summary`] in words: `policy FILE loads: HASH (MODE mode)`, then one `warning:` line
+/// each.
+pub(crate) fn write_policy_summary(summary: &Value, out: &mut dyn Write) -> std::io::Result<()> {
+    let text = |key: &str| summary[key].as_str().unwrap_or_default().to_owned();
+    writeln!(
+        out,
+        "policy {} loads: {} ({} mode)",
+        text("file"),
+        text("hash"),
+        text("mode")
+    )?;
+    for warning in summary["warnings"].as_array().into_iter().flatten() {
+        writeln!(
+            out,
+            "warning: {}",
+            countersign::evidence::printable(warning.as_str().unwrap_or_default())
+        )?;
+    }
+    Ok(())
 }
 
 /// One difference between two documents: a path into the document and the two values

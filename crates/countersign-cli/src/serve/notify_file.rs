@@ -8,9 +8,10 @@
 //!   channel: C0123456789
 //!   token_file: slack.token
 //!   signing_secret_file: slack.secret
-//!   api_url: http://127.0.0.1:8790/api  # optional
+//!   api_url: https://slack.com/api     # optional
 //!   users:                              # Slack user id: approver
 //!     U024BE7LH: human:alice
+//! ca_file: corp-ca.pem                  # optional: trust only these CAs for https://
 //! ```
 //!
 //! Unknown and duplicate keys are refused, naming the file.
@@ -31,6 +32,8 @@ struct NotifyFile {
     #[serde(default)]
     webhooks: Vec<WebhookEntry>,
     slack: Option<SlackEntry>,
+    /// A PEM file of the certificate authorities https:// webhooks and Slack must chain to.
+    ca_file: Option<PathBuf>,
 }
 
 #[derive(Debug, Deserialize)]
@@ -54,6 +57,8 @@ struct SlackEntry {
 pub(super) struct FromFile {
     pub(super) webhooks: Vec<WebhookEndpoint>,
     pub(super) slack: Option<SlackConfig>,
+    /// `ca_file`, relative to the file's folder.
+    pub(super) ca_file: Option<PathBuf>,
 }
 
 /// Read and check `path`.
@@ -100,5 +105,9 @@ pub(super) fn load(path: &Path) -> Result<FromFile, Failure> {
             )?)
         }
     };
-    Ok(FromFile { webhooks, slack })
+    Ok(FromFile {
+        webhooks,
+        slack,
+        ca_file: file.ca_file.map(|ca_file| folder.join(ca_file)),
+    })
 }

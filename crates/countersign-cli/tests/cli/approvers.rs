@@ -208,7 +208,7 @@ fn a_wrong_hash_is_refused_before_anything_is_recorded() {
 }
 
 #[test]
-fn verify_warns_about_approval_rules_nobody_can_satisfy() {
+fn policy_check_warns_about_approval_rules_nobody_can_satisfy() {
     let sandbox = Sandbox::new();
     sandbox.write(
         "countersign.yaml",
@@ -221,8 +221,12 @@ actions:
     approval: { approvers: [\"group:finanse\"], require: authenticated }
 ",
     );
-    let run = sandbox.run(&["verify", "--policy", "countersign.yaml"]);
-    assert_eq!(run.status, Some(0), "warnings do not fail verify: {run:?}");
+    let run = sandbox.run(&["policy", "check", "--policy", "countersign.yaml"]);
+    assert_eq!(
+        run.status,
+        Some(0),
+        "warnings do not fail the check: {run:?}"
+    );
     let warnings: Vec<&str> = run
         .stdout
         .lines()

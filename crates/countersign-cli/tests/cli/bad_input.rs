@@ -291,3 +291,41 @@ fn serve_says_why_a_host_name_cannot_be_listened_on() {
         "{run:?}"
     );
 }
+
+/// Issue #32: `--upstream-ca` only with an https:// upstream, and only a file of certificates.
+#[test]
+fn refuses_an_upstream_ca_without_an_https_upstream_or_without_certificates() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let not_pem = sandbox.write("not-a-ca.pem", "hello\n");
+    let not_pem = not_pem.to_str().expect("a UTF-8 path");
+    let gateway = |url: &str| {
+        vec![
+            "gateway".to_owned(),
+            "--alias".to_owned(),
+            "crm".to_owned(),
+            "--principal".to_owned(),
+            "agent:x".to_owned(),
+            "--upstream-url".to_owned(),
+            url.to_owned(),
+            "--upstream-ca".to_owned(),
+            not_pem.to_owned(),
+        ]
+    };
+    let plain = gateway("http://127.0.0.1:9/mcp");
+    let plain: Vec<&str> = plain.iter().map(String::as_str).collect();
+    check_refused(
+        &sandbox,
+        &plain,
+        "--upstream-ca is for an https:// --upstream-url: give the upstream's https:// address, or leave --upstream-ca out",
+    );
+    let tls = gateway("https://127.0.0.1:9/mcp");
+    let tls: Vec<&str> = tls.iter().map(String::as_str).collect();
+    let run = sandbox.run(&tls);
+    let message = run.one_line_error();
+    assert!(
+        message.starts_with("--upstream-ca: the CA file `")
+            && message.contains("BEGIN CERTIFICATE"),
+        "{message}"
+    );
+}

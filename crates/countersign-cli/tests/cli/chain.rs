@@ -78,7 +78,10 @@ fn an_edited_effects_table_is_caught_by_verify_though_the_chain_is_intact() {
 
     let run = sandbox.run(&["verify"]);
     assert_eq!(run.status, Some(1), "{run:?}");
-    assert!(run.stdout.contains("chain intact"), "{run:?}");
+    assert!(
+        run.stdout.contains("chain verified: 11 receipt(s) checked"),
+        "{run:?}"
+    );
     assert!(
         run.stdout.contains(
             "effect `refund:pi_1001` is `failed` in the effects table, but its receipts end `committed`"
@@ -185,4 +188,88 @@ fn a_forged_grant_is_caught_by_verify() {
         report["approvals"]["disagreements"][0]["receipts"],
         "consumed"
     );
+}
+
+// Case B58: verify has three outcomes with their own exit statuses; nothing checked is never 0.
+#[test]
+fn an_empty_log_is_unverifiable_with_exit_status_3() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let store = raw_store(&sandbox);
+    for table in ["receipts", "effects", "approvals"] {
+        store
+            .execute(&format!("DELETE FROM {table}"), [])
+            .expect("empty the table");
+    }
+    drop(store);
+    for args in [&["receipts", "--verify"][..], &["verify"][..]] {
+        let run = sandbox.run(args);
+        assert_eq!(run.status, Some(3), "{args:?}: {run:?}");
+        assert!(
+            run.stdout
+                .contains("chain unverifiable: the log is empty, so no receipt was checked"),
+            "{run:?}"
+        );
+    }
+    let run = sandbox.run(&["verify", "--json"]);
+    assert_eq!(run.status, Some(3), "{run:?}");
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(report["outcome"], "unverifiable");
+    assert_eq!(report["chain"]["outcome"], "unverifiable");
+    assert_eq!(report["chain"]["checked"], 0);
+}
+
+#[test]
+fn a_receipt_without_a_hash_fails_and_is_named() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let changed = raw_store(&sandbox)
+        .execute("UPDATE receipts SET hash = '' WHERE seq = 5", [])
+        .expect("blank a hash");
+    assert_eq!(changed, 1);
+    let run = sandbox.run(&["verify"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("chain BROKEN at receipt 5: receipt 5 has no hash")
+            && run
+                .stdout
+                .contains("4 receipt(s) before it verified (receipts 1 to 4, head sha256:"),
+        "{run:?}"
+    );
+    let run = sandbox.run(&["verify", "--json"]);
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(report["outcome"], "failed");
+    assert_eq!(report["chain"]["first_break"]["kind"], "unhashed");
+}
+
+#[test]
+fn a_verified_chain_says_how_much_it_checked() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let run = sandbox.run(&["verify", "--json"]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(report["outcome"], "verified");
+    assert_eq!(report["chain"]["first_seq"], 1);
+    assert_eq!(report["chain"]["head"]["seq"], 11);
+}
+
+#[test]
+fn policy_check_reads_only_the_policy() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&["policy", "check"]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    assert!(
+        run.stdout
+            .starts_with("policy countersign.yaml loads: sha256:"),
+        "{run:?}"
+    );
+    assert!(crate::support::StoreFiles::read(&sandbox.store_path()).is_absent());
+    let run = sandbox.run(&["policy", "check", "--json"]);
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(report["mode"], "enforce");
+    std::fs::write(sandbox.policy_path(), "version: [").expect("break the policy");
+    let run = sandbox.run(&["policy", "check"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
 }

@@ -29,11 +29,11 @@ fn init_writes_a_starter_policy_that_loads_and_never_overwrites() {
         std::fs::read_to_string(folder.join(".countersign/.gitignore")).expect("ignored"),
         "# Countersign's store: approvals, effects, receipts.\n*\n"
     );
-    let verify = sandbox.run_in(&folder, &["verify"]);
+    let verify = sandbox.run_in(&folder, &["policy", "check"]);
     assert_eq!(
         verify.status,
         Some(0),
-        "the starter policy verifies: {verify:?}"
+        "the starter policy loads: {verify:?}"
     );
     assert!(!verify.stdout.contains("warning"), "{verify:?}");
 

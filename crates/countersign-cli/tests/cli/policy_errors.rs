@@ -165,12 +165,14 @@ fn says_how_to_name_the_policy_when_there_is_none() {
 }
 
 #[test]
-fn checks_a_good_policy_before_any_store_exists() {
+fn checks_a_good_policy_before_any_store_exists_but_is_unverifiable() {
     let sandbox = Sandbox::new();
     let run = sandbox.run(&["verify"]);
-    assert_eq!(run.status, Some(0), "{run:?}");
+    // Case B58: no receipt checked is never a pass (exit 3), though the policy was checked.
+    assert_eq!(run.status, Some(3), "{run:?}");
     assert!(
-        run.stdout.contains("only the policy was checked"),
+        run.stdout
+            .contains("no receipt was checked (exit status 3); the policy loads"),
         "{run:?}"
     );
     assert!(StoreFiles::read(&sandbox.store_path()).is_absent());

@@ -23,6 +23,25 @@ use crate::{codes, era, wire};
 /// handshake-era server (which may ignore a method it does not know).
 const DISCOVER_TIMEOUT: Duration = Duration::from_secs(5);
 
+/// How long a handshake-era upstream has to answer a `resources/subscribe` the gateway sends
+/// for a `subscriptions/listen`.
+const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(10);
+
+/// The most resource URIs one `subscriptions/listen` may name.
+const MAX_RESOURCE_SUBSCRIPTIONS: usize = 64;
+
+/// A `subscriptions/listen` the gateway serves itself (handshake-era upstream).
+#[derive(Clone, Debug)]
+pub(crate) struct Listener {
+    /// The listen request's id: the subscription id its notifications carry.
+    pub(crate) id: Value,
+    /// The list changes acknowledged (`toolsListChanged`, …).
+    pub(crate) kinds: Vec<String>,
+    /// The resource URIs acknowledged: the gateway holds an upstream `resources/subscribe` for
+    /// each while some listener names it.
+    pub(crate) resources: Vec<String>,
+}
+
 /// The key of the gateway's approval question in `inputRequests` and of its answer in
 /// `inputResponses`.
 pub(crate) const APPROVAL_INPUT: &str = "countersign/approval";
@@ -81,6 +100,41 @@ pub(crate) fn take_round_trip(params: &mut Value) -> (Option<Value>, Option<Valu
         ),
         None => (None, None),
     }
+}
+
+/// Add the per-request `meta` (version, client identity and capabilities) to a request a
+/// handshake-era client sent, for a 2026-07-28 upstream; the client's own `_meta` keys stay.
+pub(crate) fn add_meta(message: &mut Value, meta: &Map<String, Value>) {
+    let Some(object) = message.as_object_mut() else {
+        return;
+    };
+    let params = object.entry("params").or_insert_with(|| json!({}));
+    let Some(params) = params.as_object_mut() else {
+        return;
+    };
+    let own = params.entry("_meta").or_insert_with(|| json!({}));
+    if let Some(own) = own.as_object_mut() {
+        for (key, value) in meta {
+            own.insert(key.clone(), value.clone());
+        }
+    }
+}
+
+/// The capabilities a handshake-era client is told for a 2026-07-28 upstream: the upstream's,
+/// less what the gateway cannot deliver to it (`listChanged`: a 2026-07-28 server sends list
+/// changes only on a `subscriptions/listen` stream; `subscribe`: `resources/subscribe` is not a
+/// 2026-07-28 method).
+fn bridged_capabilities(capabilities: Option<&Value>) -> Value {
+    let mut capabilities = capabilities.cloned().unwrap_or_else(|| json!({}));
+    if let Some(object) = capabilities.as_object_mut() {
+        for capability in object.values_mut() {
+            if let Some(capability) = capability.as_object_mut() {
+                capability.remove("listChanged");
+                capability.remove("subscribe");
+            }
+        }
+    }
+    capabilities
 }
 
 /// Strip the modern per-request fields from a `_meta` object (for a handshake-era upstream).
@@ -171,7 +225,9 @@ impl Inner {
                 let reply = json!({"jsonrpc": "2.0", "id": client_id, "result": era::discover_result(&info.init)});
                 self.to_client(reply, Some(client_id));
             }
-            "subscriptions/listen" if !info.modern => self.listen(client_id, &message, &info),
+            "subscriptions/listen" if !info.modern => {
+                self.listen(client_id, &message, &info).await;
+            }
             "tools/call" => {
                 let call = ModernCall {
                     elicitation: self.shared.config.elicitation
@@ -306,8 +362,11 @@ impl Inner {
     }
 
     /// Serve `subscriptions/listen` for a handshake-era upstream: acknowledge the list changes
-    /// the upstream announces, and deliver them on this request's stream until it is cancelled.
-    fn listen(&self, client_id: Value, message: &Value, info: &UpstreamInfo) {
+    /// the upstream announces and the `resourceSubscriptions` it accepted (`resources/subscribe`
+    /// upstream, once per URI however many listeners name it, when the upstream declares
+    /// `resources.subscribe`), and deliver them on this request's stream until it is
+    /// cancelled.
+    async fn listen(&self, client_id: Value, message: &Value, info: &UpstreamInfo) {
         let asked = message.pointer("/params/notifications");
         let capabilities = info.init.get("capabilities");
         let mut kinds = Vec::new();
@@ -327,14 +386,162 @@ impl Inner {
                 acknowledged.insert(field.into(), json!(true));
             }
         }
-        self.state()
-            .listeners
-            .insert(id_text(&client_id), (client_id.clone(), kinds));
+        let subscribable = capabilities
+            .and_then(|capabilities| capabilities.pointer("/resources/subscribe"))
+            == Some(&json!(true));
+        let mut asked_uris: Vec<String> = Vec::new();
+        for uri in asked
+            .and_then(|asked| asked.get("resourceSubscriptions"))
+            .and_then(Value::as_array)
+            .into_iter()
+            .flatten()
+            .filter_map(Value::as_str)
+        {
+            if !asked_uris.iter().any(|seen| seen == uri) {
+                asked_uris.push(uri.to_owned());
+            }
+        }
+        asked_uris.truncate(MAX_RESOURCE_SUBSCRIPTIONS);
+        let mut resources = Vec::new();
+        if subscribable {
+            for uri in asked_uris {
+                let held = self
+                    .state()
+                    .listeners
+                    .values()
+                    .any(|listener| listener.resources.contains(&uri));
+                let subscribed = held
+                    || self
+                        .internal_request(
+                            "resources/subscribe",
+                            json!({"uri": uri}),
+                            SUBSCRIBE_TIMEOUT,
+                        )
+                        .await
+                        .is_ok_and(|reply| reply.get("result").is_some());
+                if subscribed {
+                    resources.push(uri);
+                } else {
+                    self.log(format_args!(
+                        "subscriptions/listen: the upstream did not accept a subscription to `{uri}`: not acknowledged"
+                    ));
+                }
+            }
+        }
+        if !resources.is_empty() {
+            acknowledged.insert("resourceSubscriptions".into(), json!(resources));
+        }
+        self.state().listeners.insert(
+            id_text(&client_id),
+            Listener {
+                id: client_id.clone(),
+                kinds,
+                resources,
+            },
+        );
         let ack = wire::notification(
             "notifications/subscriptions/acknowledged",
             json!({"_meta": {era::META_SUBSCRIPTION: client_id}, "notifications": acknowledged}),
         );
         self.to_client(ack, Some(client_id));
+    }
+
+    /// A listener ended: unsubscribe upstream from the resources no other listener names.
+    pub(super) async fn forget_listener(&self, ended: Listener) {
+        let orphaned: Vec<String> = {
+            let state = self.state();
+            ended
+                .resources
+                .into_iter()
+                .filter(|uri| {
+                    !state
+                        .listeners
+                        .values()
+                        .any(|listener| listener.resources.contains(uri))
+                })
+                .collect()
+        };
+        for uri in orphaned {
+            if let Err(detail) = self
+                .internal_request(
+                    "resources/unsubscribe",
+                    json!({"uri": uri}),
+                    SUBSCRIBE_TIMEOUT,
+                )
+                .await
+            {
+                self.log(format_args!(
+                    "subscriptions/listen ended: `resources/unsubscribe` of `{uri}` failed: {detail}"
+                ));
+            }
+        }
+    }
+
+    /// A handshake-era client's `initialize` was refused by the upstream (`refusal`, already
+    /// under the client's id). If the upstream speaks 2026-07-28 (its `server/discover` says
+    /// so), the gateway answers `initialize` itself — the client's version if the gateway speaks
+    /// it, else the newest handshake revision — and from then on forwards each of the client's
+    /// requests with the per-request `_meta` built from its `initialize`; otherwise the client
+    /// gets the refusal as it came.
+    pub(super) fn bridge_initialize(&self, client_id: Value, refusal: Value) {
+        let Some(inner) = self.this.upgrade() else {
+            return;
+        };
+        tokio::spawn(async move {
+            let info = match inner.upstream_info().await {
+                Ok(info) if info.modern => info,
+                _ => {
+                    inner.to_client(refusal, Some(client_id));
+                    return;
+                }
+            };
+            let params = inner.state().initialize.clone().unwrap_or(Value::Null);
+            let requested = params
+                .get("protocolVersion")
+                .and_then(Value::as_str)
+                .unwrap_or_default();
+            let version = if era::LEGACY.contains(&requested) {
+                requested
+            } else {
+                era::LEGACY[0]
+            };
+            let mut meta = Map::new();
+            meta.insert(era::META_VERSION.into(), json!(era::MODERN));
+            meta.insert(
+                era::META_CLIENT_INFO.into(),
+                params
+                    .get("clientInfo")
+                    .cloned()
+                    .unwrap_or_else(|| json!({"name": "unnamed client", "version": "0"})),
+            );
+            meta.insert(
+                era::META_CAPABILITIES.into(),
+                params
+                    .get("capabilities")
+                    .filter(|capabilities| capabilities.is_object())
+                    .cloned()
+                    .unwrap_or_else(|| json!({})),
+            );
+            inner.state().bridged = Some(meta);
+            let mut result = Map::new();
+            result.insert("protocolVersion".into(), json!(version));
+            result.insert(
+                "capabilities".into(),
+                bridged_capabilities(info.init.get("capabilities")),
+            );
+            for key in ["serverInfo", "instructions"] {
+                if let Some(value) = info.init.get(key) {
+                    result.insert(key.into(), value.clone());
+                }
+            }
+            inner.log(format_args!(
+                "the upstream speaks {} only: answered the client's `initialize` ({version}) for it and forward its requests in {}",
+                era::MODERN,
+                era::MODERN
+            ));
+            let reply = json!({"jsonrpc": "2.0", "id": client_id, "result": result});
+            inner.to_client(reply, Some(client_id));
+        });
     }
 
     /// A notification from the upstream for a 2026-07-28 client.
@@ -363,6 +570,26 @@ impl Inner {
             }
             return;
         }
+        if method == "notifications/resources/updated" {
+            let uri = message
+                .pointer("/params/uri")
+                .and_then(Value::as_str)
+                .unwrap_or_default()
+                .to_owned();
+            let listeners: Vec<Value> = self
+                .state()
+                .listeners
+                .values()
+                .filter(|listener| listener.resources.contains(&uri))
+                .map(|listener| listener.id.clone())
+                .collect();
+            for id in listeners {
+                let mut copy = message.clone();
+                copy["params"]["_meta"] = json!({ era::META_SUBSCRIPTION: id });
+                self.to_client(copy, Some(id));
+            }
+            return;
+        }
         let kind = match method.as_str() {
             "notifications/tools/list_changed" => "toolsListChanged",
             "notifications/prompts/list_changed" => "promptsListChanged",
@@ -376,8 +603,8 @@ impl Inner {
             .state()
             .listeners
             .values()
-            .filter(|(_, kinds)| kinds.iter().any(|wanted| wanted == kind))
-            .map(|(id, _)| id.clone())
+            .filter(|listener| listener.kinds.iter().any(|wanted| wanted == kind))
+            .map(|listener| listener.id.clone())
             .collect();
         for id in listeners {
             let mut copy = message.clone();

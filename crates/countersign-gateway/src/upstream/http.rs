@@ -22,6 +22,8 @@ const VERSION_HEADER: &str = "mcp-protocol-version";
 struct HttpLink {
     client: reqwest::Client,
     url: String,
+    /// How messages name the upstream, and what its certificate was checked against.
+    peer: Arc<Peer>,
     events: mpsc::UnboundedSender<Event>,
     session: Arc<Mutex<Option<String>>>,
     version: Arc<Mutex<Option<String>>>,
@@ -29,13 +31,76 @@ struct HttpLink {
     renewal: Arc<Renewal>,
 }
 
-/// Connect to the Streamable HTTP endpoint `url` (plain `http://`).
+/// The upstream as messages name it, and the trust its certificate is checked against.
+pub(super) struct Peer {
+    /// `scheme://host[:port]`: never the path or query, which may carry a token.
+    origin: String,
+    trust: countersign_http::Trust,
+}
+
+impl Peer {
+    /// Why sending failed, in a sentence: a failed TLS handshake says what was wrong with the
+    /// upstream's certificate and what to do; anything else is reqwest's description.
+    pub(super) fn describe(&self, error: &reqwest::Error) -> String {
+        let Some(failure) = countersign_http::tls_failure(error, &self.trust) else {
+            return error.without_url_text();
+        };
+        let next = match &failure {
+            countersign_http::TlsFailure::UnknownAuthority { .. } => format!(
+                "give the gateway the authority that signed it with --upstream-ca FILE (its PEM certificate), or add it to the system's trust store (trusted now: {})",
+                self.trust.describe()
+            ),
+            countersign_http::TlsFailure::WrongHost => {
+                "use in --upstream-url the host name the certificate was issued for".to_owned()
+            }
+            countersign_http::TlsFailure::Expired => {
+                "the upstream's operator must renew its certificate (or fix the clock)".to_owned()
+            }
+            countersign_http::TlsFailure::Other(_) => {
+                "check that the upstream speaks TLS on this port".to_owned()
+            }
+        };
+        format!(
+            "the TLS handshake with the upstream `{}` failed, so nothing was sent: {failure}: {next}",
+            self.origin
+        )
+    }
+}
+
+/// reqwest's description of an error without its URL (which may carry a token).
+trait WithoutUrlText {
+    fn without_url_text(&self) -> String;
+}
+
+impl WithoutUrlText for reqwest::Error {
+    fn without_url_text(&self) -> String {
+        let mut text = self.to_string();
+        if let Some(url) = self.url() {
+            text = text.replace(&format!(" for url ({url})"), "");
+        }
+        let mut source = std::error::Error::source(self);
+        while let Some(inner) = source {
+            text.push_str(": ");
+            text.push_str(&inner.to_string());
+            source = inner.source();
+        }
+        text
+    }
+}
+
+/// Connect to the Streamable HTTP endpoint `url` with `client` (built by the one constructor
+/// for `trust`).
 pub(crate) fn connect(
+    client: reqwest::Client,
+    trust: countersign_http::Trust,
     url: &str,
     max_body: usize,
 ) -> (Arc<dyn Link>, mpsc::UnboundedReceiver<Event>) {
     let (events, receiver) = mpsc::unbounded_channel();
-    let client = reqwest::Client::new();
+    let peer = Arc::new(Peer {
+        origin: countersign_http::origin(url),
+        trust,
+    });
     let session = Arc::new(Mutex::new(None));
     let version = Arc::new(Mutex::new(None));
     let renewal = Arc::new(Renewal::new(
@@ -43,10 +108,12 @@ pub(crate) fn connect(
         url.to_owned(),
         Arc::clone(&session),
         Arc::clone(&version),
+        Arc::clone(&peer),
     ));
     let link = HttpLink {
         client,
         url: url.to_owned(),
+        peer,
         events,
         session,
         version,
@@ -85,6 +152,7 @@ impl Link for HttpLink {
         let (request, sent_session) = self.renewal.post_with(message, &extra)?;
         let is_initialized = wire::method(message) == Some("notifications/initialized");
         let mut exchange = Exchange {
+            peer: Arc::clone(&self.peer),
             events: self.events.clone(),
             session: Arc::clone(&self.session),
             version: Arc::clone(&self.version),
@@ -131,7 +199,10 @@ impl Link for HttpLink {
                 if let Err(error) = &response
                     && error.is_connect()
                 {
-                    return Err(format!("cannot connect to the upstream: {error}"));
+                    return Err(format!(
+                        "cannot connect to the upstream: {}",
+                        self.peer.describe(error)
+                    ));
                 }
                 exchange.run(response).await;
                 if is_initialized {
@@ -158,6 +229,7 @@ impl HttpLink {
             request = request.header(VERSION_HEADER, version);
         }
         let exchange = Exchange {
+            peer: Arc::clone(&self.peer),
             events: self.events.clone(),
             session: Arc::clone(&self.session),
             version: Arc::clone(&self.version),
@@ -177,6 +249,7 @@ impl HttpLink {
 
 /// One POST's reply, read to its end.
 struct Exchange {
+    peer: Arc<Peer>,
     events: mpsc::UnboundedSender<Event>,
     session: Arc<Mutex<Option<String>>>,
     version: Arc<Mutex<Option<String>>>,
@@ -228,7 +301,10 @@ impl Exchange {
                 if let Some(related) = self.related {
                     let _ = self.events.send(Event::NotSent {
                         related,
-                        detail: format!("cannot connect to the upstream: {error}"),
+                        detail: format!(
+                            "cannot connect to the upstream: {}",
+                            self.peer.describe(&error)
+                        ),
                     });
                 }
                 return;

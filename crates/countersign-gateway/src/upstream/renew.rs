@@ -13,7 +13,7 @@ use std::sync::{Arc, Mutex};
 
 use serde_json::{Value, json};
 
-use super::http::{read_header, write_header};
+use super::http::{Peer, read_header, write_header};
 
 const SESSION_HEADER: &str = "mcp-session-id";
 const VERSION_HEADER: &str = "mcp-protocol-version";
@@ -23,6 +23,7 @@ pub(super) struct Renewal {
     url: String,
     session: Arc<Mutex<Option<String>>>,
     version: Arc<Mutex<Option<String>>>,
+    peer: Arc<Peer>,
     /// The last `initialize` sent, replayed to open a new session.
     handshake: Mutex<Option<Value>>,
     /// One renewal at a time: requests refused together renew once.
@@ -35,12 +36,14 @@ impl Renewal {
         url: String,
         session: Arc<Mutex<Option<String>>>,
         version: Arc<Mutex<Option<String>>>,
+        peer: Arc<Peer>,
     ) -> Renewal {
         Renewal {
             client,
             url,
             session,
             version,
+            peer,
             handshake: Mutex::new(None),
             renewing: tokio::sync::Mutex::new(()),
         }
@@ -115,7 +118,7 @@ impl Renewal {
         let response = request
             .send()
             .await
-            .map_err(|error| format!("`initialize` failed: {error}"))?;
+            .map_err(|error| format!("`initialize` failed: {}", self.peer.describe(&error)))?;
         if !response.status().is_success() {
             return Err(format!("`initialize` got HTTP {}", response.status()));
         }

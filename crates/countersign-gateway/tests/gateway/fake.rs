@@ -21,6 +21,9 @@ pub enum Behaviour {
     ErrorWithStringId,
     /// Do the work, then a success reply carrying id 999.
     SuccessWithOtherId,
+    /// 2026-07-28: ask for more input (an input-required result with `requestState`
+    /// `up-state`) without running anything.
+    InputRequired,
 }
 
 #[derive(Default)]
@@ -52,6 +55,11 @@ pub struct Fake {
 impl Fake {
     pub fn calls(&self) -> usize {
         self.seen.lock().expect("seen").calls.len()
+    }
+
+    /// Send `message` to the gateway as the upstream's own (a notification).
+    pub fn notify(&self, message: Value) {
+        let _ = self.announce.send(message);
     }
 
     /// Announce a new tool (tools/list_changed).
@@ -148,8 +156,16 @@ pub fn start_with_era(
                 ("initialize", Some(id)) => {
                     let _ = out.send(json!({"jsonrpc": "2.0", "id": id, "result": {
                         "protocolVersion": "2025-06-18",
-                        "capabilities": {"tools": {"listChanged": true}},
+                        "capabilities": {"tools": {"listChanged": true}, "resources": {"subscribe": true}},
                         "serverInfo": {"name": state.name, "version": "0"}}}));
+                }
+                ("resources/subscribe", Some(id))
+                    if message["params"]["uri"]
+                        .as_str()
+                        .is_some_and(|uri| uri.starts_with("secret://")) =>
+                {
+                    let _ = out.send(json!({"jsonrpc": "2.0", "id": id, "error": {
+                        "code": -32002, "message": "Resource not found"}}));
                 }
                 ("tools/list", Some(id)) => {
                     let tools: Vec<Value> = state
@@ -193,6 +209,14 @@ pub fn start_with_era(
                         }
                         Behaviour::SuccessWithOtherId => {
                             json!({"jsonrpc": "2.0", "id": 999, "result": success})
+                        }
+                        Behaviour::InputRequired => {
+                            json!({"jsonrpc": "2.0", "id": id, "result": {
+                                "resultType": "input_required",
+                                "inputRequests": {"confirm": {"method": "elicitation/create",
+                                    "params": {"mode": "form", "message": "sure?",
+                                        "requestedSchema": {"type": "object", "properties": {}}}}},
+                                "requestState": "up-state"}})
                         }
                     };
                     let _ = out.send(reply);

@@ -244,3 +244,10 @@ pub fn refusal(reply: &Value) -> (i64, String) {
             .to_owned(),
     )
 }
+
+/// An HTTP client for tests that speak plain `http://` to 127.0.0.1: built by the one
+/// constructor (a plain reqwest client panics once rustls is in the build), trusting no
+/// authority.
+pub fn http_client() -> reqwest::Client {
+    countersign_http::client(&countersign_http::Trust::nothing()).expect("an HTTP client")
+}

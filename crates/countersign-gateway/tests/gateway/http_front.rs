@@ -106,7 +106,7 @@ async fn post_raw(
     body: String,
     extra: &[(&str, &str)],
 ) -> reqwest::Response {
-    let mut request = reqwest::Client::new()
+    let mut request = super::harness::http_client()
         .post(url)
         .header("accept", "application/json, text/event-stream")
         .header("content-type", "application/json")
@@ -255,7 +255,7 @@ async fn initialize_list_and_an_allowed_call_are_answered_as_json_in_one_session
     assert_eq!(server.upstream_calls(), 1);
 
     // DELETE ends the session; its id is then unknown.
-    let deleted = reqwest::Client::new()
+    let deleted = super::harness::http_client()
         .delete(&server.url)
         .header("mcp-session-id", &session)
         .send()
@@ -428,7 +428,7 @@ async fn requests_without_a_session_or_with_an_unknown_one_or_a_wrong_accept_are
             .status(),
         404
     );
-    let json_only = reqwest::Client::new()
+    let json_only = super::harness::http_client()
         .post(&server.url)
         .header("accept", "application/json")
         .header("content-type", "application/json")
@@ -578,7 +578,7 @@ fn a_short_shared_secret_or_the_authorization_header_as_principal_header_is_refu
 async fn messages_unrelated_to_any_request_arrive_on_the_get_stream() {
     let server = default_server().await;
     let session = open_session(&server.url, json!({}), &[]).await;
-    let listening = reqwest::Client::new()
+    let listening = super::harness::http_client()
         .get(&server.url)
         .header("accept", "text/event-stream")
         .header("mcp-session-id", &session)

@@ -128,7 +128,7 @@ async fn a_modern_request_needs_no_session_and_its_headers_must_match_its_body()
     assert_eq!(decoded.json_value().await["id"], "nine");
     assert_eq!(server.upstream_calls(), 2);
 
-    let get = reqwest::Client::new()
+    let get = super::harness::http_client()
         .get(&server.url)
         .header("accept", "text/event-stream")
         .header(VERSION.0, VERSION.1)
@@ -185,7 +185,7 @@ async fn a_last_event_id_is_answered_not_supported_and_replays_nothing_case_b48(
     let a = open_session(&server.url, json!({}), &[]).await;
     let b = open_session(&server.url, json!({}), &[]).await;
     for event_id in ["0", "e_B7", &format!("{b}-7"), &format!("{a}-1")] {
-        let resumed = reqwest::Client::new()
+        let resumed = super::harness::http_client()
             .get(&server.url)
             .header("accept", "text/event-stream")
             .header("mcp-session-id", &a)

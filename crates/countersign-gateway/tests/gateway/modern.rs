@@ -215,3 +215,200 @@ async fn subscriptions_listen_delivers_list_changes_of_an_old_era_upstream_with_
     assert_eq!(refusal(&paused), (-32090, "approval_required".to_owned()));
     assert_eq!(harness.fake.calls(), 0);
 }
+
+/// Issue #32: `resourceSubscriptions` on the `subscriptions/listen` the gateway serves over a
+/// handshake-era upstream: one upstream `resources/subscribe` per URI however many listeners
+/// name it, only accepted URIs acknowledged, each update delivered to the listeners that named
+/// its URI (with their subscription id), and `resources/unsubscribe` once the last one ends.
+#[tokio::test]
+async fn resource_subscriptions_are_served_over_an_old_era_upstream() {
+    let mut harness = start_unopened(
+        config("s"),
+        policy(POLICY),
+        memory_store(),
+        &["read"],
+        Behaviour::Succeed,
+        false,
+    );
+    let listen = |id: &str, uris: Value| {
+        json!({"jsonrpc": "2.0", "id": id, "method": "subscriptions/listen", "params": modern_params(
+            json!({"notifications": {"resourceSubscriptions": uris}}), json!({}))})
+    };
+    harness
+        .client
+        .send(listen(
+            "listen-1",
+            json!(["file:///a", "file:///a", "secret://x"]),
+        ))
+        .await;
+    let ack = harness.client.next().await;
+    assert_eq!(
+        ack["method"], "notifications/subscriptions/acknowledged",
+        "{ack}"
+    );
+    // The upstream refused `secret://x`: only `file:///a` is acknowledged, once.
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"resourceSubscriptions": ["file:///a"]})
+    );
+    harness
+        .client
+        .send(listen("listen-2", json!(["file:///a"])))
+        .await;
+    let ack = harness.client.next().await;
+    assert_eq!(
+        ack["params"]["notifications"],
+        json!({"resourceSubscriptions": ["file:///a"]}),
+        "{ack}"
+    );
+    let subscribes = |harness: &super::harness::Harness, method: &str| {
+        harness
+            .fake
+            .seen
+            .lock()
+            .expect("seen")
+            .requests
+            .iter()
+            .filter(|request| *request == method)
+            .count()
+    };
+    // One upstream subscription per URI asked (and one refused), not one per listener.
+    assert_eq!(subscribes(&harness, "resources/subscribe"), 2);
+    let updated = |uri: &str| json!({"jsonrpc": "2.0", "method": "notifications/resources/updated", "params": {"uri": uri}});
+    harness.fake.notify(updated("file:///b"));
+    harness.fake.notify(updated("file:///a"));
+    let mut ids = Vec::new();
+    for _ in 0..2 {
+        let event = harness.client.next().await;
+        assert_eq!(
+            event["method"], "notifications/resources/updated",
+            "{event}"
+        );
+        // Nothing for `file:///b`, which nobody subscribed to.
+        assert_eq!(event["params"]["uri"], "file:///a", "{event}");
+        ids.push(event["params"]["_meta"]["io.modelcontextprotocol/subscriptionId"].clone());
+    }
+    ids.sort_by_key(Value::to_string);
+    assert_eq!(ids, [json!("listen-1"), json!("listen-2")]);
+    let cancel = |id: &str| json!({"jsonrpc": "2.0", "method": "notifications/cancelled", "params": {"requestId": id}});
+    harness.client.send(cancel("listen-1")).await;
+    tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+    assert_eq!(subscribes(&harness, "resources/unsubscribe"), 0);
+    harness.client.send(cancel("listen-2")).await;
+    for _ in 0..100 {
+        if subscribes(&harness, "resources/unsubscribe") == 1 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+    assert_eq!(subscribes(&harness, "resources/unsubscribe"), 1);
+}
+
+/// Issue #32: a handshake-era client (`initialize`) in front of a 2026-07-28-only upstream,
+/// which refuses `initialize`: the gateway learns the upstream's era from `server/discover`,
+/// answers `initialize` itself in the client's revision, and forwards each request with the
+/// per-request `_meta` built from the client's `initialize`.
+#[tokio::test]
+async fn an_old_era_client_is_served_in_front_of_a_modern_only_upstream() {
+    let mut harness = start_unopened(
+        config("s"),
+        policy(POLICY),
+        memory_store(),
+        &["read"],
+        Behaviour::Succeed,
+        true,
+    );
+    let initialized = harness
+        .client
+        .request(
+            "initialize",
+            json!({"protocolVersion": "2025-06-18", "capabilities": {"roots": {}},
+                "clientInfo": {"name": "old-host", "version": "1"}}),
+        )
+        .await;
+    let result = &initialized["result"];
+    assert_eq!(result["protocolVersion"], "2025-06-18", "{initialized}");
+    assert_eq!(result["serverInfo"]["name"], "s");
+    // List changes arrive only on a 2026-07-28 listen stream: not promised to this client.
+    assert_eq!(result["capabilities"], json!({"tools": {}}));
+    harness
+        .client
+        .send(json!({"jsonrpc": "2.0", "method": "notifications/initialized"}))
+        .await;
+    let listed = harness.client.request("tools/list", json!({})).await;
+    assert_eq!(listed["result"]["tools"][0]["name"], "read", "{listed}");
+    let called = harness.client.call("read", json!({"path": "a"})).await;
+    assert_eq!(
+        called["result"]["_meta"]["countersign"]["outcome"], "committed",
+        "{called}"
+    );
+    let seen = harness.fake.seen.lock().expect("seen");
+    assert_eq!(
+        seen.requests,
+        ["initialize", "server/discover", "tools/list", "tools/call"]
+    );
+    assert!(seen.notifications.is_empty(), "{:?}", seen.notifications);
+    let meta = &seen.call_metas[0];
+    assert_eq!(
+        meta["io.modelcontextprotocol/protocolVersion"],
+        "2026-07-28"
+    );
+    assert_eq!(
+        meta["io.modelcontextprotocol/clientInfo"]["name"],
+        "old-host"
+    );
+    assert_eq!(
+        meta["io.modelcontextprotocol/clientCapabilities"],
+        json!({"roots": {}})
+    );
+}
+
+/// Issue #32: a 2026-07-28 upstream's input-required result is not a committed call: the
+/// attempt is `failed` (not executed), the client gets the result as the upstream sent it, and
+/// the call sent again with the upstream's `requestState` and answers runs (an effect key does
+/// not refuse it as a duplicate).
+#[tokio::test]
+async fn an_upstreams_input_required_result_is_not_executed_and_the_retry_runs() {
+    const PAY: &str = "schema: countersign.policy/v1\nactions:\n  mcp.s.pay:\n    effect: \"pay:{id}\"\n    decision: allow\n";
+    let store = memory_store();
+    let mut harness = start_unopened(
+        config("s"),
+        policy(PAY),
+        store.clone(),
+        &["pay"],
+        Behaviour::InputRequired,
+        true,
+    );
+    let asked = harness
+        .client
+        .modern(
+            "tools/call",
+            json!({"name": "pay", "arguments": {"id": "p1"}}),
+            json!({"elicitation": {}}),
+        )
+        .await;
+    let result = &asked["result"];
+    assert_eq!(result["resultType"], "input_required", "{asked}");
+    assert_eq!(result["requestState"], "up-state");
+    assert_eq!(
+        result["_meta"]["countersign"]["outcome"], "failed",
+        "{asked}"
+    );
+    let effects = store.effects(None).await.expect("effects");
+    assert_eq!(effects[0].state, countersign::EffectState::Failed);
+    *harness.fake.behaviour.lock().expect("behaviour") = Behaviour::Succeed;
+    let retried = harness
+        .client
+        .modern(
+            "tools/call",
+            json!({"name": "pay", "arguments": {"id": "p1"}, "requestState": "up-state",
+                "inputResponses": {"confirm": {"action": "accept", "content": {}}}}),
+            json!({"elicitation": {}}),
+        )
+        .await;
+    assert_eq!(
+        retried["result"]["_meta"]["countersign"]["outcome"], "committed",
+        "{retried}"
+    );
+    assert_eq!(harness.fake.calls(), 2);
+}

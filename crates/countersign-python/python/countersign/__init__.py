@@ -750,7 +750,9 @@ class Control:
         return json.loads(self._native.receipts())
 
     def verify_receipts(self) -> dict:
-        """Verify the hash chain; the report (``first_break`` is ``None`` when intact)."""
+        """Verify the hash chain; the report. Only ``outcome == "verified"`` is a pass:
+        ``"unverifiable"`` means nothing was checked (an empty log), ``"failed"`` names the first
+        bad record in ``first_break``. ``checked``, ``first_seq`` and ``head`` say how much."""
         return json.loads(self._native.verify_receipts())
 
     def __repr__(self) -> str:

@@ -133,7 +133,8 @@ async fn a_token_signs_a_browser_in_behind_csrf_checks() {
 
     // The real thing, from our own origin.
     let origin = harness.base.clone();
-    let no_redirects = reqwest::Client::builder()
+    let no_redirects = countersign_http::client_builder(&countersign_http::Trust::nothing())
+        .expect("an HTTP client builder")
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .expect("a client");

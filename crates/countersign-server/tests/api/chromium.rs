@@ -70,7 +70,8 @@ impl Browser {
             .spawn()
             .expect("chromedriver starts");
         let url = format!("http://127.0.0.1:{port}");
-        let probe = reqwest::Client::new();
+        let probe =
+            countersign_http::client(&countersign_http::Trust::nothing()).expect("an HTTP client");
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             if probe

@@ -15,7 +15,8 @@ use super::support::{Backend, Harness, Options, on_both_stores, serve};
 const CSP: &str = "default-src 'none'; script-src 'self'; style-src 'self'; img-src 'self'; form-action 'self'; frame-ancestors 'none'; base-uri 'none'";
 
 fn client() -> reqwest::Client {
-    reqwest::Client::builder()
+    countersign_http::client_builder(&countersign_http::Trust::nothing())
+        .expect("an HTTP client builder")
         .redirect(reqwest::redirect::Policy::none())
         .build()
         .expect("a client")

@@ -55,7 +55,8 @@ async fn an_unreachable_store_answers_503_and_keeps_serving() {
         policy: None,
     });
     let (base, shutdown, server) = serve(service).await;
-    let client = reqwest::Client::new();
+    let client =
+        countersign_http::client(&countersign_http::Trust::nothing()).expect("an HTTP client");
     let alice = token::issue(
         &key,
         "human:alice",

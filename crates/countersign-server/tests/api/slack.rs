@@ -489,3 +489,60 @@ async fn an_expired_requests_message_says_so() {
     assert_eq!(record.state, ApprovalState::Expired);
     harness.stop().await;
 }
+
+/// Issue #32: Slack's Web API over HTTPS, its certificate checked against the configured CA
+/// (a local CA made with `openssl`), through the one client constructor.
+#[tokio::test]
+async fn messages_reach_an_https_web_api_through_the_configured_ca() {
+    use countersign_http::testing::{LocalCa, server_config, terminate_tls};
+    let folder = tempfile::tempdir().expect("a folder");
+    let ca = LocalCa::new(folder.path(), "ca").expect("a CA (needs the openssl command)");
+    let leaf = ca
+        .leaf("slack", &["DNS:localhost", "IP:127.0.0.1"])
+        .expect("a leaf");
+    let fake = FakeSlack::default();
+    let plain = fake.start().await;
+    let plain = plain
+        .trim_start_matches("http://")
+        .trim_end_matches("/api")
+        .parse()
+        .expect("the fake's address");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let port = listener.local_addr().expect("an address").port();
+    let terminating = terminate_tls(listener, server_config(&leaf).expect("TLS"), plain);
+    let users = SlackConfig::parse_users("UALICE: human:alice\n", "users").expect("users");
+    let slack = SlackConfig::new(
+        &format!("https://localhost:{port}/api"),
+        BOT_TOKEN,
+        SIGNING_SECRET,
+        CHANNEL,
+        users,
+    )
+    .expect("slack")
+    .with_trust(countersign_http::Trust::pem_file(&ca.certificate()).expect("the CA"))
+    .expect("a client");
+    let harness = Harness::start(
+        Backend::Sqlite,
+        "slack_https",
+        Options {
+            notifications: Some(Notifications {
+                tick: Duration::from_millis(25),
+                timeout: Duration::from_secs(2),
+                ..Notifications::default()
+            }),
+            slack: Some(slack),
+            ..Options::default()
+        },
+    )
+    .await;
+    let (id, _) = harness
+        .ask("finance.small", json!({"payment_id": "pi_tls"}))
+        .await;
+    let posted = fake.wait_for("chat.postMessage", 1).await;
+    assert_eq!(posted["channel"], CHANNEL);
+    assert!(posted.to_string().contains(id.as_str()), "{posted}");
+    harness.stop().await;
+    terminating.abort();
+}

@@ -150,7 +150,8 @@ impl Harness {
             serve_notifying(service, options.notifications.unwrap_or_default()).await;
         Harness {
             base,
-            client: reqwest::Client::new(),
+            client: countersign_http::client(&countersign_http::Trust::nothing())
+                .expect("an HTTP client"),
             store,
             control,
             clock,

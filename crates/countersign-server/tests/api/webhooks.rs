@@ -473,3 +473,96 @@ async fn two_replicas_on_one_postgres_never_both_deliver_an_event() {
         replica.abort();
     }
 }
+
+/// The receiver behind a TLS terminator whose certificate (for `localhost` and 127.0.0.1) a
+/// local CA made with `openssl` signed; the CA, another CA, and the `https://` hook URL.
+async fn tls_receiver(
+    receiver: &Receiver,
+    folder: &std::path::Path,
+) -> (
+    countersign_http::testing::LocalCa,
+    countersign_http::testing::LocalCa,
+    String,
+    Vec<tokio::task::JoinHandle<()>>,
+) {
+    use countersign_http::testing::{LocalCa, server_config, terminate_tls};
+    let ca = LocalCa::new(folder, "ca").expect("a CA (needs the openssl command)");
+    let other = LocalCa::new(folder, "other").expect("another CA");
+    let leaf = ca
+        .leaf("receiver", &["DNS:localhost", "IP:127.0.0.1"])
+        .expect("a leaf");
+    let (plain, receiving) = receiver.start("127.0.0.1:0".parse().expect("addr")).await;
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("a loopback port");
+    let port = listener.local_addr().expect("an address").port();
+    let terminating = terminate_tls(listener, server_config(&leaf).expect("TLS"), plain);
+    (
+        ca,
+        other,
+        format!("https://localhost:{port}/hook"),
+        vec![receiving, terminating],
+    )
+}
+
+#[tokio::test]
+async fn an_https_receiver_gets_signed_deliveries_through_the_configured_ca() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let receiver = Receiver::default();
+    let (ca, _, url, tasks) = tls_receiver(&receiver, folder.path()).await;
+    let mut notifications = webhook(&url, &[SECRET]);
+    notifications.trust = countersign_http::Trust::pem_file(&ca.certificate()).expect("the CA");
+    let harness = harness("https", notifications).await;
+    let (id, _) = harness
+        .ask("finance.small", json!({"payment_id": "pi_s1"}))
+        .await;
+    let got = receiver
+        .wait_for("the opening", |got| !got.is_empty())
+        .await;
+    assert!(verifies(SECRET, &got[0]), "{:?}", got[0]);
+    assert_eq!(got[0].json()["data"]["request_id"], id.as_str());
+    harness.stop().await;
+    for task in tasks {
+        task.abort();
+    }
+}
+
+#[tokio::test]
+async fn an_https_receiver_with_an_unknown_ca_fails_closed_and_says_what_to_do() {
+    let folder = tempfile::tempdir().expect("a folder");
+    let receiver = Receiver::default();
+    let (_, other, url, tasks) = tls_receiver(&receiver, folder.path()).await;
+    let mut notifications = webhook(&url, &[SECRET]);
+    notifications.trust = countersign_http::Trust::pem_file(&other.certificate()).expect("a CA");
+    let harness = harness("https-unknown-ca", notifications).await;
+    harness
+        .ask("finance.small", json!({"payment_id": "pi_s2"}))
+        .await;
+    let mut failed = None;
+    for _ in 0..200 {
+        let pending = harness
+            .store
+            .deliveries(Some(DeliveryState::Pending), 10)
+            .await
+            .expect("deliveries");
+        if let Some(delivery) = pending.iter().find(|delivery| delivery.attempts >= 1) {
+            failed = Some(delivery.clone());
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let failed = failed.expect("the attempt failed and was recorded");
+    let error = failed.last_error.clone().unwrap_or_default();
+    assert!(
+        error.contains("TLS handshake")
+            && error.contains("does not trust")
+            && error.contains("ca_file")
+            && error.contains(&url.replace("/hook", "")),
+        "{error}"
+    );
+    assert!(receiver.got().is_empty(), "nothing reached the receiver");
+    harness.stop().await;
+    for task in tasks {
+        task.abort();
+    }
+}

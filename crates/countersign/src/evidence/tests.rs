@@ -325,3 +325,59 @@ fn reads_handed_off_and_exit_status_and_refuses_them_in_v1() {
         }
     }
 }
+
+// Case B58: nothing checked is never a pass; a record without a hash is named, never skipped.
+#[test]
+fn an_empty_log_is_unverifiable_not_verified() {
+    let report = verify(&[], None);
+    assert_eq!(report.outcome, VerifyOutcome::Unverifiable);
+    assert_eq!(report.checked, 0);
+    assert_eq!(report.first_seq, None);
+    assert!(report.head.is_none());
+}
+
+#[test]
+fn an_empty_log_against_an_anchor_fails() {
+    let anchor = Anchor {
+        seq: 3,
+        hash: "sha256:00".to_owned(),
+    };
+    let report = verify(&[], Some(&anchor));
+    assert_eq!(report.outcome, VerifyOutcome::Failed);
+}
+
+#[test]
+fn a_checked_chain_is_verified_with_its_first_and_last_positions() {
+    let receipts = chain(4);
+    let report = verify(&receipts, None);
+    assert_eq!(report.outcome, VerifyOutcome::Verified);
+    assert_eq!(report.first_seq, Some(1));
+    assert_eq!(report.head.as_ref().map(|head| head.seq), Some(4));
+    let json = serde_json::to_value(&report).unwrap();
+    assert_eq!(json["outcome"], "verified");
+}
+
+#[test]
+fn a_receipt_without_a_hash_is_the_first_break_not_skipped() {
+    for position in [0_usize, 2, 3] {
+        let mut receipts = chain(4);
+        receipts[position].hash = crate::id::ReceiptHash::default();
+        let report = verify(&receipts, None);
+        assert_eq!(report.outcome, VerifyOutcome::Failed, "at {position}");
+        assert_eq!(
+            report.first_break,
+            Some(ChainBreak::Unhashed {
+                seq: position as u64 + 1
+            })
+        );
+        assert_eq!(report.checked, position as u64);
+        assert!(
+            report
+                .first_break
+                .as_ref()
+                .unwrap()
+                .to_string()
+                .contains("has no hash")
+        );
+    }
+}

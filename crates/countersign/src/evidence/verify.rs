@@ -42,6 +42,12 @@ pub enum ChainBreak {
         /// The hash stored with it.
         stored: ReceiptHash,
     },
+    /// A receipt has no hash (written outside Countersign, or before hashing existed): it cannot
+    /// be checked, and nothing after it can be trusted (case B58).
+    Unhashed {
+        /// The receipt.
+        seq: u64,
+    },
     /// A receipt's body is unreadable or disagrees with its columns.
     Unreadable {
         /// The receipt.
@@ -58,6 +64,7 @@ impl ChainBreak {
             ChainBreak::SeqGap { found, .. } => *found,
             ChainBreak::PrevHashMismatch { seq, .. }
             | ChainBreak::HashMismatch { seq, .. }
+            | ChainBreak::Unhashed { seq }
             | ChainBreak::Unreadable { seq, .. } => *seq,
         }
     }
@@ -89,6 +96,10 @@ impl std::fmt::Display for ChainBreak {
                 f,
                 "receipt {seq} was altered: its content hashes to {computed}, but {stored} is recorded"
             ),
+            ChainBreak::Unhashed { seq } => write!(
+                f,
+                "receipt {seq} has no hash: it was written outside Countersign, so it and everything after it cannot be trusted"
+            ),
             ChainBreak::Unreadable { seq, detail } => {
                 write!(f, "receipt {seq} is unreadable: {detail}")
             }
@@ -111,11 +122,40 @@ pub enum AnchorCheck {
     },
 }
 
+/// What a verification concluded. Nothing checked is never a success (case B58: a log with no
+/// records, or none with hashes, answered "valid" elsewhere).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum VerifyOutcome {
+    /// At least one receipt was checked, every one holds, and the anchor (if given) matched.
+    Verified,
+    /// A receipt or the anchor does not hold: [`VerifyReport::first_break`] or
+    /// [`VerifyReport::anchor`] names it.
+    Failed,
+    /// Nothing could be checked (an empty log), and nothing contradicts it.
+    Unverifiable,
+}
+
+impl VerifyOutcome {
+    /// The wire and display word: `verified`, `failed` or `unverifiable`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            VerifyOutcome::Verified => "verified",
+            VerifyOutcome::Failed => "failed",
+            VerifyOutcome::Unverifiable => "unverifiable",
+        }
+    }
+}
+
 /// The result of [`verify`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct VerifyReport {
-    /// How many receipts were checked.
+    /// What was concluded: only [`VerifyOutcome::Verified`] is a pass.
+    pub outcome: VerifyOutcome,
+    /// How many receipts were checked (and held).
     pub checked: u64,
+    /// The `seq` of the first receipt checked (`None`: none was).
+    pub first_seq: Option<u64>,
     /// The head reached (the last intact receipt), if any.
     pub head: Option<ChainHead>,
     /// The first break, if any.
@@ -125,9 +165,9 @@ pub struct VerifyReport {
 }
 
 impl VerifyReport {
-    /// True when the chain is intact and, if an anchor was given, reaches it. Without an anchor
-    /// this is still true for an intact chain; read [`VerifyReport::anchor`] for what that
-    /// cannot show.
+    /// True when no break was found and, if an anchor was given, the chain reaches it. An empty
+    /// log is intact but not verified: read [`VerifyReport::outcome`] to tell a pass from
+    /// "nothing to check", and [`VerifyReport::anchor`] for what an unanchored check cannot show.
     pub fn is_intact(&self) -> bool {
         self.first_break.is_none() && !matches!(self.anchor, AnchorCheck::Failed { .. })
     }
@@ -198,6 +238,9 @@ impl Verifier {
                 found: receipt.prev_hash.clone(),
             });
         }
+        if receipt.hash.trim().is_empty() {
+            return Err(ChainBreak::Unhashed { seq: receipt.seq });
+        }
         let computed = ReceiptHash::computed(canonical::sha256_prefixed(receipt.body.as_bytes()));
         if computed != receipt.hash {
             return Err(ChainBreak::HashMismatch {
@@ -263,8 +306,18 @@ impl Verifier {
                 },
             },
         };
+        let outcome = if self.first_break.is_some() || matches!(anchor, AnchorCheck::Failed { .. })
+        {
+            VerifyOutcome::Failed
+        } else if self.checked == 0 {
+            VerifyOutcome::Unverifiable
+        } else {
+            VerifyOutcome::Verified
+        };
         VerifyReport {
+            outcome,
             checked: self.checked,
+            first_seq: (self.checked > 0).then_some(1),
             head,
             first_break: self.first_break,
             anchor,

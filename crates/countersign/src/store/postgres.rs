@@ -184,14 +184,7 @@ impl PostgresStore {
     ///
     /// Migrations run in one transaction: dropping the future leaves them applied or not.
     pub async fn connect(url: &str) -> Result<PostgresStore, StoreError> {
-        let location = redact(url);
-        let open_error = |message: String| StoreError::Open {
-            location: location.clone(),
-            message,
-        };
-        let (sqlx_url, options) = parse_url(url).map_err(open_error)?;
-        let connect_options = PgConnectOptions::from_str(&sqlx_url)
-            .map_err(|error| open_error(format!("malformed PostgreSQL URL: {error}")))?;
+        let (connect_options, options, location) = read_url(url)?;
         PostgresStore::connect_with(connect_options, options, location).await
     }
 
@@ -716,6 +709,22 @@ impl Store for PostgresStore {
     }
 }
 
+/// Read a `postgres://` URL without connecting: sqlx's connection options, the store's options
+/// and the location to name in messages (no password).
+pub(super) fn read_url(
+    url: &str,
+) -> Result<(PgConnectOptions, PostgresOptions, String), StoreError> {
+    let location = redact(url);
+    let open_error = |message: String| StoreError::Open {
+        location: location.clone(),
+        message,
+    };
+    let (sqlx_url, options) = parse_url(url).map_err(open_error)?;
+    let connect_options = PgConnectOptions::from_str(&sqlx_url)
+        .map_err(|error| open_error(format!("malformed PostgreSQL URL: {error}")))?;
+    Ok((connect_options, options, location))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -746,6 +755,30 @@ mod tests {
         assert_eq!(
             redact("postgres://alice:secret@db:5432/x"),
             "postgres://alice@db:5432/x"
+        );
+        // fuzz/regressions/store_url/issue30-at-sign-in-password: the first `@` was taken as
+        // the end of the password, so the rest of it was shown.
+        assert_eq!(
+            redact("postgres://alice:hunter@2secret@db:5432/x?schema=Bad"),
+            "postgres://alice@db:5432/x?schema=Bad"
+        );
+        // An `@` after the authority is no password: nothing is cut.
+        assert_eq!(
+            redact("postgres://db/x?application_name=a:b@c"),
+            "postgres://db/x?application_name=a:b@c"
+        );
+        assert_eq!(redact("postgres://db/x"), "postgres://db/x");
+    }
+
+    #[test]
+    fn a_refusal_never_shows_a_password_that_holds_an_at_sign() {
+        let error = read_url("postgres://alice:hunter@2secret@db:5432/x?schema=Bad")
+            .expect_err("the schema name is refused");
+        let message = error.to_string();
+        assert!(message.contains("schema name"), "{message}");
+        assert!(
+            !message.contains("2secret"),
+            "the password shows: {message}"
         );
     }
 }

@@ -73,13 +73,23 @@ pub(super) fn check_schema_name(name: &str) -> Result<(), String> {
 }
 
 /// Where a URL points, without its password.
+///
+/// The user information is what precedes the last `@` of the authority (the part after `://`
+/// up to the first `/`, `?` or `#`), as the URL standard reads it and sqlx with it: a password
+/// may hold a raw `@` (`postgres://alice:p@ss@db/x`), and an `@` after the authority (in a
+/// query value) is no user information at all.
 pub(super) fn redact(url: &str) -> String {
-    match (url.find("://"), url.find('@')) {
-        (Some(scheme_end), Some(at)) if at > scheme_end => {
-            let userinfo = &url[scheme_end + 3..at];
-            let user = userinfo.split(':').next().unwrap_or("");
-            format!("{}{user}{}", &url[..scheme_end + 3], &url[at..])
+    let Some(scheme_end) = url.find("://") else {
+        return url.to_owned();
+    };
+    let start = scheme_end + 3;
+    let rest = &url[start..];
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    match authority.rfind('@') {
+        Some(at) => {
+            let user = authority[..at].split(':').next().unwrap_or("");
+            format!("{}{user}{}", &url[..start], &rest[at..])
         }
-        _ => url.to_owned(),
+        None => url.to_owned(),
     }
 }
