@@ -1,10 +1,11 @@
 //! Stores: where approvals, effect records and receipts live.
 //!
-//! [`Store`] is one async trait. Each method is one atomic unit (one transaction); the decisions
-//! inside it (the retry table, whether an approval may be consumed, what an answer does) are
-//! pure functions in [`crate::effect`] and [`crate::approval`], and the orchestration that reads,
-//! decides and writes is shared by the embedded backends through [`txn`]. Backends only read
-//! and write.
+//! [`Store`] is one async trait. Each method is one atomic unit (one transaction). Every rule a
+//! writing method applies is written once, in `store/plan.rs`: a fixed set of reads, then a pure
+//! function from those reads and the time to the writes (each with the prior state it expects),
+//! the outbox events, the receipts and the result. Its decisions (the retry table, whether an
+//! approval may be consumed, what an answer does) are pure functions in [`crate::effect`] and
+//! [`crate::approval`]. Backends only fetch the rows a plan asks for and apply what it decided.
 //!
 //! Backends:
 //! - [`MemoryStore`]: in this process only, for tests and examples.
@@ -24,13 +25,12 @@
 mod columns;
 pub mod memory;
 mod outbox;
+pub(crate) mod plan;
 #[cfg(feature = "postgres")]
 pub mod postgres;
 pub mod sqlite;
 mod stored;
-pub mod txn;
 mod url;
-pub(crate) mod withdraw;
 
 use rand::Rng;
 

@@ -192,8 +192,23 @@ fn counts_no_test_lines_against_the_budget() {
 #[test]
 fn allows_only_the_named_files_over_the_budget() {
     let tree = Tree::new();
-    tree.kernel("store.rs", "pub mod txn;\n");
-    tree.kernel("store/txn.rs", &"pub fn line() {}\n".repeat(900));
+    let gateway = "crates/countersign-gateway";
+    tree.write(
+        "Cargo.toml",
+        &format!("[workspace]\nmembers = [\"{KERNEL}\", \"{gateway}\"]\n"),
+    );
+    tree.write(
+        &format!("{gateway}/Cargo.toml"),
+        "[package]\nname = \"countersign-gateway\"\nversion = \"0.0.0\"\n\n[dependencies]\n",
+    );
+    tree.write(
+        &format!("{gateway}/src/lib.rs"),
+        "//! The gateway.\nmod session;\n",
+    );
+    tree.write(
+        &format!("{gateway}/src/session.rs"),
+        &"pub fn line() {}\n".repeat(900),
+    );
     assert_eq!(tree.of(Rule::Budget), Vec::new());
 }
 

@@ -470,7 +470,7 @@ proptest! {
         alice_said_yes in any::<bool>(),
     ) {
         use crate::approval::withdraw::{Withdrawal, WithdrawalKind};
-        use crate::store::withdraw::{WithdrawStep, withdraw_step};
+        use crate::store::plan::withdraw::{AnswerStep as WithdrawStep, withdraw_step};
         let answers: Vec<(&str, AnswerDecision)> = if alice_said_yes {
             vec![("alice", AnswerDecision::Approve)]
         } else {

@@ -20,9 +20,8 @@
 //! succeeds and writes nothing, so clearing a run twice is harmless.
 //!
 //! This module holds the contract every surface submits ([`Withdrawal`]). The decision is pure
-//! (`store::withdraw::withdraw_step`, in the store layer because its refusals are
-//! [`crate::error::AnswerError`]s); `store::txn::withdraw_approval` and its PostgreSQL twin
-//! apply it inside one transaction, so a revocation racing the attempt that
+//! (`store/plan/withdraw.rs`, in the store layer because its refusals are
+//! [`crate::error::AnswerError`]s), and every backend applies its plan inside one transaction, so a revocation racing the attempt that
 //! consumes the same grant is serialized by the store: exactly one of them wins and the loser
 //! is refused (`consumed` for the revocation, `revoked` for the attempt).
 

@@ -1,8 +1,9 @@
 //! The in-memory store: one process, nothing on disk. For tests, examples and benchmarks of the
 //! kernel's own overhead.
 //!
-//! Each operation holds one mutex for its whole read-decide-write sequence and keeps an undo
-//! log, so an operation that fails part-way leaves nothing behind.
+//! Each operation holds one mutex for its whole plan ([`crate::store::plan`]): it reads from
+//! the maps, checks every write's expected prior state, then applies them all, so an operation
+//! that fails leaves nothing behind.
 
 use std::collections::{BTreeMap, HashMap};
 use std::sync::Mutex;
@@ -13,10 +14,10 @@ use crate::clock::Timestamp;
 use crate::effect::{EffectKey, EffectRecord, EffectState};
 use crate::error::{AnswerError, ResolveError, StoreError};
 use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
-use crate::outbox::{
-    ClaimedDelivery, Delivery, DeliveryState, OutboxEvent, Settlement, StoredEvent,
+use crate::outbox::{ClaimedDelivery, Delivery, DeliveryState, Settlement, StoredEvent};
+use crate::store::plan::{
+    self, ApprovalVersion, Done, EffectVersion, Fetched, Operation, Read, Write,
 };
-use crate::store::txn::{self, Txn};
 use crate::store::{
     BeginAttempt, BeginOutcome, DeliveryClaim, FinishAttempt, HandOff, HandOffOutcome, NewApproval,
     OpenOutcome, RecordAnswer, ResolveEffect, Store,
@@ -48,181 +49,127 @@ struct MemoryDelivery {
     lease_until: Option<Timestamp>,
 }
 
-enum Undo {
-    InsertedApproval(ApprovalId),
-    UpdatedApproval(ApprovalRecord),
-    PutEffect(EffectKey, Option<EffectRecord>),
-    InsertedReceipt,
-    PutCorrelation(Correlation, Option<ApprovalId>),
-    InsertedEvent,
-}
-
-struct MemoryTxn<'a> {
-    state: &'a mut State,
-    undo: Vec<Undo>,
-}
-
-impl MemoryTxn<'_> {
-    fn rollback(mut self) {
-        while let Some(undo) = self.undo.pop() {
-            match undo {
-                Undo::InsertedApproval(id) => {
-                    if let Some(record) = self.state.approvals.remove(&id)
-                        && let Some(ids) = self.state.by_hash.get_mut(&record.action_hash)
-                    {
-                        ids.retain(|other| *other != id);
-                    }
-                    self.state.approval_order.retain(|other| *other != id);
-                }
-                Undo::UpdatedApproval(previous) => {
-                    self.state.approvals.insert(previous.id.clone(), previous);
-                }
-                Undo::PutEffect(key, previous) => match previous {
-                    Some(previous) => {
-                        self.state.effects.insert(key, previous);
-                    }
-                    None => {
-                        self.state.effects.remove(&key);
-                    }
-                },
-                Undo::InsertedReceipt => {
-                    self.state.receipts.pop();
-                }
-                Undo::InsertedEvent => {
-                    self.state.events.pop();
-                }
-                Undo::PutCorrelation(correlation, previous) => match previous {
-                    Some(previous) => {
-                        self.state.correlations.insert(correlation, previous);
-                    }
-                    None => {
-                        self.state.correlations.remove(&correlation);
-                    }
-                },
+impl State {
+    /// One read of a plan (see [`crate::store::plan`]).
+    fn fetch(&self, read: &Read) -> Fetched {
+        match read {
+            Read::Approval(id) => Fetched::Approval(id.clone(), self.approvals.get(id).cloned()),
+            Read::ApprovalsForHash(hash) => {
+                let ids = self
+                    .by_hash
+                    .get(hash)
+                    .map(Vec::as_slice)
+                    .unwrap_or_default();
+                let records = ids
+                    .iter()
+                    .filter_map(|id| self.approvals.get(id).cloned())
+                    .collect();
+                Fetched::ApprovalsForHash(hash.clone(), records)
+            }
+            Read::Correlation(correlation) => Fetched::Correlation(
+                correlation.clone(),
+                self.correlations.get(correlation).cloned(),
+            ),
+            Read::Effect(key) => Fetched::Effect(key.clone(), self.effects.get(key).cloned()),
+            Read::EffectHolder(key) => {
+                Fetched::EffectHolder(key.clone(), self.effects.get(key).map(EffectVersion::of))
+            }
+            Read::TokenRevoked(jti) => {
+                Fetched::TokenRevoked(jti.clone(), self.revoked_tokens.contains(jti))
             }
         }
     }
-}
 
-impl Txn for MemoryTxn<'_> {
-    fn token_revoked(&mut self, jti: &str) -> Result<bool, StoreError> {
-        Ok(self.state.revoked_tokens.contains(jti))
-    }
-
-    fn approval(&mut self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
-        Ok(self.state.approvals.get(id).cloned())
-    }
-
-    fn approvals_for_hash(&mut self, hash: &ActionHash) -> Result<Vec<ApprovalRecord>, StoreError> {
-        let ids = self
-            .state
-            .by_hash
-            .get(hash)
-            .map(Vec::as_slice)
-            .unwrap_or_default();
-        Ok(ids
-            .iter()
-            .filter_map(|id| self.state.approvals.get(id).cloned())
-            .collect())
-    }
-
-    fn correlation(&mut self, correlation: &Correlation) -> Result<Option<ApprovalId>, StoreError> {
-        Ok(self.state.correlations.get(correlation).cloned())
-    }
-
-    fn put_correlation(
-        &mut self,
-        correlation: &Correlation,
-        id: &ApprovalId,
-        replace: bool,
-    ) -> Result<(), StoreError> {
-        let previous = self.state.correlations.get(correlation).cloned();
-        if previous.is_some() && !replace {
-            return Err(StoreError::Backend {
-                message: format!("framework call {correlation:?} is already mapped"),
-            });
-        }
-        self.state
-            .correlations
-            .insert(correlation.clone(), id.clone());
-        self.undo
-            .push(Undo::PutCorrelation(correlation.clone(), previous));
-        Ok(())
-    }
-
-    fn insert_approval(&mut self, record: &ApprovalRecord) -> Result<(), StoreError> {
-        if self.state.approvals.contains_key(&record.id) {
-            return Err(StoreError::Backend {
-                message: format!("approval {} exists", record.id),
-            });
-        }
-        self.state
-            .approvals
-            .insert(record.id.clone(), record.clone());
-        self.state.approval_order.push(record.id.clone());
-        self.state
-            .by_hash
-            .entry(record.action_hash.clone())
-            .or_default()
-            .push(record.id.clone());
-        self.undo.push(Undo::InsertedApproval(record.id.clone()));
-        Ok(())
-    }
-
-    fn update_approval(&mut self, record: &ApprovalRecord) -> Result<(), StoreError> {
-        let Some(previous) = self
-            .state
-            .approvals
-            .insert(record.id.clone(), record.clone())
-        else {
-            self.state.approvals.remove(&record.id);
-            return Err(StoreError::Corrupt {
-                detail: format!("approval {} vanished", record.id),
-            });
-        };
-        self.undo.push(Undo::UpdatedApproval(previous));
-        Ok(())
-    }
-
-    fn effect(&mut self, key: &EffectKey) -> Result<Option<EffectRecord>, StoreError> {
-        Ok(self.state.effects.get(key).cloned())
-    }
-
-    fn put_effect(&mut self, record: &EffectRecord) -> Result<(), StoreError> {
-        let previous = self
-            .state
-            .effects
-            .insert(record.key.clone(), record.clone());
-        self.undo
-            .push(Undo::PutEffect(record.key.clone(), previous));
-        Ok(())
-    }
-
-    fn chain_head(&mut self) -> Result<Option<ChainHead>, StoreError> {
-        Ok(self.state.receipts.last().map(|last| ChainHead {
+    fn head(&self) -> Option<ChainHead> {
+        self.receipts.last().map(|last| ChainHead {
             seq: last.seq,
             hash: last.hash.clone(),
-        }))
+        })
     }
 
-    fn insert_event(&mut self, event: &OutboxEvent) -> Result<(), StoreError> {
-        self.state.next_event_seq += 1;
-        self.state.events.push(StoredEvent {
-            seq: self.state.next_event_seq,
-            event: event.clone(),
-        });
-        self.undo.push(Undo::InsertedEvent);
-        Ok(())
+    /// Is the row `write` changes still in the state it expects? (Checked for every write of a
+    /// plan before any is applied, so a plan is applied whole or not at all.)
+    fn check(&self, write: &Write) -> Result<(), StoreError> {
+        let holds = match write {
+            Write::InsertApproval(record) => !self.approvals.contains_key(&record.id),
+            Write::UpdateApproval { record, expected } => self
+                .approvals
+                .get(&record.id)
+                .is_some_and(|current| &ApprovalVersion::of(current) == expected),
+            Write::PutCorrelation(mapping) => {
+                mapping.replace || !self.correlations.contains_key(&mapping.correlation)
+            }
+            Write::ReserveEffect { record, expected } => {
+                self.effects.get(&record.key).map(EffectVersion::of) == *expected
+            }
+            Write::SettleEffect(settlement) => self
+                .effects
+                .get(&settlement.key)
+                .is_some_and(|current| EffectVersion::of(current) == settlement.expected),
+        };
+        if holds {
+            Ok(())
+        } else {
+            Err(StoreError::Corrupt {
+                detail: format!(
+                    "the in-memory store changed under its own lock: {write:?} does not hold"
+                ),
+            })
+        }
     }
 
-    fn insert_receipt(
-        &mut self,
-        stored: &StoredReceipt,
-        _receipt: &Receipt,
-    ) -> Result<(), StoreError> {
-        self.state.receipts.push(stored.clone());
-        self.undo.push(Undo::InsertedReceipt);
-        Ok(())
+    /// Apply one checked write.
+    fn apply(&mut self, write: Write) {
+        match write {
+            Write::InsertApproval(record) => {
+                self.approval_order.push(record.id.clone());
+                self.by_hash
+                    .entry(record.action_hash.clone())
+                    .or_default()
+                    .push(record.id.clone());
+                self.approvals.insert(record.id.clone(), record);
+            }
+            Write::UpdateApproval { record, .. } => {
+                self.approvals.insert(record.id.clone(), record);
+            }
+            Write::PutCorrelation(mapping) => {
+                self.correlations.insert(mapping.correlation, mapping.id);
+            }
+            Write::ReserveEffect { record, .. } => {
+                self.effects.insert(record.key.clone(), record);
+            }
+            Write::SettleEffect(settlement) => {
+                if let Some(record) = self.effects.get_mut(&settlement.key) {
+                    settlement.apply(record);
+                }
+            }
+        }
+    }
+
+    /// Plan `operation` over this state and apply it whole.
+    fn run(&mut self, operation: &Operation, now: Timestamp) -> Result<Done, StoreError> {
+        let plan = plan::plan_with(operation, now, |read| Ok::<_, StoreError>(self.fetch(read)))?;
+        let head = if plan.has_receipts() {
+            self.head()
+        } else {
+            None
+        };
+        let sealed = plan.seal(head)?;
+        for write in &sealed.writes {
+            self.check(write)?;
+        }
+        for write in sealed.writes {
+            self.apply(write);
+        }
+        for event in sealed.events {
+            self.next_event_seq += 1;
+            self.events.push(StoredEvent {
+                seq: self.next_event_seq,
+                event,
+            });
+        }
+        self.receipts.extend(sealed.receipts);
+        Ok(sealed.done)
     }
 }
 
@@ -238,25 +185,11 @@ impl MemoryStore {
         MemoryStore::default()
     }
 
-    /// Run one operation atomically: on `Err` (outer or inner) every write is undone.
-    fn with_txn<R, E>(
-        &self,
-        operation: impl FnOnce(&mut MemoryTxn<'_>) -> Result<Result<R, E>, StoreError>,
-    ) -> Result<Result<R, E>, StoreError> {
-        // A poisoned lock means a panic inside an operation, which keeps the undo log's
-        // guarantee only up to the panic: refuse rather than continue on doubtful state.
-        let mut state = self.state.lock().map_err(|_| StoreError::Internal {
-            detail: "the in-memory store is poisoned by an earlier panic".to_owned(),
-        })?;
-        let mut txn = MemoryTxn {
-            state: &mut state,
-            undo: Vec::new(),
-        };
-        let result = operation(&mut txn);
-        if !matches!(result, Ok(Ok(_))) {
-            txn.rollback();
-        }
-        result
+    /// Run one operation: plan it and apply it under the store's one lock.
+    fn run(&self, operation: Operation, now: Timestamp) -> Result<Done, StoreError> {
+        // A poisoned lock means a panic inside an operation: refuse rather than continue on
+        // doubtful state.
+        self.lock()?.run(&operation, now)
     }
 
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, State>, StoreError> {
@@ -273,10 +206,6 @@ impl MemoryStore {
     }
 }
 
-fn flatten<R>(result: Result<Result<R, StoreError>, StoreError>) -> Result<R, StoreError> {
-    result.and_then(|inner| inner)
-}
-
 #[async_trait::async_trait]
 impl Store for MemoryStore {
     fn backend(&self) -> &'static str {
@@ -288,7 +217,7 @@ impl Store for MemoryStore {
         new: NewApproval,
         now: Timestamp,
     ) -> Result<OpenOutcome, StoreError> {
-        flatten(self.with_txn(|txn| Ok(txn::open_approval(txn, new, now))))
+        self.run(Operation::Open(new), now)?.opened()
     }
 
     async fn answer_approval(
@@ -296,21 +225,7 @@ impl Store for MemoryStore {
         answer: RecordAnswer,
         now: Timestamp,
     ) -> Result<ApprovalRecord, AnswerError> {
-        // An AnswerError refusal may still carry a committed mark (expiry): keep those writes.
-        let mut state = self.state.lock().map_err(|_| StoreError::Internal {
-            detail: "the in-memory store is poisoned by an earlier panic".to_owned(),
-        })?;
-        let mut txn = MemoryTxn {
-            state: &mut state,
-            undo: Vec::new(),
-        };
-        match txn::answer_approval(&mut txn, answer, now) {
-            Ok(result) => result,
-            Err(error) => {
-                txn.rollback();
-                Err(error.into())
-            }
-        }
+        self.run(Operation::Answer(answer), now)?.answered()
     }
 
     async fn withdraw_approval(
@@ -318,21 +233,7 @@ impl Store for MemoryStore {
         withdrawal: crate::approval::withdraw::Withdrawal,
         now: Timestamp,
     ) -> Result<ApprovalRecord, AnswerError> {
-        // A refusal may still carry a committed mark (expiry): keep those writes.
-        let mut state = self.state.lock().map_err(|_| StoreError::Internal {
-            detail: "the in-memory store is poisoned by an earlier panic".to_owned(),
-        })?;
-        let mut txn = MemoryTxn {
-            state: &mut state,
-            undo: Vec::new(),
-        };
-        match txn::withdraw_approval(&mut txn, withdrawal, now) {
-            Ok(result) => result,
-            Err(error) => {
-                txn.rollback();
-                Err(error.into())
-            }
-        }
+        self.run(Operation::Withdraw(withdrawal), now)?.answered()
     }
 
     async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
@@ -372,7 +273,7 @@ impl Store for MemoryStore {
         begin: BeginAttempt,
         now: Timestamp,
     ) -> Result<BeginOutcome, StoreError> {
-        flatten(self.with_txn(|txn| Ok(txn::begin_attempt(txn, begin, now))))
+        self.run(Operation::Begin(begin), now)?.begun()
     }
 
     async fn finish_attempt(
@@ -380,7 +281,7 @@ impl Store for MemoryStore {
         finish: FinishAttempt,
         now: Timestamp,
     ) -> Result<Receipt, StoreError> {
-        flatten(self.with_txn(|txn| Ok(txn::finish_attempt(txn, finish, now))))
+        self.run(Operation::Finish(finish), now)?.receipt()
     }
 
     async fn hand_off(
@@ -388,7 +289,7 @@ impl Store for MemoryStore {
         hand_off: HandOff,
         now: Timestamp,
     ) -> Result<HandOffOutcome, StoreError> {
-        flatten(self.with_txn(|txn| Ok(txn::hand_off(txn, hand_off, now))))
+        self.run(Operation::HandOff(hand_off), now)?.handed_off()
     }
 
     async fn append_receipt(
@@ -396,7 +297,7 @@ impl Store for MemoryStore {
         draft: ReceiptDraft,
         now: Timestamp,
     ) -> Result<Receipt, StoreError> {
-        flatten(self.with_txn(|txn| Ok(txn::append(txn, draft, now))))
+        self.run(Operation::Append(draft), now)?.receipt()
     }
 
     async fn effect(&self, key: &EffectKey) -> Result<Option<EffectRecord>, StoreError> {
@@ -419,10 +320,7 @@ impl Store for MemoryStore {
         resolve: ResolveEffect,
         now: Timestamp,
     ) -> Result<EffectRecord, ResolveError> {
-        match self.with_txn(|txn| txn::resolve_effect(txn, resolve, now)) {
-            Ok(result) => result,
-            Err(error) => Err(error.into()),
-        }
+        self.run(Operation::Resolve(resolve), now)?.resolved()
     }
 
     async fn receipts(
@@ -465,7 +363,7 @@ impl Store for MemoryStore {
         id: &ApprovalId,
         now: Timestamp,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
-        flatten(self.with_txn(|txn| Ok(txn::expire_approval(txn, id, now))))
+        self.run(Operation::Expire(id.clone()), now)?.expired()
     }
 
     async fn events(&self, after_seq: u64, limit: usize) -> Result<Vec<StoredEvent>, StoreError> {
@@ -677,11 +575,6 @@ impl Store for MemoryStore {
     }
 
     async fn chain_head(&self) -> Result<Option<ChainHead>, StoreError> {
-        self.read(|state| {
-            state.receipts.last().map(|last| ChainHead {
-                seq: last.seq,
-                hash: last.hash.clone(),
-            })
-        })
+        self.read(State::head)
     }
 }

@@ -3,10 +3,9 @@
 //!
 //! # Design
 //!
-//! - **Same decisions as every backend.** The read-decide-write sequences in [`txn`] mirror
-//!   [`crate::store::txn`] function by function and call the same pure decision functions
-//!   ([`crate::effect::retry_decision`], [`crate::approval::plan_take`], `plan_open`,
-//!   `plan_answer`, [`crate::evidence::seal`]); this module only reads and writes.
+//! - **Same rules as every backend.** Every writing operation is one plan (`store::plan`): this
+//!   module fetches the rows the plan asks for, locked, and applies the writes it decided, each a
+//!   compare-and-set on the prior state the plan expects; it decides nothing itself.
 //! - **Correct at READ COMMITTED and at SERIALIZABLE.** Every row a decision rests on is read
 //!   with `SELECT … FOR UPDATE` (the approvals of one action hash are also guarded by a
 //!   transaction advisory lock, so two first requests cannot both create one). Every write is a
@@ -64,8 +63,6 @@ macro_rules! effect_columns {
     };
 }
 
-pub mod txn;
-
 mod failure;
 mod outbox;
 mod rows;
@@ -98,6 +95,7 @@ use crate::effect::{EffectKey, EffectRecord, EffectState};
 use crate::error::{AnswerError, ResolveError, StoreError};
 use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
 use crate::id::ReceiptHash;
+use crate::store::plan::{self, Done, EffectVersion, Fetched, Halt, Operation, Read, Reads, Write};
 use crate::store::stored;
 use crate::store::{
     BeginAttempt, BeginOutcome, FinishAttempt, HandOff, HandOffOutcome, NewApproval, OpenOutcome,
@@ -333,11 +331,8 @@ impl PostgresStore {
 
     /// Run `operation` in one transaction, again and again while it conflicts, within the retry
     /// budget. See the [module docs](self).
-    async fn write(
-        &self,
-        operation: &txn::Operation,
-        now: Timestamp,
-    ) -> Result<txn::Done, StoreError> {
+    async fn run(&self, operation: Operation, now: Timestamp) -> Result<Done, StoreError> {
+        let operation = &operation;
         let started = Instant::now();
         let mut delay = Duration::from_millis(2);
         loop {
@@ -366,19 +361,14 @@ impl PostgresStore {
     }
 
     /// One run of `operation`: commit, or say why not.
-    async fn try_write(
-        &self,
-        operation: &txn::Operation,
-        now: Timestamp,
-    ) -> Result<txn::Done, PgFailure> {
+    async fn try_write(&self, operation: &Operation, now: Timestamp) -> Result<Done, PgFailure> {
         let transaction = self.begin().await?;
         let mut pg = PgTxn {
             transaction,
-            read_effects: HashMap::new(),
-            read_approvals: HashMap::new(),
+            read_answers: HashMap::new(),
             wrote: false,
         };
-        let done = txn::run(&mut pg, operation, now).await?;
+        let done = pg.run(operation, now).await?;
         let PgTxn {
             mut transaction,
             wrote,
@@ -447,10 +437,7 @@ impl Store for PostgresStore {
         new: NewApproval,
         now: Timestamp,
     ) -> Result<OpenOutcome, StoreError> {
-        match self.write(&txn::Operation::OpenApproval(new), now).await? {
-            txn::Done::Opened(outcome) => Ok(outcome),
-            _ => Err(txn::wrong_result()),
-        }
+        self.run(Operation::Open(new), now).await?.opened()
     }
 
     async fn answer_approval(
@@ -458,13 +445,7 @@ impl Store for PostgresStore {
         answer: RecordAnswer,
         now: Timestamp,
     ) -> Result<ApprovalRecord, AnswerError> {
-        match self
-            .write(&txn::Operation::AnswerApproval(answer), now)
-            .await?
-        {
-            txn::Done::Answered(result) => result,
-            _ => Err(txn::wrong_result().into()),
-        }
+        self.run(Operation::Answer(answer), now).await?.answered()
     }
 
     async fn withdraw_approval(
@@ -472,13 +453,9 @@ impl Store for PostgresStore {
         withdrawal: crate::approval::withdraw::Withdrawal,
         now: Timestamp,
     ) -> Result<ApprovalRecord, AnswerError> {
-        match self
-            .write(&txn::Operation::Withdraw(withdrawal), now)
+        self.run(Operation::Withdraw(withdrawal), now)
             .await?
-        {
-            txn::Done::Answered(result) => result,
-            _ => Err(txn::wrong_result().into()),
-        }
+            .answered()
     }
 
     async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
@@ -536,13 +513,7 @@ impl Store for PostgresStore {
         begin: BeginAttempt,
         now: Timestamp,
     ) -> Result<BeginOutcome, StoreError> {
-        match self
-            .write(&txn::Operation::BeginAttempt(begin), now)
-            .await?
-        {
-            txn::Done::Begun(outcome) => Ok(outcome),
-            _ => Err(txn::wrong_result()),
-        }
+        self.run(Operation::Begin(begin), now).await?.begun()
     }
 
     async fn finish_attempt(
@@ -550,13 +521,7 @@ impl Store for PostgresStore {
         finish: FinishAttempt,
         now: Timestamp,
     ) -> Result<Receipt, StoreError> {
-        match self
-            .write(&txn::Operation::FinishAttempt(finish), now)
-            .await?
-        {
-            txn::Done::Receipt(receipt) => Ok(*receipt),
-            _ => Err(txn::wrong_result()),
-        }
+        self.run(Operation::Finish(finish), now).await?.receipt()
     }
 
     async fn hand_off(
@@ -564,10 +529,9 @@ impl Store for PostgresStore {
         hand_off: HandOff,
         now: Timestamp,
     ) -> Result<HandOffOutcome, StoreError> {
-        match self.write(&txn::Operation::HandOff(hand_off), now).await? {
-            txn::Done::HandedOff(outcome) => Ok(outcome),
-            _ => Err(txn::wrong_result()),
-        }
+        self.run(Operation::HandOff(hand_off), now)
+            .await?
+            .handed_off()
     }
 
     async fn append_receipt(
@@ -575,10 +539,7 @@ impl Store for PostgresStore {
         draft: ReceiptDraft,
         now: Timestamp,
     ) -> Result<Receipt, StoreError> {
-        match self.write(&txn::Operation::Append(draft), now).await? {
-            txn::Done::Receipt(receipt) => Ok(*receipt),
-            _ => Err(txn::wrong_result()),
-        }
+        self.run(Operation::Append(draft), now).await?.receipt()
     }
 
     async fn effect(&self, key: &EffectKey) -> Result<Option<EffectRecord>, StoreError> {
@@ -614,13 +575,7 @@ impl Store for PostgresStore {
         resolve: ResolveEffect,
         now: Timestamp,
     ) -> Result<EffectRecord, ResolveError> {
-        match self
-            .write(&txn::Operation::ResolveEffect(resolve), now)
-            .await?
-        {
-            txn::Done::Resolved(result) => result,
-            _ => Err(txn::wrong_result().into()),
-        }
+        self.run(Operation::Resolve(resolve), now).await?.resolved()
     }
 
     async fn receipts(
@@ -678,7 +633,9 @@ impl Store for PostgresStore {
         id: &ApprovalId,
         now: Timestamp,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
-        self.expire_one(id, now).await
+        self.run(Operation::Expire(id.clone()), now)
+            .await?
+            .expired()
     }
 
     async fn events(

@@ -2,6 +2,9 @@
 //!
 //! # Design
 //!
+//! - **Same rules as every backend.** Every writing operation is one plan (`store/plan.rs`):
+//!   this module fetches the rows the plan asks for and applies the writes it decided (its
+//!   `sql` module); it decides nothing itself.
 //! - **WAL, `synchronous=NORMAL`.** Each transaction is atomic and survives a crash of the
 //!   process (kill -9); a power loss may drop the newest transactions but never half-applies
 //!   one. Open with `?synchronous=full` in the store URL to also survive power loss, at about a
@@ -45,8 +48,8 @@ use crate::effect::{EffectKey, EffectRecord, EffectState};
 use crate::error::{AnswerError, ResolveError, StoreError};
 use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
 use crate::id::ReceiptHash;
+use crate::store::plan::{self, Done, EffectVersion, Fetched, Mapping, Operation, Read, Write};
 use crate::store::stored;
-use crate::store::txn::{self, Txn};
 use crate::store::{
     BeginAttempt, BeginOutcome, FinishAttempt, HandOff, HandOffOutcome, NewApproval, OpenOutcome,
     RecordAnswer, ResolveEffect, Store,
@@ -343,17 +346,15 @@ impl SqliteStore {
 
     /// Run `operation` in one `BEGIN IMMEDIATE` transaction, retrying (after an asynchronous
     /// sleep) while the database is busy. The transaction commits when `operation` returns
-    /// `Ok(Ok(_))`, or `Ok(Err(_))` when `commit_refusals` is set (a refusal whose marks and
-    /// receipt must stand); otherwise it rolls back.
-    async fn write<R, E>(
+    /// `Ok`, and rolls back otherwise.
+    async fn write<R>(
         &self,
-        commit_refusals: bool,
-        mut operation: impl FnMut(&mut SqliteTxn<'_>) -> Result<Result<R, E>, StoreError>,
-    ) -> Result<Result<R, E>, StoreError> {
+        mut operation: impl FnMut(&mut SqliteTxn<'_>) -> Result<R, StoreError>,
+    ) -> Result<R, StoreError> {
         let started = Instant::now();
         let mut delay = Duration::from_millis(1);
         loop {
-            match self.try_write(commit_refusals, &mut operation) {
+            match self.try_write(&mut operation) {
                 Ok(result) => return result,
                 Err(()) => {
                     if started.elapsed() >= self.options.busy_budget {
@@ -368,13 +369,16 @@ impl SqliteStore {
         }
     }
 
+    /// Plan `operation` and apply it in one transaction (see [`SqliteStore::write`]).
+    async fn run(&self, operation: Operation, now: Timestamp) -> Result<Done, StoreError> {
+        self.write(|txn| txn.run(&operation, now)).await
+    }
+
     /// One try: `Err(())` means busy (rolled back, retry).
-    #[allow(clippy::type_complexity)]
-    fn try_write<R, E>(
+    fn try_write<R>(
         &self,
-        commit_refusals: bool,
-        operation: &mut impl FnMut(&mut SqliteTxn<'_>) -> Result<Result<R, E>, StoreError>,
-    ) -> Result<Result<Result<R, E>, StoreError>, ()> {
+        operation: &mut impl FnMut(&mut SqliteTxn<'_>) -> Result<R, StoreError>,
+    ) -> Result<Result<R, StoreError>, ()> {
         let connection = match self.connection.lock() {
             Ok(connection) => connection,
             Err(_) => {
@@ -399,12 +403,7 @@ impl SqliteStore {
             drop(transaction); // rolls back
             return Err(());
         }
-        let commit = match &result {
-            Ok(Ok(_)) => true,
-            Ok(Err(_)) => commit_refusals,
-            Err(_) => false,
-        };
-        if !commit {
+        if result.is_err() {
             drop(transaction);
             return Ok(result);
         }
@@ -457,10 +456,7 @@ impl Store for SqliteStore {
         new: NewApproval,
         now: Timestamp,
     ) -> Result<OpenOutcome, StoreError> {
-        flatten(
-            self.write(false, |txn| Ok(txn::open_approval(txn, new.clone(), now)))
-                .await,
-        )
+        self.run(Operation::Open(new), now).await?.opened()
     }
 
     async fn answer_approval(
@@ -468,13 +464,7 @@ impl Store for SqliteStore {
         answer: RecordAnswer,
         now: Timestamp,
     ) -> Result<ApprovalRecord, AnswerError> {
-        match self
-            .write(true, |txn| txn::answer_approval(txn, answer.clone(), now))
-            .await
-        {
-            Ok(result) => result,
-            Err(error) => Err(error.into()),
-        }
+        self.run(Operation::Answer(answer), now).await?.answered()
     }
 
     async fn withdraw_approval(
@@ -482,15 +472,9 @@ impl Store for SqliteStore {
         withdrawal: crate::approval::withdraw::Withdrawal,
         now: Timestamp,
     ) -> Result<ApprovalRecord, AnswerError> {
-        match self
-            .write(true, |txn| {
-                txn::withdraw_approval(txn, withdrawal.clone(), now)
-            })
-            .await
-        {
-            Ok(result) => result,
-            Err(error) => Err(error.into()),
-        }
+        self.run(Operation::Withdraw(withdrawal), now)
+            .await?
+            .answered()
     }
 
     async fn approval(&self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
@@ -548,10 +532,7 @@ impl Store for SqliteStore {
         begin: BeginAttempt,
         now: Timestamp,
     ) -> Result<BeginOutcome, StoreError> {
-        flatten(
-            self.write(false, |txn| Ok(txn::begin_attempt(txn, begin.clone(), now)))
-                .await,
-        )
+        self.run(Operation::Begin(begin), now).await?.begun()
     }
 
     async fn finish_attempt(
@@ -559,12 +540,7 @@ impl Store for SqliteStore {
         finish: FinishAttempt,
         now: Timestamp,
     ) -> Result<Receipt, StoreError> {
-        flatten(
-            self.write(false, |txn| {
-                Ok(txn::finish_attempt(txn, finish.clone(), now))
-            })
-            .await,
-        )
+        self.run(Operation::Finish(finish), now).await?.receipt()
     }
 
     async fn hand_off(
@@ -572,10 +548,9 @@ impl Store for SqliteStore {
         hand_off: HandOff,
         now: Timestamp,
     ) -> Result<HandOffOutcome, StoreError> {
-        flatten(
-            self.write(false, |txn| Ok(txn::hand_off(txn, hand_off.clone(), now)))
-                .await,
-        )
+        self.run(Operation::HandOff(hand_off), now)
+            .await?
+            .handed_off()
     }
 
     async fn append_receipt(
@@ -583,10 +558,7 @@ impl Store for SqliteStore {
         draft: ReceiptDraft,
         now: Timestamp,
     ) -> Result<Receipt, StoreError> {
-        flatten(
-            self.write(false, |txn| Ok(txn::append(txn, draft.clone(), now)))
-                .await,
-        )
+        self.run(Operation::Append(draft), now).await?.receipt()
     }
 
     async fn effect(&self, key: &EffectKey) -> Result<Option<EffectRecord>, StoreError> {
@@ -618,13 +590,7 @@ impl Store for SqliteStore {
         resolve: ResolveEffect,
         now: Timestamp,
     ) -> Result<EffectRecord, ResolveError> {
-        match self
-            .write(false, |txn| txn::resolve_effect(txn, resolve.clone(), now))
-            .await
-        {
-            Ok(result) => result,
-            Err(error) => Err(error.into()),
-        }
+        self.run(Operation::Resolve(resolve), now).await?.resolved()
     }
 
     async fn receipts(
@@ -674,10 +640,9 @@ impl Store for SqliteStore {
         id: &ApprovalId,
         now: Timestamp,
     ) -> Result<Option<ApprovalRecord>, StoreError> {
-        flatten(
-            self.write(false, |txn| Ok(txn::expire_approval(txn, id, now)))
-                .await,
-        )
+        self.run(Operation::Expire(id.clone()), now)
+            .await?
+            .expired()
     }
 
     async fn events(
@@ -694,13 +659,11 @@ impl Store for SqliteStore {
         claim: crate::store::DeliveryClaim,
         now: Timestamp,
     ) -> Result<Vec<crate::outbox::ClaimedDelivery>, StoreError> {
-        flatten(
-            self.write(false, |txn| {
-                let result = outbox::claim(txn.transaction, &claim, now);
-                Ok(txn.check(result))
-            })
-            .await,
-        )
+        self.write(|txn| {
+            let result = outbox::claim(txn.transaction, &claim, now);
+            txn.check(result)
+        })
+        .await
     }
 
     async fn settle_delivery(
@@ -710,13 +673,11 @@ impl Store for SqliteStore {
         settlement: crate::outbox::Settlement,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        flatten(
-            self.write(false, |txn| {
-                let result = outbox::settle(txn.transaction, id, owner, &settlement, now);
-                Ok(txn.check(result))
-            })
-            .await,
-        )
+        self.write(|txn| {
+            let result = outbox::settle(txn.transaction, id, owner, &settlement, now);
+            txn.check(result)
+        })
+        .await
     }
 
     async fn deliveries(
@@ -742,23 +703,19 @@ impl Store for SqliteStore {
         id: u64,
         now: Timestamp,
     ) -> Result<Option<crate::outbox::Delivery>, StoreError> {
-        flatten(
-            self.write(false, |txn| {
-                let result = outbox::redeliver(txn.transaction, id, now);
-                Ok(txn.check(result))
-            })
-            .await,
-        )
+        self.write(|txn| {
+            let result = outbox::redeliver(txn.transaction, id, now);
+            txn.check(result)
+        })
+        .await
     }
 
     async fn prune_outbox(&self, before: Timestamp) -> Result<u64, StoreError> {
-        flatten(
-            self.write(false, |txn| {
-                let result = outbox::prune(txn.transaction, before);
-                Ok(txn.check(result))
-            })
-            .await,
-        )
+        self.write(|txn| {
+            let result = outbox::prune(txn.transaction, before);
+            txn.check(result)
+        })
+        .await
     }
 
     async fn chain_head(&self) -> Result<Option<ChainHead>, StoreError> {

@@ -98,18 +98,6 @@ impl PostgresStore {
         }
     }
 
-    /// [`crate::Store::expire_approval`].
-    pub(super) async fn expire_one(
-        &self,
-        id: &ApprovalId,
-        now: Timestamp,
-    ) -> Result<Option<ApprovalRecord>, StoreError> {
-        match self.write(&txn::Operation::Expire(id.clone()), now).await? {
-            txn::Done::Expired(record) => Ok(record),
-            _ => Err(txn::wrong_result()),
-        }
-    }
-
     /// [`crate::Store::events`].
     pub(super) async fn outbox_events(
         &self,

@@ -11,13 +11,20 @@ pub(super) fn decode(error: sqlx::Error) -> StoreError {
     corrupt(error.to_string())
 }
 
-/// What the compare-and-set of `update_approval` checks: the row's `state` and raw `answers`
-/// text as read.
-pub(super) fn approval_version(row: &PgRow) -> Result<(String, Option<String>), StoreError> {
-    Ok((
-        row.try_get(10).map_err(decode)?,
-        row.try_get(19).map_err(decode)?,
-    ))
+/// The raw `answers` text of an approval row (NULL for a row an older build wrote), which an
+/// update's compare-and-set checks as read.
+pub(super) fn raw_answers(row: &PgRow) -> Result<Option<String>, StoreError> {
+    row.try_get(19).map_err(decode)
+}
+
+/// Who holds an effect key, from `SELECT state, attempt_id`.
+pub(super) fn effect_holder_from_row(row: &PgRow) -> Result<EffectVersion, StoreError> {
+    let state: String = row.try_get(0).map_err(decode)?;
+    Ok(EffectVersion {
+        state: EffectState::parse(&state)
+            .ok_or_else(|| corrupt(format!("effect state `{state}`")))?,
+        attempt_id: row.try_get(1).map_err(decode)?,
+    })
 }
 
 pub(super) fn approval_from_row(row: &PgRow) -> Result<ApprovalRecord, StoreError> {

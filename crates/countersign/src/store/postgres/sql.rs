@@ -1,309 +1,291 @@
-//! [`PgTxn`]: the reads and compare-and-set writes of one open PostgreSQL transaction.
+//! [`PgTxn`]: one open PostgreSQL transaction, the reads a plan asks for (locked) and the
+//! compare-and-set writes it decided (`store::plan`), as SQL.
 
 use super::*;
 
-/// Reads and writes inside one open PostgreSQL transaction: the parallel of
-/// [`crate::store::txn::Txn`], asynchronous, with compare-and-set writes.
+/// One open PostgreSQL transaction running plans.
 ///
-/// It remembers the state of every row it read, so `put_effect` and `update_approval` can write
-/// only if the row is still what was read (the row locks make that certain at READ COMMITTED;
-/// the checked row counts make it certain whatever the locking).
+/// Every row a plan reads is locked (`FOR UPDATE`); every write is a compare-and-set on the
+/// prior state the plan expects, whose row count is checked: a count other than 1 means another
+/// transaction got there first, and the whole transaction is rolled back and planned again
+/// ([`PgFailure::Retry`]).
 pub(crate) struct PgTxn {
     pub(super) transaction: Transaction<'static, Postgres>,
-    /// Effect key → `(state, attempt_id)` as read, or `None` when it had no record.
-    pub(super) read_effects: HashMap<String, Option<(String, String)>>,
-    /// Approval id → `(state, answers)` columns as read (or as this transaction wrote them).
-    pub(super) read_approvals: HashMap<String, (String, Option<String>)>,
+    /// Approval id → its raw `answers` column as read (or as this transaction wrote it): the
+    /// compare-and-set of an update checks it with the expected state, so a row written by an
+    /// older build (NULL `answers`) compares as stored.
+    pub(super) read_answers: HashMap<String, Option<String>>,
     /// Has this transaction written anything?
     pub(super) wrote: bool,
 }
 
 impl PgTxn {
-    /// Is the approver token id `jti` on the deny-list (issue #31)?
-    pub(crate) async fn token_revoked(&mut self, jti: &str) -> Result<bool, PgFailure> {
-        let row = sqlx::query("SELECT 1 FROM revoked_tokens WHERE jti = $1")
-            .bind(jti.to_owned())
-            .fetch_optional(&mut *self.transaction)
-            .await
-            .map_err(classify)?;
-        Ok(row.is_some())
-    }
-
-    /// One approval request, locked.
-    pub(crate) async fn approval(
+    /// Plan `operation` inside this transaction and apply it (the caller commits).
+    pub(crate) async fn run(
         &mut self,
-        id: &ApprovalId,
-    ) -> Result<Option<ApprovalRecord>, PgFailure> {
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            approval_columns!(),
-            " FROM approvals WHERE id = $1 FOR UPDATE"
-        ))
-        .bind(id.as_str())
-        .fetch_optional(&mut *self.transaction)
-        .await
-        .map_err(classify)?;
-        let record = row.as_ref().map(approval_from_row).transpose()?;
-        if let (Some(record), Some(row)) = (&record, &row) {
-            self.read_approvals
-                .insert(record.id.as_str().to_owned(), approval_version(row)?);
-        }
-        Ok(record)
-    }
-
-    /// Every approval request bound to `hash`, locked (with an advisory lock on the hash, so a
-    /// concurrent first request waits rather than creating a second one).
-    pub(crate) async fn approvals_for_hash(
-        &mut self,
-        hash: &ActionHash,
-    ) -> Result<Vec<ApprovalRecord>, PgFailure> {
-        sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
-            .bind(hash.as_str())
-            .execute(&mut *self.transaction)
-            .await
-            .map_err(classify)?;
-        let rows = sqlx::query(concat!(
-            "SELECT ",
-            approval_columns!(),
-            " FROM approvals WHERE action_hash = $1 FOR UPDATE"
-        ))
-        .bind(hash.as_str())
-        .fetch_all(&mut *self.transaction)
-        .await
-        .map_err(classify)?;
-        let mut records = Vec::with_capacity(rows.len());
-        for row in &rows {
-            let record = approval_from_row(row)?;
-            self.read_approvals
-                .insert(record.id.as_str().to_owned(), approval_version(row)?);
-            records.push(record);
-        }
-        Ok(records)
-    }
-
-    /// The request a framework call is mapped to, locked.
-    pub(crate) async fn correlation(
-        &mut self,
-        correlation: &Correlation,
-    ) -> Result<Option<ApprovalId>, PgFailure> {
-        let id: Option<String> = sqlx::query_scalar(
-            "SELECT request_id FROM correlations WHERE framework = $1 AND run = $2 AND call_id = $3 FOR UPDATE",
-        )
-        .bind(&correlation.framework)
-        .bind(correlation.run.as_deref().unwrap_or(""))
-        .bind(&correlation.call_id)
-        .fetch_optional(&mut *self.transaction)
-        .await
-        .map_err(classify)?;
-        Ok(id.map(ApprovalId::from_stored))
-    }
-
-    /// Map a framework call to a request. A new mapping is `INSERT … ON CONFLICT DO NOTHING`
-    /// whose row count must be 1 (another transaction mapping the same call first means retry:
-    /// the re-run finds its request); `replace` overwrites a mapping whose request ended unused.
-    pub(crate) async fn put_correlation(
-        &mut self,
-        correlation: &Correlation,
-        id: &ApprovalId,
-        replace: bool,
-    ) -> Result<(), PgFailure> {
-        self.wrote = true;
-        let sql = if replace {
-            "INSERT INTO correlations (framework, run, call_id, request_id) VALUES ($1, $2, $3, $4) ON CONFLICT (framework, run, call_id) DO UPDATE SET request_id = excluded.request_id"
+        operation: &Operation,
+        now: Timestamp,
+    ) -> Result<Done, PgFailure> {
+        let mut reads = Reads::default();
+        let plan = loop {
+            match plan::plan(operation, &reads, now) {
+                Ok(plan) => break plan,
+                Err(Halt::Read(read)) => reads.insert(self.fetch(&read).await?),
+                Err(Halt::Fail(error)) => return Err(PgFailure::Store(error)),
+            }
+        };
+        let head = if plan.has_receipts() {
+            self.chain_head().await?
         } else {
-            "INSERT INTO correlations (framework, run, call_id, request_id) VALUES ($1, $2, $3, $4) ON CONFLICT (framework, run, call_id) DO NOTHING"
+            None
         };
-        let result = sqlx::query(sql)
-            .bind(&correlation.framework)
-            .bind(correlation.run.as_deref().unwrap_or(""))
-            .bind(&correlation.call_id)
-            .bind(id.as_str())
-            .execute(&mut *self.transaction)
-            .await
-            .map_err(classify)?;
-        if result.rows_affected() != 1 {
-            // INVARIANT (first-write-wins): another transaction mapped this call first.
-            return Err(PgFailure::Retry);
+        let sealed = plan.seal(head)?;
+        for write in &sealed.writes {
+            self.apply(write).await?;
         }
-        Ok(())
-    }
-
-    /// Insert a new request.
-    pub(crate) async fn insert_approval(
-        &mut self,
-        record: &ApprovalRecord,
-    ) -> Result<(), PgFailure> {
-        self.wrote = true;
-        let answers = stored::answers_text(&record.answers);
-        sqlx::query(concat!(
-            "INSERT INTO approvals (",
-            approval_columns!(),
-            ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
-        ))
-        .bind(record.id.as_str())
-        .bind(record.action_hash.as_str())
-        .bind(&record.action)
-        .bind(record.arguments.as_str())
-        .bind(&record.principal)
-        .bind(&record.resource)
-        .bind(&record.environment)
-        .bind(&record.effect_key)
-        .bind(&record.policy_hash)
-        .bind(&record.entry_fingerprint)
-        .bind(record.state.as_str())
-        .bind(record.created_at.as_millis())
-        .bind(record.expires_at.as_millis())
-        .bind(record.answered_at.map(Timestamp::as_millis))
-        .bind(&record.approver)
-        .bind(&record.note)
-        .bind(record.consumed_at.map(Timestamp::as_millis))
-        .bind(&record.consumed_by)
-        .bind(stored::rule_text(&record.rule))
-        .bind(&answers)
-        .bind(&record.run)
-        .execute(&mut *self.transaction)
-        .await
-        .map_err(classify)?;
-        self.read_approvals.insert(
-            record.id.as_str().to_owned(),
-            (record.state.as_str().to_owned(), Some(answers)),
-        );
-        Ok(())
-    }
-
-    /// Overwrite a request's mutable fields, only if it is still in the state read.
-    pub(crate) async fn update_approval(
-        &mut self,
-        record: &ApprovalRecord,
-    ) -> Result<(), PgFailure> {
-        let Some(expected) = self.read_approvals.get(record.id.as_str()).cloned() else {
-            return Err(PgFailure::Store(StoreError::Internal {
-                detail: format!("approval {} updated without being read", record.id),
-            }));
-        };
-        self.wrote = true;
-        let (expected_state, expected_answers) = expected;
-        let answers = stored::answers_text(&record.answers);
-        let result = sqlx::query(
-            "UPDATE approvals SET state = $2, answered_at = $3, approver = $4, note = $5, consumed_at = $6, consumed_by = $7, answers = $10 WHERE id = $1 AND state = $8 AND answers IS NOT DISTINCT FROM $9",
-        )
-        .bind(record.id.as_str())
-        .bind(record.state.as_str())
-        .bind(record.answered_at.map(Timestamp::as_millis))
-        .bind(&record.approver)
-        .bind(&record.note)
-        .bind(record.consumed_at.map(Timestamp::as_millis))
-        .bind(&record.consumed_by)
-        .bind(&expected_state)
-        .bind(&expected_answers)
-        .bind(&answers)
-        .execute(&mut *self.transaction)
-        .await
-        .map_err(classify)?;
-        if result.rows_affected() != 1 {
-            // INVARIANT (compare-and-set): another transaction changed it since we read it.
-            return Err(PgFailure::Retry);
+        for event in &sealed.events {
+            self.insert_event(event).await?;
         }
-        self.read_approvals.insert(
-            record.id.as_str().to_owned(),
-            (record.state.as_str().to_owned(), Some(answers)),
-        );
-        Ok(())
+        for receipt in &sealed.receipts {
+            self.insert_receipt(receipt).await?;
+        }
+        Ok(sealed.done)
     }
 
-    /// One effect record, locked.
-    pub(crate) async fn effect(
-        &mut self,
-        key: &EffectKey,
-    ) -> Result<Option<EffectRecord>, PgFailure> {
-        let row = sqlx::query(concat!(
-            "SELECT ",
-            effect_columns!(),
-            " FROM effects WHERE key = $1 FOR UPDATE"
-        ))
-        .bind(key.as_str())
-        .fetch_optional(&mut *self.transaction)
-        .await
-        .map_err(classify)?;
-        let record = row.as_ref().map(effect_from_row).transpose()?;
-        self.read_effects.insert(
-            key.as_str().to_owned(),
-            record.as_ref().map(|record| {
-                (
-                    record.state.as_str().to_owned(),
-                    record.attempt_id.to_string(),
+    /// One read of a plan, locked until this transaction ends.
+    async fn fetch(&mut self, read: &Read) -> Result<Fetched, PgFailure> {
+        Ok(match read {
+            Read::Approval(id) => {
+                let row = sqlx::query(concat!(
+                    "SELECT ",
+                    approval_columns!(),
+                    " FROM approvals WHERE id = $1 FOR UPDATE"
+                ))
+                .bind(id.as_str())
+                .fetch_optional(&mut *self.transaction)
+                .await
+                .map_err(classify)?;
+                let record = match &row {
+                    Some(row) => Some(self.remember(row)?),
+                    None => None,
+                };
+                Fetched::Approval(id.clone(), record)
+            }
+            Read::ApprovalsForHash(hash) => {
+                // The advisory lock on the hash makes a concurrent first request wait rather
+                // than create a second one.
+                sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
+                    .bind(hash.as_str())
+                    .execute(&mut *self.transaction)
+                    .await
+                    .map_err(classify)?;
+                let rows = sqlx::query(concat!(
+                    "SELECT ",
+                    approval_columns!(),
+                    " FROM approvals WHERE action_hash = $1 FOR UPDATE"
+                ))
+                .bind(hash.as_str())
+                .fetch_all(&mut *self.transaction)
+                .await
+                .map_err(classify)?;
+                let mut records = Vec::with_capacity(rows.len());
+                for row in &rows {
+                    records.push(self.remember(row)?);
+                }
+                Fetched::ApprovalsForHash(hash.clone(), records)
+            }
+            Read::Correlation(correlation) => {
+                let id: Option<String> = sqlx::query_scalar(
+                    "SELECT request_id FROM correlations WHERE framework = $1 AND run = $2 AND call_id = $3 FOR UPDATE",
                 )
-            }),
-        );
+                .bind(&correlation.framework)
+                .bind(correlation.run.as_deref().unwrap_or(""))
+                .bind(&correlation.call_id)
+                .fetch_optional(&mut *self.transaction)
+                .await
+                .map_err(classify)?;
+                Fetched::Correlation(correlation.clone(), id.map(ApprovalId::from_stored))
+            }
+            Read::Effect(key) => {
+                let row = sqlx::query(concat!(
+                    "SELECT ",
+                    effect_columns!(),
+                    " FROM effects WHERE key = $1 FOR UPDATE"
+                ))
+                .bind(key.as_str())
+                .fetch_optional(&mut *self.transaction)
+                .await
+                .map_err(classify)?;
+                Fetched::Effect(key.clone(), row.as_ref().map(effect_from_row).transpose()?)
+            }
+            Read::EffectHolder(key) => {
+                let row =
+                    sqlx::query("SELECT state, attempt_id FROM effects WHERE key = $1 FOR UPDATE")
+                        .bind(key.as_str())
+                        .fetch_optional(&mut *self.transaction)
+                        .await
+                        .map_err(classify)?;
+                Fetched::EffectHolder(
+                    key.clone(),
+                    row.as_ref().map(effect_holder_from_row).transpose()?,
+                )
+            }
+            Read::TokenRevoked(jti) => {
+                let row = sqlx::query("SELECT 1 FROM revoked_tokens WHERE jti = $1")
+                    .bind(jti)
+                    .fetch_optional(&mut *self.transaction)
+                    .await
+                    .map_err(classify)?;
+                Fetched::TokenRevoked(jti.clone(), row.is_some())
+            }
+        })
+    }
+
+    /// Decode an approval row and remember its raw `answers` for the compare-and-set.
+    fn remember(&mut self, row: &PgRow) -> Result<ApprovalRecord, StoreError> {
+        let record = approval_from_row(row)?;
+        self.read_answers
+            .insert(record.id.as_str().to_owned(), raw_answers(row)?);
         Ok(record)
     }
 
-    /// Insert or overwrite an effect record, only if it is still what was read: a claim of a
-    /// free key is `INSERT … ON CONFLICT DO NOTHING`, an overwrite an `UPDATE … WHERE` the state
-    /// and attempt read. A row count other than 1 means another transaction won: retry.
-    pub(crate) async fn put_effect(&mut self, record: &EffectRecord) -> Result<(), PgFailure> {
-        let Some(expected) = self.read_effects.get(record.key.as_str()).cloned() else {
-            return Err(PgFailure::Store(StoreError::Internal {
-                detail: format!("effect `{}` written without being read", record.key),
-            }));
-        };
+    /// One write of a plan, as a compare-and-set whose row count must be 1.
+    async fn apply(&mut self, write: &Write) -> Result<(), PgFailure> {
         self.wrote = true;
-        let attempts = i32::try_from(record.attempts).unwrap_or(i32::MAX);
-        let result = match &expected {
-            None => sqlx::query(concat!(
-                "INSERT INTO effects (",
-                effect_columns!(),
-                ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (key) DO NOTHING"
-            ))
-            .bind(record.key.as_str())
-            .bind(record.state.as_str())
-            .bind(&record.action_hash)
-            .bind(&record.attempt_id)
-            .bind(attempts)
-            .bind(record.lease_until.as_millis())
-            .bind(record.updated_at.as_millis())
-            .bind(&record.resolved_by)
-            .bind(&record.detail)
-            .bind(stored::attempt_text(record.attempt.as_ref()))
-            .execute(&mut *self.transaction)
-            .await,
-            Some((state, attempt_id)) => sqlx::query(
-                "UPDATE effects SET state = $2, action_hash = $3, attempt_id = $4, attempts = $5, lease_until = $6, updated_at = $7, resolved_by = $8, detail = $9, attempt = $12 WHERE key = $1 AND state = $10 AND attempt_id = $11",
-            )
-            .bind(record.key.as_str())
-            .bind(record.state.as_str())
-            .bind(&record.action_hash)
-            .bind(&record.attempt_id)
-            .bind(attempts)
-            .bind(record.lease_until.as_millis())
-            .bind(record.updated_at.as_millis())
-            .bind(&record.resolved_by)
-            .bind(&record.detail)
-            .bind(state)
-            .bind(attempt_id)
-            .bind(stored::attempt_text(record.attempt.as_ref()))
-            .execute(&mut *self.transaction)
-            .await,
-        }
-        .map_err(classify)?;
-        if result.rows_affected() != 1 {
-            // INVARIANT (compare-and-set): another attempt claimed or changed the key since we
-            // read it; the re-run reads what it did and refuses with a typed decision.
+        let done = match write {
+            Write::InsertApproval(record) => {
+                let answers = stored::answers_text(&record.answers);
+                let done = sqlx::query(concat!(
+                    "INSERT INTO approvals (",
+                    approval_columns!(),
+                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
+                ))
+                .bind(record.id.as_str())
+                .bind(record.action_hash.as_str())
+                .bind(&record.action)
+                .bind(record.arguments.as_str())
+                .bind(&record.principal)
+                .bind(&record.resource)
+                .bind(&record.environment)
+                .bind(&record.effect_key)
+                .bind(&record.policy_hash)
+                .bind(&record.entry_fingerprint)
+                .bind(record.state.as_str())
+                .bind(record.created_at.as_millis())
+                .bind(record.expires_at.as_millis())
+                .bind(record.answered_at.map(Timestamp::as_millis))
+                .bind(&record.approver)
+                .bind(&record.note)
+                .bind(record.consumed_at.map(Timestamp::as_millis))
+                .bind(&record.consumed_by)
+                .bind(stored::rule_text(&record.rule))
+                .bind(&answers)
+                .bind(&record.run)
+                .execute(&mut *self.transaction)
+                .await;
+                self.read_answers
+                    .insert(record.id.as_str().to_owned(), Some(answers));
+                done
+            }
+            Write::UpdateApproval { record, expected } => {
+                let Some(expected_answers) = self.read_answers.get(record.id.as_str()).cloned()
+                else {
+                    return Err(PgFailure::Store(StoreError::Internal {
+                        detail: format!("approval {} updated without being read", record.id),
+                    }));
+                };
+                let answers = stored::answers_text(&record.answers);
+                let done = sqlx::query(
+                    "UPDATE approvals SET state = $2, answered_at = $3, approver = $4, note = $5, consumed_at = $6, consumed_by = $7, answers = $10 WHERE id = $1 AND state = $8 AND answers IS NOT DISTINCT FROM $9",
+                )
+                .bind(record.id.as_str())
+                .bind(record.state.as_str())
+                .bind(record.answered_at.map(Timestamp::as_millis))
+                .bind(&record.approver)
+                .bind(&record.note)
+                .bind(record.consumed_at.map(Timestamp::as_millis))
+                .bind(&record.consumed_by)
+                .bind(expected.state.as_str())
+                .bind(&expected_answers)
+                .bind(&answers)
+                .execute(&mut *self.transaction)
+                .await;
+                self.read_answers
+                    .insert(record.id.as_str().to_owned(), Some(answers));
+                done
+            }
+            Write::PutCorrelation(mapping) => {
+                // INVARIANT (first-write-wins): a new mapping that finds one (another transaction
+                // mapped this call first) counts 0 rows: retry, and the re-run finds its request.
+                let sql = if mapping.replace {
+                    "INSERT INTO correlations (framework, run, call_id, request_id) VALUES ($1, $2, $3, $4) ON CONFLICT (framework, run, call_id) DO UPDATE SET request_id = excluded.request_id"
+                } else {
+                    "INSERT INTO correlations (framework, run, call_id, request_id) VALUES ($1, $2, $3, $4) ON CONFLICT (framework, run, call_id) DO NOTHING"
+                };
+                sqlx::query(sql)
+                    .bind(&mapping.correlation.framework)
+                    .bind(mapping.correlation.run.as_deref().unwrap_or(""))
+                    .bind(&mapping.correlation.call_id)
+                    .bind(mapping.id.as_str())
+                    .execute(&mut *self.transaction)
+                    .await
+            }
+            Write::ReserveEffect { record, expected } => {
+                let attempts = i32::try_from(record.attempts).unwrap_or(i32::MAX);
+                let query = match expected {
+                    None => sqlx::query(concat!(
+                        "INSERT INTO effects (",
+                        effect_columns!(),
+                        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (key) DO NOTHING"
+                    )),
+                    Some(_) => sqlx::query(
+                        "UPDATE effects SET state = $2, action_hash = $3, attempt_id = $4, attempts = $5, lease_until = $6, updated_at = $7, resolved_by = $8, detail = $9, attempt = $10 WHERE key = $1 AND state = $11 AND attempt_id = $12",
+                    ),
+                };
+                let mut query = query
+                    .bind(record.key.as_str())
+                    .bind(record.state.as_str())
+                    .bind(&record.action_hash)
+                    .bind(&record.attempt_id)
+                    .bind(attempts)
+                    .bind(record.lease_until.as_millis())
+                    .bind(record.updated_at.as_millis())
+                    .bind(&record.resolved_by)
+                    .bind(&record.detail)
+                    .bind(stored::attempt_text(record.attempt.as_ref()));
+                if let Some(expected) = expected {
+                    query = query
+                        .bind(expected.state.as_str())
+                        .bind(&expected.attempt_id);
+                }
+                query.execute(&mut *self.transaction).await
+            }
+            Write::SettleEffect(change) => {
+                sqlx::query(
+                    "UPDATE effects SET state = $4, detail = $5, resolved_by = $6, updated_at = $7 WHERE key = $1 AND state = $2 AND attempt_id = $3",
+                )
+                .bind(change.key.as_str())
+                .bind(change.expected.state.as_str())
+                .bind(&change.expected.attempt_id)
+                .bind(change.state.as_str())
+                .bind(&change.detail)
+                .bind(&change.resolved_by)
+                .bind(change.updated_at.as_millis())
+                .execute(&mut *self.transaction)
+                .await
+            }
+        };
+        if done.map_err(classify)?.rows_affected() != 1 {
+            // INVARIANT (compare-and-set): another transaction claimed or changed the row since
+            // it was read; the re-run reads what it did and decides again.
             return Err(PgFailure::Retry);
         }
-        self.read_effects.insert(
-            record.key.as_str().to_owned(),
-            Some((
-                record.state.as_str().to_owned(),
-                record.attempt_id.to_string(),
-            )),
-        );
         Ok(())
     }
 
     /// The chain head, locked until this transaction ends: no other writer can read the same
     /// head (no fork) or skip a position (no gap).
-    pub(crate) async fn chain_head(&mut self) -> Result<Option<ChainHead>, PgFailure> {
+    async fn chain_head(&mut self) -> Result<Option<ChainHead>, PgFailure> {
         let row = sqlx::query("SELECT seq, hash FROM chain_head WHERE id = 1 FOR UPDATE")
             .fetch_optional(&mut *self.transaction)
             .await
@@ -326,11 +308,7 @@ impl PgTxn {
 
     /// Append a sealed receipt and move the head to it (the head must be locked by
     /// [`PgTxn::chain_head`] in this transaction).
-    pub(crate) async fn insert_receipt(
-        &mut self,
-        stored: &StoredReceipt,
-        _receipt: &Receipt,
-    ) -> Result<(), PgFailure> {
+    async fn insert_receipt(&mut self, stored: &StoredReceipt) -> Result<(), PgFailure> {
         self.wrote = true;
         let seq = i64::try_from(stored.seq).map_err(|_| corrupt("seq overflow".to_owned()))?;
         let inserted = sqlx::query(

@@ -69,6 +69,16 @@ pub(super) fn effect_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Effec
     })
 }
 
+/// Who holds an effect key, from `SELECT state, attempt_id`.
+pub(super) fn effect_holder_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<EffectVersion> {
+    let state: String = row.get(0)?;
+    Ok(EffectVersion {
+        state: EffectState::parse(&state)
+            .ok_or_else(|| corrupt(format!("effect state `{state}`")))?,
+        attempt_id: row.get(1)?,
+    })
+}
+
 pub(super) fn receipt_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredReceipt> {
     Ok(StoredReceipt {
         seq: row
@@ -79,4 +89,52 @@ pub(super) fn receipt_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Stor
         hash: row.get(2)?,
         body: row.get(3)?,
     })
+}
+
+/// An effect record as its columns, in [`EFFECT_COLUMNS`] order (borrowed but for the
+/// `attempt` JSON text).
+pub(super) struct EffectRow<'a> {
+    key: &'a str,
+    state: &'static str,
+    action_hash: &'a str,
+    attempt_id: &'a str,
+    attempts: u32,
+    lease_until: i64,
+    updated_at: i64,
+    resolved_by: Option<&'a str>,
+    detail: Option<&'a str>,
+    attempt: Option<String>,
+}
+
+impl<'a> EffectRow<'a> {
+    pub(super) fn of(record: &'a EffectRecord) -> EffectRow<'a> {
+        EffectRow {
+            key: record.key.as_str(),
+            state: record.state.as_str(),
+            action_hash: &record.action_hash,
+            attempt_id: &record.attempt_id,
+            attempts: record.attempts,
+            lease_until: record.lease_until.as_millis(),
+            updated_at: record.updated_at.as_millis(),
+            resolved_by: record.resolved_by.as_deref(),
+            detail: record.detail.as_deref(),
+            attempt: stored::attempt_text(record.attempt.as_ref()),
+        }
+    }
+
+    /// The columns as SQL parameters `?1` to `?10`.
+    pub(super) fn params(&self) -> [&dyn rusqlite::ToSql; 10] {
+        [
+            &self.key,
+            &self.state,
+            &self.action_hash,
+            &self.attempt_id,
+            &self.attempts,
+            &self.lease_until,
+            &self.updated_at,
+            &self.resolved_by,
+            &self.detail,
+            &self.attempt,
+        ]
+    }
 }

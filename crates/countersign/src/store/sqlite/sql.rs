@@ -1,5 +1,5 @@
-//! [`SqliteTxn`]: one `BEGIN IMMEDIATE` transaction ([`Immediate`]) and the reads and writes
-//! the shared sequences in `store::txn` run through it.
+//! [`SqliteTxn`]: one `BEGIN IMMEDIATE` transaction ([`Immediate`]), the reads a plan asks for
+//! and the writes it decided (`store::plan`), as SQL.
 
 use super::*;
 
@@ -52,221 +52,219 @@ impl SqliteTxn<'_> {
     }
 }
 
-impl Txn for SqliteTxn<'_> {
-    fn token_revoked(&mut self, jti: &str) -> Result<bool, StoreError> {
-        let result = self
-            .transaction
-            .prepare_cached("SELECT 1 FROM revoked_tokens WHERE jti = ?1")
-            .and_then(|mut statement| statement.exists(params![jti]));
-        self.check(result)
-    }
-
-    fn approval(&mut self, id: &ApprovalId) -> Result<Option<ApprovalRecord>, StoreError> {
-        let result = self
-            .transaction
-            .prepare_cached(&format!(
-                "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?1"
-            ))
-            .and_then(|mut statement| {
-                statement
-                    .query_row(params![id.as_str()], approval_from_row)
-                    .optional()
-            });
-        self.check(result)
-    }
-
-    fn approvals_for_hash(&mut self, hash: &ActionHash) -> Result<Vec<ApprovalRecord>, StoreError> {
-        let result = self
-            .transaction
-            .prepare_cached(&format!(
-                "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE action_hash = ?1"
-            ))
-            .and_then(|mut statement| {
-                statement
-                    .query_map(params![hash.as_str()], approval_from_row)?
-                    .collect::<rusqlite::Result<Vec<_>>>()
-            });
-        self.check(result)
-    }
-
-    fn correlation(&mut self, correlation: &Correlation) -> Result<Option<ApprovalId>, StoreError> {
-        let result = self
-            .transaction
-            .prepare_cached(
-                "SELECT request_id FROM correlations WHERE framework = ?1 AND run = ?2 AND call_id = ?3",
-            )
-            .and_then(|mut statement| {
-                statement
-                    .query_row(
-                        params![
-                            correlation.framework,
-                            correlation.run.as_deref().unwrap_or(""),
-                            correlation.call_id
-                        ],
-                        |row| row.get::<_, String>(0),
-                    )
-                    .optional()
-            });
-        Ok(self.check(result)?.map(ApprovalId::from_stored))
-    }
-
-    fn put_correlation(
+impl SqliteTxn<'_> {
+    /// Plan `operation` inside this transaction and apply it (the caller commits).
+    pub(super) fn run(
         &mut self,
-        correlation: &Correlation,
-        id: &ApprovalId,
-        replace: bool,
-    ) -> Result<(), StoreError> {
-        // INVARIANT (first-write-wins): a plain INSERT fails on an existing mapping; only a
-        // mapping whose request ended unused is replaced (`correlated_outcome` decides).
-        let sql = if replace {
-            "INSERT OR REPLACE INTO correlations (framework, run, call_id, request_id) VALUES (?1, ?2, ?3, ?4)"
+        operation: &Operation,
+        now: Timestamp,
+    ) -> Result<Done, StoreError> {
+        let plan = plan::plan_with(operation, now, |read| self.fetch(read))?;
+        let head = if plan.has_receipts() {
+            self.chain_head()?
         } else {
-            "INSERT INTO correlations (framework, run, call_id, request_id) VALUES (?1, ?2, ?3, ?4)"
+            None
         };
-        let result = self
-            .transaction
-            .prepare_cached(sql)
-            .and_then(|mut statement| {
-                statement.execute(params![
-                    correlation.framework,
-                    correlation.run.as_deref().unwrap_or(""),
-                    correlation.call_id,
-                    id.as_str()
-                ])
-            });
-        self.check(result).map(drop)
+        let sealed = plan.seal(head)?;
+        for write in &sealed.writes {
+            self.apply(write)?;
+        }
+        for event in &sealed.events {
+            let result = super::outbox::insert_event(self.transaction, event);
+            self.check(result)?;
+        }
+        for receipt in &sealed.receipts {
+            self.insert_receipt(receipt)?;
+        }
+        Ok(sealed.done)
     }
 
-    fn insert_approval(&mut self, record: &ApprovalRecord) -> Result<(), StoreError> {
-        let result = self
-            .transaction
-            .prepare_cached(&format!(
-                "INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
-            ))
-            .and_then(|mut statement| {
-                statement.execute(params![
-                    record.id.as_str(),
-                    record.action_hash.as_str(),
-                    record.action,
-                    record.arguments.as_str(),
-                    record.principal,
-                    record.resource,
-                    record.environment,
-                    record.effect_key,
-                    record.policy_hash,
-                    record.entry_fingerprint,
-                    record.state.as_str(),
-                    record.created_at.as_millis(),
-                    record.expires_at.as_millis(),
-                    record.answered_at.map(Timestamp::as_millis),
-                    record.approver,
-                    record.note,
-                    record.consumed_at.map(Timestamp::as_millis),
-                    record.consumed_by,
-                    stored::rule_text(&record.rule),
-                    stored::answers_text(&record.answers),
-                    record.run,
-                ])
-            });
-        self.check(result).map(drop)
+    /// One read of a plan.
+    fn fetch(&mut self, read: &Read) -> Result<Fetched, StoreError> {
+        let connection = self.transaction;
+        let result = match read {
+            Read::Approval(id) => connection
+                .prepare_cached(&format!(
+                    "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE id = ?1"
+                ))
+                .and_then(|mut statement| {
+                    statement
+                        .query_row(params![id.as_str()], approval_from_row)
+                        .optional()
+                })
+                .map(|record| Fetched::Approval(id.clone(), record)),
+            Read::ApprovalsForHash(hash) => connection
+                .prepare_cached(&format!(
+                    "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE action_hash = ?1"
+                ))
+                .and_then(|mut statement| {
+                    statement
+                        .query_map(params![hash.as_str()], approval_from_row)?
+                        .collect::<rusqlite::Result<Vec<_>>>()
+                })
+                .map(|records| Fetched::ApprovalsForHash(hash.clone(), records)),
+            Read::Correlation(correlation) => connection
+                .prepare_cached(
+                    "SELECT request_id FROM correlations WHERE framework = ?1 AND run = ?2 AND call_id = ?3",
+                )
+                .and_then(|mut statement| {
+                    statement
+                        .query_row(
+                            params![
+                                correlation.framework,
+                                correlation.run.as_deref().unwrap_or(""),
+                                correlation.call_id
+                            ],
+                            |row| row.get::<_, String>(0),
+                        )
+                        .optional()
+                })
+                .map(|id| Fetched::Correlation(correlation.clone(), id.map(ApprovalId::from_stored))),
+            Read::Effect(key) => connection
+                .prepare_cached(&format!(
+                    "SELECT {EFFECT_COLUMNS} FROM effects WHERE key = ?1"
+                ))
+                .and_then(|mut statement| {
+                    statement
+                        .query_row(params![key.as_str()], effect_from_row)
+                        .optional()
+                })
+                .map(|record| Fetched::Effect(key.clone(), record)),
+            Read::EffectHolder(key) => connection
+                .prepare_cached("SELECT state, attempt_id FROM effects WHERE key = ?1")
+                .and_then(|mut statement| {
+                    statement
+                        .query_row(params![key.as_str()], effect_holder_from_row)
+                        .optional()
+                })
+                .map(|holder| Fetched::EffectHolder(key.clone(), holder)),
+            Read::TokenRevoked(jti) => connection
+                .prepare_cached("SELECT 1 FROM revoked_tokens WHERE jti = ?1")
+                .and_then(|mut statement| statement.exists(params![jti]))
+                .map(|revoked| Fetched::TokenRevoked(jti.clone(), revoked)),
+        };
+        self.check(result)
     }
 
-    fn update_approval(&mut self, record: &ApprovalRecord) -> Result<(), StoreError> {
-        let result = self
-            .transaction
-            .prepare_cached(
-                "UPDATE approvals SET state = ?2, answered_at = ?3, approver = ?4, note = ?5, consumed_at = ?6, consumed_by = ?7, answers = ?8 WHERE id = ?1",
-            )
-            .and_then(|mut statement| {
-                statement.execute(params![
-                    record.id.as_str(),
-                    record.state.as_str(),
-                    record.answered_at.map(Timestamp::as_millis),
-                    record.approver,
-                    record.note,
-                    record.consumed_at.map(Timestamp::as_millis),
-                    record.consumed_by,
-                    stored::answers_text(&record.answers),
-                ])
-            });
+    /// One write of a plan. The write lock is held since `BEGIN IMMEDIATE`, so an expectation
+    /// that fails is a store changed under it: [`StoreError::Corrupt`].
+    fn apply(&mut self, write: &Write) -> Result<(), StoreError> {
+        let connection = self.transaction;
+        let result = match write {
+            Write::InsertApproval(record) => connection
+                .prepare_cached(&format!(
+                    "INSERT INTO approvals ({APPROVAL_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, ?14, ?15, ?16, ?17, ?18, ?19, ?20, ?21)"
+                ))
+                .and_then(|mut statement| {
+                    statement.execute(params![
+                        record.id.as_str(),
+                        record.action_hash.as_str(),
+                        record.action,
+                        record.arguments.as_str(),
+                        record.principal,
+                        record.resource,
+                        record.environment,
+                        record.effect_key,
+                        record.policy_hash,
+                        record.entry_fingerprint,
+                        record.state.as_str(),
+                        record.created_at.as_millis(),
+                        record.expires_at.as_millis(),
+                        record.answered_at.map(Timestamp::as_millis),
+                        record.approver,
+                        record.note,
+                        record.consumed_at.map(Timestamp::as_millis),
+                        record.consumed_by,
+                        stored::rule_text(&record.rule),
+                        stored::answers_text(&record.answers),
+                        record.run,
+                    ])
+                }),
+            Write::UpdateApproval { record, expected } => connection
+                .prepare_cached(
+                    "UPDATE approvals SET state = ?2, answered_at = ?3, approver = ?4, note = ?5, consumed_at = ?6, consumed_by = ?7, answers = ?8 WHERE id = ?1 AND state = ?9",
+                )
+                .and_then(|mut statement| {
+                    statement.execute(params![
+                        record.id.as_str(),
+                        record.state.as_str(),
+                        record.answered_at.map(Timestamp::as_millis),
+                        record.approver,
+                        record.note,
+                        record.consumed_at.map(Timestamp::as_millis),
+                        record.consumed_by,
+                        stored::answers_text(&record.answers),
+                        expected.state.as_str(),
+                    ])
+                }),
+            Write::PutCorrelation(mapping) => {
+                // INVARIANT (first-write-wins): a plain INSERT fails on an existing mapping; only
+                // a mapping whose request ended unused is replaced (the plan decides).
+                let Mapping {
+                    correlation, id, ..
+                } = mapping;
+                let sql = if mapping.replace {
+                    "INSERT OR REPLACE INTO correlations (framework, run, call_id, request_id) VALUES (?1, ?2, ?3, ?4)"
+                } else {
+                    "INSERT INTO correlations (framework, run, call_id, request_id) VALUES (?1, ?2, ?3, ?4)"
+                };
+                connection.prepare_cached(sql).and_then(|mut statement| {
+                    statement.execute(params![
+                        correlation.framework,
+                        correlation.run.as_deref().unwrap_or(""),
+                        correlation.call_id,
+                        id.as_str()
+                    ])
+                })
+            }
+            Write::ReserveEffect {
+                record,
+                expected: None,
+            } => connection
+                .prepare_cached(&format!(
+                    "INSERT INTO effects ({EFFECT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
+                ))
+                .and_then(|mut statement| statement.execute(EffectRow::of(record).params())),
+            Write::ReserveEffect {
+                record,
+                expected: Some(expected),
+            } => connection
+                .prepare_cached(
+                    "UPDATE effects SET state = ?2, action_hash = ?3, attempt_id = ?4, attempts = ?5, lease_until = ?6, updated_at = ?7, resolved_by = ?8, detail = ?9, attempt = ?10 WHERE key = ?1 AND state = ?11 AND attempt_id = ?12",
+                )
+                .and_then(|mut statement| {
+                    let row = EffectRow::of(record);
+                    let expected_state = expected.state.as_str();
+                    let mut values: Vec<&dyn rusqlite::ToSql> = row.params().to_vec();
+                    values.push(&expected_state);
+                    values.push(&expected.attempt_id);
+                    statement.execute(values.as_slice())
+                }),
+            Write::SettleEffect(change) => connection
+                .prepare_cached(
+                    "UPDATE effects SET state = ?4, detail = ?5, resolved_by = ?6, updated_at = ?7 WHERE key = ?1 AND state = ?2 AND attempt_id = ?3",
+                )
+                .and_then(|mut statement| {
+                    statement.execute(params![
+                        change.key.as_str(),
+                        change.expected.state.as_str(),
+                        change.expected.attempt_id,
+                        change.state.as_str(),
+                        change.detail,
+                        change.resolved_by,
+                        change.updated_at.as_millis(),
+                    ])
+                }),
+        };
         match self.check(result)? {
             1 => Ok(()),
             rows => Err(StoreError::Corrupt {
-                detail: format!("updating approval {} touched {rows} rows", record.id),
+                detail: format!("{write:?} touched {rows} rows under the write lock"),
             }),
         }
     }
 
-    fn effect(&mut self, key: &EffectKey) -> Result<Option<EffectRecord>, StoreError> {
-        let result = self
-            .transaction
-            .prepare_cached(&format!(
-                "SELECT {EFFECT_COLUMNS} FROM effects WHERE key = ?1"
-            ))
-            .and_then(|mut statement| {
-                statement
-                    .query_row(params![key.as_str()], effect_from_row)
-                    .optional()
-            });
-        self.check(result)
-    }
-
-    fn put_effect(&mut self, record: &EffectRecord) -> Result<(), StoreError> {
-        let result = self
-            .transaction
-            .prepare_cached(&format!(
-                "INSERT OR REPLACE INTO effects ({EFFECT_COLUMNS}) VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)"
-            ))
-            .and_then(|mut statement| {
-                statement.execute(params![
-                    record.key.as_str(),
-                    record.state.as_str(),
-                    record.action_hash,
-                    record.attempt_id,
-                    record.attempts,
-                    record.lease_until.as_millis(),
-                    record.updated_at.as_millis(),
-                    record.resolved_by,
-                    record.detail,
-                    stored::attempt_text(record.attempt.as_ref()),
-                ])
-            });
-        self.check(result).map(drop)
-    }
-
-    fn complete_effect(
-        &mut self,
-        key: &EffectKey,
-        attempt_id: &str,
-        state: EffectState,
-        detail: Option<&str>,
-        now: Timestamp,
-    ) -> Result<bool, StoreError> {
-        // One conditional update instead of a read and a whole-row replace; the row count says
-        // whether this attempt still held the reservation.
-        let result = self
-            .transaction
-            .prepare_cached(
-                "UPDATE effects SET state = ?3, detail = ?4, updated_at = ?5 WHERE key = ?1 AND attempt_id = ?2 AND state = 'reserved'",
-            )
-            .and_then(|mut statement| {
-                statement.execute(params![
-                    key.as_str(),
-                    attempt_id,
-                    state.as_str(),
-                    detail,
-                    now.as_millis(),
-                ])
-            });
-        match self.check(result)? {
-            0 => Ok(false),
-            1 => Ok(true),
-            rows => Err(StoreError::Corrupt {
-                detail: format!("completing effect `{key}` touched {rows} rows"),
-            }),
-        }
-    }
-
+    /// The newest receipt.
     fn chain_head(&mut self) -> Result<Option<ChainHead>, StoreError> {
         let result = self
             .transaction
@@ -290,16 +288,8 @@ impl Txn for SqliteTxn<'_> {
         .transpose()
     }
 
-    fn insert_event(&mut self, event: &crate::outbox::OutboxEvent) -> Result<(), StoreError> {
-        let result = super::outbox::insert_event(self.transaction, event);
-        self.check(result)
-    }
-
-    fn insert_receipt(
-        &mut self,
-        stored: &StoredReceipt,
-        _receipt: &Receipt,
-    ) -> Result<(), StoreError> {
+    /// Append a sealed receipt (its `seq` is the head's plus one).
+    fn insert_receipt(&mut self, stored: &StoredReceipt) -> Result<(), StoreError> {
         let seq = i64::try_from(stored.seq).map_err(|_| StoreError::Corrupt {
             detail: "seq overflow".to_owned(),
         })?;
@@ -313,10 +303,4 @@ impl Txn for SqliteTxn<'_> {
             });
         self.check(result).map(drop)
     }
-}
-
-pub(super) fn flatten<R>(
-    result: Result<Result<R, StoreError>, StoreError>,
-) -> Result<R, StoreError> {
-    result.and_then(|inner| inner)
 }

@@ -1,40 +1,18 @@
-//! The pure decision of taking it back (issue #31): what a [`Withdrawal`] does to a stored
-//! request, with the transitions and refusals listed in [`crate::approval::withdraw`].
-//! `store::txn::withdraw_approval` and its PostgreSQL twin apply it inside one transaction.
-//! It lives in the store layer, beside `store::txn::answer_step`, because its refusals are
-//! [`AnswerError`]s (the error module knows the approval vocabulary).
+//! The plan of taking it back (issue #31): what a [`Withdrawal`] does to a stored request, with
+//! the transitions and refusals listed in [`crate::approval::withdraw`]. It lives in the store
+//! layer, beside the answer's plan, because its refusals are [`AnswerError`]s (the error module
+//! knows the approval vocabulary) and its steps are an answer's ([`AnswerStep`]).
 
+pub(crate) use super::approval::AnswerStep;
+use super::approval::{apply_answer_step, credential_jti, revoked_token_refusal};
+use super::{Changes, Done, Halt, Plan, Reads, approval_draft};
 use crate::approval::withdraw::{DEFAULT_OPERATOR, VoidCause, Withdrawal, WithdrawalKind};
 use crate::approval::{AnswerDecision, ApprovalRecord, ApprovalState, ApproverFault, approver_of};
 use crate::approver::{Approver, Authentication, Channel, Credential, judge_resolver};
 use crate::clock::Timestamp;
 use crate::error::AnswerError;
 use crate::evidence::{ReceiptDraft, ReceiptKind, ReceiptOutcome};
-use crate::store::txn::approval_draft;
-
-/// What a withdrawal does, decided from the stored request alone.
-// Built once per withdrawal and consumed at once; boxing would only add an allocation.
-#[allow(clippy::large_enum_variant)]
-#[derive(Debug)]
-pub(crate) enum WithdrawStep {
-    /// Write the updated request and its receipt.
-    Write {
-        record: ApprovalRecord,
-        receipt: ReceiptDraft,
-    },
-    /// A repeated cancellation: succeed, write nothing.
-    Repeat(ApprovalRecord),
-    /// Mark the request (past its TTL) `expired` with its receipt, then refuse.
-    Expire {
-        record: ApprovalRecord,
-        error: AnswerError,
-    },
-    /// Refuse, changing nothing; write the refusal receipt if there is one.
-    Refuse {
-        error: AnswerError,
-        receipt: Option<ReceiptDraft>,
-    },
-}
+use crate::store::outbox::withdrawal_event;
 
 fn draft(
     record: &ApprovalRecord,
@@ -81,7 +59,7 @@ fn refusal(
     note: Option<&String>,
     kind: ReceiptKind,
     error: AnswerError,
-) -> WithdrawStep {
+) -> AnswerStep {
     let mut receipt = draft(
         record,
         kind,
@@ -95,7 +73,7 @@ fn refusal(
         receipt = with_approver(receipt, approver);
     }
     receipt.detail = Some(error.to_string());
-    WithdrawStep::Refuse {
+    AnswerStep::Refuse {
         error,
         receipt: Some(receipt),
     }
@@ -111,10 +89,10 @@ fn identify(
     kind: ReceiptKind,
     note: Option<&String>,
     now: Timestamp,
-) -> Result<Approver, Box<WithdrawStep>> {
+) -> Result<Approver, Box<AnswerStep>> {
     match approver_of(&record.rule, credential, channel.clone(), now) {
         Ok(approver) => Ok(approver),
-        Err(ApproverFault::Anonymous) => Err(Box::new(WithdrawStep::Refuse {
+        Err(ApproverFault::Anonymous) => Err(Box::new(AnswerStep::Refuse {
             error: AnswerError::NoApprover,
             receipt: None,
         })),
@@ -141,7 +119,7 @@ fn identify(
             };
             let mut step = refusal(record, None, "(unverified)", channel, note, kind, error);
             if let (
-                WithdrawStep::Refuse {
+                AnswerStep::Refuse {
                     receipt: Some(receipt),
                     ..
                 },
@@ -165,7 +143,7 @@ fn cancel(
     channel: &Channel,
     note: Option<&String>,
     now: Timestamp,
-) -> WithdrawStep {
+) -> AnswerStep {
     let kind = ReceiptKind::ApprovalCancelled;
     let live = matches!(
         record.state,
@@ -176,7 +154,7 @@ fn cancel(
             request_id: record.id.clone(),
             expires_at: record.expires_at,
         };
-        return WithdrawStep::Expire { record, error };
+        return AnswerStep::Expire { record, error };
     }
     match record.state {
         ApprovalState::Pending | ApprovalState::Granted => {
@@ -193,9 +171,9 @@ fn cancel(
             if let Some(approver) = approver {
                 receipt = with_approver(receipt, approver);
             }
-            WithdrawStep::Write { record, receipt }
+            AnswerStep::Write { record, receipt }
         }
-        ApprovalState::Cancelled => WithdrawStep::Repeat(record),
+        ApprovalState::Cancelled => AnswerStep::Repeat(record),
         _ => {
             let error = state_refusal(&record);
             refusal(&record, approver, who, channel, note, kind, error)
@@ -218,7 +196,7 @@ fn void(
     cause: VoidCause,
     note: Option<&String>,
     now: Timestamp,
-) -> WithdrawStep {
+) -> AnswerStep {
     let kind = ReceiptKind::ApprovalVoided;
     let channel = Channel::Api;
     match record.state {
@@ -227,7 +205,7 @@ fn void(
                 request_id: record.id.clone(),
                 expires_at: record.expires_at,
             };
-            WithdrawStep::Expire { record, error }
+            AnswerStep::Expire { record, error }
         }
         ApprovalState::Pending | ApprovalState::Granted => {
             record.state = ApprovalState::Void;
@@ -240,9 +218,9 @@ fn void(
                 &channel,
                 note,
             );
-            WithdrawStep::Write { record, receipt }
+            AnswerStep::Write { record, receipt }
         }
-        ApprovalState::Void => WithdrawStep::Repeat(record),
+        ApprovalState::Void => AnswerStep::Repeat(record),
         _ => {
             let error = state_refusal(&record);
             refusal(&record, None, operator, &channel, note, kind, error)
@@ -266,9 +244,9 @@ pub(crate) fn withdraw_step(
     record: Option<ApprovalRecord>,
     withdrawal: Withdrawal,
     now: Timestamp,
-) -> WithdrawStep {
+) -> AnswerStep {
     let Some(mut record) = record else {
-        return WithdrawStep::Refuse {
+        return AnswerStep::Refuse {
             error: AnswerError::Unknown {
                 request_id: withdrawal.request_id,
             },
@@ -357,7 +335,7 @@ pub(crate) fn withdraw_step(
                     request_id: record.id.clone(),
                     expires_at: record.expires_at,
                 };
-                return WithdrawStep::Expire { record, error };
+                return AnswerStep::Expire { record, error };
             }
             if !live {
                 let error = state_refusal(&record);
@@ -402,7 +380,39 @@ pub(crate) fn withdraw_step(
                 ),
                 &approver,
             );
-            WithdrawStep::Write { record, receipt }
+            AnswerStep::Write { record, receipt }
         }
     }
+}
+
+/// [`crate::Store::withdraw_approval`]: reads the request, then whether a token credential's id
+/// is revoked. The result is the stored request after the withdrawal.
+pub(super) fn withdraw(
+    mut changes: Changes,
+    reads: &Reads,
+    withdrawal: &Withdrawal,
+) -> Result<Plan, Halt> {
+    let before = reads.approval(&withdrawal.request_id)?;
+    if let Some((approver, channel)) = withdrawal.kind.credential()
+        && let Some(jti) = credential_jti(approver)
+        && reads.token_revoked(&jti)?
+    {
+        let (error, receipt) = revoked_token_refusal(
+            before.cloned(),
+            withdrawal.request_id.clone(),
+            channel,
+            &jti,
+        );
+        if let Some(mut receipt) = receipt {
+            receipt.kind = Some(match withdrawal.kind {
+                WithdrawalKind::Revoke { .. } => ReceiptKind::ApprovalRevoked,
+                _ => ReceiptKind::ApprovalCancelled,
+            });
+            changes.receipt(receipt);
+        }
+        return Ok(changes.done(Done::Answered(Err(error))));
+    }
+    let step = withdraw_step(before.cloned(), withdrawal.clone(), changes.now);
+    let result = apply_answer_step(&mut changes, before, step, withdrawal_event)?;
+    Ok(changes.done(Done::Answered(result)))
 }
