@@ -131,7 +131,44 @@ fn scan_request_id(bytes: &[u8]) -> Option<Value> {
     }
 }
 
-/// A flat cursor over JSON bytes for [`request_id_of`].
+/// The top-level members of a JSON object's text, as (key, byte range of its value), in order;
+/// `None` when the text is not an object the flat scan can follow, or a key appears twice. Like
+/// [`request_id_of`], it counts brackets instead of recursing, so a value nested past any
+/// parser's limit is stepped over, not read.
+pub(crate) fn top_level_members(bytes: &[u8]) -> Option<Vec<(String, std::ops::Range<usize>)>> {
+    let mut scan = Scan { bytes, at: 0 };
+    scan.whitespace();
+    scan.expect(b'{')?;
+    let mut members: Vec<(String, std::ops::Range<usize>)> = Vec::new();
+    scan.whitespace();
+    if scan.peek()? == b'}' {
+        return Some(members);
+    }
+    loop {
+        scan.whitespace();
+        let key_start = scan.at;
+        scan.skip_string()?;
+        let key = countersign::json::read_slice(&bytes[key_start..scan.at]).ok()?;
+        let key = key.as_str()?.to_owned();
+        scan.whitespace();
+        scan.expect(b':')?;
+        scan.whitespace();
+        let start = scan.at;
+        scan.skip_value()?;
+        if members.iter().any(|(seen, _)| *seen == key) {
+            return None;
+        }
+        members.push((key, start..scan.at));
+        scan.whitespace();
+        match scan.peek()? {
+            b',' => scan.at += 1,
+            b'}' => return Some(members),
+            _ => return None,
+        }
+    }
+}
+
+/// A flat cursor over JSON bytes for [`request_id_of`] and [`top_level_members`].
 struct Scan<'a> {
     bytes: &'a [u8],
     at: usize,
