@@ -101,9 +101,7 @@ fn deep_result(raw: &str) -> Option<(u64, std::ops::Range<usize>)> {
             .map(|(_, range)| range.clone())
     };
     let text = |range: std::ops::Range<usize>| countersign::json::read(&raw[range]).ok();
-    if members.iter().any(|(key, _)| key == "error")
-        || text(member("jsonrpc")?)? != "2.0"
-    {
+    if members.iter().any(|(key, _)| key == "error") || text(member("jsonrpc")?)? != "2.0" {
         return None;
     }
     let id = text(member("id")?)?.as_u64()?;

@@ -53,7 +53,8 @@ pub fn error_response(id: Value, error: Value) -> Value {
 /// refuses (a duplicate key, nesting past 64 levels, a lone surrogate, an integer outside
 /// ±(2^53−1)) is invalid params (`-32602`) when the fault is inside `params`, an invalid
 /// request (`-32600`) otherwise. `data` carries `countersign: true`, the reader's `reason`
-/// (`duplicate_key`, `too_deep`, ...), `line`, `column`, `did_run: "no"` and `may_retry: false`.
+/// (`duplicate_key`, `too_deep`, ...), `line`, `column`, `did_run: "no"`, `may_retry: false`, and
+/// the refused bytes' size and SHA-256 (`raw_bytes`, `raw_digest`: `sha256:` + hex; case B51).
 /// `unit` is `line` (stdio) or `request` (HTTP).
 pub fn unreadable(bytes: &[u8], error: &ReadError, unit: &str) -> Value {
     let in_params = matches!(
@@ -71,6 +72,8 @@ pub fn unreadable(bytes: &[u8], error: &ReadError, unit: &str) -> Value {
         "not executed: {what}: {error}: send one JSON-RPC message per {unit}, each key once, nested at most {} levels deep, integers within ±(2^53−1)",
         countersign::json::MAX_DEPTH
     );
+    // The bytes refused are named by size and digest (case B51), never echoed: the client can
+    // match the refusal to what it sent, and the log and any record keep a fixed-size trace.
     let data = json!({
         "countersign": true,
         "reason": error.reason(),
@@ -78,6 +81,8 @@ pub fn unreadable(bytes: &[u8], error: &ReadError, unit: &str) -> Value {
         "column": error.column,
         "did_run": "no",
         "may_retry": false,
+        "raw_bytes": bytes.len(),
+        "raw_digest": countersign::canonical::sha256_prefixed(bytes),
     });
     error_response(
         request_id_of(bytes),

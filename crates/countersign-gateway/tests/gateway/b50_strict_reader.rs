@@ -128,6 +128,13 @@ async fn refuses_lone_surrogates_and_bytes_that_are_not_utf8() {
         assert_eq!(reply["id"], 4, "{reply}");
         assert_eq!(reply["error"]["code"], -32700, "{reply}");
         assert_eq!(reply["error"]["data"]["reason"], "invalid_utf8", "{reply}");
+        // The refusal names the raw bytes by size and digest (B51), never by echoing them.
+        assert_eq!(reply["error"]["data"]["raw_bytes"], line.len(), "{reply}");
+        assert_eq!(
+            reply["error"]["data"]["raw_digest"],
+            countersign::canonical::sha256_prefixed(&line),
+            "{reply}"
+        );
     }
     assert_eq!(harness.fake.calls(), 0);
     // The valid pair is the emoji itself: it reaches the upstream as the character.
