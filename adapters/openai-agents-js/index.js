@@ -24,7 +24,8 @@
 
 const { AsyncLocalStorage } = require('node:async_hooks')
 const { randomUUID } = require('node:crypto')
-const { CountersignError, InvalidArguments, NotExecuted } = require('@countersign/node')
+const { isDeepStrictEqual } = require('node:util')
+const { CountersignError, InvalidArguments, NotExecuted, RawArguments } = require('@countersign/node')
 const sdk = require('@openai/agents')
 const { STATUS, modelFacingStatus, onResume, ASKS_A_HUMAN, GRANTED } = require('./refusals.js')
 
@@ -549,8 +550,14 @@ class Gate {
       throw new InvalidArguments(`not executed: arguments of \`${action}\` are not a JSON object`, { action, detail: 'not an object' })
     }
     const mapped = callId === '' ? null : await this.control.correlated(FRAMEWORK, run, callId)
+    // The model's raw `arguments` text goes to the kernel, not the object the SDK parsed,
+    // whenever that object is just the text parsed (no zod transform or default changed it): the
+    // kernel's strict reader refuses a key written twice, which `JSON.parse` silently resolves
+    // to the last (case B52). Otherwise the SDK's validated object, which `needsApproval` was
+    // asked about too, so both hash the same arguments.
+    const given = rawWhenUnchanged(details?.toolCall?.arguments, args)
     try {
-      const done = await this.control.execute(action, args, body, {
+      const done = await this.control.execute(action, given, body, {
         approval: mapped?.requestId,
         timeout,
         run,
@@ -567,6 +574,22 @@ class Gate {
       })
     }
   }
+}
+
+/**
+ * `RawArguments` of the model's `arguments` text when parsing it gives `args` (what the SDK
+ * handed the tool), else `args`. Text that does not parse is handed on too: the kernel names
+ * the fault.
+ */
+function rawWhenUnchanged(raw, args) {
+  if (typeof raw !== 'string') return args
+  let parsed
+  try {
+    parsed = JSON.parse(raw)
+  } catch {
+    return new RawArguments(raw)
+  }
+  return isDeepStrictEqual(parsed, args) ? new RawArguments(raw) : args
 }
 
 /** The tool input as an object of JSON values, or `null` when it is not an object. */

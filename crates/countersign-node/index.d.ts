@@ -11,7 +11,7 @@ export type JsonValue =
   | { [key: string]: JsonValue | undefined }
 
 /** A call's arguments: an object of names to JSON values. */
-export type Arguments = { [key: string]: JsonValue | undefined }
+export type Arguments = { [key: string]: JsonValue | undefined } | RawArguments
 
 /** The canonical arguments an executor receives: exactly what was hashed and approved. */
 export type CanonicalArguments = { [key: string]: unknown }
@@ -139,6 +139,16 @@ export interface AnswerOptions {
 }
 
 /** The kernel for one policy, one store and one principal. */
+/**
+ * The JSON text of a tool call's arguments exactly as the framework received it, handed to the
+ * kernel unparsed, so its strict reader refuses a key written twice (case B52) and the rest.
+ * Throws `InvalidArguments` (`canonicalReason: 'lone_surrogate'`) for a string holding a lone
+ * surrogate. Accepted wherever a method takes `args`.
+ */
+export declare class RawArguments {
+  constructor(text: string)
+  readonly text: string
+}
 export declare class Control {
   private constructor()
   /** Open the kernel. Rejects with `PolicyError` or `StoreError`; `TypeError` for misuse. */

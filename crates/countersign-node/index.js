@@ -39,10 +39,43 @@ try {
  * @returns {string}
  */
 function argumentsJson(args) {
+  if (args instanceof RawArguments) {
+    // The kernel's strict reader parses it: duplicates, depth and the rest are its refusals.
+    return args.text
+  }
   if (args === null || typeof args !== 'object' || Array.isArray(args)) {
     throw refuse('', `arguments must be an object of names to JSON values, not ${describe(args)}`)
   }
   return write(args, '', new Set())
+}
+
+/**
+ * The JSON text of a tool call's arguments exactly as the framework received it (for example
+ * the OpenAI function-call `arguments` string), handed to the kernel unparsed: its strict reader
+ * refuses what a parsed object can no longer show — a key written twice (`JSON.parse` keeps the
+ * last, case B52), nesting past 64 levels, a lone surrogate escape, an integer outside
+ * ±(2^53−1), text past 4 MiB (`InvalidArguments` with `canonicalReason`). Accepted wherever a
+ * method takes `args`.
+ *
+ * A JavaScript string can hold a lone surrogate that no UTF-8 text can: such text is refused
+ * here, locally, as `InvalidArguments` (`canonicalReason: 'lone_surrogate'`), never replaced by
+ * U+FFFD (case B51).
+ */
+class RawArguments {
+  /** @param {string} text */
+  constructor(text) {
+    if (typeof text !== 'string') {
+      throw new TypeError(`RawArguments needs the JSON text as a string, not ${describe(text)}`)
+    }
+    if (!text.isWellFormed()) {
+      throw new InvalidArguments(
+        'not executed: the arguments text holds a lone surrogate, which UTF-8 cannot carry: send a valid surrogate pair',
+        { action: '', detail: 'lone surrogate', canonicalReason: 'lone_surrogate' },
+      )
+    }
+    this.text = text
+    Object.freeze(this)
+  }
 }
 
 function describe(value) {
@@ -392,6 +425,7 @@ class Control {
 
 module.exports = {
   Control,
+  RawArguments,
   errors,
   ...Object.fromEntries(Object.entries(errors).filter(([name]) => name !== 'fromNative')),
   _native: native,

@@ -12,7 +12,7 @@
 const { Usage } = require('@openai/agents')
 
 class ScriptedModel {
-  /** @param {{ name: string, args: object, callId: string }[][]} turns */
+  /** @param {{ name: string, args: object | string, callId: string }[][]} turns */
   constructor(turns) {
     this.turns = turns
     this.requests = 0
@@ -31,7 +31,8 @@ class ScriptedModel {
             id: `fc_${call.callId}`,
             callId: call.callId,
             name: call.name,
-            arguments: JSON.stringify(call.args),
+            // A string is sent as written: raw JSON text (for example with a key twice).
+            arguments: typeof call.args === 'string' ? call.args : JSON.stringify(call.args),
             status: 'completed',
           })),
         }

@@ -26,10 +26,11 @@ from openai.types.responses import (
 
 @dataclass(frozen=True)
 class Call:
-    """One tool call the model will emit."""
+    """One tool call the model will emit. ``arguments`` as a ``dict`` is sent as its JSON text;
+    as a ``str`` it is sent as written (raw JSON text, for example with a key twice)."""
 
     name: str
-    arguments: dict
+    arguments: dict | str
     call_id: str
 
 
@@ -60,7 +61,9 @@ class ScriptedModel(Model):
                         id=f"fc_{call.call_id}",
                         call_id=call.call_id,
                         name=call.name,
-                        arguments=json.dumps(call.arguments),
+                        arguments=call.arguments
+                        if isinstance(call.arguments, str)
+                        else json.dumps(call.arguments),
                         type="function_call",
                         status="completed",
                     )

@@ -11,9 +11,9 @@ use std::sync::{Arc, Mutex, Weak};
 use countersign::approver::Credential;
 use countersign::effect::Reconciled;
 use countersign::{
-    ActionRequest, AnswerDecision, ApprovalAnswer, ApprovalId, Control, ControlError, EffectRecord,
-    ExecutorError, FrameworkInterrupt, IdentityProvider, InterruptApprovalProvider, InterruptError,
-    PendingApproval, Principal, ReconcileHook,
+    ActionRequest, AnswerDecision, ApprovalAnswer, ApprovalId, CommitNoteSlot, Control,
+    ControlError, EffectRecord, ExecutorError, FrameworkInterrupt, IdentityProvider,
+    InterruptApprovalProvider, InterruptError, PendingApproval, Principal, ReconcileHook,
 };
 use serde_json::{Map, Value, json};
 use tokio::sync::{mpsc, oneshot, watch};
@@ -53,11 +53,28 @@ pub(crate) struct Outgoing {
 
 /// What a waiting tool call is handed.
 enum Reply {
-    Message { message: Value, raw: String },
-    Malformed { raw: String },
-    Uncorrelated { raw: String },
-    NotSent { detail: String },
-    Broken { detail: String },
+    Message {
+        message: Value,
+        raw: String,
+    },
+    Malformed {
+        raw: String,
+    },
+    /// The call's reply reads as a result, but one the gateway cannot represent (case B50 (c)).
+    Withheld {
+        bytes: usize,
+        digest: String,
+        problem: String,
+    },
+    Uncorrelated {
+        raw: String,
+    },
+    NotSent {
+        detail: String,
+    },
+    Broken {
+        detail: String,
+    },
 }
 
 enum Forwarded {
@@ -400,6 +417,31 @@ impl Inner {
             },
             Event::Malformed { raw, related } => {
                 self.fail_calls(related, |raw| Reply::Malformed { raw }, raw);
+            }
+            Event::Unrepresentable {
+                upstream_id,
+                result_bytes,
+                result_digest,
+                problem,
+                raw,
+                related,
+            } => {
+                let entry = self.state().forwarded.remove(&upstream_id);
+                match entry {
+                    Some(Forwarded::ToolCall { reply, .. }) => {
+                        let _ = reply.send(Reply::Withheld {
+                            bytes: result_bytes,
+                            digest: result_digest,
+                            problem,
+                        });
+                    }
+                    // Any other reply too deep to read stays what it was: unreadable.
+                    Some(entry) => {
+                        self.state().forwarded.insert(upstream_id, entry);
+                        self.handle_upstream(Event::Malformed { raw, related });
+                    }
+                    None => self.handle_upstream(Event::Malformed { raw, related }),
+                }
             }
             Event::NotSent { related, detail } => {
                 self.end_forwarded(related, Reply::NotSent { detail });
@@ -745,7 +787,9 @@ impl Inner {
                 Err(error) => return wire::error_response(client_id, error),
             }
         }
-        let mut request = described(ActionRequest::new(&action, &arguments));
+        let note = CommitNoteSlot::new();
+        let mut request =
+            described(ActionRequest::new(&action, &arguments)).with_commit_note(note.clone());
         if let Some(wait) = self.shared.config.approval_wait {
             request = request.with_wait(wait);
         }
@@ -761,6 +805,7 @@ impl Inner {
             client_id: client_id.clone(),
             effect_key,
             not_executed_on_error,
+            note,
         };
         let execution = self
             .control
@@ -791,6 +836,13 @@ impl Inner {
                         },
                     }),
                 );
+                // A note the call's executor left (a withheld result, case B50 (c)).
+                if let (Some(detail), Some(shown)) = (
+                    &receipt.detail,
+                    result.pointer_mut("/_meta/countersign/receipt"),
+                ) {
+                    shown["detail"] = json!(detail);
+                }
                 if modern.is_some() {
                     era::mark_complete(&mut result);
                 }
@@ -976,6 +1028,8 @@ struct UpstreamCall {
     client_id: Value,
     effect_key: Option<String>,
     not_executed_on_error: bool,
+    /// Where a call that completed says what became of its result ([`Reply::Withheld`]).
+    note: CommitNoteSlot,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -1058,6 +1112,27 @@ impl UpstreamCall {
         inner.state().client_ids.remove(&id_text(&self.client_id));
         match reply {
             Reply::Message { message, raw } => self.classify(message, raw),
+            Reply::Withheld {
+                bytes,
+                digest,
+                problem,
+            } => {
+                // Case B50 (c): the upstream answered with a result, so the call completed; the
+                // result itself cannot be represented. Committed, never a retryable error; the
+                // client is told so, and the receipt keeps the result's size and digest.
+                self.note.set(format!(
+                    "result not representable: {problem}: withheld from the client; {bytes} bytes, {digest}"
+                ));
+                Ok(json!({
+                    "content": [{
+                        "type": "text",
+                        "text": format!(
+                            "the call completed, but its result was withheld: it is not representable ({problem}); {bytes} bytes, {digest}: do not send the call again"
+                        ),
+                    }],
+                    "isError": false,
+                }))
+            }
             Reply::Malformed { raw } => Err(self.ambiguous(format!(
                 "the upstream sent a reply that is not a JSON-RPC message: {raw}"
             ))),

@@ -26,6 +26,18 @@ pub(crate) enum Event {
     },
     /// Text that is not one JSON-RPC message object (bad JSON, a batch, a bare value).
     Malformed { raw: String, related: Option<u64> },
+    /// A response to the gateway's request `upstream_id` whose `result` nests too deep for the
+    /// gateway to read (past `serde_json`'s limit of 128 levels), though its envelope reads:
+    /// the call ran; its result cannot be represented (case B50 (c)). `result_bytes` and
+    /// `result_digest` (`sha256:` + hex of the result's bytes as sent) identify it.
+    Unrepresentable {
+        upstream_id: u64,
+        result_bytes: usize,
+        result_digest: String,
+        problem: String,
+        raw: String,
+        related: Option<u64>,
+    },
     /// The request `related` was definitely never delivered.
     NotSent { related: u64, detail: String },
     /// The reply to `related` ended without a JSON-RPC response (a cut stream, a 5xx).
@@ -62,6 +74,36 @@ pub(crate) fn parse_event(raw: String, related: Option<u64>) -> Event {
             raw,
             related,
         },
-        _ => Event::Malformed { raw, related },
+        Ok(_) => Event::Malformed { raw, related },
+        Err(error) if error.to_string().contains("recursion limit") => match deep_result(&raw) {
+            Some((upstream_id, result)) => Event::Unrepresentable {
+                upstream_id,
+                result_bytes: result.len(),
+                result_digest: countersign::canonical::sha256_prefixed(&raw.as_bytes()[result]),
+                problem: format!("it nests deeper than the gateway reads ({error})"),
+                raw,
+                related,
+            },
+            None => Event::Malformed { raw, related },
+        },
+        Err(_) => Event::Malformed { raw, related },
     }
+}
+
+/// The request id and the byte range of the `result` of a response too deep to parse: its top
+/// level must read flat as `jsonrpc: "2.0"`, an integer `id` and a `result`, with no `error`.
+fn deep_result(raw: &str) -> Option<(u64, std::ops::Range<usize>)> {
+    let members = crate::wire::top_level_members(raw.as_bytes())?;
+    let member = |name: &str| {
+        members
+            .iter()
+            .find(|(key, _)| key == name)
+            .map(|(_, range)| range.clone())
+    };
+    let text = |range: std::ops::Range<usize>| countersign::json::read(&raw[range]).ok();
+    if members.iter().any(|(key, _)| key == "error") || text(member("jsonrpc")?)? != "2.0" {
+        return None;
+    }
+    let id = text(member("id")?)?.as_u64()?;
+    Some((id, member("result")?))
 }

@@ -53,7 +53,8 @@ pub fn error_response(id: Value, error: Value) -> Value {
 /// refuses (a duplicate key, nesting past 64 levels, a lone surrogate, an integer outside
 /// ±(2^53−1)) is invalid params (`-32602`) when the fault is inside `params`, an invalid
 /// request (`-32600`) otherwise. `data` carries `countersign: true`, the reader's `reason`
-/// (`duplicate_key`, `too_deep`, ...), `line`, `column`, `did_run: "no"` and `may_retry: false`.
+/// (`duplicate_key`, `too_deep`, ...), `line`, `column`, `did_run: "no"`, `may_retry: false`, and
+/// the refused bytes' size and SHA-256 (`raw_bytes`, `raw_digest`: `sha256:` + hex; case B51).
 /// `unit` is `line` (stdio) or `request` (HTTP).
 pub fn unreadable(bytes: &[u8], error: &ReadError, unit: &str) -> Value {
     let in_params = matches!(
@@ -71,6 +72,8 @@ pub fn unreadable(bytes: &[u8], error: &ReadError, unit: &str) -> Value {
         "not executed: {what}: {error}: send one JSON-RPC message per {unit}, each key once, nested at most {} levels deep, integers within ±(2^53−1)",
         countersign::json::MAX_DEPTH
     );
+    // The bytes refused are named by size and digest (case B51), never echoed: the client can
+    // match the refusal to what it sent, and the log and any record keep a fixed-size trace.
     let data = json!({
         "countersign": true,
         "reason": error.reason(),
@@ -78,6 +81,8 @@ pub fn unreadable(bytes: &[u8], error: &ReadError, unit: &str) -> Value {
         "column": error.column,
         "did_run": "no",
         "may_retry": false,
+        "raw_bytes": bytes.len(),
+        "raw_digest": countersign::canonical::sha256_prefixed(bytes),
     });
     error_response(
         request_id_of(bytes),
@@ -131,7 +136,44 @@ fn scan_request_id(bytes: &[u8]) -> Option<Value> {
     }
 }
 
-/// A flat cursor over JSON bytes for [`request_id_of`].
+/// The top-level members of a JSON object's text, as (key, byte range of its value), in order;
+/// `None` when the text is not an object the flat scan can follow, or a key appears twice. Like
+/// [`request_id_of`], it counts brackets instead of recursing, so a value nested past any
+/// parser's limit is stepped over, not read.
+pub(crate) fn top_level_members(bytes: &[u8]) -> Option<Vec<(String, std::ops::Range<usize>)>> {
+    let mut scan = Scan { bytes, at: 0 };
+    scan.whitespace();
+    scan.expect(b'{')?;
+    let mut members: Vec<(String, std::ops::Range<usize>)> = Vec::new();
+    scan.whitespace();
+    if scan.peek()? == b'}' {
+        return Some(members);
+    }
+    loop {
+        scan.whitespace();
+        let key_start = scan.at;
+        scan.skip_string()?;
+        let key = countersign::json::read_slice(&bytes[key_start..scan.at]).ok()?;
+        let key = key.as_str()?.to_owned();
+        scan.whitespace();
+        scan.expect(b':')?;
+        scan.whitespace();
+        let start = scan.at;
+        scan.skip_value()?;
+        if members.iter().any(|(seen, _)| *seen == key) {
+            return None;
+        }
+        members.push((key, start..scan.at));
+        scan.whitespace();
+        match scan.peek()? {
+            b',' => scan.at += 1,
+            b'}' => return Some(members),
+            _ => return None,
+        }
+    }
+}
+
+/// A flat cursor over JSON bytes for [`request_id_of`] and [`top_level_members`].
 struct Scan<'a> {
     bytes: &'a [u8],
     at: usize,

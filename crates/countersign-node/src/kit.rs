@@ -146,7 +146,7 @@ fn parse_answer(value: &serde_json::Value) -> Result<ApprovalAnswer, String> {
         },
         shown_hash: value["action_hash"]
             .as_str()
-            .map(countersign::ActionHash::from_stored),
+            .map(|hash| countersign::ActionHash::from_stored(hash.to_owned())),
         note: value["note"].as_str().map(str::to_owned),
         arguments: value.get("arguments").filter(|a| !a.is_null()).cloned(),
     })
@@ -174,7 +174,7 @@ fn shown_from_json(text: &str) -> napi::Result<Shown> {
         expires_at,
         action_hash: value["action_hash"]
             .as_str()
-            .map(countersign::ActionHash::from_stored),
+            .map(|hash| countersign::ActionHash::from_stored(hash.to_owned())),
     })
 }
 

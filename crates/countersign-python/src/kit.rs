@@ -199,7 +199,7 @@ fn shown_from_json(text: &str) -> PyResult<Shown> {
         expires_at,
         action_hash: value["action_hash"]
             .as_str()
-            .map(countersign::ActionHash::from_stored),
+            .map(|hash| countersign::ActionHash::from_stored(hash.to_owned())),
     })
 }
 

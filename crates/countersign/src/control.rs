@@ -33,7 +33,8 @@ pub use answer::{
 pub use external::{ExitStatusSlot, HANDED_OFF_DETAIL, HandedOff};
 pub use protect::Protected;
 pub use request::{
-    ActionRequest, Evaluation, Executed, IdentityProvider, StaticIdentity, needs_approval,
+    ActionRequest, CommitNoteSlot, Evaluation, Executed, IdentityProvider, StaticIdentity,
+    needs_approval,
 };
 pub use withdraw::RevokeTokenError;
 

@@ -64,9 +64,9 @@ pub use approval::{
 };
 pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use control::{
-    ActionRequest, ApprovalProvider, Control, ControlBuilder, Evaluation, Executed, ExitStatusSlot,
-    HandedOff, IdentityProvider, InterruptApprovalProvider, Protected, StaticIdentity,
-    needs_approval,
+    ActionRequest, ApprovalProvider, CommitNoteSlot, Control, ControlBuilder, Evaluation, Executed,
+    ExitStatusSlot, HandedOff, IdentityProvider, InterruptApprovalProvider, Protected,
+    StaticIdentity, needs_approval,
 };
 pub use display::ApprovalDisplay;
 pub use effect::{EffectKey, EffectRecord, EffectState, ExecutorError, ReconcileHook};

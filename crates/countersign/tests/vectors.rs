@@ -95,3 +95,82 @@ fn every_number_vector_holds_on_the_text_and_the_typed_path() {
         "too few integer vectors reached the typed path: {typed}"
     );
 }
+
+const TEXT_VECTORS: &str = include_str!("vectors/text.json");
+
+#[derive(Deserialize)]
+struct TextFile {
+    action: String,
+    principal: String,
+    vectors: Vec<TextVector>,
+}
+
+#[derive(Deserialize)]
+struct TextVector {
+    input: Option<String>,
+    input_hex: Option<String>,
+    canonical: Option<String>,
+    refused: Option<String>,
+    note: String,
+}
+
+#[test]
+fn every_text_vector_holds_on_the_text_path_and_in_the_strict_reader() {
+    let file: TextFile = serde_json::from_str(TEXT_VECTORS).expect("text.json is JSON");
+    let control = control(&File {
+        action: file.action.clone(),
+        principal: file.principal.clone(),
+        vectors: Vec::new(),
+    });
+    assert!(file.vectors.len() >= 13, "the vector file lost its vectors");
+    let mut hashes: std::collections::BTreeMap<String, String> = Default::default();
+    for vector in &file.vectors {
+        let expected = match (&vector.canonical, &vector.refused) {
+            (Some(text), None) => Ok(text.clone()),
+            (None, Some(reason)) => Err(reason.clone()),
+            _ => panic!("vector `{}` needs canonical or refused", vector.note),
+        };
+        let bytes = match (&vector.input, &vector.input_hex) {
+            (Some(text), None) => text.as_bytes().to_vec(),
+            (None, Some(hex_text)) => hex::decode(hex_text).expect("hex"),
+            _ => panic!("vector `{}` needs input or input_hex", vector.note),
+        };
+        // The strict reader every edge uses (bytes, so raw bytes meet it as the gateway's do).
+        let read = countersign::json::read_slice(&bytes)
+            .map(|value| {
+                canonical::to_canonical(&value)
+                    .expect("what the reader accepts has a canonical form")
+                    .as_str()
+                    .to_owned()
+            })
+            .map_err(|error| error.reason().to_owned());
+        assert_eq!(read, expected, "reader: {}", vector.note);
+        // The text path of the bindings (`from_json_text`), and the hash: equal canonical text,
+        // equal action hash.
+        if let Ok(text) = std::str::from_utf8(&bytes) {
+            let request = ActionRequest::from_json_text(file.action.as_str(), text);
+            match (outcome(&control, &request), &expected) {
+                (Ok(hash), Ok(canonical)) => {
+                    if let Some(earlier) = hashes.insert(canonical.clone(), hash.clone()) {
+                        assert_eq!(earlier, hash, "same canonical, same hash: {}", vector.note);
+                    }
+                }
+                (Err(reason), Err(expected)) => assert_eq!(&reason, expected, "{}", vector.note),
+                (got, expected) => panic!("{}: {got:?} but expected {expected:?}", vector.note),
+            }
+        }
+    }
+    // Past 4 MiB (generated, not stored): `too_large` on both paths, before parsing.
+    let big = format!("{{\"s\":\"{}\"}}", "a".repeat(canonical::MAX_TEXT_BYTES));
+    assert_eq!(
+        countersign::json::read(&big).unwrap_err().reason(),
+        "too_large"
+    );
+    assert_eq!(
+        outcome(
+            &control,
+            &ActionRequest::from_json_text(file.action.as_str(), &big)
+        ),
+        Err("too_large".to_owned())
+    );
+}

@@ -448,9 +448,12 @@ class Gate:
         )
         request_id = None if mapped is None else mapped.request_id
         try:
+            # The SDK's raw `arguments` text goes to the kernel, not the dict parsed above: its
+            # strict reader refuses a key written twice, which `json.loads` silently resolves
+            # (case B52); the dict was read only to say "not an object" early.
             done = await self.control.execute_async(
                 action,
-                arguments,
+                countersign.RawArguments(arguments_json or "{}"),
                 run,
                 approval=request_id,
                 timeout=timeout,

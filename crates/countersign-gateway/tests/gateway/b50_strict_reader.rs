@@ -131,6 +131,13 @@ async fn refuses_lone_surrogates_and_bytes_that_are_not_utf8() {
         assert_eq!(reply["id"], 4, "{reply}");
         assert_eq!(reply["error"]["code"], -32700, "{reply}");
         assert_eq!(reply["error"]["data"]["reason"], "invalid_utf8", "{reply}");
+        // The refusal names the raw bytes by size and digest (B51), never by echoing them.
+        assert_eq!(reply["error"]["data"]["raw_bytes"], line.len(), "{reply}");
+        assert_eq!(
+            reply["error"]["data"]["raw_digest"],
+            countersign::canonical::sha256_prefixed(&line),
+            "{reply}"
+        );
     }
     assert_eq!(harness.fake.calls(), 0);
     // The valid pair is the emoji itself: it reaches the upstream as the character.
@@ -182,5 +189,75 @@ async fn integers_reach_the_upstream_as_integers_and_unsafe_ones_are_refused() {
             "{reply}"
         );
     }
+    assert_eq!(harness.fake.calls(), 1);
+}
+
+#[tokio::test]
+async fn a_result_nested_too_deep_is_committed_withheld_and_never_retryable() {
+    // B50 (c): the upstream answers with a result nested 10 000 levels deep. The call ran: the
+    // effect is committed with a "result not representable" note holding the result's size and
+    // digest; the client is told the call completed and its result was withheld; a retry is a
+    // duplicate, never a second run.
+    let levels = 10_000;
+    let store = memory_store();
+    let policy = policy(
+        "schema: countersign.policy/v1\nactions:\n  mcp.s.send:\n    effect: \"send:{to}\"\n    decision: allow\n",
+    );
+    let mut harness = start(
+        config("s"),
+        policy,
+        std::sync::Arc::clone(&store),
+        &["send"],
+        Behaviour::DeepResult { levels },
+    )
+    .await;
+    let reply = harness.client.call("send", json!({"to": "a@x"})).await;
+    assert!(
+        reply.get("error").is_none(),
+        "{}",
+        &reply.to_string()[..400.min(reply.to_string().len())]
+    );
+    let result = &reply["result"];
+    assert_eq!(result["isError"], false);
+    let text = result["content"][0]["text"].as_str().unwrap_or_default();
+    let sent = format!(
+        r#"{{"content":{}1{}}}"#,
+        "[".repeat(levels),
+        "]".repeat(levels)
+    );
+    let digest = countersign::canonical::sha256_prefixed(sent.as_bytes());
+    assert!(
+        text.contains("the call completed, but its result was withheld")
+            && text.contains(&digest)
+            && text.contains(&format!("{} bytes", sent.len()))
+            && text.contains("do not send the call again"),
+        "{text}"
+    );
+    let meta = &result["_meta"]["countersign"];
+    assert_eq!(meta["outcome"], "committed");
+    let detail = meta["receipt"]["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.starts_with("result not representable: ")
+            && detail.contains(&digest)
+            && detail.contains(&format!("{} bytes", sent.len())),
+        "{detail}"
+    );
+    assert_eq!(harness.fake.calls(), 1);
+    // The record and the receipt say the same.
+    let key = countersign::EffectKey::new("send:a@x").expect("a key");
+    let record = store.effect(&key).await.expect("read").expect("a record");
+    assert_eq!(record.state, countersign::EffectState::Committed);
+    assert_eq!(record.detail.as_deref(), Some(detail));
+    let receipts = store.receipts(0, 100).await.expect("receipts");
+    let last = receipts
+        .last()
+        .expect("a receipt")
+        .to_receipt()
+        .expect("parses");
+    assert_eq!(last.outcome.as_str(), "committed");
+    assert_eq!(last.detail.as_deref(), Some(detail));
+    // Sending it again is a duplicate: never a second run.
+    let again = harness.client.call("send", json!({"to": "a@x"})).await;
+    assert_eq!(again["error"]["data"]["reason"], "duplicate", "{again}");
     assert_eq!(harness.fake.calls(), 1);
 }

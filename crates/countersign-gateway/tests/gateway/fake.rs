@@ -25,7 +25,13 @@ pub enum Behaviour {
     /// 2026-07-28: ask for more input (an input-required result with `requestState`
     /// `up-state`) without running anything.
     InputRequired,
+    /// Do the work, then a success reply whose result nests `levels` arrays deep (sent as raw
+    /// text: no parser, no recursion on this side).
+    DeepResult { levels: usize },
 }
+
+/// The key of a message the fake's writer sends as the raw line it holds.
+const RAW_LINE: &str = "__raw_line";
 
 #[derive(Default)]
 pub struct Seen {
@@ -155,7 +161,10 @@ pub fn start_with_era(
                 Some(message) = announcements.recv() => message,
                 else => return,
             };
-            let mut line = serde_json::to_vec(&message).expect("json");
+            let mut line = match message.get(RAW_LINE).and_then(Value::as_str) {
+                Some(raw) => raw.as_bytes().to_vec(),
+                None => serde_json::to_vec(&message).expect("json"),
+            };
             line.push(b'\n');
             if writer.write_all(&line).await.is_err() {
                 return;
@@ -252,6 +261,14 @@ pub fn start_with_era(
                                     "params": {"mode": "form", "message": "sure?",
                                         "requestedSchema": {"type": "object", "properties": {}}}}},
                                 "requestState": "up-state"}})
+                        }
+                        Behaviour::DeepResult { levels } => {
+                            let raw = format!(
+                                r#"{{"jsonrpc":"2.0","id":{id},"result":{{"content":{}1{}}}}}"#,
+                                "[".repeat(levels),
+                                "]".repeat(levels)
+                            );
+                            json!({ RAW_LINE: raw })
                         }
                     };
                     let _ = out.send(reply);

@@ -77,6 +77,7 @@ __version__ = "0.1.0"
 __all__ = [
     "Control",
     "Principal",
+    "RawArguments",
     "Executed",
     "Evaluation",
     "ApprovalRequest",
@@ -228,7 +229,50 @@ def _correlation(correlation: Optional[Correlation]) -> Optional[Correlation]:
     return (framework, call_id)
 
 
-def _arguments_json(arguments: Mapping[str, Any]) -> str:
+class RawArguments:
+    """The JSON text of a tool call's arguments, exactly as the framework received it (for
+    example the OpenAI function-call ``arguments`` string), handed to the kernel unparsed.
+
+    The kernel reads it with its one strict reader (``countersign::json``), so what a parsed
+    ``dict`` can no longer show is refused, never resolved: a key written twice
+    (``{"amount":1,"amount":1000}``; ``json.loads`` keeps the last, case B52), nesting past 64
+    levels, a lone surrogate escape, an integer outside ±(2**53−1), text past 4 MiB
+    (``InvalidArguments`` with ``canonical_reason`` ``duplicate_key``, ``too_deep``,
+    ``lone_surrogate``, ``unsafe_integer``, ``too_large``). Accepted wherever a method takes
+    ``arguments``.
+
+    A Python ``str`` can hold a lone surrogate that no UTF-8 text can (from
+    ``json.loads('"\\\\ud800"')`` or ``"\\ud800"``): such text fails here, locally, with
+    ``InvalidArguments`` (``canonical_reason="lone_surrogate"``); it is never replaced by U+FFFD
+    or ``?`` (case B51).
+    """
+
+    __slots__ = ("text",)
+
+    def __init__(self, text: str) -> None:
+        if not isinstance(text, str):
+            raise TypeError(f"RawArguments needs the JSON text as a str, not {type(text).__name__}")
+        try:
+            text.encode("utf-8")
+        except UnicodeEncodeError as error:
+            raise InvalidArguments(
+                "not executed: the arguments text holds a lone surrogate "
+                f"(U+{ord(text[error.start]):04X} at character {error.start}), which UTF-8 "
+                "cannot carry: send a valid surrogate pair",
+                action="",
+                detail=str(error),
+                canonical_reason="lone_surrogate",
+            ) from None
+        self.text = text
+
+    def __repr__(self) -> str:
+        return f"RawArguments({self.text!r})"
+
+
+def _arguments_json(arguments: Mapping[str, Any] | RawArguments) -> str:
+    if isinstance(arguments, RawArguments):
+        # The kernel's strict reader parses it: duplicates, depth and the rest are its refusals.
+        return arguments.text
     if not isinstance(arguments, Mapping):
         raise TypeError(
             f"arguments must be a mapping of names to JSON values, not {type(arguments).__name__}"
@@ -339,7 +383,7 @@ class Control:
         """The policy hash stamped on every receipt."""
         return self._native.policy_hash
 
-    def evaluate(self, action: str, arguments: Mapping[str, Any]) -> Evaluation:
+    def evaluate(self, action: str, arguments: Mapping[str, Any] | RawArguments) -> Evaluation:
         """What policy would decide for this call. Writes nothing.
 
         Raises:
@@ -347,7 +391,7 @@ class Control:
         """
         return Evaluation(**json.loads(self._native.evaluate(action, _arguments_json(arguments))))
 
-    def needs_approval(self, action: str, arguments: Mapping[str, Any]) -> bool:
+    def needs_approval(self, action: str, arguments: Mapping[str, Any] | RawArguments) -> bool:
         """Does this call need a human's approval before it runs? True when policy says
         ``approve`` in enforce mode; false in observe mode and for ``allow`` and ``deny`` (a
         denied call is refused, with a receipt, when it is executed). Writes nothing.
@@ -360,7 +404,7 @@ class Control:
     def request_approval(
         self,
         action: str,
-        arguments: Mapping[str, Any],
+        arguments: Mapping[str, Any] | RawArguments,
         *,
         run: Optional[str] = None,
         correlation: Optional[Correlation] = None,
@@ -397,7 +441,7 @@ class Control:
     def execute(
         self,
         action: str,
-        arguments: Mapping[str, Any],
+        arguments: Mapping[str, Any] | RawArguments,
         executor: Callable[[dict], Any],
         *,
         approval: Optional[str] = None,
@@ -440,7 +484,7 @@ class Control:
     async def execute_async(
         self,
         action: str,
-        arguments: Mapping[str, Any],
+        arguments: Mapping[str, Any] | RawArguments,
         executor: Callable[[dict], Awaitable[Any]],
         *,
         approval: Optional[str] = None,

@@ -25,7 +25,9 @@ use crate::store::{
     ResolveEffect, Resolver, Store,
 };
 
-use super::{ActionRequest, Control, DENIED_BY_POLICY, Executed, ExitStatusSlot, Prepared};
+use super::{
+    ActionRequest, CommitNoteSlot, Control, DENIED_BY_POLICY, Executed, ExitStatusSlot, Prepared,
+};
 
 enum ExecutorOutcome<T> {
     Value(T),
@@ -385,7 +387,7 @@ impl Control {
                 EffectState::Committed,
                 ReceiptOutcome::Committed,
                 None,
-                None,
+                request.commit_note.as_ref().and_then(CommitNoteSlot::get),
             ),
             ExecutorOutcome::NotExecuted(message, _) => (
                 EffectState::Failed,

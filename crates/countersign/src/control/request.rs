@@ -58,6 +58,42 @@ pub struct ActionRequest {
     pub(super) raise: Option<Raise>,
     /// The tool's input schema digest ([`ActionRequest::with_tool_schema`]).
     pub(super) tool_schema: Option<Result<String, CanonicalError>>,
+    /// Where the executor puts a note about a call that completed
+    /// ([`ActionRequest::with_commit_note`]).
+    pub(super) commit_note: Option<CommitNoteSlot>,
+}
+
+/// Where an executor puts a note about a call that completed, so the `committed` effect record
+/// and receipt carry it as their `detail`: for example that the call ran but its result could
+/// not be represented and was withheld, with the result's size and digest (case B50 (c)). Give a
+/// clone to [`ActionRequest::with_commit_note`] and another to the executor. A note set by an
+/// executor that then fails is not recorded (a failure records its own error).
+#[derive(Clone, Debug, Default)]
+pub struct CommitNoteSlot(std::sync::Arc<std::sync::Mutex<Option<String>>>);
+
+impl CommitNoteSlot {
+    /// An empty slot.
+    pub fn new() -> CommitNoteSlot {
+        CommitNoteSlot::default()
+    }
+
+    /// Record `note` (a later call replaces an earlier one). Free text, recorded as data.
+    pub fn set(&self, note: impl Into<String>) {
+        // A poisoned lock only means another holder panicked; the value is still ours to set.
+        let mut slot = self
+            .0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        *slot = Some(note.into());
+    }
+
+    /// What was recorded, if anything.
+    pub fn get(&self) -> Option<String> {
+        self.0
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
+    }
 }
 
 impl ActionRequest {
@@ -104,7 +140,15 @@ impl ActionRequest {
             exit_status: None,
             raise: None,
             tool_schema: None,
+            commit_note: None,
         }
+    }
+
+    /// Record the note the executor puts in `slot` as the `detail` of the `committed` effect
+    /// record and receipt, when the call completes.
+    pub fn with_commit_note(mut self, slot: CommitNoteSlot) -> ActionRequest {
+        self.commit_note = Some(slot);
+        self
     }
 
     /// Scope this call to one run (a framework's run or thread id; not hashed). A request it

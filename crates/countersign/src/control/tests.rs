@@ -332,6 +332,57 @@ async fn refuses_arguments_past_the_size_limit_before_hashing_or_writing_anythin
 }
 
 #[tokio::test]
+async fn a_commit_note_set_by_the_executor_is_the_committed_records_detail() {
+    // Case B50 (c): the call ran, and the executor notes what became of its result.
+    for backend in BACKENDS {
+        let world = World::new(backend, REFUNDS);
+        let slot = crate::control::CommitNoteSlot::new();
+        let note = "result not representable: withheld from the client; 120003 bytes, sha256:ab";
+        let request =
+            ActionRequest::new("log_ticket", &json!({"id": "t1"})).with_commit_note(slot.clone());
+        let done = world
+            .control
+            .execute(request, |_| {
+                let slot = slot.clone();
+                async move {
+                    slot.set(note);
+                    Ok::<_, ExecutorError>("ran")
+                }
+            })
+            .await
+            .expect("committed");
+        assert_eq!(done.receipt.outcome, ReceiptOutcome::Committed);
+        assert_eq!(done.receipt.detail.as_deref(), Some(note));
+        let key = EffectKey::new("ticket:t1").unwrap();
+        let record = world.store.effect(&key).await.unwrap().expect("a record");
+        assert_eq!(record.state, EffectState::Committed);
+        assert_eq!(record.detail.as_deref(), Some(note));
+        world.assert_chain_intact().await;
+        // A note from an executor that then fails is not the failure's record.
+        let slot = crate::control::CommitNoteSlot::new();
+        let request =
+            ActionRequest::new("log_ticket", &json!({"id": "t2"})).with_commit_note(slot.clone());
+        let error = world
+            .control
+            .execute(request, |_| {
+                let slot = slot.clone();
+                async move {
+                    slot.set("never recorded");
+                    Err::<(), _>(ExecutorError::not_executed("refused upstream"))
+                }
+            })
+            .await
+            .unwrap_err();
+        assert_eq!(error.reason(), "not_executed");
+        let receipts = world.receipts().await;
+        assert_eq!(
+            receipts.last().and_then(|r| r.detail.as_deref()),
+            Some("refused upstream")
+        );
+    }
+}
+
+#[tokio::test]
 async fn a_missing_template_field_is_refused_before_writing_anything() {
     for backend in BACKENDS {
         let world = World::new(backend, REFUNDS);
