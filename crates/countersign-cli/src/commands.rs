@@ -7,15 +7,14 @@ use clap::Args;
 use countersign::approval::{self, AnswerDecision};
 use countersign::approver::{Channel, Credential};
 use countersign::display;
-use countersign::evidence::{self, Anchor, StoredReceipt, printable};
-use countersign::policy::LoadErrorKind;
+use countersign::evidence::{Anchor, StoredReceipt, printable};
 use countersign::store::{self, Store};
 use countersign::{
-    ActionHash, ApprovalId, ApprovalState, Clock, EffectKey, EffectState, Policy, SystemClock,
+    ActionHash, ApprovalId, ApprovalState, Clock, EffectKey, EffectState, SystemClock,
 };
 
 use crate::render::{self, Table};
-use crate::store_access::{missing_store_file, open_existing, store_flags};
+use crate::store_access::{missing_store_file, missing_store_message, open_existing, store_flags};
 use crate::{Failure, Global};
 
 pub(crate) fn write_json(
@@ -417,9 +416,33 @@ pub async fn receipts(
     args: &ReceiptsArgs,
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
+    if args.verify
+        && let Some(store_file) = missing_store_file(global)
+    {
+        // Nothing to check is unverifiable (exit 3), as for `verify`; the file is not created.
+        let message = missing_store_message(global, &store_file);
+        if global.json {
+            write_json(
+                out,
+                &serde_json::json!({"outcome": "unverifiable", "checked": 0, "detail": message}),
+            )?;
+        } else {
+            writeln!(
+                out,
+                "unverifiable: no receipt was checked (exit status 3): {message}"
+            )?;
+        }
+        return Ok(ExitCode::from(crate::verify::UNVERIFIABLE));
+    }
     let store = open_existing(global).await?;
     if args.verify {
-        return verify_chain(store.as_ref(), args.anchor.as_deref(), global.json, out).await;
+        return crate::verify::verify_chain(
+            store.as_ref(),
+            args.anchor.as_deref(),
+            global.json,
+            out,
+        )
+        .await;
     }
     if args.export_anchor {
         let Some(head) = store.chain_head().await? else {
@@ -463,52 +486,6 @@ fn parse_all(stored: &[StoredReceipt]) -> Result<Vec<countersign::Receipt>, Fail
             })
         })
         .collect()
-}
-
-/// Verify the chain and report; exit 1 on a break or a failed anchor, 3 when the log is empty.
-pub async fn verify_chain(
-    store: &dyn Store,
-    anchor_file: Option<&std::path::Path>,
-    json: bool,
-    out: &mut dyn Write,
-) -> Result<ExitCode, Failure> {
-    let anchor = read_anchor(anchor_file)?;
-    let report = countersign::audit::verify_store(store, anchor.as_ref()).await?;
-    if json {
-        write_json(out, &report)?;
-    } else {
-        render::verify_report(&report, out)?;
-    }
-    Ok(exit_for(&report))
-}
-
-/// The exit status of a verification: 0 verified (something was checked and all of it holds),
-/// 1 failed, 3 unverifiable (nothing to check). clap keeps 2 for usage errors.
-pub(crate) fn exit_for(report: &evidence::VerifyReport) -> ExitCode {
-    match report.outcome {
-        evidence::VerifyOutcome::Verified => ExitCode::SUCCESS,
-        evidence::VerifyOutcome::Failed => ExitCode::FAILURE,
-        evidence::VerifyOutcome::Unverifiable => ExitCode::from(UNVERIFIABLE),
-    }
-}
-
-/// Exit status for "nothing could be checked" (`verify`, `receipts --verify`): never 0.
-pub(crate) const UNVERIFIABLE: u8 = 3;
-
-/// The anchor in `anchor_file`, if one was given.
-fn read_anchor(anchor_file: Option<&std::path::Path>) -> Result<Option<Anchor>, Failure> {
-    let Some(path) = anchor_file else {
-        return Ok(None);
-    };
-    let text = std::fs::read_to_string(path)
-        .map_err(|error| Failure(format!("cannot read anchor `{}`: {error}", path.display())))?;
-    let anchor = serde_json::from_str::<Anchor>(&text).map_err(|error| {
-        Failure(format!(
-            "`{}` is not an anchor ({error}): export one with `countersign receipts --export-anchor`",
-            path.display()
-        ))
-    })?;
-    Ok(Some(anchor))
 }
 
 /// Arguments of `effects`.
@@ -669,114 +646,4 @@ pub async fn inspect(
         render::receipts_table(&receipts).write(out)?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Arguments of `verify`.
-#[derive(Debug, Args)]
-pub struct VerifyArgs {
-    /// Also check the log still reaches this anchor (a JSON file from `countersign receipts
-    /// --export-anchor`), which detects deleted newest receipts.
-    #[arg(long, value_name = "FILE")]
-    anchor: Option<std::path::PathBuf>,
-}
-
-/// `countersign verify`: the policy loads, and the chain is intact.
-///
-/// Exit 0 only when at least one receipt was checked and everything holds; 1 when something
-/// does not; 3 (unverifiable) when there is nothing to check: no store file yet at the default
-/// path (the policy is still checked and the output says so; `countersign policy check` checks
-/// only the policy), or an empty log. Never creates a store; a store named with `--store-url`
-/// must exist.
-pub async fn verify(
-    global: &Global,
-    args: &VerifyArgs,
-    out: &mut dyn Write,
-) -> Result<ExitCode, Failure> {
-    let path = global.policy_path();
-    let policy = Policy::load(&path).map_err(|error| match &error.kind {
-        LoadErrorKind::Io { kind, .. } if *kind == std::io::ErrorKind::NotFound => {
-            Failure(format!(
-                "no policy file at `{}`: pass one with `--policy FILE`",
-                path.display()
-            ))
-        }
-        _ => Failure(error.to_string()),
-    })?;
-    let policy_summary = crate::everyday::policy_summary(&path, &policy);
-    if !global.json {
-        crate::everyday::write_policy_summary(&policy_summary, out)?;
-    }
-    if global.store_url.is_none()
-        && let Some(store_file) = missing_store_file(global)
-    {
-        if args.anchor.is_some() {
-            return Err(Failure(format!(
-                "no store at `{store_file}` to check the anchor against: pass the agent's store with `--store-url sqlite:PATH`"
-            )));
-        }
-        if global.json {
-            write_json(
-                out,
-                &serde_json::json!({"outcome": "unverifiable", "policy": policy_summary, "store": null, "chain": null}),
-            )?;
-        } else {
-            writeln!(
-                out,
-                "unverifiable: no store at `{store_file}` yet, so no receipt was checked (exit status 3); the policy loads. Pass the agent's store with `--store-url sqlite:PATH`, or check only the policy with `countersign policy check`"
-            )?;
-        }
-        return Ok(ExitCode::from(UNVERIFIABLE));
-    }
-    let store = open_existing(global).await?;
-    let anchor = read_anchor(args.anchor.as_deref())?;
-    let report = countersign::audit::verify_store(store.as_ref(), anchor.as_ref()).await?;
-    // The effects table is what the kernel consults before running an effect and it is not
-    // chained: compare it with the receipts (only meaningful on an intact chain).
-    let (effects, approvals) = match report.first_break {
-        None => (
-            Some(countersign::audit::cross_check_effects(store.as_ref()).await?),
-            Some(countersign::audit::cross_check_approvals(store.as_ref()).await?),
-        ),
-        Some(_) => (None, None),
-    };
-    let agree = effects
-        .as_ref()
-        .is_none_or(countersign::audit::StateCheck::agrees)
-        && approvals
-            .as_ref()
-            .is_none_or(countersign::audit::StateCheck::agrees);
-    let overall = if agree {
-        report.outcome
-    } else {
-        evidence::VerifyOutcome::Failed
-    };
-    if global.json {
-        write_json(
-            out,
-            &serde_json::json!({"outcome": overall.as_str(), "policy": policy_summary, "store": global.store_url(), "chain": report, "effects": effects, "approvals": approvals}),
-        )?;
-    } else {
-        render::verify_report(&report, out)?;
-        if let Some(check) = &effects {
-            render::state_check(
-                "effects",
-                check,
-                "the effects table was changed outside Countersign; the receipts are the record: find what wrote to the store, and restore the table from a backup before the agent runs again",
-                out,
-            )?;
-        }
-        if let Some(check) = &approvals {
-            render::state_check(
-                "granted approvals",
-                check,
-                "the approvals table was changed outside Countersign; the receipts are the record: stop the agent, find what wrote to the store, and restore the table from a backup",
-                out,
-            )?;
-        }
-    }
-    Ok(match overall {
-        evidence::VerifyOutcome::Verified => ExitCode::SUCCESS,
-        evidence::VerifyOutcome::Failed => ExitCode::FAILURE,
-        evidence::VerifyOutcome::Unverifiable => ExitCode::from(UNVERIFIABLE),
-    })
 }

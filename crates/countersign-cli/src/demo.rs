@@ -531,7 +531,7 @@ pub async fn run(
         "\nlook around: countersign receipts --store-url sqlite:{0}  (or effects, pending, inspect <id>, serve)",
         store_path.display()
     ))?;
-    Ok(crate::commands::exit_for(&report))
+    Ok(crate::verify::exit_for(&report))
 }
 
 /// The quorum the example's larger refunds need under `policy`, when it is more than one

@@ -17,6 +17,7 @@ mod serve;
 mod store_access;
 mod style;
 mod takeback;
+mod verify;
 mod webhooks;
 
 use std::path::{Path, PathBuf};
@@ -138,7 +139,7 @@ enum Command {
     /// first bad record is named), 3 unverifiable (nothing to check: no store yet, or an empty
     /// log). Prints how many receipts it checked, the first and last, and the head. Never
     /// creates a store.
-    Verify(commands::VerifyArgs),
+    Verify(verify::VerifyArgs),
     /// Put Countersign in front of an MCP tool server: `countersign gateway --alias NAME
     /// --principal WHO -- UPSTREAM COMMAND…`, or `--upstream-url URL` for an HTTP upstream.
     Gateway(gateway::GatewayArgs),
@@ -271,7 +272,7 @@ pub async fn run(cli: Cli, out: &mut dyn std::io::Write) -> Result<ExitCode, Fai
         Command::Receipts(args) => commands::receipts(global, &args, out).await,
         Command::Effects(args) => commands::effects(global, &args, out).await,
         Command::Inspect(args) => commands::inspect(global, &args, out).await,
-        Command::Verify(args) => commands::verify(global, &args, out).await,
+        Command::Verify(args) => verify::verify(global, &args, out).await,
         Command::Gateway(args) => gateway::run(global, &args, out).await,
         Command::Keygen(args) => keys::keygen(global, &args, out),
         Command::Approver(args) => keys::approver(global, &args, out).await,

@@ -42,6 +42,12 @@ pub enum WebhookConfigError {
         /// The endpoint.
         url: String,
     },
+    /// The URL carries user information (`user:password@`): it would be stored with every
+    /// delivery row and shown by `countersign webhooks`. The URL is not repeated here.
+    #[error(
+        "a webhook URL must not carry credentials (`user:password@host`): they would be kept with every delivery and shown by `countersign webhooks`; the signature (`--webhook-secret-file`) authenticates Countersign to the receiver"
+    )]
+    Credentials,
     /// Not an `http://` or `https://` URL.
     #[error(
         "`{url}` is not an http:// or https:// URL: give the receiver's address, for example `https://hooks.example.com/countersign`"
@@ -142,7 +148,8 @@ impl WebhookEndpoint {
     ///
     /// # Errors
     ///
-    /// [`WebhookConfigError::Url`], [`WebhookConfigError::NoSecret`].
+    /// [`WebhookConfigError::Url`], [`WebhookConfigError::Credentials`],
+    /// [`WebhookConfigError::NoSecret`].
     pub fn new(
         url: &str,
         secrets: Vec<WebhookSecret>,
@@ -154,6 +161,9 @@ impl WebhookEndpoint {
             return Err(WebhookConfigError::Url {
                 url: url.to_owned(),
             });
+        }
+        if !parsed.username().is_empty() || parsed.password().is_some() {
+            return Err(WebhookConfigError::Credentials);
         }
         if secrets.is_empty() {
             return Err(WebhookConfigError::NoSecret {
@@ -298,6 +308,15 @@ mod tests {
             WebhookEndpoint::new("ftp://example.com/hook", secret()),
             Err(WebhookConfigError::Url { .. })
         ));
+        for with_credentials in [
+            "http://user:s3cretpw@127.0.0.1:9/x",
+            "https://token@hooks.example.com/x",
+        ] {
+            let refused = WebhookEndpoint::new(with_credentials, secret()).expect_err("refused");
+            assert!(matches!(refused, WebhookConfigError::Credentials));
+            assert!(!refused.to_string().contains("s3cretpw"));
+            assert!(!refused.to_string().contains("token@"));
+        }
         assert!(matches!(
             WebhookEndpoint::new("not a url", secret()),
             Err(WebhookConfigError::Url { .. })

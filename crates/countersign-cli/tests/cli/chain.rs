@@ -273,3 +273,31 @@ fn policy_check_reads_only_the_policy() {
     let run = sandbox.run(&["policy", "check"]);
     assert_eq!(run.status, Some(1), "{run:?}");
 }
+
+/// `receipts --verify` and `verify --store-url` on a store file that does not exist: nothing
+/// was checked (exit 3, as `verify` without a store), and no file is created.
+#[test]
+fn a_missing_store_is_unverifiable_for_every_verify_and_is_not_created() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&["receipts", "--verify"]);
+    assert_eq!(run.status, Some(3), "{run:?}");
+    assert!(
+        run.stdout
+            .starts_with("unverifiable: no receipt was checked"),
+        "{run:?}"
+    );
+    assert!(crate::support::StoreFiles::read(&sandbox.store_path()).is_absent());
+    let named = sandbox.tmp().join("nowhere.db");
+    let url = format!("sqlite:{}", named.display());
+    let run = sandbox.run(&["verify", "--store-url", &url]);
+    assert_eq!(run.status, Some(3), "{run:?}");
+    assert!(
+        run.stdout.contains("unverifiable: no receipt was checked"),
+        "{run:?}"
+    );
+    assert!(!named.exists(), "verify created {}", named.display());
+    let run = sandbox.run(&["receipts", "--verify", "--json", "--store-url", &url]);
+    assert_eq!(run.status, Some(3), "{run:?}");
+    let report: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(report["outcome"], "unverifiable");
+}

@@ -14,6 +14,53 @@ pub fn sqlite_path(url: &str) -> Option<&str> {
     Some(rest.split_once('?').map_or(rest, |(path, _)| path))
 }
 
+/// `url` fit to print in a message or a log: the password of its user information
+/// (`scheme://user:password@host` becomes `scheme://user@host`) and the value of a `password` or
+/// `sslpassword` query parameter (becomes `***`) removed.
+///
+/// The user information ends at the last `@` before the first `/`, `?` or `#` after the scheme,
+/// as the URL standard reads it and sqlx with it (a password may hold a raw `@`). Every scheme is
+/// redacted alike, a mistyped one too (`postgress://`, `Postgres://`, `postgres:/`): a typo is
+/// exactly when a URL reaches an error message. A `sqlite:` URL is a file path and is returned
+/// unchanged.
+pub(crate) fn redact_url(url: &str) -> String {
+    if sqlite_path(url).is_some() {
+        return url.to_owned();
+    }
+    let Some(colon) = url.find(':') else {
+        return url.to_owned();
+    };
+    let after_scheme = &url[colon + 1..];
+    let start = colon + 1 + (after_scheme.len() - after_scheme.trim_start_matches('/').len());
+    let rest = &url[start..];
+    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
+    let mut printed = match authority.rfind('@') {
+        Some(at) => {
+            let user = authority[..at].split(':').next().unwrap_or("");
+            format!("{}{user}{}", &url[..start], &rest[at..])
+        }
+        None => url.to_owned(),
+    };
+    if let Some(question) = printed.find('?') {
+        let (head, tail) = printed.split_at(question + 1);
+        let (query, fragment) = tail.split_at(tail.find('#').unwrap_or(tail.len()));
+        let query: Vec<String> = query
+            .split('&')
+            .map(|pair| match pair.split_once('=') {
+                Some((key, _))
+                    if key.eq_ignore_ascii_case("password")
+                        || key.eq_ignore_ascii_case("sslpassword") =>
+                {
+                    format!("{key}=***")
+                }
+                _ => pair.to_owned(),
+            })
+            .collect();
+        printed = format!("{head}{}{fragment}", query.join("&"));
+    }
+    printed
+}
+
 /// Open a store from a URL:
 ///
 /// - `sqlite:PATH`, `sqlite://PATH` (relative) or `sqlite:///ABSOLUTE/PATH` — the embedded
@@ -31,7 +78,7 @@ pub fn open_url(url: &str) -> Result<std::sync::Arc<dyn Store>, StoreError> {
             Ok(std::sync::Arc::new(SqliteStore::open_with(path, options)?))
         }
         Location::Postgres => Err(StoreError::Open {
-            location: url.to_owned(),
+            location: redact_url(url),
             message: "a PostgreSQL store is opened asynchronously: call `store::open_url_async`"
                 .to_owned(),
         }),
@@ -52,7 +99,7 @@ enum Location<'a> {
 /// Read a store URL: its scheme, and for `sqlite:` its path and options.
 fn locate(url: &str) -> Result<Location<'_>, StoreError> {
     let open_error = |message: &str| StoreError::Open {
-        location: url.to_owned(),
+        location: redact_url(url),
         message: message.to_owned(),
     };
     if url == "memory:" || url == "memory://" {
@@ -121,7 +168,7 @@ fn read_postgres_url(url: &str) -> Result<(), StoreError> {
 #[cfg(not(feature = "postgres"))]
 fn read_postgres_url(url: &str) -> Result<(), StoreError> {
     Err(StoreError::Open {
-        location: url.to_owned(),
+        location: redact_url(url),
         message: "this build of Countersign has no PostgreSQL store: build it with the cargo feature `postgres`".to_owned(),
     })
 }
@@ -150,7 +197,7 @@ pub async fn open_url_async(url: &str) -> Result<std::sync::Arc<dyn Store>, Stor
     #[cfg(not(feature = "postgres"))]
     if is_postgres_url(url) {
         return Err(StoreError::Open {
-            location: url.to_owned(),
+            location: redact_url(url),
             message: "this build of Countersign has no PostgreSQL store: build it with the cargo feature `postgres`".to_owned(),
         });
     }
@@ -196,5 +243,57 @@ mod tests {
                 "the password shows: {message}"
             );
         }
+    }
+}
+
+#[cfg(test)]
+mod redact_tests {
+    use super::redact_url;
+
+    /// A password never reaches a message, whatever the scheme or its spelling (found by a
+    /// first-time user: a mistyped scheme printed the whole URL).
+    #[test]
+    fn passwords_are_removed_from_every_scheme_and_query() {
+        for (url, printed) in [
+            ("postgres://bob:hunter2pw@db/x", "postgres://bob@db/x"),
+            ("postgress://bob:hunter2pw@db/x", "postgress://bob@db/x"),
+            ("Postgres://bob:hunter2pw@db/x", "Postgres://bob@db/x"),
+            ("postgres:/bob:hunter2pw@db/x", "postgres:/bob@db/x"),
+            (" postgres://bob:hunter2pw@db/x", " postgres://bob@db/x"),
+            ("mysql://bob:hunter2pw@db/x", "mysql://bob@db/x"),
+            ("http://bob:hunter2pw@db/x", "http://bob@db/x"),
+            (
+                "postgres://alice:hunter@2secret@db:5432/x",
+                "postgres://alice@db:5432/x",
+            ),
+            (
+                "postgres://bob@db/x?password=qwerty99&schema=s",
+                "postgres://bob@db/x?password=***&schema=s",
+            ),
+            (
+                "postgres://db/x?sslpassword=qwerty99#f",
+                "postgres://db/x?sslpassword=***#f",
+            ),
+            (
+                "postgres://db/x?application_name=a:b@c",
+                "postgres://db/x?application_name=a:b@c",
+            ),
+            ("sqlite:odd:name@file.db", "sqlite:odd:name@file.db"),
+            ("memory:", "memory:"),
+        ] {
+            assert_eq!(redact_url(url), printed, "{url}");
+        }
+    }
+
+    #[test]
+    fn an_unknown_scheme_is_refused_without_its_password() {
+        let error = super::read_url("postgress://bob:hunter2pw@127.0.0.1/db")
+            .expect_err("an unknown scheme");
+        let message = error.to_string();
+        assert!(!message.contains("hunter2pw"), "{message}");
+        assert!(
+            message.contains("unknown store scheme `postgress`"),
+            "{message}"
+        );
     }
 }

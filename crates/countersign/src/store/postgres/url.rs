@@ -79,17 +79,5 @@ pub(super) fn check_schema_name(name: &str) -> Result<(), String> {
 /// may hold a raw `@` (`postgres://alice:p@ss@db/x`), and an `@` after the authority (in a
 /// query value) is no user information at all.
 pub(super) fn redact(url: &str) -> String {
-    let Some(scheme_end) = url.find("://") else {
-        return url.to_owned();
-    };
-    let start = scheme_end + 3;
-    let rest = &url[start..];
-    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-    match authority.rfind('@') {
-        Some(at) => {
-            let user = authority[..at].split(':').next().unwrap_or("");
-            format!("{}{user}{}", &url[..start], &rest[at..])
-        }
-        None => url.to_owned(),
-    }
+    crate::store::url::redact_url(url)
 }
