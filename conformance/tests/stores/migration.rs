@@ -565,3 +565,78 @@ async fn a_failed_postgres_migration_from_3_leaves_the_store_as_it_was() {
     .expect("tables");
     assert_eq!(outbox, None, "rolled back with the rest of migration 4");
 }
+
+/// A verifier only reads (`countersign verify`): opening an older store for reading is refused
+/// with how to migrate it, and migrates nothing; a database without a store gets no tables.
+#[tokio::test]
+async fn reading_an_older_sqlite_store_never_migrates_it() {
+    let (_folder, path) = sqlite_copy();
+    let before = sqlite_version(&path);
+    let url = format!("sqlite:{}", path.display());
+    match store::open_url_for_reading(&url).await {
+        Err(error @ StoreError::Open { .. }) => {
+            let message = error.to_string();
+            assert!(
+                message.contains("older than this Countersign reads")
+                    && message.contains("reading never migrates"),
+                "{message}"
+            );
+        }
+        Err(other) => panic!("expected store_open, got {other}"),
+        Ok(_) => panic!("an older store was opened for reading"),
+    }
+    assert_eq!(sqlite_version(&path), before, "reading migrated the store");
+    assert_eq!(
+        sqlite_columns(&path, "effects"),
+        sqlite_columns(&fixture("store-v1.sqlite"), "effects")
+    );
+    // Once migrated by a writer, it reads.
+    drop(
+        store::open_url_async(&url)
+            .await
+            .expect("a writer migrates it"),
+    );
+    let store = store::open_url_for_reading(&url)
+        .await
+        .expect("now it reads");
+    assert!(!all_receipts(store.as_ref()).await.is_empty());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reading_postgres_never_creates_or_migrates() {
+    let (url, schema, admin) = postgres_copy("reading").await;
+    match store::open_url_for_reading(&url).await {
+        Err(error) => assert!(
+            error.to_string().contains("reading never migrates"),
+            "{error}"
+        ),
+        Ok(_) => panic!("an older store was opened for reading"),
+    }
+    assert_eq!(postgres_versions(&admin, &schema).await, vec![1]);
+
+    let empty = format!("reading_empty_{}", rand::random::<u32>());
+    sqlx::raw_sql(sqlx::AssertSqlSafe(format!("CREATE SCHEMA \"{empty}\"")))
+        .execute(&admin)
+        .await
+        .expect("an empty schema");
+    let base = postgres_url_from_env().unwrap_or_else(|message| panic!("{message}"));
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let empty_url = format!("{base}{separator}schema={empty}");
+    match store::open_url_for_reading(&empty_url).await {
+        Err(error) => assert!(
+            error.to_string().contains(
+                "no Countersign store here: there is no `countersign_schema_version` table"
+            ),
+            "{error}"
+        ),
+        Ok(_) => panic!("an empty schema was opened for reading"),
+    }
+    let tables: i64 = sqlx::query_scalar(
+        "SELECT count(*) FROM information_schema.tables WHERE table_schema = $1",
+    )
+    .bind(&empty)
+    .fetch_one(&admin)
+    .await
+    .expect("count its tables");
+    assert_eq!(tables, 0, "reading created tables");
+}

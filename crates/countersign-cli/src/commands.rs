@@ -434,8 +434,8 @@ pub async fn receipts(
         }
         return Ok(ExitCode::from(crate::verify::UNVERIFIABLE));
     }
-    let store = open_existing(global).await?;
     if args.verify {
+        let store = crate::store_access::open_for_reading(global).await?;
         return crate::verify::verify_chain(
             store.as_ref(),
             args.anchor.as_deref(),
@@ -444,6 +444,7 @@ pub async fn receipts(
         )
         .await;
     }
+    let store = open_existing(global).await?;
     if args.export_anchor {
         let Some(head) = store.chain_head().await? else {
             return Err(Failure(

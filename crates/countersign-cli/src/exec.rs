@@ -146,6 +146,9 @@ pub async fn exec(
     // The exit status of a command that could not be started: 126 or 127.
     let not_started: Arc<std::sync::Mutex<Option<u8>>> = Arc::default();
     let record_not_started = Arc::clone(&not_started);
+    // The signal that stopped `countersign exec` while the command ran (SIGTERM, SIGINT, SIGHUP).
+    let stopped_by: Arc<std::sync::Mutex<Option<i32>>> = Arc::default();
+    let record_stopped_by = Arc::clone(&stopped_by);
     let executor_slot = slot.clone();
     let result = control
         .execute(request, move |canonical_arguments| async move {
@@ -173,9 +176,13 @@ pub async fn exec(
                     program.to_string_lossy()
                 ))
             })?;
-            let status = child.wait().await.map_err(|error| {
-                ExecutorError::may_have_run(format!("lost track of the command: {error}"))
-            })?;
+            let (status, received) =
+                wait_passing_on_signals(&mut child).await.map_err(|error| {
+                    ExecutorError::may_have_run(format!("lost track of the command: {error}"))
+                })?;
+            if let (Some(received), Ok(mut slot)) = (received, record_stopped_by.lock()) {
+                *slot = Some(received);
+            }
             let exit = process_exit(status);
             executor_slot.set(exit);
             match exit.code {
@@ -202,6 +209,23 @@ pub async fn exec(
         }
     };
     let name = countersign::evidence::printable(&args.action).into_owned();
+    if let Some(signal) = stopped_by.lock().ok().and_then(|slot| *slot) {
+        // Stopped from outside: the outcome is recorded (the lines below say which); exit as a
+        // process killed by that signal would, 128 + its number (143 for SIGTERM).
+        eprintln!(
+            "countersign: stopped by signal {signal} while `{name}` ran: passed it on to the command, waited for it to end, and recorded its outcome"
+        );
+        let exit = ExitCode::from(u8::try_from(128 + signal).unwrap_or(1));
+        if let Err(ControlError::OutcomeUnknown { effect_key, .. }) = &result {
+            match effect_key {
+                Some(key) => eprintln!(
+                    "countersign: recorded `ambiguous`: every retry is refused until someone finds out what happened and runs `countersign resolve {key} --committed` or `--failed`"
+                ),
+                None => eprintln!("countersign: recorded `ambiguous`"),
+            }
+        }
+        return Ok(exit);
+    }
     match result {
         Ok(_) => Ok(ExitCode::SUCCESS),
         Err(ControlError::NotExecuted { message, .. }) => {
@@ -280,4 +304,57 @@ fn process_exit(status: std::process::ExitStatus) -> ProcessExit {
     }
     // Neither a code nor a signal: not reachable on Unix or Windows; record the failure.
     ProcessExit::code(-1)
+}
+
+/// How long the command has to end after a signal was passed on to it, before it is killed.
+const SIGNAL_GRACE: Duration = Duration::from_secs(10);
+
+/// Wait for the command to end. When `countersign exec` itself gets SIGTERM or SIGHUP (a
+/// supervisor stopping it: `kill`, systemd, `docker stop`), the signal is passed on to the
+/// command; SIGINT is not, as a terminal's Ctrl-C already reached the whole process group.
+/// Either way exec stays to record the outcome (the command killed after [`SIGNAL_GRACE`]), so
+/// the effect is settled at once instead of staying `reserved` until its lease lapses. Returns
+/// the command's status and the signal exec received, if any.
+///
+/// # Errors
+///
+/// The operating system's, when the signal handlers cannot be installed or the command's status
+/// cannot be read.
+#[cfg(unix)]
+async fn wait_passing_on_signals(
+    child: &mut tokio::process::Child,
+) -> std::io::Result<(std::process::ExitStatus, Option<i32>)> {
+    use nix::sys::signal::{Signal, kill};
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    let mut hangup = signal(SignalKind::hangup())?;
+    let received = tokio::select! {
+        status = child.wait() => return Ok((status?, None)),
+        _ = terminate.recv() => Signal::SIGTERM,
+        _ = interrupt.recv() => Signal::SIGINT,
+        _ = hangup.recv() => Signal::SIGHUP,
+    };
+    if received != Signal::SIGINT
+        && let Some(pid) = child.id().and_then(|pid| i32::try_from(pid).ok())
+    {
+        // The command may have ended meanwhile: then there is nothing to pass the signal to.
+        let _ = kill(nix::unistd::Pid::from_raw(pid), received);
+    }
+    let status = match tokio::time::timeout(SIGNAL_GRACE, child.wait()).await {
+        Ok(status) => status?,
+        Err(_) => {
+            child.kill().await?;
+            child.wait().await?
+        }
+    };
+    Ok((status, Some(received as i32)))
+}
+
+/// Elsewhere: wait for the command; no signal is passed on.
+#[cfg(not(unix))]
+async fn wait_passing_on_signals(
+    child: &mut tokio::process::Child,
+) -> std::io::Result<(std::process::ExitStatus, Option<i32>)> {
+    Ok((child.wait().await?, None))
 }

@@ -78,3 +78,13 @@ pub(crate) async fn open_existing(global: &Global) -> Result<Arc<dyn Store>, Fai
     }
     Ok(store::open_url_async(&global.store_url()).await?)
 }
+
+/// Open the store for reading only (`verify`, `receipts --verify`): as [`open_existing`], but
+/// nothing is created or migrated, and a file that is not a Countersign store is refused naming
+/// what it lacks (`store::open_url_for_reading`).
+pub(crate) async fn open_for_reading(global: &Global) -> Result<Arc<dyn Store>, Failure> {
+    if let Some(path) = missing_store_file(global) {
+        return Err(Failure(missing_store_message(global, &path)));
+    }
+    Ok(store::open_url_for_reading(&global.store_url()).await?)
+}

@@ -12,7 +12,7 @@ use countersign::store::Store;
 
 use crate::commands::write_json;
 use crate::render;
-use crate::store_access::{missing_store_file, missing_store_message, open_existing};
+use crate::store_access::{missing_store_file, missing_store_message, open_for_reading};
 use crate::{Failure, Global};
 
 /// Verify the chain and report; exit 1 on a break or a failed anchor, 3 when the log is empty.
@@ -121,7 +121,7 @@ pub async fn verify(
         }
         return Ok(ExitCode::from(UNVERIFIABLE));
     }
-    let store = open_existing(global).await?;
+    let store = open_for_reading(global).await?;
     let anchor = read_anchor(args.anchor.as_deref())?;
     let report = countersign::audit::verify_store(store.as_ref(), anchor.as_ref()).await?;
     // The effects table is what the kernel consults before running an effect and it is not

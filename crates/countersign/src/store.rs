@@ -55,7 +55,7 @@ pub use postgres::PostgresStore;
 pub use sqlite::SqliteStore;
 #[doc(hidden)]
 pub use url::read_url;
-pub use url::{open_url, open_url_async, sqlite_path};
+pub use url::{open_url, open_url_async, open_url_for_reading, sqlite_path};
 
 /// A new pending approval request, and the effect key to check before asking a human.
 #[derive(Clone, Debug)]

@@ -301,3 +301,80 @@ fn a_missing_store_is_unverifiable_for_every_verify_and_is_not_created() {
     let report: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
     assert_eq!(report["outcome"], "unverifiable");
 }
+
+/// The tables of a SQLite file, sorted: what a verifier must leave as it found.
+fn tables_of(path: &std::path::Path) -> Vec<String> {
+    let connection = rusqlite::Connection::open(path).expect("open the file directly");
+    let mut statement = connection
+        .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+        .expect("list the tables");
+    statement
+        .query_map([], |row| row.get::<_, String>(0))
+        .expect("read the tables")
+        .collect::<Result<_, _>>()
+        .expect("table names")
+}
+
+/// A verifier only reads: on a SQLite file that is not a Countersign store, or one whose table
+/// was dropped, `verify` and `receipts --verify` name what is missing (exit 1) and create no
+/// table (they used to create the schema, then fail with raw SQL).
+#[test]
+fn verify_never_writes_to_a_file_that_is_not_a_store() {
+    let sandbox = Sandbox::new();
+    let other = sandbox.tmp().join("other.db");
+    rusqlite::Connection::open(&other)
+        .expect("make another program's database")
+        .execute_batch("CREATE TABLE notes (body TEXT); INSERT INTO notes VALUES ('keep me');")
+        .expect("fill it");
+    let url = format!("sqlite:{}", other.display());
+    for args in [
+        &["verify", "--store-url", &url][..],
+        &["receipts", "--verify", "--store-url", &url][..],
+    ] {
+        let run = sandbox.run(args);
+        assert_eq!(run.status, Some(1), "{args:?}: {run:?}");
+        assert!(
+            run.stderr
+                .contains("not a Countersign store: it has no `meta` table")
+                && run.stderr.contains("nothing was changed"),
+            "{run:?}"
+        );
+        assert_eq!(tables_of(&other), ["notes"], "{args:?} changed the file");
+    }
+
+    sandbox.fill_with_demo();
+    raw_store(&sandbox)
+        .execute_batch("DROP TABLE effects")
+        .expect("drop a table");
+    let before = tables_of(&sandbox.store_path());
+    let run = sandbox.run(&["verify"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("not a Countersign store: it has no `effects` table"),
+        "{run:?}"
+    );
+    assert_eq!(
+        tables_of(&sandbox.store_path()),
+        before,
+        "verify re-created a table"
+    );
+
+    let garbage = sandbox.tmp().join("garbage.db");
+    std::fs::write(
+        &garbage,
+        "this is not a database, and it is long enough to have a header",
+    )
+    .expect("write a text file");
+    let url = format!("sqlite:{}", garbage.display());
+    let run = sandbox.run(&["verify", "--store-url", &url]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(
+        run.stderr.contains("not a readable SQLite database"),
+        "{run:?}"
+    );
+    assert_eq!(
+        std::fs::read_to_string(&garbage).expect("read it back"),
+        "this is not a database, and it is long enough to have a header"
+    );
+}

@@ -255,3 +255,75 @@ fn with_wait_the_command_runs_as_soon_as_it_is_granted() {
     assert_eq!(runs(&sandbox), 1);
     assert_eq!(last_receipt(&sandbox)["outcome"], "committed");
 }
+
+/// A supervisor stopping `countersign exec` (SIGTERM) stops the command too, and the outcome is
+/// recorded at once: `ambiguous` with the command's signal, never an effect left `reserved`
+/// until its lease lapses while the command runs on unwatched.
+#[test]
+fn sigterm_is_passed_on_to_the_command_and_the_outcome_recorded() {
+    let sandbox = Sandbox::new();
+    sandbox.with_agent_policy();
+    let marker = sandbox.tmp().join("command.pid");
+    // The shell writes its pid, then becomes `sleep`: the pid is the process that must stop.
+    let script = format!("echo $$ > {}; exec sleep 60", marker.display());
+    let exec = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args([
+            "exec",
+            "--policy",
+            "agent.yaml",
+            "--action",
+            "job",
+            "--args",
+            "{\"id\": \"t\"}",
+            "--",
+            "sh",
+            "-c",
+            &script,
+        ])
+        .current_dir(sandbox.work())
+        .env("USER", "tester")
+        .env_remove("COUNTERSIGN_POLICY")
+        .env_remove("COUNTERSIGN_STORE_URL")
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("start countersign exec");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(30);
+    let command_pid = loop {
+        if let Some(pid) = std::fs::read_to_string(&marker)
+            .ok()
+            .and_then(|text| text.trim().parse::<u32>().ok())
+        {
+            break pid;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the command never started"
+        );
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    };
+    let sent = std::process::Command::new("kill")
+        .args(["-TERM", &exec.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(sent.success());
+    let output = exec.wait_with_output().expect("wait for countersign exec");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(128 + 15), "{stderr}");
+    assert!(
+        stderr.contains("stopped by signal 15") && stderr.contains("recorded `ambiguous`"),
+        "{stderr}"
+    );
+    assert!(
+        !std::path::Path::new(&format!("/proc/{command_pid}")).exists(),
+        "the command (pid {command_pid}) is still running"
+    );
+    let receipt = last_receipt(&sandbox);
+    assert_eq!(receipt["outcome"], "ambiguous");
+    assert_eq!(receipt["effect_key"], "job:t");
+    assert_eq!(receipt["exit_status"], serde_json::json!({"signal": 15}));
+    let effects = sandbox.run(&["effects", "--policy", "agent.yaml", "--json"]);
+    assert!(effects.stdout.contains("\"ambiguous\""), "{effects:?}");
+    assert!(!effects.stdout.contains("\"reserved\""), "{effects:?}");
+}

@@ -263,7 +263,7 @@ fn state_words(record: &ApprovalRecord, now: Timestamp) -> &'static str {
         ApprovalState::Expired => "expired",
         ApprovalState::Void => "void (the policy or the tool changed)",
         ApprovalState::Revoked => "approved, then revoked",
-        ApprovalState::Cancelled => "cancelled by the operator",
+        ApprovalState::Cancelled => "cancelled (its receipt names by whom)",
     }
 }
 
@@ -489,8 +489,17 @@ pub(crate) fn history(
                             td { (approvals_count(record)) }
                             td { @if let Some(approver) = &record.approver { (approver) } @else { "—" } }
                             td {
-                                @let when = record.consumed_at.or(record.answered_at).unwrap_or(record.expires_at);
-                                time datetime=(when.to_rfc3339()) { (when.to_rfc3339()) }
+                                // A cancelled, revoked or void request keeps no time of that
+                                // change in its row (its receipt has it): show none rather than
+                                // its expiry as if it were when it happened.
+                                @let when = match record.state {
+                                    ApprovalState::Expired => Some(record.expires_at),
+                                    ApprovalState::Pending if record.is_expired_at(now) => Some(record.expires_at),
+                                    _ => record.consumed_at.or(record.answered_at),
+                                };
+                                @if let Some(when) = when {
+                                    time datetime=(when.to_rfc3339()) { (when.to_rfc3339()) }
+                                } @else { "—" }
                             }
                         }
                     }

@@ -53,7 +53,9 @@ fn outcome(record: &ApprovalRecord) -> Option<String> {
                 .to_owned()
         }
         ApprovalState::Revoked => "Revoked: the grant was taken back before it was used".to_owned(),
-        ApprovalState::Cancelled => "Cancelled by the operator".to_owned(),
+        ApprovalState::Cancelled => {
+            "Cancelled: it authorizes nothing (its receipt names by whom)".to_owned()
+        }
     })
 }
 

@@ -203,6 +203,16 @@ impl PostgresStore {
         options: PostgresOptions,
         location: String,
     ) -> Result<PostgresStore, StoreError> {
+        PostgresStore::connect_inner(connect_options, options, location, false).await
+    }
+
+    /// [`PostgresStore::connect_with`], migrating, or only checking when `read_only`.
+    async fn connect_inner(
+        connect_options: PgConnectOptions,
+        options: PostgresOptions,
+        location: String,
+        read_only: bool,
+    ) -> Result<PostgresStore, StoreError> {
         let open_error = |message: String| StoreError::Open {
             location: location.clone(),
             message,
@@ -251,8 +261,65 @@ impl PostgresStore {
             options,
             location,
         };
-        store.migrate().await?;
+        if read_only {
+            store.check_readable().await?;
+        } else {
+            store.migrate().await?;
+        }
         Ok(store)
+    }
+
+    /// Connect for reading only (`countersign verify`): as [`PostgresStore::connect`], but
+    /// nothing is created or migrated; the database (and `?schema=`) must already hold a
+    /// Countersign store at this build's schema version.
+    ///
+    /// # Errors
+    ///
+    /// As [`PostgresStore::connect`]; [`StoreError::Open`] naming the missing table, or the
+    /// version found and how to migrate.
+    pub async fn connect_for_reading(url: &str) -> Result<PostgresStore, StoreError> {
+        let (connect_options, options, location) = read_url(url)?;
+        PostgresStore::connect_inner(connect_options, options, location, true).await
+    }
+
+    /// Is a Countersign store at this build's version here? Reads only.
+    async fn check_readable(&self) -> Result<(), StoreError> {
+        let open_error = |message: String| StoreError::Open {
+            location: self.location.clone(),
+            message,
+        };
+        for table in [
+            "countersign_schema_version",
+            "receipts",
+            "effects",
+            "approvals",
+        ] {
+            let present: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
+                .bind(table)
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|error| open_error(format!("cannot read its tables: {error}")))?;
+            if present.is_none() {
+                return Err(open_error(format!(
+                    "no Countersign store here: there is no `{table}` table in this database (and `?schema=`); nothing was created: pass the agent's store URL, with its `?schema=` if it has one"
+                )));
+            }
+        }
+        let found: Option<i64> =
+            sqlx::query_scalar("SELECT max(version) FROM countersign_schema_version")
+                .fetch_one(&self.pool)
+                .await
+                .map_err(|error| open_error(format!("cannot read its schema version: {error}")))?;
+        match found.unwrap_or(0) {
+            found if found == SCHEMA_VERSION => Ok(()),
+            found if found > SCHEMA_VERSION => Err(StoreError::Incompatible {
+                found,
+                supported: SCHEMA_VERSION,
+            }),
+            found => Err(open_error(format!(
+                "its schema version {found} is older than this Countersign reads ({SCHEMA_VERSION}), and reading never migrates: run any other command on it once with this version (for example `countersign receipts`) to migrate it, or check it with the version that wrote it"
+            ))),
+        }
     }
 
     /// The database and schema in use, for messages (no password).

@@ -204,6 +204,32 @@ pub async fn open_url_async(url: &str) -> Result<std::sync::Arc<dyn Store>, Stor
     open_url(url)
 }
 
+/// Open a store for reading only, from any URL [`open_url_async`] accepts: nothing is created
+/// (no folder, file, schema or table) and nothing is migrated (`countersign verify` and
+/// `receipts --verify`: a verifier only reads). `sqlite:` opens the file read-only
+/// ([`sqlite::SqliteOptions::read_only`]); `postgres://` connects without migrating and checks
+/// the tables are there at this build's version; `memory:` is a new empty store.
+///
+/// # Errors
+///
+/// As [`open_url_async`]; [`StoreError::Open`] when the location is not a Countersign store (it
+/// names the missing table) or is at another schema version (it says how to migrate).
+pub async fn open_url_for_reading(url: &str) -> Result<std::sync::Arc<dyn Store>, StoreError> {
+    #[cfg(feature = "postgres")]
+    if is_postgres_url(url) {
+        return Ok(std::sync::Arc::new(
+            PostgresStore::connect_for_reading(url).await?,
+        ));
+    }
+    match locate(url)? {
+        Location::Sqlite { path, mut options } => {
+            options.read_only = true;
+            Ok(std::sync::Arc::new(SqliteStore::open_with(path, options)?))
+        }
+        _ => open_url_async(url).await,
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
