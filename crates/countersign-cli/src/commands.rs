@@ -512,10 +512,18 @@ pub async fn effects(
         writeln!(out, "no effects")?;
     } else {
         let mut table = Table::new(["KEY", "STATE", "ATTEMPTS", "UPDATED", "DETAIL"]);
+        let now = countersign::Clock::now(&countersign::SystemClock);
+        let lapsed = |record: &countersign::EffectRecord| {
+            record.state == EffectState::Reserved && record.lease_until <= now
+        };
         for record in &records {
             table.row([
                 record.key.to_string(),
-                record.state.to_string(),
+                if lapsed(record) {
+                    "reserved, lease lapsed".to_owned()
+                } else {
+                    record.state.to_string()
+                },
                 record.attempts.to_string(),
                 record.updated_at.to_string(),
                 render::truncate(record.detail.as_deref().unwrap_or(""), 60),
@@ -529,6 +537,12 @@ pub async fn effects(
             writeln!(
                 out,
                 "\nambiguous effects refuse every retry: find out what happened, then run `countersign resolve <KEY> --committed` or `--failed`"
+            )?;
+        }
+        if records.iter().any(lapsed) {
+            writeln!(
+                out,
+                "\na lapsed lease means the attempt that reserved the key stopped reporting (its process died or lost the store): the key becomes `ambiguous` when it is next touched, and every retry is refused until someone resolves it"
             )?;
         }
     }

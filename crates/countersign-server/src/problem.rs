@@ -56,7 +56,9 @@ impl Problem {
     }
 
     /// The status and problem for a store failure: 503 when the store is unreachable or busy
-    /// (try again), 500 when it holds something this service cannot read.
+    /// (try again), 500 when it holds something this service cannot read. An unreachable or
+    /// failing store is described to the caller only as unavailable (its location and the
+    /// server's message go to standard error), since this may answer before sign-in.
     pub fn from_store(error: &StoreError) -> Problem {
         let status = match error {
             StoreError::Corrupt { .. }
@@ -67,7 +69,16 @@ impl Problem {
             | StoreError::Open { .. }
             | StoreError::Backend { .. } => StatusCode::SERVICE_UNAVAILABLE,
         };
-        Problem::new(status, error.reason(), error.to_string())
+        let detail = match error {
+            // Where the store is and what its server said are the operator's business, not every
+            // caller's (this may answer before sign-in): the log has them, the caller a next step.
+            StoreError::Open { .. } | StoreError::Backend { .. } => {
+                eprintln!("warning: the store failed: {error}");
+                "the approval service cannot reach its store: try again shortly; the service's log names the cause".to_owned()
+            }
+            _ => error.to_string(),
+        };
+        Problem::new(status, error.reason(), detail)
     }
 
     /// The problem for a refused or failed answer.

@@ -327,3 +327,28 @@ fn sigterm_is_passed_on_to_the_command_and_the_outcome_recorded() {
     assert!(effects.stdout.contains("\"ambiguous\""), "{effects:?}");
     assert!(!effects.stdout.contains("\"reserved\""), "{effects:?}");
 }
+
+/// An effect whose lease lapsed (its `exec` was killed outright) is listed as such, not as an
+/// ordinary `reserved` one that is still running.
+#[test]
+fn effects_names_a_lapsed_lease() {
+    let sandbox = Sandbox::new();
+    sandbox.with_agent_policy();
+    let run = job(&sandbox, "l", &[], "true");
+    assert_eq!(run.status, Some(0), "{run:?}");
+    let changed = rusqlite::Connection::open(sandbox.store_path())
+        .expect("open the store file directly")
+        .execute(
+            "UPDATE effects SET state = 'reserved', lease_until = 1 WHERE key = 'job:l'",
+            [],
+        )
+        .expect("make the lease lapse, as after a SIGKILL");
+    assert_eq!(changed, 1);
+    let listed = sandbox.run(&["effects", "--policy", "agent.yaml"]);
+    assert_eq!(listed.status, Some(0), "{listed:?}");
+    assert!(
+        listed.stdout.contains("reserved, lease lapsed")
+            && listed.stdout.contains("a lapsed lease means"),
+        "{listed:?}"
+    );
+}

@@ -85,6 +85,18 @@ async fn an_unreachable_store_answers_503_and_keeps_serving() {
                 (503, Some("store_open")),
                 "{path}: {body}"
             );
+            // Where the store is (host, port, user) is never told to a caller.
+            let text = body.to_string();
+            assert!(
+                !text.contains("127.0.0.1") && !text.contains("nobody") && !text.contains(":1/"),
+                "{path}: {text}"
+            );
+            assert!(
+                body["detail"]
+                    .as_str()
+                    .is_some_and(|detail| detail.contains("try again shortly")),
+                "{path}: {body}"
+            );
         }
     }
     let response = client
