@@ -419,7 +419,7 @@ async fn list_approvals(
                 StatusCode::BAD_REQUEST,
                 "invalid_query",
                 format!(
-                    "`state` must be one of pending, granted, denied, consumed, expired, void or all, not `{}`",
+                    "`state` must be one of pending, granted, denied, consumed, expired, void, revoked, cancelled or all, not `{}`",
                     text.escape_debug()
                 ),
             )

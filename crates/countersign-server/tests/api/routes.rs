@@ -996,6 +996,17 @@ async fn only_a_resolver_cancels_and_the_request_leaves_every_inbox(backend: Bac
             .is_some_and(|items| items.iter().all(|item| item["id"] != id.as_str())),
         "{inbox}"
     );
+    // It is listed among the cancelled ones, for those its rule names.
+    let (status, cancelled) = harness
+        .get("/api/v1/approvals?state=cancelled", Some(&bob))
+        .await;
+    assert_eq!(status, 200, "{cancelled}");
+    assert!(
+        cancelled["items"]
+            .as_array()
+            .is_some_and(|items| items.iter().any(|item| item["id"] == id.as_str())),
+        "{cancelled}"
+    );
     let (status, problem) = harness.answer(&id, &bob, "approve", &hash).await;
     assert_eq!(
         (status, problem["reason"].as_str()),
