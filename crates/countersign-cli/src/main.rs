@@ -206,9 +206,19 @@ fn main() -> ExitCode {
         inner: std::io::stdout().lock(),
         closed: false,
     };
+    let json = cli.global.json;
     let result = runtime.block_on(run(cli, &mut stdout));
     match result {
         Ok(code) => code,
+        Err(Failure(message)) if json => {
+            // A script that asked for JSON reads the error as JSON too: one object on standard
+            // error, `{"error": MESSAGE, "exit_status": 1}`.
+            eprintln!(
+                "{}",
+                serde_json::json!({"error": message, "exit_status": 1})
+            );
+            ExitCode::FAILURE
+        }
         Err(Failure(message)) => {
             eprintln!("error: {message}");
             ExitCode::FAILURE

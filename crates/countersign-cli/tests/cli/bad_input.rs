@@ -330,3 +330,22 @@ fn refuses_an_upstream_ca_without_an_https_upstream_or_without_certificates() {
         "{message}"
     );
 }
+
+/// With `--json`, an error is JSON too: one object on standard error, nothing on standard
+/// output, exit 1.
+#[test]
+fn with_json_an_error_is_one_json_object() {
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&["effects", "--json", "--store-url", "sqlite:nowhere.db"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert_eq!(run.stdout, "", "{run:?}");
+    let error: serde_json::Value =
+        serde_json::from_str(run.stderr.trim()).expect("the error is one JSON object");
+    assert_eq!(error["exit_status"], 1);
+    assert!(
+        error["error"]
+            .as_str()
+            .is_some_and(|message| message.contains("no store at `nowhere.db`")),
+        "{error}"
+    );
+}

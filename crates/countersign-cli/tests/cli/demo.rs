@@ -147,8 +147,11 @@ fn a_closed_pipe_ends_the_output_quietly() {
 fn refuses_json_rather_than_ignoring_it() {
     let sandbox = Sandbox::new();
     let run = sandbox.run(&["demo", "--json"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    // Asked for JSON, the refusal is JSON too (as every error under `--json`).
+    let error: serde_json::Value = serde_json::from_str(run.stderr.trim()).expect("JSON");
     assert_eq!(
-        run.one_line_error(),
+        error["error"],
         "the demo prints a walk-through for people, not JSON: leave out `--json`"
     );
     assert!(
