@@ -479,7 +479,9 @@ pub async fn stats(
     let from = args.since.map(|since| {
         let now = SystemClock.now().as_millis();
         let back = i64::try_from(since.as_millis()).unwrap_or(i64::MAX);
-        countersign::Timestamp::from_millis(now.saturating_sub(back))
+        // A window reaching before 1970 counts everything: it starts at the epoch, never at a
+        // time no clock can show.
+        countersign::Timestamp::from_millis(now.saturating_sub(back).max(0))
     });
     let head = store.chain_head().await?.map_or(0, |head| head.seq);
     let progress = style::progress(head, "counting receipts");

@@ -220,6 +220,17 @@ fn stats_counts_by_action_outcome_and_reason() {
     let bad = sandbox.run(&["stats", "--since", "yesterday"]);
     assert_eq!(bad.status, Some(2), "a usage error: {bad:?}");
     assert!(bad.stderr.contains("24h"), "{bad:?}");
+    // A window reaching before 1970 counts everything from the epoch (it printed a time
+    // billions of years before it).
+    let all = sandbox.run(&["stats", "--since", "99999999999d"]);
+    assert_eq!(all.status, Some(0), "{all:?}");
+    assert!(
+        all.stdout.contains(&format!(
+            "{} receipt(s) since 1970-01-01T00:00:00",
+            parsed["receipts"]
+        )),
+        "{all:?}"
+    );
 }
 
 #[test]

@@ -129,6 +129,11 @@ fn locate(url: &str) -> Result<Location<'_>, StoreError> {
     if is_postgres_url(url) {
         return Ok(Location::Postgres);
     }
+    if url.starts_with("memory:") {
+        return Err(open_error(
+            "the in-process store is `memory:` with nothing after the colon (it keeps nothing, so it has no name or path)",
+        ));
+    }
     let scheme = url.split(':').next().unwrap_or(url);
     Err(open_error(&format!(
         "unknown store scheme `{scheme}`: use `sqlite:PATH` (the default), `postgres://USER@HOST/DATABASE` or `memory:`"
@@ -252,7 +257,12 @@ mod tests {
 
     #[test]
     fn refuses_what_opening_refuses_with_the_same_error() {
-        for url in ["sqlite:", "sqlite:x.db?journal=wal", "mysql://h/db"] {
+        for url in [
+            "sqlite:",
+            "sqlite:x.db?journal=wal",
+            "mysql://h/db",
+            "memory:x",
+        ] {
             let read = read_url(url).expect_err("refused");
             let opened = open_url(url).err().expect("refused");
             assert_eq!(read.to_string(), opened.to_string(), "{url}");
@@ -319,6 +329,15 @@ mod redact_tests {
         assert!(!message.contains("hunter2pw"), "{message}");
         assert!(
             message.contains("unknown store scheme `postgress`"),
+            "{message}"
+        );
+    }
+
+    #[test]
+    fn memory_with_a_name_says_memory_takes_nothing() {
+        let message = open_url("memory:x").err().expect("refused").to_string();
+        assert!(
+            message.contains("`memory:` with nothing after the colon"),
             "{message}"
         );
     }
