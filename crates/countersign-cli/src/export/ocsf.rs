@@ -32,9 +32,16 @@ pub(super) fn line(stored: &StoredReceipt) -> Result<String, Failure> {
             stored.seq
         ))
     };
-    let receipt = stored.to_receipt().map_err(unreadable)?;
+    // One parse of the body: the typed receipt is read from the same value (with its hash, as
+    // `StoredReceipt::to_receipt` does), and the value is kept whole under `unmapped`.
     let body: Value =
         serde_json::from_str(&stored.body).map_err(|error| unreadable(error.to_string()))?;
+    let mut with_hash = body.clone();
+    if let Value::Object(fields) = &mut with_hash {
+        fields.insert("hash".into(), json!(stored.hash.as_str()));
+    }
+    let receipt: Receipt =
+        serde_json::from_value(with_hash).map_err(|error| unreadable(error.to_string()))?;
     Ok(Value::Object(event(&receipt, body)).to_string())
 }
 
