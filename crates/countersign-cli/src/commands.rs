@@ -425,6 +425,11 @@ pub async fn receipts(
     args: &ReceiptsArgs,
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
+    if let Some(format) = args.export {
+        // Reads only; never creates a store (`open_for_reading` where main has it).
+        let store = open_existing(global).await?;
+        return crate::export::export(store.as_ref(), format, args.after.unwrap_or(0), out).await;
+    }
     if args.verify
         && let Some(store_file) = missing_store_file(global)
     {
@@ -444,9 +449,6 @@ pub async fn receipts(
         return Ok(ExitCode::from(crate::verify::UNVERIFIABLE));
     }
     let store = open_existing(global).await?;
-    if let Some(format) = args.export {
-        return crate::export::export(store.as_ref(), format, args.after.unwrap_or(0), out).await;
-    }
     if args.verify {
         return crate::verify::verify_chain(
             store.as_ref(),
