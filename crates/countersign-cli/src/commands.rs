@@ -408,6 +408,15 @@ pub struct ReceiptsArgs {
     /// Print the chain's head as an anchor (JSON); keep it somewhere else.
     #[arg(long, conflicts_with = "verify")]
     export_anchor: bool,
+    /// Stream every receipt, oldest first, one per line, for a SIEM or an archive: `jsonl` (the
+    /// stored receipt, byte for byte: its SHA-256 is its hash) or `ocsf` (an OCSF 1.8.0 API
+    /// Activity event, class_uid 6003). Ends at the head the log had when it started; stops at a
+    /// receipt that breaks the chain (exit 1). Mappings: docs/export.md.
+    #[arg(long, value_name = "FORMAT", hide_possible_values = true, conflicts_with_all = ["verify", "export_anchor", "last"])]
+    export: Option<crate::export::Format>,
+    /// With --export: only receipts after this seq (the last one a consumer saw), to resume.
+    #[arg(long, value_name = "SEQ", requires = "export")]
+    after: Option<u64>,
 }
 
 /// `countersign receipts`.
@@ -416,6 +425,11 @@ pub async fn receipts(
     args: &ReceiptsArgs,
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
+    if let Some(format) = args.export {
+        // Reads only: never creates or migrates a store.
+        let store = crate::store_access::open_for_reading(global).await?;
+        return crate::export::export(store.as_ref(), format, args.after.unwrap_or(0), out).await;
+    }
     if args.verify
         && let Some(store_file) = missing_store_file(global)
     {

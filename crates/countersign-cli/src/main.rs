@@ -9,6 +9,7 @@ mod commands;
 mod demo;
 mod everyday;
 mod exec;
+mod export;
 mod gateway;
 mod hook;
 mod keys;
@@ -226,6 +227,15 @@ fn main() -> ExitCode {
     }
 }
 
+/// Set once standard output's reader has gone (see [`ClosablePipe`]).
+static STDOUT_CLOSED: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Has standard output's reader gone? A long stream (`receipts --export`) stops reading the
+/// store then, instead of writing the rest into a closed pipe.
+pub(crate) fn stdout_closed() -> bool {
+    STDOUT_CLOSED.load(std::sync::atomic::Ordering::Relaxed)
+}
+
 /// Standard output that takes a closed pipe (`countersign receipts | head -3`) as the reader
 /// having read enough: the rest of the output is dropped instead of failing the command.
 struct ClosablePipe<W> {
@@ -241,6 +251,7 @@ impl<W: std::io::Write> std::io::Write for ClosablePipe<W> {
         match self.inner.write(buf) {
             Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => {
                 self.closed = true;
+                STDOUT_CLOSED.store(true, std::sync::atomic::Ordering::Relaxed);
                 Ok(buf.len())
             }
             other => other,
@@ -254,6 +265,7 @@ impl<W: std::io::Write> std::io::Write for ClosablePipe<W> {
         match self.inner.flush() {
             Err(error) if error.kind() == std::io::ErrorKind::BrokenPipe => {
                 self.closed = true;
+                STDOUT_CLOSED.store(true, std::sync::atomic::Ordering::Relaxed);
                 Ok(())
             }
             other => other,

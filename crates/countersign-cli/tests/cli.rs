@@ -22,12 +22,16 @@ mod display;
 mod everyday;
 #[path = "cli/exec.rs"]
 mod exec;
+#[path = "cli/export.rs"]
+mod export;
 #[path = "cli/help.rs"]
 mod help;
 #[path = "cli/keys.rs"]
 mod keys;
 #[path = "cli/listings.rs"]
 mod listings;
+#[path = "cli/ocsf_schema.rs"]
+mod ocsf_schema;
 #[path = "cli/policy_errors.rs"]
 mod policy_errors;
 #[path = "cli/round_trip.rs"]
