@@ -27,6 +27,7 @@
 
 mod failure;
 mod outbox;
+mod reading;
 mod rows;
 mod sql;
 
@@ -173,9 +174,6 @@ CREATE TABLE IF NOT EXISTS receipts (
 );
 ";
 
-/// The tables a reader of the log needs; a file without one of them is not a Countersign store.
-const READ_TABLES: [&str; 4] = ["meta", "receipts", "effects", "approvals"];
-
 /// Options for [`SqliteStore::open_with`].
 #[derive(Clone, Debug)]
 pub struct SqliteOptions {
@@ -288,74 +286,6 @@ impl SqliteStore {
             path,
             options,
         })
-    }
-
-    /// [`SqliteOptions::read_only`]: open an existing store without writing anything.
-    fn open_read_only(path: PathBuf, options: SqliteOptions) -> Result<SqliteStore, StoreError> {
-        let open_error = |message: String| StoreError::Open {
-            location: path.display().to_string(),
-            message,
-        };
-        let connection = Connection::open_with_flags(
-            &path,
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|error| open_error(format!("cannot open it for reading: {error}")))?;
-        // A reader of a WAL database waits only while a writer checkpoints: bounded by the
-        // same budget as a write.
-        connection
-            .busy_timeout(options.busy_budget)
-            .map_err(|error| open_error(error.to_string()))?;
-        Self::check_readable(&connection).map_err(open_error)?;
-        connection.set_prepared_statement_cache_capacity(32);
-        Ok(SqliteStore {
-            connection: Mutex::new(connection),
-            path,
-            options,
-        })
-    }
-
-    /// Is this file a Countersign store at this build's schema version? The message names the
-    /// first thing missing and what to do next.
-    fn check_readable(connection: &Connection) -> Result<(), String> {
-        let tables: Vec<String> = connection
-            .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
-            .and_then(|mut statement| {
-                statement
-                    .query_map([], |row| row.get::<_, String>(0))?
-                    .collect::<Result<Vec<_>, _>>()
-            })
-            .map_err(|error| {
-                format!("it is not a readable SQLite database ({error}): pass the agent's store with `--store-url sqlite:PATH`")
-            })?;
-        for table in READ_TABLES {
-            if !tables.iter().any(|name| name == table) {
-                return Err(format!(
-                    "not a Countersign store: it has no `{table}` table (it was made by another program, or the table was dropped); nothing was changed: pass the agent's store with `--store-url sqlite:PATH`, or restore the file from a backup"
-                ));
-            }
-        }
-        let found: Option<String> = connection
-            .query_row(
-                "SELECT value FROM meta WHERE key = 'schema_version'",
-                [],
-                |row| row.get(0),
-            )
-            .optional()
-            .map_err(|error| format!("its schema version is unreadable: {error}"))?;
-        let found = found.as_deref().unwrap_or("1");
-        match found.parse::<i64>() {
-            Ok(found) if found == SCHEMA_VERSION => Ok(()),
-            Ok(found) if found > SCHEMA_VERSION => Err(format!(
-                "its schema version {found} is newer than this Countersign reads ({SCHEMA_VERSION}): upgrade Countersign"
-            )),
-            Ok(found) => Err(format!(
-                "its schema version {found} is older than this Countersign reads ({SCHEMA_VERSION}), and reading never migrates: run any other command on it once with this version (for example `countersign receipts`) to migrate it, or check it with the version that wrote it"
-            )),
-            Err(_) => Err(format!(
-                "its schema version `{found}` is unreadable: restore the file from a backup"
-            )),
-        }
     }
 
     /// Settings, schema creation and the version check.

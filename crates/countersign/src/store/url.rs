@@ -335,7 +335,10 @@ mod redact_tests {
 
     #[test]
     fn memory_with_a_name_says_memory_takes_nothing() {
-        let message = open_url("memory:x").err().expect("refused").to_string();
+        let message = super::open_url("memory:x")
+            .err()
+            .expect("refused")
+            .to_string();
         assert!(
             message.contains("`memory:` with nothing after the colon"),
             "{message}"
