@@ -408,6 +408,8 @@ pub struct ReceiptsArgs {
     /// Print the chain's head as an anchor (JSON); keep it somewhere else.
     #[arg(long, conflicts_with = "verify")]
     export_anchor: bool,
+    #[command(flatten)]
+    bundle: crate::transparency::BundleArgs,
 }
 
 /// `countersign receipts`.
@@ -416,6 +418,9 @@ pub async fn receipts(
     args: &ReceiptsArgs,
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
+    if args.bundle.bundle.is_some() {
+        return crate::transparency::write_bundle(global, &args.bundle, out).await;
+    }
     if args.verify
         && let Some(store_file) = missing_store_file(global)
     {
