@@ -6,6 +6,7 @@
 //! performance targets live here, not in tests.
 
 mod compare;
+mod evidence;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -89,6 +90,9 @@ fn main() -> Result<()> {
         }
         rates.sort_by(f64::total_cmp);
         println!("{:<48} {:>14.0}", name, rates[rates.len() / 2]);
+    }
+    if only.as_deref().is_none_or(|only| "evidence".contains(only)) {
+        evidence::run(quick)?;
     }
     Ok(())
 }

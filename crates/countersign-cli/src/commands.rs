@@ -412,11 +412,13 @@ pub struct ReceiptsArgs {
     /// stored receipt, byte for byte: its SHA-256 is its hash) or `ocsf` (an OCSF 1.8.0 API
     /// Activity event, class_uid 6003). Ends at the head the log had when it started; stops at a
     /// receipt that breaks the chain (exit 1). Mappings: docs/export.md.
-    #[arg(long, value_name = "FORMAT", hide_possible_values = true, conflicts_with_all = ["verify", "export_anchor", "last"])]
+    #[arg(long, value_name = "FORMAT", hide_possible_values = true, conflicts_with_all = ["verify", "export_anchor", "last", "bundle"])]
     export: Option<crate::export::Format>,
     /// With --export: only receipts after this seq (the last one a consumer saw), to resume.
     #[arg(long, value_name = "SEQ", requires = "export")]
     after: Option<u64>,
+    #[command(flatten)]
+    bundle: crate::transparency::BundleArgs,
 }
 
 /// `countersign receipts`.
@@ -429,6 +431,9 @@ pub async fn receipts(
         // Reads only: never creates or migrates a store.
         let store = crate::store_access::open_for_reading(global).await?;
         return crate::export::export(store.as_ref(), format, args.after.unwrap_or(0), out).await;
+    }
+    if args.bundle.bundle.is_some() {
+        return crate::transparency::write_bundle(global, &args.bundle, out).await;
     }
     if args.verify
         && let Some(store_file) = missing_store_file(global)

@@ -18,6 +18,7 @@ mod serve;
 mod store_access;
 mod style;
 mod takeback;
+mod transparency;
 mod verify;
 mod webhooks;
 
@@ -126,7 +127,7 @@ enum Command {
     Cancel(takeback::CancelArgs),
     /// Settle an ambiguous effect once you know what happened.
     Resolve(commands::ResolveArgs),
-    /// Show receipts, verify the chain, or export an anchor for later verification.
+    /// Show receipts, verify the chain, export them (JSONL, OCSF), or bundle them with proofs.
     Receipts(commands::ReceiptsArgs),
     /// List effect records.
     Effects(commands::EffectsArgs),
@@ -141,6 +142,15 @@ enum Command {
     /// log). Prints how many receipts it checked, the first and last, and the head. Never
     /// creates a store.
     Verify(verify::VerifyArgs),
+    /// Sign the receipt log's Merkle tree head (a C2SP checkpoint) with the log's key, so a
+    /// third party can later check the log without trusting the store.
+    ///
+    /// Verifies the chain first and refuses to sign a broken or empty log. Prints the signed
+    /// note (with `--json`, also the verifier key `origin+keyid+key` that Go's
+    /// `golang.org/x/mod/sumdb/note` reads), and with `--out FILE` writes it there. Run it from
+    /// one place that holds the key (cron, or the service), never from an agent. See
+    /// docs/evidence.md.
+    Checkpoint(transparency::CheckpointArgs),
     /// Put Countersign in front of an MCP tool server: `countersign gateway --alias NAME
     /// --principal WHO -- UPSTREAM COMMAND…`, or `--upstream-url URL` for an HTTP upstream.
     Gateway(gateway::GatewayArgs),
@@ -295,6 +305,7 @@ pub async fn run(cli: Cli, out: &mut dyn std::io::Write) -> Result<ExitCode, Fai
         Command::Effects(args) => commands::effects(global, &args, out).await,
         Command::Inspect(args) => commands::inspect(global, &args, out).await,
         Command::Verify(args) => verify::verify(global, &args, out).await,
+        Command::Checkpoint(args) => transparency::checkpoint(global, &args, out).await,
         Command::Gateway(args) => gateway::run(global, &args, out).await,
         Command::Keygen(args) => keys::keygen(global, &args, out),
         Command::Approver(args) => keys::approver(global, &args, out).await,

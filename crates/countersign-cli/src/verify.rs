@@ -68,6 +68,19 @@ pub struct VerifyArgs {
     /// --export-anchor`), which detects deleted newest receipts.
     #[arg(long, value_name = "FILE")]
     anchor: Option<std::path::PathBuf>,
+    /// Check the store against a signed checkpoint you kept (from `countersign checkpoint
+    /// --out FILE`): its first receipts must be exactly the ones the checkpoint signed, which
+    /// catches truncation, forks and rewrites before it. Needs `--key`.
+    #[arg(long, value_name = "FILE", conflicts_with_all = ["anchor", "bundle"])]
+    checkpoint: Option<std::path::PathBuf>,
+    /// Check an offline bundle (from `countersign receipts --bundle`) with no store and no
+    /// policy. Needs `--key`.
+    #[arg(long, value_name = "FILE", conflicts_with = "anchor")]
+    bundle: Option<std::path::PathBuf>,
+    /// The log's public key (the `.pub` file `countersign keygen` wrote), for `--checkpoint`
+    /// and `--bundle`.
+    #[arg(long, value_name = "FILE")]
+    key: Option<std::path::PathBuf>,
 }
 
 /// `countersign verify`: the policy loads, and the chain is intact.
@@ -82,6 +95,23 @@ pub async fn verify(
     args: &VerifyArgs,
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
+    if let Some(bundle) = &args.bundle {
+        return crate::transparency::verify_bundle(global, bundle, args.key.as_deref(), out);
+    }
+    if let Some(checkpoint) = &args.checkpoint {
+        return crate::transparency::verify_checkpoint(
+            global,
+            checkpoint,
+            args.key.as_deref(),
+            out,
+        )
+        .await;
+    }
+    if args.key.is_some() {
+        return Err(Failure(
+            "`--key` is for `--checkpoint FILE` or `--bundle FILE`: pass one of them, or leave `--key` out".to_owned(),
+        ));
+    }
     let path = global.policy_path();
     let policy = Policy::load(&path).map_err(|error| match &error.kind {
         LoadErrorKind::Io { kind, .. } if *kind == std::io::ErrorKind::NotFound => {

@@ -38,5 +38,7 @@ mod policy_errors;
 mod round_trip;
 #[path = "cli/takeback.rs"]
 mod takeback;
+#[path = "cli/transparency.rs"]
+mod transparency;
 #[path = "cli/webhooks.rs"]
 mod webhooks;

@@ -39,6 +39,63 @@ pub async fn verify_store(
     Ok(verifier.finish(anchor))
 }
 
+/// The whole log read once: its chain verified, its Merkle tree built, and the receipts a
+/// caller selected ([`read_log`]).
+#[derive(Debug)]
+pub struct LogRead {
+    /// The chain's verification (as [`verify_store`] without an anchor).
+    pub report: VerifyReport,
+    /// The Merkle tree of every receipt up to the first break (all of them on an intact chain),
+    /// in log order ([`crate::evidence::log`]).
+    pub tree: crate::evidence::log::LogTree,
+    /// The receipts `select` chose, in log order, among those in the tree.
+    pub selected: Vec<crate::evidence::StoredReceipt>,
+}
+
+/// Read the whole log in `store` page by page: verify the chain, build its Merkle tree, and
+/// keep the receipts `select` chooses. Stops at the first break.
+///
+/// # Errors
+///
+/// [`crate::StoreError`] when the store cannot be read.
+///
+/// # Cancel safety
+///
+/// Read-only.
+pub async fn read_log(
+    store: &dyn crate::store::Store,
+    mut select: impl FnMut(&crate::evidence::StoredReceipt) -> bool + Send,
+) -> Result<LogRead, crate::error::StoreError> {
+    const PAGE: usize = 2_000;
+    let mut verifier = Verifier::new();
+    let mut tree = crate::evidence::log::LogTree::new();
+    let mut selected = Vec::new();
+    let mut after = 0;
+    'pages: loop {
+        let page = store.receipts(after, PAGE).await?;
+        let Some(last) = page.last() else { break };
+        after = last.seq;
+        for receipt in &page {
+            verifier.feed(receipt, None);
+            // INVARIANT (tree-follows-chain): the verifier accepted it, so it is the next seq.
+            if verifier.is_broken() || tree.push(receipt).is_err() {
+                break 'pages;
+            }
+            if select(receipt) {
+                selected.push(receipt.clone());
+            }
+        }
+        if page.len() < PAGE {
+            break;
+        }
+    }
+    Ok(LogRead {
+        report: verifier.finish(None),
+        tree,
+        selected,
+    })
+}
+
 /// An effect whose row in the store disagrees with what its receipts record.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct EffectDisagreement {

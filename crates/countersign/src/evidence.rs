@@ -13,13 +13,23 @@
 //!
 //! By concept: this file holds the receipt and its parts; `seal` chains a draft into the next
 //! receipt, `verify` checks a chain ([`Verifier`]). Reading a chain out of a store is
-//! [`crate::audit`]'s.
+//! [`crate::audit`]'s. Evidence a third party checks without the store (issue #23,
+//! `docs/evidence.md`): [`merkle`] (RFC 6962 / 9162 tree hashing and proofs), [`log`] (which
+//! bytes of which receipt are which leaf), [`note`] (C2SP signed notes) and [`checkpoint`]
+//! (signed checkpoints of the tree).
 
+pub mod bundle;
+pub mod checkpoint;
+pub mod log;
+pub mod merkle;
+pub mod note;
 mod seal;
 mod verify;
 
 pub use seal::seal;
-pub use verify::{Anchor, AnchorCheck, ChainBreak, Verifier, VerifyOutcome, VerifyReport, verify};
+pub use verify::{
+    Anchor, AnchorCheck, ChainBreak, Verifier, VerifyOutcome, VerifyReport, check_alone, verify,
+};
 
 use serde::{Deserialize, Serialize};
 

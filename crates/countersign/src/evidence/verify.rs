@@ -238,47 +238,7 @@ impl Verifier {
                 found: receipt.prev_hash.clone(),
             });
         }
-        if receipt.hash.trim().is_empty() {
-            return Err(ChainBreak::Unhashed { seq: receipt.seq });
-        }
-        let computed = ReceiptHash::computed(canonical::sha256_prefixed(receipt.body.as_bytes()));
-        if computed != receipt.hash {
-            return Err(ChainBreak::HashMismatch {
-                seq: receipt.seq,
-                computed,
-                stored: receipt.hash.clone(),
-            });
-        }
-        let parsed = receipt
-            .to_receipt()
-            .map_err(|detail| ChainBreak::Unreadable {
-                seq: receipt.seq,
-                detail,
-            })?;
-        if parsed.seq != receipt.seq || parsed.prev_hash != receipt.prev_hash {
-            return Err(ChainBreak::Unreadable {
-                seq: receipt.seq,
-                detail: "its body names a different position in the chain".to_owned(),
-            });
-        }
-        if !RECEIPT_SCHEMAS.contains(&parsed.schema.as_str()) {
-            return Err(ChainBreak::Unreadable {
-                seq: receipt.seq,
-                detail: format!(
-                    "its schema `{}` is not one this Countersign reads ({}): upgrade Countersign",
-                    parsed.schema,
-                    RECEIPT_SCHEMAS.join(", ")
-                ),
-            });
-        }
-        if parsed.schema == RECEIPT_SCHEMAS[0] && parsed.has_v2_fields() {
-            return Err(ChainBreak::Unreadable {
-                seq: receipt.seq,
-                detail: "it says `countersign.receipt/v1` but carries fields only v2 has"
-                    .to_owned(),
-            });
-        }
-        Ok(())
+        check_alone(receipt).map(|_| ())
     }
 
     /// Finish: the report, judged against `anchor` if one is given.
@@ -323,6 +283,57 @@ impl Verifier {
             anchor,
         }
     }
+}
+
+/// Check one stored receipt on its own, without its neighbours: it has a hash, its body hashes to
+/// it, the body is a receipt of a schema this build reads, at the position its `seq` column
+/// says, and names the `prev_hash` its column says. Returns the parsed receipt. The chain links
+/// ([`Verifier`]) and inclusion proofs (bundles) are checked around it.
+///
+/// # Errors
+///
+/// The [`ChainBreak`] naming what does not hold.
+pub fn check_alone(receipt: &StoredReceipt) -> Result<Receipt, ChainBreak> {
+    if receipt.hash.trim().is_empty() {
+        return Err(ChainBreak::Unhashed { seq: receipt.seq });
+    }
+    let computed = ReceiptHash::computed(canonical::sha256_prefixed(receipt.body.as_bytes()));
+    if computed != receipt.hash {
+        return Err(ChainBreak::HashMismatch {
+            seq: receipt.seq,
+            computed,
+            stored: receipt.hash.clone(),
+        });
+    }
+    let parsed = receipt
+        .to_receipt()
+        .map_err(|detail| ChainBreak::Unreadable {
+            seq: receipt.seq,
+            detail,
+        })?;
+    if parsed.seq != receipt.seq || parsed.prev_hash != receipt.prev_hash {
+        return Err(ChainBreak::Unreadable {
+            seq: receipt.seq,
+            detail: "its body names a different position in the chain".to_owned(),
+        });
+    }
+    if !RECEIPT_SCHEMAS.contains(&parsed.schema.as_str()) {
+        return Err(ChainBreak::Unreadable {
+            seq: receipt.seq,
+            detail: format!(
+                "its schema `{}` is not one this Countersign reads ({}): upgrade Countersign",
+                parsed.schema,
+                RECEIPT_SCHEMAS.join(", ")
+            ),
+        });
+    }
+    if parsed.schema == RECEIPT_SCHEMAS[0] && parsed.has_v2_fields() {
+        return Err(ChainBreak::Unreadable {
+            seq: receipt.seq,
+            detail: "it says `countersign.receipt/v1` but carries fields only v2 has".to_owned(),
+        });
+    }
+    Ok(parsed)
 }
 
 /// Verify a whole chain held in memory.

@@ -45,6 +45,30 @@ impl PublicKey {
         KeyId(id)
     }
 
+    /// The key with these 32 raw bytes (RFC 8032 encoding), unless they are not a point on the
+    /// curve or are a small-order ("weak") point.
+    pub fn from_bytes(bytes: [u8; 32]) -> Option<PublicKey> {
+        ed25519_dalek::VerifyingKey::from_bytes(&bytes)
+            .ok()
+            .filter(|key| !key.is_weak())
+            .map(PublicKey)
+    }
+
+    /// The 32 raw key bytes (RFC 8032 encoding).
+    pub fn to_bytes(&self) -> [u8; 32] {
+        self.0.to_bytes()
+    }
+
+    /// Does `signature` (64 bytes, RFC 8032) sign `message` under this key? Checked strictly
+    /// (ed25519-dalek's `verify_strict`: no small-order key or `R`, canonical `S`), as signed
+    /// notes and checkpoints are ([`crate::evidence::note`]).
+    pub fn verifies(&self, message: &[u8], signature: &[u8]) -> bool {
+        let Ok(signature) = ed25519_dalek::Signature::from_slice(signature) else {
+            return false;
+        };
+        self.0.verify_strict(message, &signature).is_ok()
+    }
+
     /// The key as a PEM `-----BEGIN PUBLIC KEY-----` block (SubjectPublicKeyInfo), ending in a
     /// newline.
     pub fn to_pem(&self) -> String {
@@ -120,6 +144,19 @@ impl SigningKey {
                 path: Some(path.to_path_buf()),
                 problem: "expected an Ed25519 private key in PKCS#8 PEM (`-----BEGIN PRIVATE KEY-----`), as `countersign keygen` writes it",
             })
+    }
+
+    /// The Ed25519 signature (RFC 8032, 64 bytes) of `message`: what a signed note or a
+    /// checkpoint carries ([`crate::evidence::note`]).
+    pub fn sign(&self, message: &[u8]) -> [u8; 64] {
+        use ed25519_dalek::Signer;
+        self.0.sign(message).to_bytes()
+    }
+
+    /// The key whose 32-byte RFC 8032 seed is `seed` (test vectors publish keys this way).
+    #[cfg(test)]
+    pub(crate) fn from_seed(seed: [u8; 32]) -> SigningKey {
+        SigningKey(ed25519_dalek::SigningKey::from_bytes(&seed))
     }
 
     /// The public half, to list in a policy.

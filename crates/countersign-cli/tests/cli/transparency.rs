@@ -1,0 +1,264 @@
+//! `countersign checkpoint`, `verify --checkpoint`, `receipts --bundle` and `verify --bundle`
+//! (issue #23): a kept checkpoint catches truncation and a forked log, a checkpoint fails under
+//! another key, and a bundle verifies with no store and fails after an edit.
+
+use std::path::{Path, PathBuf};
+
+use crate::support::{Run, Sandbox};
+
+fn keygen(sandbox: &Sandbox, name: &str) -> (PathBuf, PathBuf) {
+    let key = sandbox.work().join(name);
+    let run = sandbox.run(&["keygen", "--out", key.to_str().expect("UTF-8 path")]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    let public = sandbox.work().join(format!("{name}.pub"));
+    (key, public)
+}
+
+fn path(path: &Path) -> &str {
+    path.to_str().expect("UTF-8 path")
+}
+
+fn checkpoint(sandbox: &Sandbox, key: &Path, out: &str) -> Run {
+    let run = sandbox.run(&["checkpoint", "--key", path(key), "--out", out, "--json"]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    run
+}
+
+/// One more allowed refund through the kernel: one more receipt.
+async fn one_more_receipt(sandbox: &Sandbox, payment_id: &str) {
+    sandbox
+        .agent()
+        .refund(payment_id, 100, None)
+        .await
+        .expect("an allowed refund runs");
+}
+
+fn snapshot(sandbox: &Sandbox, name: &str, run: &Run) {
+    let mut settings = sandbox.settings();
+    settings.add_filter(r"— (\S+) [A-Za-z0-9+/]{91}=", "— $1 [SIGNATURE]");
+    settings.add_filter(r"[A-Za-z0-9+/]{43}=", "[ROOT]");
+    settings.add_filter(r"key id [0-9a-f]{8}", "key id [KEYID]");
+    settings.add_filter(r"\+[0-9a-f]{8}", "+[KEYID]");
+    settings.add_filter(r"countersign/[0-9a-f]{16}", "countersign/[LOG]");
+    settings.bind(|| insta::assert_snapshot!(name, run.transcript()));
+}
+
+#[test]
+fn a_checkpoint_is_a_signed_note_of_the_whole_log() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let (key, _) = keygen(&sandbox, "log-key");
+    let run = sandbox.run(&["checkpoint", "--key", path(&key), "--out", "kept.note"]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    snapshot(&sandbox, "checkpoint_text", &run);
+    let note = std::fs::read_to_string(sandbox.work().join("kept.note")).expect("written");
+    let mut lines = note.lines();
+    assert!(lines.next().expect("origin").starts_with("countersign/"));
+    assert_eq!(lines.next(), Some("11"));
+    let run = checkpoint(&sandbox, &key, "again.note");
+    let json: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(json["size"], 11);
+    // The verifier key is Go's `name+keyid+base64(0x01 || key)`.
+    let verifier = json["verifier_key"].as_str().expect("text");
+    assert!(verifier.starts_with(&format!("{}+", json["origin"].as_str().expect("origin"))));
+}
+
+#[tokio::test]
+async fn the_store_verifies_against_a_kept_checkpoint_and_after_it_grows() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let (key, public) = keygen(&sandbox, "log-key");
+    checkpoint(&sandbox, &key, "kept.note");
+    let args = [
+        "verify",
+        "--checkpoint",
+        "kept.note",
+        "--key",
+        path(&public),
+    ];
+    let run = sandbox.run(&args);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    snapshot(&sandbox, "verify_checkpoint_same_size", &run);
+
+    one_more_receipt(&sandbox, "pi_after_checkpoint").await;
+    let run = sandbox.run(&[&args[..], &["--json"]].concat());
+    assert_eq!(run.status, Some(0), "{run:?}");
+    let json: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(json["outcome"], "verified");
+    assert_eq!(json["checkpoint"]["size"], 11);
+    assert_eq!(json["store"]["size"], 12);
+    assert!(
+        !json["consistency_proof"]
+            .as_array()
+            .expect("a proof")
+            .is_empty()
+    );
+}
+
+#[test]
+fn a_truncated_store_fails_against_a_kept_checkpoint() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let (key, public) = keygen(&sandbox, "log-key");
+    checkpoint(&sandbox, &key, "kept.note");
+    let deleted = rusqlite::Connection::open(sandbox.store_path())
+        .expect("open the store file directly")
+        .execute("DELETE FROM receipts WHERE seq >= 10", [])
+        .expect("delete the newest receipts");
+    assert_eq!(deleted, 2);
+    let run = sandbox.run(&[
+        "verify",
+        "--checkpoint",
+        "kept.note",
+        "--key",
+        path(&public),
+    ]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("the checkpoint signed 11 receipts, but the store has 9"),
+        "{run:?}"
+    );
+    snapshot(&sandbox, "verify_checkpoint_truncated", &run);
+}
+
+#[tokio::test]
+async fn another_log_fails_against_a_kept_checkpoint() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let (key, public) = keygen(&sandbox, "log-key");
+    checkpoint(&sandbox, &key, "kept.note");
+    // A whole other history, intact on its own, as a rewrite that recomputed every hash is.
+    std::fs::remove_dir_all(sandbox.work().join(".countersign")).expect("remove the store");
+    sandbox.fill_with_demo();
+    one_more_receipt(&sandbox, "pi_forked").await;
+    let run = sandbox.run(&[
+        "verify",
+        "--checkpoint",
+        "kept.note",
+        "--key",
+        path(&public),
+    ]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("are not the ones the checkpoint signed"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn a_checkpoint_fails_under_another_key() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let (key, _) = keygen(&sandbox, "log-key");
+    let (_, other_public) = keygen(&sandbox, "other-key");
+    checkpoint(&sandbox, &key, "kept.note");
+    let run = sandbox.run(&[
+        "verify",
+        "--checkpoint",
+        "kept.note",
+        "--key",
+        path(&other_public),
+    ]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(run.stdout.contains("is not signed by"), "{run:?}");
+    snapshot(&sandbox, "verify_checkpoint_other_key", &run);
+}
+
+#[test]
+fn a_bundle_verifies_with_no_store_and_fails_after_an_edit() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let (key, public) = keygen(&sandbox, "log-key");
+    checkpoint(&sandbox, &key, "kept.note");
+    let run = sandbox.run(&[
+        "receipts",
+        "--bundle",
+        "3",
+        "--checkpoint",
+        "kept.note",
+        "--key",
+        path(&public),
+        "--out",
+        "bundle.json",
+    ]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    std::fs::remove_dir_all(sandbox.work().join(".countersign")).expect("remove the store");
+    std::fs::remove_file(sandbox.policy_path()).expect("remove the policy");
+
+    let verify = ["verify", "--bundle", "bundle.json", "--key", path(&public)];
+    let run = sandbox.run(&verify);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    snapshot(&sandbox, "verify_bundle", &run);
+    assert!(!sandbox.store_path().exists(), "verify made no store");
+
+    let text = std::fs::read_to_string(sandbox.work().join("bundle.json")).expect("bundle");
+    let edited = text.replacen("stripe.refund", "stripe.refunX", 1);
+    assert_ne!(edited, text);
+    sandbox.write("bundle.json", &edited);
+    let run = sandbox.run(&verify);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(
+        run.stdout.starts_with("failed: receipt 3 was altered"),
+        "{run:?}"
+    );
+}
+
+#[test]
+fn a_bundle_of_an_action_hash_holds_all_its_receipts() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let (key, public) = keygen(&sandbox, "log-key");
+    checkpoint(&sandbox, &key, "kept.note");
+    let receipts = sandbox.run(&["receipts", "--json", "--last", "100"]);
+    let receipts: serde_json::Value = serde_json::from_str(&receipts.stdout).expect("JSON");
+    let hash = receipts
+        .as_array()
+        .expect("a list")
+        .iter()
+        .find_map(|receipt| receipt["action_hash"].as_str())
+        .expect("a receipt with an action hash")
+        .to_owned();
+    let expected = receipts
+        .as_array()
+        .expect("a list")
+        .iter()
+        .filter(|receipt| receipt["action_hash"] == hash.as_str())
+        .count();
+    let run = sandbox.run(&["receipts", "--bundle", &hash, "--checkpoint", "kept.note"]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    let bundle: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(bundle["receipts"].as_array().expect("list").len(), expected);
+    sandbox.write("bundle.json", &run.stdout);
+    let run = sandbox.run(&["verify", "--bundle", "bundle.json", "--key", path(&public)]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+}
+
+#[tokio::test]
+async fn refusals_say_what_to_do() {
+    let sandbox = Sandbox::new();
+    let (key, public) = keygen(&sandbox, "log-key");
+    // No store: checkpoint and verify create none.
+    let run = sandbox.run(&["checkpoint", "--key", path(&key)]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(!sandbox.store_path().exists());
+    sandbox.fill_with_demo();
+    // The public key is not a signing key.
+    let run = sandbox.run(&["checkpoint", "--key", path(&public)]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    // --checkpoint without --key.
+    checkpoint(&sandbox, &key, "kept.note");
+    let run = sandbox.run(&["verify", "--checkpoint", "kept.note"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(run.stderr.contains("needs `--key"), "{run:?}");
+    // A bundle of a receipt newer than the checkpoint.
+    one_more_receipt(&sandbox, "pi_newer").await;
+    let run = sandbox.run(&["receipts", "--bundle", "12", "--checkpoint", "kept.note"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(
+        run.stderr.contains("is newer than the checkpoint"),
+        "{run:?}"
+    );
+    snapshot(&sandbox, "bundle_newer_than_checkpoint", &run);
+}
