@@ -30,7 +30,7 @@ Commands:
                          through the binding, in the venvs `cargo xtask test` builds; the
                          Node binding's JavaScript reference adapter and openai-agents-js
                          through its test build; text only)
-  conformance --stores   run the store conformance kit against memory, SQLite and PostgreSQL
+  conformance --stores   run the store conformance kit against memory, SQLite, PostgreSQL and PgBouncer
   dist [--check]         build the release artifacts for Linux x86_64 into dist/ (CLI tarball,
                          Python wheels and sdists, npm packages, crates, SHA256SUMS) and install
                          them outside the workspace to run the README's examples; --check only
