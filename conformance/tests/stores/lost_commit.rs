@@ -4,7 +4,8 @@
 //! server). The store settles each on a fresh connection (`txid_status`): the first returns the
 //! committed result, written once; the second runs the operation again, written once. When no
 //! fresh connection can be had either (the proxy refuses every new one), the caller gets the
-//! typed `StoreError::OutcomeUnknown`, never a guess.
+//! typed `StoreError::OutcomeUnknown`, never a guess. Behind PgBouncer in transaction mode the
+//! settling read runs on whichever server connection the pooler hands out, and still settles.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicUsize, Ordering};
@@ -13,7 +14,9 @@ use countersign::StoreError;
 use countersign::clock::{Clock, SystemClock};
 use countersign::evidence::{ReceiptDraft, ReceiptKind, ReceiptOutcome};
 use countersign::store::open_url_async;
-use countersign_conformance::store_kit::postgres_url_from_env;
+use countersign_conformance::store_kit::{
+    PGBOUNCER_URL_VAR, PostgresBackend, postgres_url_from_env,
+};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -167,6 +170,51 @@ async fn setup(case: &str) -> (countersign_conformance::store_kit::Fresh, Proxy,
     let proxy = Proxy::start(server.clone()).await;
     let url = through(&fresh.url, &server, &proxy);
     (fresh, proxy, url)
+}
+
+/// As [`setup`], the proxy in front of PgBouncer (transaction mode) instead of the server.
+async fn setup_behind_pgbouncer(
+    case: &str,
+) -> (countersign_conformance::store_kit::Fresh, Proxy, String) {
+    let backend = match PostgresBackend::pgbouncer_from_env("lost_commit_pooled") {
+        Ok(backend) => backend.with_options("max_connections=1&retry_budget_ms=3000"),
+        Err(message) => panic!("{message}"),
+    };
+    let fresh = fresh(&backend, case).await;
+    let pgbouncer = std::env::var(PGBOUNCER_URL_VAR).expect("checked by pgbouncer_from_env");
+    let server = server_of(&pgbouncer);
+    let proxy = Proxy::start(server.clone()).await;
+    let url = through(&fresh.url, &server, &proxy);
+    (fresh, proxy, url)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_pgbouncer_a_lost_commit_is_settled_on_another_server_connection() {
+    let (fresh, proxy, url) = setup_behind_pgbouncer("landed_behind_pgbouncer").await;
+    assert!(url.contains("pooler=transaction"), "{url}");
+    let store = open_url_async(&url).await.expect("opens through the proxy");
+    proxy.arm(CUT_AFTER_COMMIT);
+    store
+        .append_receipt(note("lost-commit-pooled-landed"), SystemClock.now())
+        .await
+        .expect("settled as committed");
+    proxy.arm(CUT_BEFORE_COMMIT);
+    store
+        .append_receipt(note("lost-commit-pooled-aborted"), SystemClock.now())
+        .await
+        .expect("settled as aborted, then run again");
+    assert_eq!(
+        proxy.cuts.load(Ordering::SeqCst),
+        2,
+        "the proxy cut two COMMITs"
+    );
+    for detail in ["lost-commit-pooled-landed", "lost-commit-pooled-aborted"] {
+        assert_eq!(
+            count_detail(fresh.store.as_ref(), detail).await,
+            1,
+            "{detail}"
+        );
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
