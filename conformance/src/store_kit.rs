@@ -28,6 +28,11 @@ use countersign::store::{PostgresStore, SqliteStore, Store};
 /// `postgres://postgres@127.0.0.1:5432/test`.
 pub const POSTGRES_URL_VAR: &str = "COUNTERSIGN_TEST_POSTGRES_URL";
 
+/// The environment variable naming the same server through PgBouncer in transaction mode, a
+/// store URL with `pooler=transaction` (`.ci/pgbouncer.sh` prints it), for example
+/// `postgres://postgres@127.0.0.1:6432/test?pooler=transaction`.
+pub const PGBOUNCER_URL_VAR: &str = "COUNTERSIGN_TEST_PGBOUNCER_URL";
+
 /// A failure to set a case up or to run it: the message says what happened.
 pub type KitError = String;
 
@@ -172,6 +177,9 @@ pub struct PostgresBackend {
     base_url: String,
     prefix: String,
     extra: String,
+    /// The URL the stores connect through when it is not `base_url` (a transaction pooler in
+    /// front of the same server); schemas are still dropped over `base_url`.
+    pooled_url: Option<String>,
 }
 
 impl PostgresBackend {
@@ -182,7 +190,31 @@ impl PostgresBackend {
             base_url: base_url.into(),
             prefix: prefix.into(),
             extra: String::new(),
+            pooled_url: None,
         }
+    }
+
+    /// The backend over the server named by [`POSTGRES_URL_VAR`], its stores connecting
+    /// through the PgBouncer (transaction mode) named by [`PGBOUNCER_URL_VAR`] (a URL with
+    /// `pooler=transaction`); schemas are set up and dropped over the direct connection.
+    ///
+    /// # Errors
+    ///
+    /// A message saying how to start PgBouncer when the variable is missing (the tests fail
+    /// loudly, never skip).
+    pub fn pgbouncer_from_env(prefix: impl Into<String>) -> Result<PostgresBackend, KitError> {
+        let direct = postgres_url_from_env()?;
+        let pooled = match std::env::var(PGBOUNCER_URL_VAR) {
+            Ok(url) if !url.trim().is_empty() => url,
+            _ => {
+                return Err(format!(
+                    "{PGBOUNCER_URL_VAR} is not set: the pooled PostgreSQL tests need PgBouncer in transaction mode; run `.ci/pgbouncer.sh ENV_FILE` (after `.ci/postgres.sh`) and `source ENV_FILE`"
+                ));
+            }
+        };
+        let mut backend = PostgresBackend::new(direct, prefix);
+        backend.pooled_url = Some(pooled);
+        Ok(backend)
     }
 
     /// The backend over the server named by [`POSTGRES_URL_VAR`].
@@ -218,12 +250,9 @@ impl PostgresBackend {
 
     /// The store URL of `schema`.
     pub fn url_for(&self, schema: &str) -> String {
-        let joiner = if self.base_url.contains('?') {
-            '&'
-        } else {
-            '?'
-        };
-        format!("{}{joiner}schema={schema}{}", self.base_url, self.extra)
+        let base = self.pooled_url.as_deref().unwrap_or(&self.base_url);
+        let joiner = if base.contains('?') { '&' } else { '?' };
+        format!("{base}{joiner}schema={schema}{}", self.extra)
     }
 
     /// Drop `schema` and everything in it.
@@ -280,7 +309,11 @@ pub async fn admin_pool(url: &str) -> Result<sqlx::PgPool, KitError> {
 #[async_trait::async_trait]
 impl StoreBackend for PostgresBackend {
     fn name(&self) -> String {
-        "postgres".to_owned()
+        if self.pooled_url.is_some() {
+            "postgres-pgbouncer".to_owned()
+        } else {
+            "postgres".to_owned()
+        }
     }
 
     fn cross_process(&self) -> Result<(), String> {

@@ -9,8 +9,10 @@ mod stores {
     pub mod b25_serialization_retries;
     pub mod b33_tamper_evidence;
     pub mod b56_sqlite_read_then_write;
+    pub mod b57_transaction_pooler;
     pub mod kit;
     pub mod legacy_ids;
+    pub mod lost_commit;
     pub mod migration;
     pub mod postgres_store;
     pub mod support;

@@ -1,8 +1,11 @@
-//! `cargo xtask conformance --stores`: the store kit against memory, SQLite and PostgreSQL,
-//! one report line per backend (`sqlite: 30/30 (0 not applicable)`).
+//! `cargo xtask conformance --stores`: the store kit against memory, SQLite, PostgreSQL and
+//! PostgreSQL through PgBouncer in transaction mode, one report line per backend
+//! (`sqlite: 30/30 (0 not applicable)`, `postgres-pgbouncer: 33/33 (0 not applicable)`).
 //!
 //! PostgreSQL is the server named by `COUNTERSIGN_TEST_POSTGRES_URL` (`.ci/postgres.sh` prints
-//! the line to export); without it the postgres line says so and the command fails.
+//! the line to export), PgBouncer the one named by `COUNTERSIGN_TEST_PGBOUNCER_URL`
+//! (`.ci/pgbouncer.sh`; `cargo xtask test` starts it); without one, its line says so and the
+//! command fails.
 
 use anyhow::Result;
 

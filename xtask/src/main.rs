@@ -30,7 +30,7 @@ Commands:
                          through the binding, in the venvs `cargo xtask test` builds; the
                          Node binding's JavaScript reference adapter and openai-agents-js
                          through its test build; text only)
-  conformance --stores   run the store conformance kit against memory, SQLite and PostgreSQL
+  conformance --stores   run the store conformance kit against memory, SQLite, PostgreSQL and PgBouncer
   dist [--check]         build the release artifacts for Linux x86_64 into dist/ (CLI tarball,
                          Python wheels and sdists, npm packages, crates, SHA256SUMS) and install
                          them outside the workspace to run the README's examples; --check only
@@ -66,6 +66,9 @@ fn main() -> Result<()> {
 /// The database URL `ensure_postgres` made, passed to every cargo command started after it.
 static POSTGRES_URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
 
+/// The PgBouncer URL `ensure_pgbouncer` made, passed to every cargo command started after it.
+static PGBOUNCER_URL: std::sync::OnceLock<String> = std::sync::OnceLock::new();
+
 /// The browser tools `ensure_browser` found or installed (`COUNTERSIGN_CHROMIUM`,
 /// `COUNTERSIGN_CHROMEDRIVER`, `COUNTERSIGN_AXE_JS` and their paths), passed to every cargo
 /// command started after it.
@@ -80,6 +83,9 @@ pub(crate) fn cargo() -> Command {
     command.env("INSTA_WORKSPACE_ROOT", project_root());
     if let Some(url) = POSTGRES_URL.get() {
         command.env("COUNTERSIGN_TEST_POSTGRES_URL", url);
+    }
+    if let Some(url) = PGBOUNCER_URL.get() {
+        command.env("COUNTERSIGN_TEST_PGBOUNCER_URL", url);
     }
     for (name, value) in BROWSER_TOOLS.get().into_iter().flatten() {
         command.env(name, value);
@@ -121,6 +127,7 @@ fn test(_args: &[String]) -> Result<()> {
     // Every package stays publishable: licenses, crate metadata, adapter version lines.
     dist::run_dist(&["--check".to_owned()])?;
     ensure_postgres(&root)?;
+    let _pgbouncer = ensure_pgbouncer(&root)?;
     ensure_browser(&root)?;
     let mut tests = cargo();
     tests
@@ -508,4 +515,50 @@ fn ensure_postgres(root: &Path) -> Result<()> {
     eprintln!("xtask: using {url}");
     let _ = POSTGRES_URL.set(url);
     Ok(())
+}
+
+/// The PgBouncer `ensure_pgbouncer` started, stopped when this is dropped.
+struct StartedPgbouncer(Option<u32>);
+
+impl Drop for StartedPgbouncer {
+    fn drop(&mut self) {
+        if let Some(pid) = self.0 {
+            let _ = Command::new("kill").arg(pid.to_string()).status();
+        }
+    }
+}
+
+/// Make sure the store tests have PgBouncer in transaction mode in front of the test database
+/// (case B57): keep `COUNTERSIGN_TEST_PGBOUNCER_URL` when it is set; otherwise run
+/// `.ci/pgbouncer.sh` (which installs PgBouncer if missing and starts it as its own process),
+/// export its URL to every command this process starts, and stop it when the returned guard
+/// is dropped.
+fn ensure_pgbouncer(root: &Path) -> Result<StartedPgbouncer> {
+    if std::env::var_os("COUNTERSIGN_TEST_PGBOUNCER_URL").is_some() {
+        return Ok(StartedPgbouncer(None));
+    }
+    let mut script = Command::new("bash");
+    script.current_dir(root).arg(".ci/pgbouncer.sh");
+    if let Some(url) = POSTGRES_URL.get() {
+        script.env("COUNTERSIGN_TEST_POSTGRES_URL", url);
+    }
+    let output = script.output().context("cannot run .ci/pgbouncer.sh")?;
+    if !output.status.success() {
+        bail!(
+            "no PgBouncer for the pooled store tests: .ci/pgbouncer.sh failed ({}); start PgBouncer with pool_mode=transaction and set COUNTERSIGN_TEST_PGBOUNCER_URL=postgres://USER@HOST:PORT/DATABASE?pooler=transaction",
+            String::from_utf8_lossy(&output.stderr).trim()
+        );
+    }
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    let value = |name: &str| {
+        stdout
+            .lines()
+            .find_map(|line| line.strip_prefix(&format!("export {name}=")))
+            .map(str::to_owned)
+    };
+    let url = value("COUNTERSIGN_TEST_PGBOUNCER_URL").context(".ci/pgbouncer.sh printed no URL")?;
+    let pid = value("COUNTERSIGN_TEST_PGBOUNCER_PID").and_then(|pid| pid.parse().ok());
+    eprintln!("xtask: using {url}");
+    let _ = PGBOUNCER_URL.set(url);
+    Ok(StartedPgbouncer(pid))
 }

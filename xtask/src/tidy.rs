@@ -10,7 +10,9 @@
 //! - **ignored-test** — no `#[ignore]`d test;
 //! - **unused-dependency** — every dependency a crate's manifest lists is named in its code;
 //! - **http-client** — no member but `crates/countersign-http` builds a reqwest client;
-//! - **crypto-stack** — neither ring nor aws-lc is in `Cargo.lock` or the build graph.
+//! - **crypto-stack** — neither ring nor aws-lc is in `Cargo.lock` or the build graph;
+//! - **pooler-safe** — no session-level advisory lock and no session `SET` in any SQL
+//!   (case B57: a transaction pooler strands them on a server connection).
 
 mod budget;
 mod crypto_stack;
@@ -19,6 +21,7 @@ mod doc_paths;
 mod http_client;
 mod ignored;
 mod layers;
+mod pooler_safe;
 mod tree;
 
 #[cfg(test)]
@@ -39,6 +42,7 @@ pub(crate) enum Rule {
     UnusedDependency,
     HttpClient,
     CryptoStack,
+    PoolerSafe,
 }
 
 impl Rule {
@@ -51,6 +55,7 @@ impl Rule {
             Rule::UnusedDependency => "unused-dependency",
             Rule::HttpClient => "http-client",
             Rule::CryptoStack => "crypto-stack",
+            Rule::PoolerSafe => "pooler-safe",
         }
     }
 }
@@ -86,7 +91,7 @@ pub(crate) fn run() -> Result<()> {
     violations.extend(crypto_stack::check_build_graph(&root)?);
     if violations.is_empty() {
         eprintln!(
-            "xtask: tidy passed (layers, budget, doc-paths, ignored-test, unused-dependency, http-client, crypto-stack)"
+            "xtask: tidy passed (layers, budget, doc-paths, ignored-test, unused-dependency, http-client, crypto-stack, pooler-safe)"
         );
         return Ok(());
     }
@@ -114,6 +119,7 @@ pub(crate) fn check(root: &Path) -> Result<Vec<Violation>> {
     violations.extend(deps::check(&workspace)?);
     violations.extend(http_client::check(&workspace));
     violations.extend(crypto_stack::check(&workspace)?);
+    violations.extend(pooler_safe::check(&workspace));
     violations.sort();
     Ok(violations)
 }

@@ -1,9 +1,11 @@
-//! `countersign-store-kit [--filter TEXT] [--backend memory|sqlite|postgres]...`: run the store
-//! kit and print one report per backend (`sqlite: 30/30 (0 not applicable)`), then the cases
-//! that did not pass. Exits non-zero when a case failed or a backend could not be set up.
+//! `countersign-store-kit [--filter TEXT] [--backend memory|sqlite|postgres|postgres-pgbouncer]...`:
+//! run the store kit and print one report per backend (`sqlite: 30/30 (0 not applicable)`),
+//! then the cases that did not pass. Exits non-zero when a case failed or a backend could not
+//! be set up.
 //!
 //! The worker binary is looked up beside this one; PostgreSQL is the server named by
-//! `COUNTERSIGN_TEST_POSTGRES_URL`.
+//! `COUNTERSIGN_TEST_POSTGRES_URL`, and `postgres-pgbouncer` the same server through the
+//! PgBouncer (transaction mode) named by `COUNTERSIGN_TEST_PGBOUNCER_URL`.
 #![forbid(unsafe_code)]
 
 use std::process::ExitCode;
@@ -28,7 +30,12 @@ fn main() -> ExitCode {
         }
     }
     if backends.is_empty() {
-        backends = vec!["memory".into(), "sqlite".into(), "postgres".into()];
+        backends = vec![
+            "memory".into(),
+            "sqlite".into(),
+            "postgres".into(),
+            "postgres-pgbouncer".into(),
+        ];
     }
     let worker = std::env::current_exe()
         .ok()
@@ -65,8 +72,18 @@ fn main() -> ExitCode {
                     continue;
                 }
             },
+            "postgres-pgbouncer" => match PostgresBackend::pgbouncer_from_env("xtask_kit_pooled") {
+                Ok(backend) => Arc::new(backend.with_options("max_connections=8")),
+                Err(message) => {
+                    println!("postgres-pgbouncer: not run: {message}");
+                    failed = true;
+                    continue;
+                }
+            },
             other => {
-                eprintln!("unknown backend `{other}`: use memory, sqlite or postgres");
+                eprintln!(
+                    "unknown backend `{other}`: use memory, sqlite, postgres or postgres-pgbouncer"
+                );
                 return ExitCode::from(2);
             }
         };

@@ -30,7 +30,8 @@ async fn tamper(fresh: &Fresh, statements: &[String]) {
             .await
             .expect("admin");
         for statement in statements {
-            let statement = format!("SET search_path TO \"{schema}\"; {statement}");
+            let statement =
+                format!("BEGIN; SET LOCAL search_path TO \"{schema}\"; {statement}; COMMIT;");
             sqlx::raw_sql(sqlx::AssertSqlSafe(statement))
                 .execute(&admin)
                 .await

@@ -4,7 +4,8 @@ use std::sync::Arc;
 
 use countersign_conformance::store_kit::broken::{DangerBrokenBackend, Fault};
 use countersign_conformance::store_kit::{
-    self, CaseStatus, KitOptions, MemoryBackend, Report, SqliteBackend, StoreBackend,
+    self, CaseStatus, KitOptions, MemoryBackend, PostgresBackend, Report, SqliteBackend,
+    StoreBackend,
 };
 
 use super::support::{kit_options, postgres};
@@ -37,6 +38,22 @@ async fn postgres_store_passes_every_case() {
     let report = store_kit::run(&backend, &kit_options()).await;
     assert_all_applicable_pass(&report);
     assert_eq!(report.not_applicable(), 0, "{}", report.render());
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn postgres_store_passes_every_case_through_pgbouncer_in_transaction_mode() {
+    let backend = match PostgresBackend::pgbouncer_from_env("kit_pooled") {
+        Ok(backend) => backend.with_options("max_connections=8"),
+        Err(message) => panic!("{message}"),
+    };
+    let report = store_kit::run(&backend, &kit_options()).await;
+    assert_all_applicable_pass(&report);
+    assert_eq!(report.not_applicable(), 0, "{}", report.render());
+    assert!(
+        report.render().starts_with("postgres-pgbouncer"),
+        "{}",
+        report.render()
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

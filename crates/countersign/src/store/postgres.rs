@@ -43,6 +43,9 @@
 //!   transaction. Default: the server's `default_transaction_isolation`.
 //! - `max_connections=N`: the pool size (default 16).
 //! - `retry_budget_ms=N`: how long to keep retrying conflicts (default 10000).
+//! - `pooler=transaction|none`: `transaction` behind a pooler in transaction mode (PgBouncer
+//!   `pool_mode=transaction`): no named prepared statement, no session setting, no session
+//!   lock ([`Pooler::Transaction`]; `docs/postgres-pooling.md`). Default `none`.
 //!
 //! # Cancel safety
 //!
@@ -65,6 +68,7 @@ macro_rules! effect_columns {
 
 mod failure;
 mod outbox;
+mod pooled;
 mod rows;
 mod schema;
 mod sql;
@@ -75,6 +79,8 @@ use rows::*;
 use schema::MIGRATIONS;
 use sql::*;
 use url::*;
+
+pub use pooled::Pooler;
 
 use std::collections::HashMap;
 use std::str::FromStr;
@@ -141,6 +147,8 @@ pub struct PostgresOptions {
     /// How long to keep retrying serialization failures, deadlocks and lost compare-and-sets
     /// before [`StoreError::Busy`]. Default 10 s.
     pub retry_budget: Duration,
+    /// What sits between the store and the server. Default [`Pooler::None`].
+    pub pooler: Pooler,
 }
 
 impl Default for PostgresOptions {
@@ -150,6 +158,7 @@ impl Default for PostgresOptions {
             isolation: None,
             max_connections: 16,
             retry_budget: Duration::from_secs(10),
+            pooler: Pooler::None,
         }
     }
 }
@@ -221,8 +230,20 @@ impl PostgresStore {
             check_schema_name(schema).map_err(open_error)?;
         }
         let mut connect_options = connect_options.application_name("countersign");
-        if let Some(schema) = &options.schema {
-            connect_options = connect_options.options([("search_path", schema.as_str())]);
+        match options.pooler {
+            Pooler::None => {
+                if let Some(schema) = &options.schema {
+                    connect_options = connect_options.options([("search_path", schema.as_str())]);
+                }
+            }
+            // INVARIANT (pooled-session): nothing is left on a server connection between
+            // transactions: no cached (named) statement, no startup option a transaction
+            // pooler would refuse or carry to another client; the schema is `SET LOCAL`.
+            Pooler::Transaction => {
+                connect_options = connect_options
+                    .statement_cache_capacity(0)
+                    .extra_float_digits(None);
+            }
         }
         // One direct connection first, bounded by CONNECT_PROBE: an unreachable server (refused,
         // unknown host) is reported at once instead of after the pool's 30 s acquire timeout.
@@ -332,26 +353,26 @@ impl PostgresStore {
         let started = Instant::now();
         let mut delay = Duration::from_millis(2);
         loop {
-            let mut tx = self.pool.begin().await.map_err(migration_failed)?;
+            let mut tx = self.begin_transaction().await.map_err(migration_failed)?;
             let result: Result<(), sqlx::Error> = async {
                 // One migrator per schema at a time, across processes and hosts.
                 let schema = self.options.schema.clone().unwrap_or_default();
                 sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended('countersign:migrate:' || $1, 0))")
                     .bind(&schema)
-                    .execute(&mut *tx)
+                    .persistent(self.persistent()).execute(&mut *tx)
                     .await?;
                 if let Some(schema) = &self.options.schema {
                     // INVARIANT (schema-name): checked by `check_schema_name`, so quoting is safe.
                     sqlx::query(sqlx::AssertSqlSafe(format!(
                         "CREATE SCHEMA IF NOT EXISTS \"{schema}\""
                     )))
-                    .execute(&mut *tx)
+                    .persistent(self.persistent()).execute(&mut *tx)
                     .await?;
                 }
                 sqlx::query(
                     "CREATE TABLE IF NOT EXISTS countersign_schema_version (version BIGINT PRIMARY KEY, applied_at TIMESTAMPTZ NOT NULL DEFAULT now())",
                 )
-                .execute(&mut *tx)
+                .persistent(self.persistent()).execute(&mut *tx)
                 .await?;
                 Ok(())
             }
@@ -370,6 +391,7 @@ impl PostgresStore {
             }
             let found: Option<i64> =
                 sqlx::query_scalar("SELECT max(version) FROM countersign_schema_version")
+                    .persistent(self.persistent())
                     .fetch_one(&mut *tx)
                     .await
                     .map_err(migration_failed)?;
@@ -387,6 +409,7 @@ impl PostgresStore {
                     .map_err(migration_failed)?;
                 sqlx::query("INSERT INTO countersign_schema_version (version) VALUES ($1)")
                     .bind(version)
+                    .persistent(self.persistent())
                     .execute(&mut *tx)
                     .await
                     .map_err(migration_failed)?;
@@ -420,11 +443,7 @@ impl PostgresStore {
     }
 
     async fn begin(&self) -> Result<Transaction<'static, Postgres>, PgFailure> {
-        let begun = match self.options.isolation {
-            Some(isolation) => self.pool.begin_with(isolation.begin_statement()).await,
-            None => self.pool.begin().await,
-        };
-        begun.map_err(classify)
+        self.begin_transaction().await.map_err(classify)
     }
 
     /// One run of `operation`: commit, or say why not.
@@ -432,6 +451,7 @@ impl PostgresStore {
         let transaction = self.begin().await?;
         let mut pg = PgTxn {
             transaction,
+            persistent: self.persistent(),
             read_answers: HashMap::new(),
             wrote: false,
         };
@@ -446,6 +466,7 @@ impl PostgresStore {
             return Ok(done);
         }
         let txid: i64 = sqlx::query_scalar("SELECT txid_current()")
+            .persistent(self.persistent())
             .fetch_one(&mut *transaction)
             .await
             .map_err(classify)?;
@@ -465,12 +486,12 @@ impl PostgresStore {
     /// Did transaction `txid` commit? `None` when the server cannot tell us.
     async fn settle(&self, txid: i64) -> Option<bool> {
         for _ in 0..50 {
-            let status: Result<Option<String>, sqlx::Error> =
-                sqlx::query_scalar("SELECT txid_status($1)")
-                    .bind(txid)
-                    .fetch_one(&self.pool)
-                    .await;
-            match status.ok()?.as_deref() {
+            let rows = self
+                .fetch_rows(sqlx::query("SELECT txid_status($1)").bind(txid))
+                .await
+                .ok()?;
+            let status: Option<String> = rows.first()?.try_get(0).ok()?;
+            match status.as_deref() {
                 Some("committed") => return Some(true),
                 Some("aborted") => return Some(false),
                 Some("in progress") => tokio::time::sleep(Duration::from_millis(20)).await,
@@ -486,8 +507,7 @@ impl PostgresStore {
         &self,
         query: sqlx::query::Query<'_, Postgres, sqlx::postgres::PgArguments>,
     ) -> Result<Vec<PgRow>, StoreError> {
-        query
-            .fetch_all(&self.pool)
+        self.fetch_rows(query)
             .await
             .map_err(|error| backend(&error))
     }
@@ -671,15 +691,17 @@ impl Store for PostgresStore {
         reason: Option<&str>,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        let done = sqlx::query(
-            "INSERT INTO revoked_tokens (jti, revoked_at, revoked_by, reason) VALUES ($1, $2, $3, $4) ON CONFLICT (jti) DO NOTHING",
-        )
-        .bind(jti.to_owned())
-        .bind(now.as_millis())
-        .bind(by.to_owned())
-        .bind(reason.map(str::to_owned))
-        .execute(&self.pool)
-        .await
+        let done = self
+            .execute_one(
+                sqlx::query(
+                    "INSERT INTO revoked_tokens (jti, revoked_at, revoked_by, reason) VALUES ($1, $2, $3, $4) ON CONFLICT (jti) DO NOTHING",
+                )
+                .bind(jti.to_owned())
+                .bind(now.as_millis())
+                .bind(by.to_owned())
+                .bind(reason.map(str::to_owned)),
+            )
+            .await
         .map_err(|error| StoreError::Backend {
             message: format!("cannot write the token deny-list: {error}"),
         })?;
@@ -809,6 +831,17 @@ mod tests {
         assert_eq!(options.schema.as_deref(), Some("kit_a"));
         assert_eq!(options.isolation, Some(Isolation::Serializable));
         assert_eq!(options.max_connections, 4);
+        assert_eq!(options.pooler, Pooler::None);
+    }
+
+    #[test]
+    fn reads_the_pooler_option() {
+        let (sqlx_url, options) =
+            parse_url("postgres://h:6432/db?pooler=transaction&sslmode=disable").expect("valid");
+        assert_eq!(sqlx_url, "postgres://h:6432/db?sslmode=disable");
+        assert_eq!(options.pooler, Pooler::Transaction);
+        let error = parse_url("postgres://h/db?pooler=session").expect_err("refused");
+        assert!(error.contains("unknown pooler `session`"), "{error}");
     }
 
     #[test]

@@ -60,7 +60,7 @@ impl PgTxn {
         .bind(event.request_id.as_str())
         .bind(event.created_at.as_millis())
         .bind(&event.body)
-        .execute(&mut *self.transaction)
+        .persistent(self.persistent).execute(&mut *self.transaction)
         .await
         .map_err(classify)?;
         Ok(())
@@ -92,10 +92,7 @@ impl PostgresStore {
     }
 
     async fn outbox_begin(&self) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
-        match self.options.isolation {
-            Some(isolation) => self.pool.begin_with(isolation.begin_statement()).await,
-            None => self.pool.begin().await,
-        }
+        self.begin_transaction().await
     }
 
     /// [`crate::Store::events`].
@@ -168,7 +165,7 @@ impl PostgresStore {
             )
             .bind(endpoint)
             .bind(claim.since.as_millis())
-            .execute(&mut *tx)
+            .persistent(self.persistent()).execute(&mut *tx)
             .await?;
         }
         // INVARIANT (request-order): an earlier event of the same request still pending for
@@ -186,7 +183,7 @@ impl PostgresStore {
         .bind(&claim.endpoints)
         .bind(now.as_millis())
         .bind(i64::try_from(claim.limit).unwrap_or(i64::MAX))
-        .fetch_all(&mut *tx)
+        .persistent(self.persistent()).fetch_all(&mut *tx)
         .await?;
         let lease_until = now.plus(claim.lease).as_millis();
         let mut claimed = Vec::with_capacity(due.len());
@@ -199,7 +196,7 @@ impl PostgresStore {
             .bind(&claim.owner)
             .bind(lease_until)
             .bind(now.as_millis())
-            .execute(&mut *tx)
+            .persistent(self.persistent()).execute(&mut *tx)
             .await?;
             if leased.rows_affected() != 1 {
                 continue;
@@ -210,6 +207,7 @@ impl PostgresStore {
                 ", o.body FROM deliveries d JOIN outbox o ON o.seq = d.event_seq WHERE d.id = $1"
             ))
             .bind(id)
+            .persistent(self.persistent())
             .fetch_one(&mut *tx)
             .await?;
             claimed.push(row);
@@ -247,7 +245,7 @@ impl PostgresStore {
         };
         let id = i64::try_from(id).unwrap_or(i64::MAX);
         self.outbox_retrying(|| {
-            sqlx::query(
+            self.execute_one(sqlx::query(
                 "UPDATE deliveries SET state = $3, attempts = attempts + 1, next_at = COALESCE($4, next_at),
                      last_error = COALESCE($5, last_error), delivered_at = $6, reference = $7,
                      lease_owner = NULL, lease_until = NULL
@@ -260,7 +258,7 @@ impl PostgresStore {
             .bind(error.clone())
             .bind(delivered_at)
             .bind(reference.clone())
-            .execute(&self.pool)
+            )
         })
         .await
         .map(|done| done.rows_affected() == 1)
@@ -314,12 +312,12 @@ impl PostgresStore {
     ) -> Result<Option<Delivery>, StoreError> {
         let id = i64::try_from(id).unwrap_or(i64::MAX);
         self.outbox_retrying(|| {
-            sqlx::query(
+            self.execute_one(sqlx::query(
                 "UPDATE deliveries SET state = 'pending', next_at = $2, window_start = $2, lease_owner = NULL, lease_until = NULL WHERE id = $1",
             )
             .bind(id)
             .bind(now.as_millis())
-            .execute(&self.pool)
+            )
         })
         .await?;
         let rows = self
@@ -344,13 +342,13 @@ impl PostgresStore {
                      AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = outbox.seq AND d.state <> 'delivered'))",
             )
             .bind(before.as_millis())
-            .execute(&mut *tx)
+            .persistent(self.persistent()).execute(&mut *tx)
             .await?;
             let gone = sqlx::query(
                 "DELETE FROM outbox WHERE created_at < $1 AND NOT EXISTS (SELECT 1 FROM deliveries d WHERE d.event_seq = outbox.seq)",
             )
             .bind(before.as_millis())
-            .execute(&mut *tx)
+            .persistent(self.persistent()).execute(&mut *tx)
             .await?;
             tx.commit().await?;
             Ok(gone.rows_affected())

@@ -11,6 +11,8 @@ use super::*;
 /// ([`PgFailure::Retry`]).
 pub(crate) struct PgTxn {
     pub(super) transaction: Transaction<'static, Postgres>,
+    /// May statements be named and cached ([`PostgresStore::persistent`])?
+    pub(super) persistent: bool,
     /// Approval id → its raw `answers` column as read (or as this transaction wrote it): the
     /// compare-and-set of an update checks it with the expected state, so a row written by an
     /// older build (NULL `answers`) compares as stored.
@@ -62,6 +64,7 @@ impl PgTxn {
                     " FROM approvals WHERE id = $1 FOR UPDATE"
                 ))
                 .bind(id.as_str())
+                .persistent(self.persistent)
                 .fetch_optional(&mut *self.transaction)
                 .await
                 .map_err(classify)?;
@@ -76,6 +79,7 @@ impl PgTxn {
                 // than create a second one.
                 sqlx::query("SELECT pg_advisory_xact_lock(hashtextextended($1, 0))")
                     .bind(hash.as_str())
+                    .persistent(self.persistent)
                     .execute(&mut *self.transaction)
                     .await
                     .map_err(classify)?;
@@ -85,6 +89,7 @@ impl PgTxn {
                     " FROM approvals WHERE action_hash = $1 FOR UPDATE"
                 ))
                 .bind(hash.as_str())
+                .persistent(self.persistent)
                 .fetch_all(&mut *self.transaction)
                 .await
                 .map_err(classify)?;
@@ -101,7 +106,7 @@ impl PgTxn {
                 .bind(&correlation.framework)
                 .bind(correlation.run.as_deref().unwrap_or(""))
                 .bind(&correlation.call_id)
-                .fetch_optional(&mut *self.transaction)
+                .persistent(self.persistent).fetch_optional(&mut *self.transaction)
                 .await
                 .map_err(classify)?;
                 Fetched::Correlation(correlation.clone(), id.map(ApprovalId::from_stored))
@@ -113,6 +118,7 @@ impl PgTxn {
                     " FROM effects WHERE key = $1 FOR UPDATE"
                 ))
                 .bind(key.as_str())
+                .persistent(self.persistent)
                 .fetch_optional(&mut *self.transaction)
                 .await
                 .map_err(classify)?;
@@ -122,6 +128,7 @@ impl PgTxn {
                 let row =
                     sqlx::query("SELECT state, attempt_id FROM effects WHERE key = $1 FOR UPDATE")
                         .bind(key.as_str())
+                        .persistent(self.persistent)
                         .fetch_optional(&mut *self.transaction)
                         .await
                         .map_err(classify)?;
@@ -133,6 +140,7 @@ impl PgTxn {
             Read::TokenRevoked(jti) => {
                 let row = sqlx::query("SELECT 1 FROM revoked_tokens WHERE jti = $1")
                     .bind(jti)
+                    .persistent(self.persistent)
                     .fetch_optional(&mut *self.transaction)
                     .await
                     .map_err(classify)?;
@@ -181,7 +189,7 @@ impl PgTxn {
                 .bind(stored::rule_text(&record.rule))
                 .bind(&answers)
                 .bind(&record.run)
-                .execute(&mut *self.transaction)
+                .persistent(self.persistent).execute(&mut *self.transaction)
                 .await;
                 self.read_answers
                     .insert(record.id.as_str().to_owned(), Some(answers));
@@ -208,7 +216,7 @@ impl PgTxn {
                 .bind(expected.state.as_str())
                 .bind(&expected_answers)
                 .bind(&answers)
-                .execute(&mut *self.transaction)
+                .persistent(self.persistent).execute(&mut *self.transaction)
                 .await;
                 self.read_answers
                     .insert(record.id.as_str().to_owned(), Some(answers));
@@ -227,7 +235,7 @@ impl PgTxn {
                     .bind(mapping.correlation.run.as_deref().unwrap_or(""))
                     .bind(&mapping.correlation.call_id)
                     .bind(mapping.id.as_str())
-                    .execute(&mut *self.transaction)
+                    .persistent(self.persistent).execute(&mut *self.transaction)
                     .await
             }
             Write::ReserveEffect { record, expected } => {
@@ -258,7 +266,7 @@ impl PgTxn {
                         .bind(expected.state.as_str())
                         .bind(&expected.attempt_id);
                 }
-                query.execute(&mut *self.transaction).await
+                query.persistent(self.persistent).execute(&mut *self.transaction).await
             }
             Write::SettleEffect(change) => {
                 sqlx::query(
@@ -271,7 +279,7 @@ impl PgTxn {
                 .bind(&change.detail)
                 .bind(&change.resolved_by)
                 .bind(change.updated_at.as_millis())
-                .execute(&mut *self.transaction)
+                .persistent(self.persistent).execute(&mut *self.transaction)
                 .await
             }
         };
@@ -287,6 +295,7 @@ impl PgTxn {
     /// head (no fork) or skip a position (no gap).
     async fn chain_head(&mut self) -> Result<Option<ChainHead>, PgFailure> {
         let row = sqlx::query("SELECT seq, hash FROM chain_head WHERE id = 1 FOR UPDATE")
+            .persistent(self.persistent)
             .fetch_optional(&mut *self.transaction)
             .await
             .map_err(classify)?;
@@ -318,6 +327,7 @@ impl PgTxn {
         .bind(&stored.prev_hash)
         .bind(&stored.hash)
         .bind(&stored.body)
+        .persistent(self.persistent)
         .execute(&mut *self.transaction)
         .await;
         if let Err(error) = inserted {
@@ -335,6 +345,7 @@ impl PgTxn {
                 .bind(seq)
                 .bind(&stored.hash)
                 .bind(seq - 1)
+                .persistent(self.persistent)
                 .execute(&mut *self.transaction)
                 .await
                 .map_err(classify)?;

@@ -30,6 +30,17 @@ pub(super) fn parse_url(url: &str) -> Result<(String, PostgresOptions), String> 
                     }
                 });
             }
+            "pooler" => {
+                options.pooler = match value {
+                    "none" => Pooler::None,
+                    "transaction" => Pooler::Transaction,
+                    other => {
+                        return Err(format!(
+                            "unknown pooler `{other}`: use `transaction` behind a pooler in transaction mode (PgBouncer `pool_mode=transaction`), or `none`"
+                        ));
+                    }
+                };
+            }
             "max_connections" => {
                 options.max_connections = value
                     .parse()
