@@ -20,8 +20,11 @@
 //!
 //! An operation whose caller dropped its future before a leader took it is skipped, never run.
 //! Once taken, it is committed with its group or not at all, as a lone transaction dropped
-//! during `COMMIT` is. A leader dropped while it holds operations to retry puts them back in the
-//! queue, and their callers (who look again at least every [`POLL`]) lead them.
+//! during `COMMIT` is. A leader dropped (or panicking) while it applies a group leaves the other
+//! callers of that group with [`StoreError::OutcomeUnknown`]: the transaction may have committed,
+//! so their operations are never run again blindly. A leader dropped while it holds operations
+//! to retry (rolled back, sleeping) puts them back in the queue, and their callers (who look
+//! again at least every [`POLL`]) lead them.
 
 use std::sync::{Mutex, MutexGuard};
 use std::time::{Duration, Instant};
@@ -133,9 +136,9 @@ impl Group {
             queued: Instant::now(),
             reply,
         });
-        let lost = || StoreError::Internal {
-            detail: format!("the caller applying `{name}` with others panicked before answering"),
-        };
+        // The caller leading this operation's group was dropped (or panicked) while applying
+        // it: the group's transaction may or may not have committed.
+        let lost = || StoreError::OutcomeUnknown { operation: name };
         let mut held = Held {
             group: self,
             jobs: Vec::new(),
