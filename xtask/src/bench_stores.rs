@@ -1,5 +1,6 @@
-//! `cargo xtask bench` (stores part): allow + effect throughput with 1, 4 and 16 concurrent
-//! callers on SQLite and PostgreSQL, built in release mode. Prints a table; asserts no timing.
+//! `cargo xtask bench` (stores part): allow + effect throughput with 1, 2, 4, 8 and 16 concurrent
+//! callers on SQLite and PostgreSQL, and with 1, 2, 4 and 8 worker processes on one PostgreSQL
+//! database, built in release mode. Prints a table; asserts no timing.
 
 use anyhow::Result;
 

@@ -1,6 +1,7 @@
 //! Stores: where approvals, effect records and receipts live.
 //!
-//! [`Store`] is one async trait. Each method is one atomic unit (one transaction). Every rule a
+//! [`Store`] is one async trait. Each method is one atomic unit (one transaction, or one
+//! savepoint of a transaction it shares with concurrent callers: group commit). Every rule a
 //! writing method applies is written once, in `store/plan.rs`: a fixed set of reads, then a pure
 //! function from those reads and the time to the writes (each with the prior state it expects),
 //! the outbox events, the receipts and the result. Its decisions (the retry table, whether an
@@ -15,14 +16,24 @@
 //!   row locks, unique constraints and compare-and-set updates whose row counts are checked
 //!   (see its docs). Open it with [`open_url_async`].
 //!
+//! **Group commit** (issue #21, both SQL backends): concurrent writing calls on one store queue
+//! their operations, and whichever caller holds the store's lead applies every queued operation
+//! in one transaction, on its own task; each operation keeps its own result and receipt, the
+//! receipts are chained in queue order, and one that fails is rolled back alone (a savepoint
+//! each). A lone caller runs alone at once and never waits for company.
+//!
 //! # Cancel safety
 //!
 //! Every method runs its transaction to completion before its first `.await` point that could
 //! be a cancellation point only between whole transactions (the SQLite backend sleeps between
 //! retries on a busy database, never inside a transaction). Dropping a future therefore leaves
-//! each transaction either committed or not started.
+//! each transaction either committed or not started. A writing call whose future is dropped
+//! while its operation waits in the group-commit queue is skipped, never run; once a leader
+//! has taken it, it commits with its group or not at all, like a lone transaction dropped
+//! during `COMMIT`.
 
 mod columns;
+pub(crate) mod group;
 pub mod memory;
 mod outbox;
 pub(crate) mod plan;

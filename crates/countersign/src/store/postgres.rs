@@ -23,6 +23,9 @@
 //!   `SELECT … FOR UPDATE` by every transaction that appends a receipt, and updated by
 //!   compare-and-set on its `seq`; `receipts.seq` is the primary key and `receipts.prev_hash` is
 //!   unique, so even a bug in the locking could not store a fork.
+//! - **Group commit** (issue #21, `postgres/group.rs`): concurrent writing calls on one store
+//!   share a transaction, each operation under its own savepoint, so their receipts share the
+//!   head's lock and one commit flush. A lone caller runs its operation alone, as before.
 //! - **An unknown commit is settled, never guessed.** Each writing transaction learns its
 //!   transaction id before `COMMIT`. If the connection fails during `COMMIT`, the store asks
 //!   the server (`txid_status`) on another connection: `committed` returns the result,
@@ -66,7 +69,9 @@ macro_rules! effect_columns {
     };
 }
 
+mod commit;
 mod failure;
+mod group;
 mod outbox;
 mod pooled;
 mod rows;
@@ -166,6 +171,8 @@ impl Default for PostgresOptions {
 /// The PostgreSQL store. See the [module docs](self) for its design.
 pub struct PostgresStore {
     pool: PgPool,
+    /// Concurrent writing calls share transactions (issue #21).
+    group: crate::store::group::Group,
     options: PostgresOptions,
     location: String,
 }
@@ -279,6 +286,7 @@ impl PostgresStore {
             })?;
         let store = PostgresStore {
             pool,
+            group: crate::store::group::Group::new(),
             options,
             location,
         };
@@ -419,27 +427,16 @@ impl PostgresStore {
         }
     }
 
-    /// Run `operation` in one transaction, again and again while it conflicts, within the retry
-    /// budget. See the [module docs](self).
+    /// Run `operation` in one transaction, shared with the operations other callers queued
+    /// meanwhile (group commit, `postgres/group.rs`), again and again while it conflicts,
+    /// within the retry budget. See the [module docs](self).
     async fn run(&self, operation: Operation, now: Timestamp) -> Result<Done, StoreError> {
-        let operation = &operation;
-        let started = Instant::now();
-        let mut delay = Duration::from_millis(2);
-        loop {
-            match self.try_write(operation, now).await {
-                Ok(done) => return Ok(done),
-                Err(PgFailure::Store(error)) => return Err(error),
-                Err(PgFailure::Retry) => {
-                    if started.elapsed() >= self.options.retry_budget {
-                        return Err(StoreError::Busy {
-                            waited: started.elapsed(),
-                        });
-                    }
-                    tokio::time::sleep(crate::store::jitter(delay)).await;
-                    delay = (delay * 2).min(Duration::from_millis(200));
-                }
-            }
-        }
+        let backoff = crate::store::group::Backoff {
+            first: Duration::from_millis(2),
+            max: Duration::from_millis(200),
+            budget: self.options.retry_budget,
+        };
+        self.group.run(self, operation, now, backoff).await
     }
 
     async fn begin(&self) -> Result<Transaction<'static, Postgres>, PgFailure> {
@@ -456,49 +453,9 @@ impl PostgresStore {
             wrote: false,
         };
         let done = pg.run(operation, now).await?;
-        let PgTxn {
-            mut transaction,
-            wrote,
-            ..
-        } = pg;
-        if !wrote {
-            transaction.commit().await.map_err(classify)?;
-            return Ok(done);
-        }
-        let txid: i64 = sqlx::query_scalar("SELECT txid_current()")
-            .persistent(self.persistent())
-            .fetch_one(&mut *transaction)
+        self.commit_settled(pg, operation.name())
             .await
-            .map_err(classify)?;
-        match transaction.commit().await {
-            Ok(()) => Ok(done),
-            Err(error @ sqlx::Error::Database(_)) => Err(classify(error)),
-            Err(_) => match self.settle(txid).await {
-                Some(true) => Ok(done),
-                Some(false) => Err(PgFailure::Retry),
-                None => Err(PgFailure::Store(StoreError::OutcomeUnknown {
-                    operation: operation.name(),
-                })),
-            },
-        }
-    }
-
-    /// Did transaction `txid` commit? `None` when the server cannot tell us.
-    async fn settle(&self, txid: i64) -> Option<bool> {
-        for _ in 0..50 {
-            let rows = self
-                .fetch_rows(sqlx::query("SELECT txid_status($1)").bind(txid))
-                .await
-                .ok()?;
-            let status: Option<String> = rows.first()?.try_get(0).ok()?;
-            match status.as_deref() {
-                Some("committed") => return Some(true),
-                Some("aborted") => return Some(false),
-                Some("in progress") => tokio::time::sleep(Duration::from_millis(20)).await,
-                _ => return None,
-            }
-        }
-        None
+            .map(|()| done)
     }
 }
 

@@ -14,6 +14,11 @@
 //! - **Inline on the calling thread.** A transaction takes tens of microseconds; handing each
 //!   statement to another thread costs more than the work (DESIGN.md measured about 1,000
 //!   calls/s that way against about 11,000 inline).
+//! - **Group commit** (issue #21, `store/group.rs`): concurrent writing calls queue their
+//!   operations; whichever caller holds the lead applies all of them in one `BEGIN IMMEDIATE`
+//!   transaction, still inline on its own thread, each under its own savepoint (one that fails
+//!   is rolled back alone) and each keeping its own result and receipt. A lone caller runs its
+//!   operation alone, with no savepoint, exactly as before.
 //! - **Bounded, non-blocking waits.** `busy_timeout` is 0: when another process holds the write
 //!   lock, the transaction is rolled back, the connection released, and the task *sleeps
 //!   asynchronously* (jittered, growing backoff) before trying again, so a busy database never
@@ -26,6 +31,7 @@
 //! or not started.
 
 mod failure;
+mod group;
 mod outbox;
 mod reading;
 mod rows;
@@ -49,6 +55,7 @@ use crate::effect::{EffectKey, EffectRecord, EffectState};
 use crate::error::{AnswerError, ResolveError, StoreError};
 use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
 use crate::id::ReceiptHash;
+use crate::store::group::{Backoff, Group};
 use crate::store::plan::{self, Done, EffectVersion, Fetched, Mapping, Operation, Read, Write};
 use crate::store::stored;
 use crate::store::{
@@ -202,6 +209,8 @@ impl Default for SqliteOptions {
 /// The SQLite store. See the [module docs](self) for its design.
 pub struct SqliteStore {
     connection: Mutex<Connection>,
+    /// Concurrent writing calls share transactions (issue #21).
+    group: Group,
     path: PathBuf,
     options: SqliteOptions,
 }
@@ -283,6 +292,7 @@ impl SqliteStore {
         connection.set_prepared_statement_cache_capacity(32);
         Ok(SqliteStore {
             connection: Mutex::new(connection),
+            group: Group::new(),
             path,
             options,
         })
@@ -380,9 +390,16 @@ impl SqliteStore {
         }
     }
 
-    /// Plan `operation` and apply it in one transaction (see [`SqliteStore::write`]).
+    /// Plan `operation` and apply it in one `BEGIN IMMEDIATE` transaction, shared with the
+    /// operations other callers queued meanwhile (group commit, `store/group.rs`), retrying
+    /// while the database is busy.
     async fn run(&self, operation: Operation, now: Timestamp) -> Result<Done, StoreError> {
-        self.write(|txn| txn.run(&operation, now)).await
+        let backoff = Backoff {
+            first: Duration::from_millis(1),
+            max: Duration::from_millis(25),
+            budget: self.options.busy_budget,
+        };
+        self.group.run(self, operation, now, backoff).await
     }
 
     /// One try: `Err(())` means busy (rolled back, retry).
