@@ -20,29 +20,64 @@ use serde_json::json;
 
 use super::support::{fresh, sqlite_file};
 
-/// Hold the write lock of `path` from another connection `rounds` times for `hold` each (with a
-/// short gap), signalling on `held` each time the lock is taken.
-fn hold_write_lock(
-    path: std::path::PathBuf,
-    rounds: usize,
-    hold: Duration,
-    held: mpsc::Sender<()>,
-) -> std::thread::JoinHandle<()> {
-    std::thread::spawn(move || {
-        let connection = rusqlite::Connection::open(&path).expect("open the file directly");
-        connection
-            .busy_timeout(Duration::from_secs(30))
-            .expect("busy timeout");
-        for _ in 0..rounds {
+/// Another connection on `path` that takes the write lock whenever it is told to, holds it for
+/// `hold`, and reports the instant it *began* to release it (just before `COMMIT`): nothing that
+/// needs the lock can commit before that instant, however loaded the machine is.
+struct LockHolder {
+    go: mpsc::Sender<()>,
+    held: mpsc::Receiver<()>,
+    releasing: mpsc::Receiver<Instant>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+impl LockHolder {
+    fn start(path: std::path::PathBuf, hold: Duration) -> LockHolder {
+        let (go, go_rx) = mpsc::channel::<()>();
+        let (held_tx, held) = mpsc::channel();
+        let (releasing_tx, releasing) = mpsc::channel();
+        let thread = std::thread::spawn(move || {
+            let connection = rusqlite::Connection::open(&path).expect("open the file directly");
             connection
-                .execute_batch("BEGIN IMMEDIATE")
-                .expect("take the write lock");
-            let _ = held.send(());
-            std::thread::sleep(hold);
-            connection.execute_batch("COMMIT").expect("release it");
-            std::thread::sleep(Duration::from_millis(20));
+                .busy_timeout(Duration::from_secs(30))
+                .expect("busy timeout");
+            // One hold per `go`, until the sender is dropped.
+            while go_rx.recv().is_ok() {
+                connection
+                    .execute_batch("BEGIN IMMEDIATE")
+                    .expect("take the write lock");
+                held_tx.send(()).expect("the test waits for the lock");
+                std::thread::sleep(hold);
+                releasing_tx
+                    .send(Instant::now())
+                    .expect("the test waits for the release");
+                connection.execute_batch("COMMIT").expect("release it");
+            }
+        });
+        LockHolder {
+            go,
+            held,
+            releasing,
+            thread,
         }
-    })
+    }
+
+    /// Take the lock in the other connection and return once it is held.
+    fn hold(&self) {
+        self.go.send(()).expect("the holder runs");
+        self.held
+            .recv()
+            .expect("the other connection holds the lock");
+    }
+
+    /// The instant the current hold began to be released.
+    fn released(&self) -> Instant {
+        self.releasing.recv().expect("the holder releases the lock")
+    }
+
+    fn stop(self) {
+        drop(self.go);
+        self.thread.join().expect("the holder thread");
+    }
 }
 
 fn store_with_budget(path: &std::path::Path, budget: Duration) -> Arc<dyn Store> {
@@ -81,47 +116,44 @@ async fn read_then_write_paths_wait_for_a_held_lock_and_succeed() {
             .expect("approve");
         granted.push(id);
     }
-    let (held_tx, held_rx) = mpsc::channel();
-    let holder = hold_write_lock(path.clone(), ROUNDS, Duration::from_millis(300), held_tx);
-    let mut waited = Vec::new();
+    // Each read-then-write path starts while the other connection holds the write lock. It must
+    // wait for the lock and then succeed: its commit cannot come before the holder began to
+    // release the lock (an ordering, not a duration, so a loaded machine cannot fail it), and a
+    // deferred transaction would have failed with `SQLITE_BUSY` at its first write instead.
+    let holder = LockHolder::start(path.clone(), Duration::from_millis(200));
     for (round, id) in granted.into_iter().enumerate() {
-        held_rx.recv().expect("the other connection holds the lock");
-        let started = Instant::now();
-        // Effect reserve (reads the key's state, then inserts).
-        run(
-            &control,
-            ActionRequest::new("kit.effect", &json!({"key": format!("r{round}")})),
-        )
-        .await
-        .unwrap_or_else(|error| panic!("reserve in round {round}: {error}"));
-        waited.push(started.elapsed());
-        // Approval consume (reads a granted row, then marks it consumed).
-        run(
-            &control,
-            ActionRequest::new("kit.approve", &json!({"key": format!("c{round}")}))
-                .with_approval(id),
-        )
-        .await
-        .unwrap_or_else(|error| panic!("consume in round {round}: {error}"));
-        // Evidence append alone (reads the chain head, then inserts).
-        run(
-            &control,
-            ActionRequest::new("kit.note", &json!({"n": round})),
-        )
-        .await
-        .unwrap_or_else(|error| panic!("append in round {round}: {error}"));
+        let paths = [
+            // Effect reserve (reads the key's state, then inserts).
+            (
+                "reserve",
+                ActionRequest::new("kit.effect", &json!({"key": format!("r{round}")})),
+            ),
+            // Approval consume (reads a granted row, then marks it consumed).
+            (
+                "consume",
+                ActionRequest::new("kit.approve", &json!({"key": format!("c{round}")}))
+                    .with_approval(id),
+            ),
+            // Evidence append alone (reads the chain head, then inserts).
+            (
+                "append",
+                ActionRequest::new("kit.note", &json!({"n": round})),
+            ),
+        ];
+        for (path_name, request) in paths {
+            holder.hold();
+            run(&control, request)
+                .await
+                .unwrap_or_else(|error| panic!("{path_name} in round {round}: {error}"));
+            let done = Instant::now();
+            let released = holder.released();
+            assert!(
+                done > released,
+                "{path_name} in round {round} finished while the other connection held the write lock"
+            );
+        }
     }
-    holder.join().expect("the holder thread");
-    // The first path of each round started while the lock was held, so it waited for it rather
-    // than failing: most of the 300 ms hold.
-    let blocked = waited
-        .iter()
-        .filter(|elapsed| **elapsed >= Duration::from_millis(150))
-        .count();
-    assert!(
-        blocked >= ROUNDS / 2,
-        "the reserve should have waited behind the held lock: {waited:?}"
-    );
+    holder.stop();
     let report = countersign::audit::verify_store(store.as_ref(), None)
         .await
         .expect("verify");
@@ -140,9 +172,8 @@ async fn past_the_budget_the_caller_gets_store_busy_no_sooner_and_nothing_change
         .expect("a first receipt");
     let before = store.receipts(0, 100).await.expect("receipts").len();
 
-    let (held_tx, held_rx) = mpsc::channel();
-    let holder = hold_write_lock(path.clone(), 1, Duration::from_millis(1_500), held_tx);
-    held_rx.recv().expect("the other connection holds the lock");
+    let holder = LockHolder::start(path.clone(), Duration::from_millis(1_500));
+    holder.hold();
     let calls = Arc::new(std::sync::atomic::AtomicUsize::new(0));
     let counted = Arc::clone(&calls);
     let started = Instant::now();
@@ -157,7 +188,8 @@ async fn past_the_budget_the_caller_gets_store_busy_no_sooner_and_nothing_change
         .await
         .expect_err("the lock outlives the budget");
     let elapsed = started.elapsed();
-    holder.join().expect("the holder thread");
+    holder.released();
+    holder.stop();
     assert_eq!(refused.kind(), Reason::StoreBusy, "{refused}");
     assert!(
         elapsed >= budget,
