@@ -169,12 +169,35 @@ async fn metrics(State(service): State<Service>) -> Response {
         .into_response()
 }
 
-async fn not_found() -> Problem {
+/// No route: a browser asking for a page gets an HTML page that leads back to the inbox; an API
+/// client (anything under `/api/`, or not asking for HTML) gets the JSON problem.
+async fn not_found(uri: axum::http::Uri, headers: HeaderMap) -> Response {
+    let wants_page = !uri.path().starts_with("/api/")
+        && headers
+            .get(header::ACCEPT)
+            .and_then(|accept| accept.to_str().ok())
+            .is_some_and(|accept| accept.contains("text/html"));
+    if wants_page {
+        let problem = Problem::new(
+            StatusCode::NOT_FOUND,
+            "not_found",
+            format!(
+                "there is no page at `{}`: the approvals waiting for you are in the inbox",
+                uri.path().escape_debug()
+            ),
+        );
+        return crate::pages::html(
+            StatusCode::NOT_FOUND,
+            crate::pages::views::problem(None, &problem),
+            &[],
+        );
+    }
     Problem::new(
         StatusCode::NOT_FOUND,
         "not_found",
         "no such route: the API lives under `/api/v1/` (see docs/approval-service.openapi.yaml)",
     )
+    .into_response()
 }
 
 async fn method_not_allowed() -> Problem {

@@ -412,7 +412,7 @@ async fn api_call(slack: &SlackConfig, method: &str, body: Value) -> Result<Valu
                 Some(failure) => {
                     crate::webhook::tls_refusal(&slack.api_url, &failure, &slack.trust)
                 }
-                None => format!("cannot reach Slack: {}", error.without_url()),
+                None => format!("cannot reach Slack: {}", crate::webhook::root_cause(error)),
             },
         )?;
     let status = sent.status();

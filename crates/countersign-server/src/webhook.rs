@@ -210,16 +210,68 @@ impl WebhookEndpoint {
             .await;
         match sent {
             Ok(response) if response.status().is_success() => Ok(()),
-            Ok(response) => Err(format!("HTTP {}", response.status().as_u16())),
+            Ok(response) => {
+                let status = response.status();
+                // Receivers often say why in the body: keep a short, printable start of it.
+                let said = response.text().await.unwrap_or_default();
+                Err(rejected(status, &said))
+            }
             Err(error) if error.is_timeout() => {
                 Err(format!("no answer within {}s", timeout.as_secs_f64()))
             }
             Err(error) => Err(match countersign_http::tls_failure(&error, trust) {
                 Some(failure) => tls_refusal(&self.url, &failure, trust),
-                None => format!("cannot deliver: {}", error.without_url()),
+                None => format!(
+                    "cannot deliver to `{}`: {}",
+                    countersign_http::origin(&self.url),
+                    root_cause(error)
+                ),
             }),
         }
     }
+}
+
+/// The longest part of a receiver's refusal body kept in `last_error`, in characters.
+const SAID_CHARS: usize = 200;
+
+/// `last_error` for a receiver that answered with a non-2xx status: the status with its reason
+/// phrase, and the start of what the receiver said (control characters dropped).
+fn rejected(status: reqwest::StatusCode, said: &str) -> String {
+    let phrase = status.canonical_reason().unwrap_or("");
+    let said: String = said
+        .chars()
+        .map(|c| if c.is_control() { ' ' } else { c })
+        .take(SAID_CHARS)
+        .collect();
+    let said = said.trim();
+    let retry = if status.is_client_error() {
+        "check the receiver's configuration (its URL, its secret); it is sent again"
+    } else {
+        "the receiver failed; it is sent again"
+    };
+    if said.is_empty() {
+        format!(
+            "the receiver answered HTTP {} {phrase}: {retry}",
+            status.as_u16()
+        )
+    } else {
+        format!(
+            "the receiver answered HTTP {} {phrase} (\"{said}\"): {retry}",
+            status.as_u16()
+        )
+    }
+}
+
+/// The innermost cause of a transport error ("Connection refused (os error 111)"), which says
+/// what went wrong where reqwest's own message says only "error sending request". No URL: the
+/// caller names the origin, never the path (it may carry a secret).
+pub(crate) fn root_cause(error: reqwest::Error) -> String {
+    let error = error.without_url();
+    let mut cause: &dyn std::error::Error = &error;
+    while let Some(source) = cause.source() {
+        cause = source;
+    }
+    cause.to_string()
 }
 
 /// Why an HTTPS delivery failed in its handshake, and what to do: shared with Slack's calls.
@@ -252,6 +304,25 @@ pub(crate) fn tls_refusal(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_refusal_names_the_status_and_what_the_receiver_said() {
+        assert_eq!(
+            rejected(reqwest::StatusCode::UNAUTHORIZED, "bad\tsignature\n"),
+            "the receiver answered HTTP 401 Unauthorized (\"bad signature\"): check the receiver's configuration (its URL, its secret); it is sent again"
+        );
+        assert_eq!(
+            rejected(reqwest::StatusCode::SERVICE_UNAVAILABLE, "  "),
+            "the receiver answered HTTP 503 Service Unavailable: the receiver failed; it is sent again"
+        );
+        let long = "x".repeat(1_000);
+        assert_eq!(
+            rejected(reqwest::StatusCode::BAD_GATEWAY, &long)
+                .matches('x')
+                .count(),
+            SAID_CHARS
+        );
+    }
 
     /// The Standard Webhooks reference implementations' published vector: reproducing it is
     /// what says a receiver's library will accept our signatures.

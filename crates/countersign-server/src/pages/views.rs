@@ -6,6 +6,7 @@
 //! truncated. maud escapes `<`, `>`, `&`, `"` and `'` in every interpolated text on top of that,
 //! so arguments holding markup render as text.
 
+use axum::http::StatusCode;
 use countersign::ApprovalState;
 use countersign::Timestamp;
 use countersign::approval::{AnswerDecision, ApprovalRecord};
@@ -686,8 +687,12 @@ pub(crate) fn problem(viewer: Option<&Viewer>, problem: &Problem) -> Markup {
             p.reason { "Reason: " code { (problem.reason) } }
         }
         p {
-            @if viewer.is_some() { a href="/inbox" { "Back to the inbox" } }
-            @else { a href="/signin" { "Sign in" } }
+            // Only a refusal for want of a sign-in leads to the sign-in form; any other (a
+            // form from another site, a page that does not exist) leads to the inbox, which
+            // asks for a sign-in itself when there is none.
+            @if viewer.is_none() && problem.status == StatusCode::UNAUTHORIZED {
+                a href="/signin" { "Sign in" }
+            } @else { a href="/inbox" { "Back to the inbox" } }
         }
     };
     layout(

@@ -172,6 +172,46 @@ async fn every_html_response_carries_the_security_headers() {
     .await;
     assert_eq!(status, 403);
     assert!(html.contains("<code>csrf</code>"), "{html}");
+    // A form from another site is refused before anyone is looked up; the page leads back to
+    // the inbox, not to a sign-in the user already has.
+    let (status, html) = page(
+        client()
+            .post(harness.url(&format!("/requests/{id}/answer")))
+            .header("cookie", &session)
+            .header("origin", "https://elsewhere.example")
+            .form(&[("decision", "approve")])
+            .send()
+            .await
+            .expect("an answer"),
+    )
+    .await;
+    assert_eq!(status, 403);
+    assert!(html.contains("another site"), "{html}");
+    assert!(html.contains("href=\"/inbox\""), "{html}");
+    assert!(!html.contains(">Sign in<"), "{html}");
+    // A page that does not exist is a page too, leading to the inbox; the API keeps its JSON.
+    let (status, html) = page(
+        client()
+            .get(harness.url("/inbx"))
+            .header("accept", "text/html,application/xhtml+xml")
+            .send()
+            .await
+            .expect("an answer"),
+    )
+    .await;
+    assert_eq!(status, 404);
+    assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
+    assert!(html.contains("no page at `/inbx`"), "{html}");
+    assert!(html.contains("href=\"/inbox\""), "{html}");
+    let response = client()
+        .get(harness.url("/api/v1/nope"))
+        .header("accept", "text/html")
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(response.status(), 404);
+    let problem: serde_json::Value = response.json().await.expect("a JSON problem");
+    assert_eq!(problem["reason"], "not_found", "{problem}");
     // Signed out, a page sends the browser to the sign-in form.
     let response = client()
         .get(harness.url("/inbox"))

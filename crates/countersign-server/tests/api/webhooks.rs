@@ -249,11 +249,10 @@ async fn a_receiver_that_is_down_gets_the_delivery_later_with_the_same_id() {
     }
     let failed_once = failed_once.expect("the first attempt failed and was recorded");
     assert!(
-        failed_once
-            .last_error
-            .as_deref()
-            .is_some_and(|error| error.starts_with("cannot deliver")),
-        "{failed_once:?}"
+        failed_once.last_error.as_deref().is_some_and(|error| error
+            .starts_with(&format!("cannot deliver to `http://{addr}`: "))
+            && error.to_lowercase().contains("connection refused")),
+        "the delivery's last error names the receiver and the cause: {failed_once:?}"
     );
     assert!(
         failed_once.next_attempt_at > harness.clock.now(),

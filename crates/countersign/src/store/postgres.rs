@@ -38,7 +38,11 @@
 //! # URL
 //!
 //! `postgres://USER@HOST:PORT/DATABASE?OPTIONS` (or `postgresql://`). Besides sqlx's own
-//! options (`sslmode`, `application_name`, ...), the store reads and removes:
+//! options (`sslmode`, `application_name`, ...), the store reads and removes the ones below.
+//! The connection has no TLS (sqlx's TLS backends would add a second crypto stack), so
+//! `sslmode=require`, `verify-ca` and `verify-full` are refused when the URL is read, with what
+//! to do instead (a socket, a private network, or a TLS-terminating proxy). The store's own
+//! options:
 //!
 //! - `schema=NAME`: keep the tables in schema `NAME` (created if missing; `[a-z0-9_]`, at most
 //!   63 characters). Default: the server's `search_path` (usually `public`).
@@ -799,6 +803,22 @@ mod tests {
         assert_eq!(options.pooler, Pooler::Transaction);
         let error = parse_url("postgres://h/db?pooler=session").expect_err("refused");
         assert!(error.contains("unknown pooler `session`"), "{error}");
+    }
+
+    #[test]
+    fn a_tls_mode_this_build_cannot_meet_is_refused_with_what_to_do() {
+        for mode in ["require", "verify-ca", "verify-full"] {
+            let error = parse_url(&format!("postgres://h/db?sslmode={mode}")).expect_err("refused");
+            assert!(
+                error.contains(&format!("`sslmode={mode}` asks for TLS"))
+                    && error.contains("without TLS")
+                    && error.contains("sslmode=disable"),
+                "{error}"
+            );
+        }
+        for mode in ["disable", "prefer", "allow"] {
+            parse_url(&format!("postgres://h/db?sslmode={mode}")).expect("no TLS demanded");
+        }
     }
 
     #[test]

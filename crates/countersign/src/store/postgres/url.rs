@@ -55,6 +55,14 @@ pub(super) fn parse_url(url: &str) -> Result<(String, PostgresOptions), String> 
                     format!("`retry_budget_ms={value}` is not a whole number of milliseconds")
                 })?);
             }
+            // INVARIANT (one-crypto-stack): sqlx is built without TLS (its TLS backends bring
+            // ring, aws-lc or OpenSSL), so a mode that demands TLS can never be met: say so
+            // here rather than let the driver fail at connect with a message about its build.
+            "sslmode" if matches!(value, "require" | "verify-ca" | "verify-full") => {
+                return Err(format!(
+                    "`sslmode={value}` asks for TLS, and this build connects to PostgreSQL without TLS: reach the server over its Unix socket or a private network with `sslmode=disable` (or `prefer`), or put a TLS-terminating proxy next to Countersign (for example PgBouncer with `server_tls_sslmode`) and point the URL at it"
+                ));
+            }
             _ => passed.push(pair),
         }
     }
