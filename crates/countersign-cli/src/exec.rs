@@ -124,14 +124,24 @@ pub async fn exec(
             && let Ok(Some(record)) = control.request_approval(&probe).await
             && record.state == countersign::ApprovalState::Pending
         {
+            // The wait ends at whichever comes first: `--wait` running out, or the request
+            // expiring (an answer after that authorizes nothing).
+            let wait_ends = countersign::Clock::now(&countersign::SystemClock).plus(wait);
+            let until = if record.expires_at <= wait_ends {
+                format!("until the request expires at {}", record.expires_at)
+            } else {
+                format!(
+                    "up to {}, until {wait_ends}; the request expires at {}",
+                    humantime::format_duration(wait),
+                    record.expires_at
+                )
+            };
             eprintln!(
-                "countersign: `{}` needs a human's approval: request {} is waiting; answer it from another shell with `countersign approve {}{}`; waiting up to {} (until {})",
+                "countersign: `{}` needs a human's approval: request {} is waiting; answer it from another shell with `countersign approve {}{}`; waiting {until}",
                 args.action,
                 record.id,
                 record.id,
                 crate::store_access::store_flags(global),
-                humantime::format_duration(wait),
-                record.expires_at
             );
         }
         request = request.with_wait(wait);

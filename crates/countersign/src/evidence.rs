@@ -119,8 +119,9 @@ pub enum ReceiptOutcome {
 }
 
 impl ReceiptKind {
-    /// The serialized (snake_case) name.
-    pub(crate) fn as_str(self) -> &'static str {
+    /// The serialized (snake_case) name, as receipts store it (`attempt`, `answer`,
+    /// `approval_expired`, …).
+    pub fn as_str(self) -> &'static str {
         match self {
             ReceiptKind::Attempt => "attempt",
             ReceiptKind::Answer => "answer",

@@ -302,7 +302,7 @@ fn metadata(receipt: &Receipt) -> Value {
     metadata.insert("log_name".into(), json!("receipts"));
     metadata.insert("log_provider".into(), json!("countersign"));
     metadata.insert("log_version".into(), json!(receipt.schema));
-    metadata.insert("event_code".into(), json!(kind_name(receipt.kind)));
+    metadata.insert("event_code".into(), json!(receipt.kind.as_str()));
     metadata.insert(
         "original_time".into(),
         json!(receipt.recorded_at.to_rfc3339()),
@@ -359,20 +359,6 @@ fn security_control(receipt: &Receipt, event: &mut Map<String, Value>) {
     event.insert("disposition".into(), json!(disposition));
 }
 
-/// The receipt kind's stored name.
-fn kind_name(kind: ReceiptKind) -> &'static str {
-    match kind {
-        ReceiptKind::Attempt => "attempt",
-        ReceiptKind::Answer => "answer",
-        ReceiptKind::ApprovalExpired => "approval_expired",
-        ReceiptKind::ApprovalVoided => "approval_voided",
-        ReceiptKind::LeaseExpired => "lease_expired",
-        ReceiptKind::Resolution => "resolution",
-        ReceiptKind::ApprovalRevoked => "approval_revoked",
-        ReceiptKind::ApprovalCancelled => "approval_cancelled",
-    }
-}
-
 /// One line for a person: what happened, to what, by whom, and the outcome; every character
 /// that could forge a line or reverse text is escaped ([`printable`]).
 fn message(receipt: &Receipt) -> String {
@@ -398,7 +384,7 @@ fn message(receipt: &Receipt) -> String {
         .unwrap_or_default();
     let text = format!(
         "{} of {subject}{by}: {}{reason}",
-        kind_name(receipt.kind),
+        receipt.kind.as_str(),
         receipt.outcome.as_str()
     );
     printable(&text).into_owned()

@@ -248,8 +248,13 @@ fn with_wait_the_command_runs_as_soon_as_it_is_granted() {
     // While it waits, it names the request and the command that answers it.
     assert!(
         waiting.stderr.contains(&format!(
-            "request {id} is waiting; answer it from another shell with `countersign approve {id} --policy agent.yaml`; waiting up to 1m"
+            "request {id} is waiting; answer it from another shell with `countersign approve {id} --policy agent.yaml`; waiting up to 1m, until "
         )),
+        "{waiting:?}"
+    );
+    // The wait's own end, then the request's expiry: two different instants, each named.
+    assert!(
+        waiting.stderr.contains("; the request expires at "),
         "{waiting:?}"
     );
     assert_eq!(runs(&sandbox), 1);

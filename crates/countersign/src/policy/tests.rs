@@ -699,6 +699,32 @@ fn refuses_bad_durations() {
     );
 }
 
+/// A tab in the indentation is named at its own line and column, wherever the scanner next
+/// stumbled (it can name a neighbouring line), and the message says it is a tab.
+#[test]
+fn a_tab_in_the_indentation_is_named_where_it_is() {
+    for (yaml, line, column) in [
+        (
+            "schema: countersign.policy/v1\nactions:\n  a:\n\tdecision: allow\n",
+            4,
+            1,
+        ),
+        (
+            "schema: countersign.policy/v1\nactions:\n  a:\n    rules:\n      - when: {}\n  \t  decision: allow\n",
+            6,
+            3,
+        ),
+    ] {
+        let error = load_error(yaml);
+        assert_eq!(
+            (error.kind.code(), error.line, error.column),
+            ("syntax", Some(line), Some(column)),
+            "{yaml:?}: {error}"
+        );
+        assert!(error.to_string().to_lowercase().contains("tab"), "{error}");
+    }
+}
+
 #[test]
 fn refuses_numbers_canonical_json_cannot_carry() {
     let cases = [

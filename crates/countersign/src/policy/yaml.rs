@@ -160,7 +160,38 @@ fn parser_options() -> serde_saphyr::Options {
 /// # Errors
 /// Syntax errors, duplicate keys, budget breaches and unsupported tags, located.
 pub(crate) fn parse(text: &str) -> Result<Node, LoadError> {
-    serde_saphyr::from_str_with_options::<Node>(text, parser_options()).map_err(map_error)
+    serde_saphyr::from_str_with_options::<Node>(text, parser_options())
+        .map_err(map_error)
+        .map_err(|error| at_the_tab(text, error))
+}
+
+/// A tab in the indentation makes the scanner fail where it next looks for a token, which can
+/// be a line later: when the parser's message is about a tab, point at the first indentation tab
+/// up to the line after the one it named, as the scanner may name the line before or after the
+/// tab (YAML 1.2.2 §6.1: tabs never indent).
+fn at_the_tab(text: &str, mut error: LoadError) -> LoadError {
+    let LoadErrorKind::Syntax { detail } = &error.kind else {
+        return error;
+    };
+    if !detail.to_ascii_lowercase().contains("tab") {
+        return error;
+    }
+    let last = error.line.map_or(usize::MAX, |line| line.saturating_add(1));
+    let found = text
+        .lines()
+        .enumerate()
+        .take(last)
+        .find_map(|(index, line)| {
+            let indent = line.len() - line.trim_start_matches([' ', '\t']).len();
+            line[..indent]
+                .find('\t')
+                .map(|column| (index + 1, line[..column].chars().count() + 1))
+        });
+    if let Some((line, column)) = found {
+        error.line = Some(line);
+        error.column = Some(column);
+    }
+    error
 }
 
 fn map_error(error: serde_saphyr::Error) -> LoadError {
