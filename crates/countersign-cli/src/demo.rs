@@ -509,7 +509,7 @@ pub async fn run(
     demo.say("")?;
     let report = demo.control.verify_receipts(None).await?;
     render::verify_report(&report, demo.out)?;
-    // One request is left waiting, so that `pending`, `approve` and `serve` have something to
+    // One request is left waiting, so that `pending` and `approve` have something to
     // show on the demo's store (a waiting request holds nothing and writes no receipt, so the
     // chain above is unchanged).
     demo.say("\n9. One request is left waiting for you")?;
@@ -528,9 +528,14 @@ pub async fn run(
         ))?;
     }
     demo.say(format!(
-        "\nlook around: countersign receipts --store-url sqlite:{0}  (or effects, pending, inspect <id>, serve)",
+        "\nlook around: countersign receipts --store-url sqlite:{0}  (or effects, pending, inspect <id>)",
         store_path.display()
     ))?;
+    // `serve` judges a browser's answer by the approver keys stored with each request, and the
+    // example policy lists none: say so rather than send people to an inbox that cannot answer.
+    demo.say(
+        "the web inbox (`countersign serve`) answers requests opened under a policy that lists approver keys (`approvers.keys`); this one lists none, so answer with `approve` (docs/approval-service.md)",
+    )?;
     Ok(crate::verify::exit_for(&report))
 }
 
