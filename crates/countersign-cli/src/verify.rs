@@ -108,7 +108,8 @@ impl VerifyArgs {
 /// Exit 0 only when at least one receipt was checked and everything holds; 1 when something
 /// does not; 3 (unverifiable) when there is nothing to check: no store file yet at the default
 /// path (the policy is still checked and the output says so; `countersign policy check` checks
-/// only the policy), or an empty log. Never creates a store; a store named with `--store-url`
+/// only the policy), an empty log, a log without hashes, or a `--from`/`--to` range past the
+/// head, empty, or ending past it (case B58). With a range the state tables are not compared. Never creates a store; a store named with `--store-url`
 /// must exist.
 pub async fn verify(
     global: &Global,
