@@ -10,10 +10,12 @@ mod stores {
     pub mod b33_tamper_evidence;
     pub mod b56_sqlite_read_then_write;
     pub mod b57_transaction_pooler;
+    pub mod b58_nothing_checked;
     pub mod kit;
     pub mod legacy_ids;
     pub mod lost_commit;
     pub mod migration;
+    pub mod migration_v4;
     pub mod postgres_store;
     pub mod support;
 }

@@ -18,7 +18,7 @@ use serde_json::json;
 use super::support::{fresh, postgres, schema_of, sqlite_file, worker as worker_binary};
 
 /// Direct SQL on the store's own tables, as an attacker with database access would write it.
-async fn tamper(fresh: &Fresh, statements: &[String]) {
+pub(super) async fn tamper(fresh: &Fresh, statements: &[String]) {
     if fresh.url.starts_with("sqlite:") {
         let connection = rusqlite::Connection::open(sqlite_file(&fresh.url)).expect("open");
         for statement in statements {
@@ -50,7 +50,7 @@ fn note(index: usize) -> ReceiptDraft {
     }
 }
 
-async fn twenty_receipts(backend: &dyn StoreBackend, case: &str) -> Fresh {
+pub(super) async fn twenty_receipts(backend: &dyn StoreBackend, case: &str) -> Fresh {
     let fresh = fresh(backend, case).await;
     for index in 0..20 {
         fresh

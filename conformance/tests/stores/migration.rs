@@ -161,7 +161,7 @@ fn sqlite_copy() -> (tempfile::TempDir, PathBuf) {
     (folder, path)
 }
 
-fn sqlite_version(path: &std::path::Path) -> String {
+pub(super) fn sqlite_version(path: &std::path::Path) -> String {
     rusqlite::Connection::open(path)
         .expect("open")
         .query_row(
@@ -270,7 +270,7 @@ pub(super) async fn postgres_copy_of(name: &str, tag: &str) -> (String, String, 
     (format!("{base}{separator}schema={schema}"), schema, admin)
 }
 
-async fn postgres_versions(admin: &sqlx::PgPool, schema: &str) -> Vec<i64> {
+pub(super) async fn postgres_versions(admin: &sqlx::PgPool, schema: &str) -> Vec<i64> {
     sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
         "SELECT version FROM \"{schema}\".countersign_schema_version ORDER BY version"
     )))
@@ -287,9 +287,15 @@ async fn a_postgres_store_made_by_schema_1_migrates_and_keeps_its_evidence() {
         .await
         .expect("the old store opens");
     check_migrated(store).await;
-    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2, 3, 4]);
+    assert_eq!(
+        postgres_versions(&admin, &schema).await,
+        vec![1, 2, 3, 4, 5]
+    );
     drop(store::open_url_async(&url).await.expect("reopens"));
-    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2, 3, 4]);
+    assert_eq!(
+        postgres_versions(&admin, &schema).await,
+        vec![1, 2, 3, 4, 5]
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -391,7 +397,7 @@ async fn a_sqlite_store_made_by_schema_2_migrates_forward_and_keeps_its_evidence
     let (_folder, path) = sqlite_copy_of("store-v2.sqlite");
     assert_eq!(sqlite_version(&path), "2");
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("the old store opens"));
-    assert_eq!(sqlite_version(&path), "4");
+    assert_eq!(sqlite_version(&path), "5");
     assert!(!sqlite_columns(&path, "revoked_tokens").is_empty());
     let approvals = store.approvals(None).await.expect("approvals").len();
     let receipts = verified_schemas(store.as_ref()).await.len();
@@ -420,7 +426,10 @@ async fn a_postgres_store_made_by_schema_2_migrates_forward_and_keeps_its_eviden
     let store = store::open_url_async(&url)
         .await
         .expect("the old store opens");
-    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2, 3, 4]);
+    assert_eq!(
+        postgres_versions(&admin, &schema).await,
+        vec![1, 2, 3, 4, 5]
+    );
     check_migrated_from_2(store, 4, 6).await;
 }
 
@@ -481,7 +490,7 @@ async fn check_migrated_from_3(store: Arc<dyn Store>, receipts: usize) {
         events[0].event.kind,
         countersign::outbox::EventKind::Cancelled
     );
-    assert_eq!(events[0].event.request_id, waiting.id);
+    assert_eq!(events[0].event.request_id, Some(waiting.id.clone()));
     let claimed = store
         .claim_deliveries(
             countersign::store::DeliveryClaim {
@@ -505,7 +514,7 @@ async fn a_sqlite_store_made_by_schema_3_migrates_to_4_and_keeps_its_evidence() 
     assert_eq!(sqlite_version(&path), "3");
     assert!(sqlite_columns(&path, "outbox").is_empty());
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("the old store opens"));
-    assert_eq!(sqlite_version(&path), "4");
+    assert_eq!(sqlite_version(&path), "5");
     assert!(sqlite_columns(&path, "outbox").contains(&"body".to_owned()));
     assert!(sqlite_columns(&path, "deliveries").contains(&"lease_until".to_owned()));
     let receipts = verified_schemas(store.as_ref()).await.len();
@@ -536,7 +545,10 @@ async fn a_postgres_store_made_by_schema_3_migrates_to_4_and_keeps_its_evidence(
     let store = store::open_url_async(&url)
         .await
         .expect("the old store opens");
-    assert_eq!(postgres_versions(&admin, &schema).await, vec![1, 2, 3, 4]);
+    assert_eq!(
+        postgres_versions(&admin, &schema).await,
+        vec![1, 2, 3, 4, 5]
+    );
     let receipts = verified_schemas(store.as_ref()).await.len();
     assert!(receipts > 0, "the fixture holds evidence");
     check_migrated_from_3(store, receipts).await;

@@ -142,10 +142,20 @@ pub fn state_check<D: std::fmt::Display>(
     writeln!(out, "{advice}")
 }
 
-/// The verification report, in words: the outcome, how much was checked (first and last
-/// receipt), and the head.
+/// The verification report as text: what was checked (how many receipts, the first and the
+/// last), the outcome and why, the log's head, and what an unanchored check cannot show.
 pub fn verify_report(report: &VerifyReport, out: &mut dyn Write) -> io::Result<()> {
+    let range = report.range;
+    let head_seq = report.log_head.as_ref().map(|head| head.seq);
     match (&report.first_break, &report.head, report.first_seq) {
+        (Some(chain_break), _, _) if report.outcome == VerifyOutcome::Unverifiable => writeln!(
+            out,
+            "chain unverifiable: no receipt was checked (exit status 3): receipt {} has no hash, and neither has any receipt after it{}; the log was written without hashing or outside Countersign, so there is nothing to check it against",
+            chain_break.seq(),
+            range
+                .and_then(|range| range.to)
+                .map_or_else(String::new, |to| format!(" up to {to}"))
+        )?,
         (Some(chain_break), _, _) => {
             writeln!(
                 out,
@@ -161,24 +171,61 @@ pub fn verify_report(report: &VerifyReport, out: &mut dyn Write) -> io::Result<(
                 _ => writeln!(out, "no receipt before it verified")?,
             }
         }
-        (None, Some(head), Some(first)) => writeln!(
-            out,
-            "chain {}: {} receipt(s) checked (receipts {first} to {}), head {}",
-            if report.outcome == VerifyOutcome::Verified {
-                "verified"
-            } else {
-                "intact"
-            },
-            report.checked,
-            head.seq,
-            head.hash
-        )?,
-        (None, _, _) => writeln!(
-            out,
-            "chain unverifiable: the log is empty, so no receipt was checked (exit status 3)"
-        )?,
+        (None, Some(head), Some(first)) => {
+            let word = match report.outcome {
+                VerifyOutcome::Verified => "verified",
+                VerifyOutcome::Failed => "intact",
+                VerifyOutcome::Unverifiable => "unverifiable",
+            };
+            write!(
+                out,
+                "chain {word}: {} receipt(s) checked (receipts {first} to {}), head {}",
+                report.checked, head.seq, head.hash
+            )?;
+            if first > 1 {
+                write!(
+                    out,
+                    "; linked to receipt {}, whose hash holds; receipts before it were not checked",
+                    first - 1
+                )?;
+            }
+            match (range.and_then(|range| range.to), head_seq) {
+                (Some(to), Some(newest)) if to > newest => writeln!(
+                    out,
+                    "\nbut the range ends at receipt {to}, after the log's head (receipt {newest}): receipts {} to {to} do not exist (not written yet, or removed), so the range cannot be verified (exit status 3); check up to the head with `--to {newest}`",
+                    newest + 1
+                )?,
+                _ => writeln!(out)?,
+            }
+        }
+        (None, _, _) => match (range, head_seq) {
+            (Some(range), Some(newest)) if range.to.is_some_and(|to| to < range.from) => writeln!(
+                out,
+                "chain unverifiable: the range {} to {} is empty, so no receipt was checked (exit status 3); give `--from` no greater than `--to` (the log's head is receipt {newest})",
+                range.from,
+                range.to.unwrap_or(range.from)
+            )?,
+            (Some(range), Some(newest)) => writeln!(
+                out,
+                "chain unverifiable: the range starts at receipt {}, after the log's head (receipt {newest}), so no receipt was checked (exit status 3); check up to the head with `--from 1 --to {newest}`, or run this again once receipt {} exists",
+                range.from, range.from
+            )?,
+            _ => writeln!(
+                out,
+                "chain unverifiable: the log is empty, so no receipt was checked (exit status 3)"
+            )?,
+        },
+    }
+    match &report.log_head {
+        Some(head) if head.hash.trim().is_empty() => {
+            writeln!(out, "log head: receipt {} (no hash)", head.seq)?
+        }
+        Some(head) => writeln!(out, "log head: receipt {}, {}", head.seq, head.hash)?,
+        None => writeln!(out, "log head: none (no receipt in the store)")?,
     }
     match &report.anchor {
+        // A range leaves the tail out by design (`--anchor` is refused with one).
+        AnchorCheck::NotGiven if range.is_some() => Ok(()),
         AnchorCheck::NotGiven => writeln!(
             out,
             "note: without an anchor, deleting the newest receipts cannot be detected; export one with `countersign receipts --export-anchor > anchor.json` and keep it elsewhere"

@@ -17,6 +17,7 @@ use countersign_server::{Notifications, Service, ServiceConfig, StoreSource};
 
 use crate::{Failure, Global};
 
+mod checkpointer;
 mod notify_file;
 
 /// Arguments of `serve`.
@@ -117,6 +118,15 @@ pub struct ServeArgs {
     /// instead of the system's trust store (or `ca_file:` in the --notify-config file).
     #[arg(long, value_name = "FILE")]
     notify_ca: Option<PathBuf>,
+    /// Sign a checkpoint of the receipt log with this key (from `countersign keygen --out
+    /// FILE`) every --checkpoint-every while the log grows, and write each to the outbox as a
+    /// `log.checkpoint` event that the webhooks deliver. Only this service holds the key, never
+    /// an agent.
+    #[arg(long, value_name = "FILE")]
+    checkpoint_key: Option<PathBuf>,
+    /// How often --checkpoint-key signs the log (each checkpoint reads the whole log).
+    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = humantime::parse_duration, requires = "checkpoint_key")]
+    checkpoint_every: std::time::Duration,
 }
 
 /// Read a file named by a flag, for a message naming it.
@@ -321,6 +331,16 @@ pub async fn run(
         trust,
         ..Notifications::default()
     };
+    let checkpoint_key = args
+        .checkpoint_key
+        .as_deref()
+        .map(checkpointer::load_key)
+        .transpose()?;
+    if args.checkpoint_every.is_zero() {
+        return Err(Failure(
+            "`--checkpoint-every 0s` would sign the log without pause: give a duration such as `1m`".to_owned(),
+        ));
+    }
     let policy = crate::everyday::load_policy(&global.policy_path())?;
     let url = global.store_url();
     if let Some(path) = crate::store_access::missing_store_file(global) {
@@ -431,6 +451,14 @@ pub async fn run(
             ),
         }
     )?;
+    if let Some(key) = checkpoint_key {
+        writeln!(
+            out,
+            "signing a checkpoint of the receipt log every {} while it grows (`log.checkpoint` events)",
+            humantime::format_duration(args.checkpoint_every)
+        )?;
+        checkpointer::spawn(url.clone(), key, args.checkpoint_every);
+    }
     out.flush()?;
     countersign_server::serve_notifying(
         listener,

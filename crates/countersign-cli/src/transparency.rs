@@ -8,9 +8,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
+use countersign::audit::checkpoint::{Published, publish_checkpoint, sign_log};
 use countersign::evidence::bundle::{self, BundleError};
 use countersign::evidence::checkpoint::{self, Checkpoint};
-use countersign::evidence::{StoredReceipt, VerifyOutcome, merkle};
+use countersign::evidence::{StoredReceipt, merkle};
 use countersign::token::{PublicKey, SigningKey};
 
 use crate::commands::write_json;
@@ -34,88 +35,68 @@ pub struct CheckpointArgs {
     /// [default: `countersign/` and the first 16 hex digits of receipt 1's hash].
     #[arg(long, value_name = "NAME")]
     origin: Option<String>,
-}
-
-/// The origin a log gets when none is given: stable for the log's life, different per log.
-fn default_origin(first: &StoredReceipt) -> String {
-    let digits = first.hash.as_str().trim_start_matches("sha256:");
-    format!("countersign/{}", &digits[..digits.len().min(16)])
+    /// Do not write the `log.checkpoint` event to the store's outbox (which webhooks deliver):
+    /// the store is only read, and the checkpoint is only printed (and written to `--out`).
+    #[arg(long)]
+    no_event: bool,
 }
 
 /// `countersign checkpoint`: verify the chain, compute the Merkle tree over the whole log, sign
-/// its head, and print (and with `--out`, write) the signed note.
+/// its head, print (and with `--out`, write) the signed note, and write it to the outbox as a
+/// `log.checkpoint` event for webhooks (unless `--no-event`, or the newest such event already
+/// carries the same head).
 pub async fn checkpoint(
     global: &Global,
     args: &CheckpointArgs,
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
     let key = SigningKey::load(&args.key)?;
-    let store = open_for_reading(global).await?;
-    let mut first = None;
-    let log = countersign::audit::read_log(store.as_ref(), |receipt| {
-        if receipt.seq == 1 {
-            first = Some(receipt.clone());
-        }
-        false
-    })
-    .await?;
-    match log.report.outcome {
-        VerifyOutcome::Verified => {}
-        VerifyOutcome::Unverifiable => {
-            return Err(Failure(
-                "the receipt log is empty: there is nothing to checkpoint yet; run this again once the agent has made a call".to_owned(),
-            ));
-        }
-        VerifyOutcome::Failed => {
-            let detail = log.report.first_break.as_ref().map_or_else(
-                || "the chain does not verify".to_owned(),
-                ToString::to_string,
-            );
-            return Err(Failure(format!(
-                "refusing to sign a broken log: {detail}: run `countersign verify` and restore the store before making a checkpoint"
-            )));
-        }
-    }
-    let origin = match (&args.origin, &first) {
-        (Some(origin), _) => origin.trim().to_owned(),
-        (None, Some(first)) => default_origin(first),
-        (None, None) => {
-            return Err(Failure(
-                "receipt 1 was not found: pass the log's name with `--origin NAME`".to_owned(),
-            ));
-        }
+    let store = if args.no_event {
+        open_for_reading(global).await?
+    } else {
+        crate::store_access::open_existing(global).await?
     };
-    let tree = log.tree.tree();
-    let head = Checkpoint {
-        origin,
-        size: tree.size(),
-        root: tree.root(),
-        extensions: Vec::new(),
-    };
-    let signed = checkpoint::sign(&head, &key).map_err(|error| {
-        Failure(format!(
-            "cannot sign a checkpoint for `{}`: {error}: pick another name with `--origin NAME`",
-            head.origin
-        ))
-    })?;
+    let made = sign_log(store.as_ref(), &key, args.origin.as_deref())
+        .await
+        .map_err(|error| Failure(error.to_string()))?;
+    let head = &made.head;
     if let Some(path) = &args.out {
-        write_whole(path, signed.as_bytes())?;
+        write_whole(path, made.signed.as_bytes())?;
     }
-    let verifier = checkpoint::verifier(&head.origin, key.public_key())?;
+    let event = if args.no_event {
+        None
+    } else {
+        let now = countersign::Clock::now(&countersign::SystemClock);
+        Some(publish_checkpoint(store.as_ref(), &made, now).await.map_err(|error| {
+            Failure(format!(
+                "the checkpoint was signed{} but its `log.checkpoint` event could not be written to the outbox: {error}: run this again to send it, or pass `--no-event` to make checkpoints without notifying",
+                args.out
+                    .as_ref()
+                    .map_or_else(String::new, |path| format!(" and written to {}", path.display()))
+            ))
+        })?)
+    };
     if global.json {
+        let (event_id, event_written) = match &event {
+            Some(Published::Written(id)) => (Some(id.as_str()), true),
+            Some(Published::Unchanged(id)) => (Some(id.as_str()), false),
+            None => (None, false),
+        };
         write_json(
             out,
             &serde_json::json!({
                 "origin": head.origin,
                 "size": head.size,
                 "root": head.root.to_base64(),
-                "checkpoint": signed,
-                "verifier_key": verifier.to_string(),
+                "checkpoint": made.signed,
+                "verifier_key": made.verifier_key,
                 "out": args.out.as_ref().map(|path| path.display().to_string()),
+                "event": event_id,
+                "event_written": event_written,
             }),
         )?;
     } else {
-        write!(out, "{signed}")?;
+        write!(out, "{}", made.signed)?;
         if let Some(path) = &args.out {
             writeln!(
                 out,
@@ -123,6 +104,21 @@ pub async fn checkpoint(
                 path.display(),
                 path.display()
             )?;
+        }
+        let said = match &event {
+            Some(Published::Written(id)) => Some(format!(
+                "outbox event {id} (`log.checkpoint`) written: every webhook of `countersign serve` on this store receives it"
+            )),
+            Some(Published::Unchanged(id)) => Some(format!(
+                "no new outbox event: the log has not grown since event {id} carried this same checkpoint"
+            )),
+            None => None,
+        };
+        // Without `--out`, standard output is the note alone (`> FILE` keeps a valid note).
+        match (said, &args.out) {
+            (Some(said), Some(_)) => writeln!(out, "{said}")?,
+            (Some(said), None) => eprintln!("{said}"),
+            (None, _) => {}
         }
     }
     Ok(ExitCode::SUCCESS)

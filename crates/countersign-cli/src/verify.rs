@@ -81,6 +81,26 @@ pub struct VerifyArgs {
     /// and `--bundle`.
     #[arg(long, value_name = "FILE")]
     key: Option<std::path::PathBuf>,
+    /// Check only the receipts from this seq on (default 1): the receipt before it must hash
+    /// to its own hash and the range must link to it; earlier receipts are not checked, and
+    /// neither are the effects and approvals tables. A start after the log's head checks
+    /// nothing: exit 3.
+    #[arg(long, value_name = "SEQ", value_parser = clap::value_parser!(u64).range(1..), conflicts_with_all = ["anchor", "checkpoint", "bundle"])]
+    from: Option<u64>,
+    /// Check only the receipts up to this seq (default the log's head). An end past the head
+    /// cannot be verified whole: exit 3, after checking the receipts that exist.
+    #[arg(long, value_name = "SEQ", value_parser = clap::value_parser!(u64).range(1..), conflicts_with_all = ["anchor", "checkpoint", "bundle"])]
+    to: Option<u64>,
+}
+
+impl VerifyArgs {
+    /// The range asked for, if any.
+    fn range(&self) -> Option<evidence::VerifyRange> {
+        (self.from.is_some() || self.to.is_some()).then(|| evidence::VerifyRange {
+            from: self.from.unwrap_or(1),
+            to: self.to,
+        })
+    }
 }
 
 /// `countersign verify`: the policy loads, and the chain is intact.
@@ -88,7 +108,8 @@ pub struct VerifyArgs {
 /// Exit 0 only when at least one receipt was checked and everything holds; 1 when something
 /// does not; 3 (unverifiable) when there is nothing to check: no store file yet at the default
 /// path (the policy is still checked and the output says so; `countersign policy check` checks
-/// only the policy), or an empty log. Never creates a store; a store named with `--store-url`
+/// only the policy), an empty log, a log without hashes, or a `--from`/`--to` range past the
+/// head, empty, or ending past it (case B58). With a range the state tables are not compared. Never creates a store; a store named with `--store-url`
 /// must exist.
 pub async fn verify(
     global: &Global,
@@ -153,15 +174,17 @@ pub async fn verify(
     }
     let store = open_for_reading(global).await?;
     let anchor = read_anchor(args.anchor.as_deref())?;
-    let report = countersign::audit::verify_store(store.as_ref(), anchor.as_ref()).await?;
+    let range = args.range();
+    let report =
+        countersign::audit::verify_store_range(store.as_ref(), range, anchor.as_ref()).await?;
     // The effects table is what the kernel consults before running an effect and it is not
-    // chained: compare it with the receipts (only meaningful on an intact chain).
-    let (effects, approvals) = match report.first_break {
-        None => (
+    // chained: compare it with the receipts (only meaningful on a whole, intact chain).
+    let (effects, approvals) = match (&report.first_break, range) {
+        (None, None) => (
             Some(countersign::audit::cross_check_effects(store.as_ref()).await?),
             Some(countersign::audit::cross_check_approvals(store.as_ref()).await?),
         ),
-        Some(_) => (None, None),
+        _ => (None, None),
     };
     let agree = effects
         .as_ref()
@@ -181,6 +204,12 @@ pub async fn verify(
         )?;
     } else {
         render::verify_report(&report, out)?;
+        if range.is_some() {
+            writeln!(
+                out,
+                "not compared with a range: the effects and approvals tables (run `countersign verify` without `--from`/`--to` for them)"
+            )?;
+        }
         if let Some(check) = &effects {
             render::state_check(
                 "effects",

@@ -34,7 +34,7 @@ fn delivery_json(delivery: &Delivery) -> serde_json::Value {
         "id": delivery.id,
         "event_id": delivery.event_id,
         "type": delivery.kind.as_str(),
-        "request_id": delivery.request_id.as_str(),
+        "request_id": delivery.request_id.as_ref().map(|id| id.as_str()),
         "endpoint": delivery.endpoint,
         "state": delivery.state.as_str(),
         "attempts": delivery.attempts,
@@ -43,6 +43,14 @@ fn delivery_json(delivery: &Delivery) -> serde_json::Value {
         "delivered_at": delivery.delivered_at,
         "event_at": delivery.event_at,
     })
+}
+
+/// What a delivery's event is about: its request, or `the log` (a `log.checkpoint`).
+fn subject(delivery: &Delivery) -> String {
+    delivery
+        .request_id
+        .as_ref()
+        .map_or_else(|| "the log".to_owned(), ToString::to_string)
 }
 
 /// `countersign webhooks`.
@@ -64,7 +72,9 @@ pub async fn webhooks(
             writeln!(
                 out,
                 "delivery {id} ({} of {} to {}) is due again; `countersign serve` sends it with the same webhook-id",
-                delivery.kind, delivery.request_id, delivery.endpoint
+                delivery.kind,
+                subject(&delivery),
+                delivery.endpoint
             )?;
         }
         return Ok(ExitCode::SUCCESS);
@@ -104,7 +114,7 @@ pub async fn webhooks(
                 delivery.state.to_string(),
                 delivery.attempts.to_string(),
                 delivery.kind.to_string(),
-                delivery.request_id.to_string(),
+                subject(delivery),
                 delivery.endpoint.clone(),
                 when,
                 render::truncate(delivery.last_error.as_deref().unwrap_or(""), 40),

@@ -8,6 +8,8 @@ mod support;
 
 #[path = "cli/approvers.rs"]
 mod approvers;
+#[path = "cli/b58_verify.rs"]
+mod b58_verify;
 #[path = "cli/bad_input.rs"]
 mod bad_input;
 #[path = "cli/chain.rs"]

@@ -442,11 +442,16 @@ pub(crate) async fn deliver(
     let Some(slack) = service.inner.slack.get().cloned() else {
         return Err("Slack is not configured on this service".to_owned());
     };
+    // Slack shows requests to approvers; an event about the log (`log.checkpoint`) is for
+    // webhooks, and Slack has nothing to post for it.
+    let Some(request_id) = &held.delivery.request_id else {
+        return Ok(Settlement::Delivered { reference: None });
+    };
     let record = store
-        .approval(&held.delivery.request_id)
+        .approval(request_id)
         .await
         .map_err(|error| format!("cannot read the request: {error}"))?
-        .ok_or_else(|| format!("request {} is gone", held.delivery.request_id))?;
+        .ok_or_else(|| format!("request {request_id} is gone"))?;
     let now = service.inner.clock.now();
     let (text, blocks) = message::blocks(&record, now);
     let earlier = if held.delivery.kind == EventKind::Opened {

@@ -3,13 +3,17 @@
 //! ([`cross_check_effects`], [`cross_check_approvals`]). The pure chain check itself is
 //! [`crate::evidence::Verifier`]; this module only reads a [`crate::store::Store`] into it.
 
+pub mod checkpoint;
+
 use serde::Serialize;
 
 use crate::evidence::{
-    Anchor, Receipt, ReceiptKind, ReceiptOutcome, Verifier, VerifyReport, printable,
+    Anchor, ChainBreak, ChainHead, Receipt, ReceiptKind, ReceiptOutcome, Verifier, VerifyOutcome,
+    VerifyRange, VerifyReport, check_alone, printable,
 };
 
-/// Verify the whole chain in `store`, page by page, against `anchor` if given.
+/// Verify the whole chain in `store`, page by page, against `anchor` if given
+/// ([`verify_store_range`] over the whole log).
 ///
 /// # Errors
 ///
@@ -22,21 +26,109 @@ pub async fn verify_store(
     store: &dyn crate::store::Store,
     anchor: Option<&Anchor>,
 ) -> Result<VerifyReport, crate::error::StoreError> {
+    verify_store_range(store, None, anchor).await
+}
+
+/// Verify the receipts of `range` in `store` (the whole log for `None`), page by page, against
+/// `anchor` if given, and note the store's head in [`VerifyReport::log_head`].
+///
+/// A range starting after receipt 1 is checked from the receipt before it: that receipt's own
+/// hash must hold and the range's first receipt must point at it (the receipts before it are not
+/// checked). The outcome is [`VerifyOutcome::Unverifiable`] when nothing was checked (an empty
+/// log, a range past the head or an empty one, a log none of whose receipts has a hash: the
+/// first is named in [`VerifyReport::first_break`]) or when the range ends past the head, unless
+/// something checked failed (case B58: nothing checked is never a pass).
+///
+/// # Errors
+///
+/// [`crate::StoreError`] when the store cannot be read.
+///
+/// # Cancel safety
+///
+/// Read-only.
+pub async fn verify_store_range(
+    store: &dyn crate::store::Store,
+    range: Option<VerifyRange>,
+    anchor: Option<&Anchor>,
+) -> Result<VerifyReport, crate::error::StoreError> {
     const PAGE: usize = 2_000;
-    let mut verifier = Verifier::new();
-    let mut after = 0;
-    loop {
+    let log_head = store.chain_head().await?;
+    let from = range.map_or(1, |range| range.from.max(1));
+    let to = range.and_then(|range| range.to).unwrap_or(u64::MAX);
+    let mut verifier = if from == 1 {
+        Verifier::new()
+    } else {
+        // The receipt before the range anchors it: its own hash must hold.
+        match store.receipts(from - 2, 1).await?.into_iter().next() {
+            Some(before) if before.seq == from - 1 => match check_alone(&before) {
+                Ok(_) => Verifier::after(&ChainHead {
+                    seq: before.seq,
+                    hash: before.hash,
+                }),
+                Err(chain_break) => Verifier::broken(chain_break),
+            },
+            // Receipts are numbered from 1 without gaps: a later one means it was removed.
+            Some(later) => Verifier::broken(ChainBreak::SeqGap {
+                expected: from - 1,
+                found: later.seq,
+            }),
+            // The log ends before the range: nothing to check.
+            None => Verifier::new(),
+        }
+    };
+    let mut after = from - 1;
+    let mut unhashed_only = true;
+    'pages: while !verifier.is_broken() && after < to {
         let page = store.receipts(after, PAGE).await?;
         let Some(last) = page.last() else { break };
         after = last.seq;
         for receipt in &page {
+            if receipt.seq > to {
+                break 'pages;
+            }
             verifier.feed(receipt, anchor);
+            if verifier.is_broken() {
+                break 'pages;
+            }
         }
-        if verifier.is_broken() || page.len() < PAGE {
+        if page.len() < PAGE {
             break;
         }
     }
-    Ok(verifier.finish(anchor))
+    let mut report = verifier.finish(anchor);
+    // A first receipt without a hash: is any receipt of the range hashed at all?
+    if report.checked == 0
+        && let Some(ChainBreak::Unhashed { seq }) = &report.first_break
+    {
+        let mut after = *seq;
+        'scan: loop {
+            let page = store.receipts(after, PAGE).await?;
+            let Some(last) = page.last() else { break };
+            after = last.seq;
+            for receipt in &page {
+                if receipt.seq > to {
+                    break 'scan;
+                }
+                if !receipt.hash.trim().is_empty() {
+                    unhashed_only = false;
+                    break 'scan;
+                }
+            }
+        }
+    } else {
+        unhashed_only = false;
+    }
+    // `to` is `u64::MAX` when no end was asked for: the head, whatever it is.
+    let past_head = log_head
+        .as_ref()
+        .is_none_or(|head| from > head.seq || (to != u64::MAX && to > head.seq));
+    let failed = report.outcome == VerifyOutcome::Failed && !unhashed_only;
+    if !failed && (unhashed_only || from > to || past_head) {
+        report.outcome = VerifyOutcome::Unverifiable;
+    }
+    report.log_head = log_head;
+    report.range = range;
+    Ok(report)
 }
 
 /// The whole log read once: its chain verified, its Merkle tree built, and the receipts a

@@ -28,7 +28,8 @@ mod verify;
 
 pub use seal::seal;
 pub use verify::{
-    Anchor, AnchorCheck, ChainBreak, Verifier, VerifyOutcome, VerifyReport, check_alone, verify,
+    Anchor, AnchorCheck, ChainBreak, Verifier, VerifyOutcome, VerifyRange, VerifyReport,
+    check_alone, verify,
 };
 
 use serde::{Deserialize, Serialize};

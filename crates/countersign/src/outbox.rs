@@ -4,7 +4,9 @@
 //!
 //! The kinds are [`EventKind`]: a request opened, answered (each answer that counts, quorum
 //! answers included), expired, voided (its policy entry changed), consumed by an attempt,
-//! revoked or cancelled. Events are written whether or not anyone listens; a delivery
+//! revoked or cancelled; and, about the log rather than a request, a signed checkpoint made
+//! (issue #23, [`checkpoint_event`], written on its own by whoever made the checkpoint, so
+//! that it is kept outside the store). Events are written whether or not anyone listens; a delivery
 //! channel (the approval service's webhooks and Slack) reads them through
 //! [`crate::Store::claim_deliveries`] and settles each [`Delivery`] per (event, endpoint).
 //!
@@ -60,11 +62,14 @@ pub enum EventKind {
     Revoked,
     /// The operator cancelled it (issue #31).
     Cancelled,
+    /// A signed checkpoint of the receipt log was made (issue #23): about the log, not a
+    /// request (its events have no `request_id`).
+    Checkpoint,
 }
 
 impl EventKind {
-    /// Every kind, in the order of a request's life.
-    pub const ALL: [EventKind; 7] = [
+    /// Every kind: a request's, in the order of its life, then the log's.
+    pub const ALL: [EventKind; 8] = [
         EventKind::Opened,
         EventKind::Answered,
         EventKind::Expired,
@@ -72,10 +77,12 @@ impl EventKind {
         EventKind::Consumed,
         EventKind::Revoked,
         EventKind::Cancelled,
+        EventKind::Checkpoint,
     ];
 
     /// `approval.opened`, `approval.answered`, `approval.expired`, `approval.voided`,
-    /// `approval.consumed`, `approval.revoked` or `approval.cancelled`: the body's `type`.
+    /// `approval.consumed`, `approval.revoked`, `approval.cancelled` or `log.checkpoint`: the
+    /// body's `type`.
     pub fn as_str(self) -> &'static str {
         match self {
             EventKind::Opened => "approval.opened",
@@ -85,6 +92,7 @@ impl EventKind {
             EventKind::Consumed => "approval.consumed",
             EventKind::Revoked => "approval.revoked",
             EventKind::Cancelled => "approval.cancelled",
+            EventKind::Checkpoint => "log.checkpoint",
         }
     }
 
@@ -111,8 +119,9 @@ pub struct OutboxEvent {
     pub id: String,
     /// What happened.
     pub kind: EventKind,
-    /// The request it is about.
-    pub request_id: ApprovalId,
+    /// The request it is about; `None` for an event about the log ([`EventKind::Checkpoint`],
+    /// stored with an empty `request_id`).
+    pub request_id: Option<ApprovalId>,
     /// When (the store transaction's time).
     pub created_at: Timestamp,
     /// The body: `countersign.event/v1` JSON (see the [module docs](self)).
@@ -178,10 +187,56 @@ pub fn approval_event(record: &ApprovalRecord, kind: EventKind, now: Timestamp) 
     OutboxEvent {
         id,
         kind,
-        request_id: record.id.clone(),
+        request_id: Some(record.id.clone()),
         created_at: now,
         body: body.to_string(),
     }
+}
+
+/// The `log.checkpoint` event for a signed checkpoint made at `now` (issue #23): `data` holds
+/// the log's `origin`, the tree `size` and `root` (standard base64), the whole signed note
+/// (`checkpoint`, the text `countersign checkpoint` prints and `verify --checkpoint` reads) and
+/// the `verifier_key` (`origin+keyid+base64(0x01 || key)`, Go's `note` verifier format). A
+/// receiver keeps the note: a checkpoint kept only in the store proves nothing against someone
+/// who can write the store (`docs/evidence.md`).
+pub fn checkpoint_event(
+    head: &crate::evidence::checkpoint::Checkpoint,
+    signed: &str,
+    verifier_key: &str,
+    now: Timestamp,
+) -> OutboxEvent {
+    let id = crate::id::random_id("evt_");
+    let body = json!({
+        "schema": EVENT_SCHEMA,
+        "id": id,
+        "type": EventKind::Checkpoint.as_str(),
+        "timestamp": now,
+        "data": {
+            "origin": head.origin,
+            "size": head.size,
+            "root": head.root.to_base64(),
+            "checkpoint": signed,
+            "verifier_key": verifier_key,
+        },
+    });
+    OutboxEvent {
+        id,
+        kind: EventKind::Checkpoint,
+        request_id: None,
+        created_at: now,
+        body: body.to_string(),
+    }
+}
+
+/// The text a store keeps in an event's `request_id` column: the request's id, or `''` for an
+/// event about the log.
+pub(crate) fn stored_request_id(request_id: Option<&ApprovalId>) -> &str {
+    request_id.map_or("", ApprovalId::as_str)
+}
+
+/// An event's request as read back from its `request_id` column (`''`: none).
+pub(crate) fn read_request_id(text: String) -> Option<ApprovalId> {
+    (!text.is_empty()).then(|| ApprovalId::from_stored(text))
 }
 
 /// Where one delivery of an event to one endpoint stands.
@@ -233,8 +288,8 @@ pub struct Delivery {
     pub event_id: String,
     /// The event's kind.
     pub kind: EventKind,
-    /// The request the event is about.
-    pub request_id: ApprovalId,
+    /// The request the event is about (`None`: the log, [`EventKind::Checkpoint`]).
+    pub request_id: Option<ApprovalId>,
     /// The endpoint: a webhook URL, or `slack`.
     pub endpoint: String,
     /// Where it stands.

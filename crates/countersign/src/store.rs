@@ -56,7 +56,9 @@ use crate::effect::{EffectKey, EffectRecord, EffectState, RetryDecision};
 use crate::error::{AnswerError, Reason, ResolveError, StoreError};
 use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
 use crate::id::AttemptId;
-use crate::outbox::{ClaimedDelivery, Delivery, DeliveryState, Settlement, StoredEvent};
+use crate::outbox::{
+    ClaimedDelivery, Delivery, DeliveryState, EventKind, OutboxEvent, Settlement, StoredEvent,
+};
 
 pub use memory::MemoryStore;
 pub use outbox::DeliveryClaim;
@@ -714,6 +716,32 @@ pub trait Store: Send + Sync + 'static {
     /// [`StoreError`] only.
     async fn prune_outbox(&self, before: Timestamp) -> Result<u64, StoreError> {
         let _ = before;
+        Err(outbox_unsupported(self.backend()))
+    }
+
+    /// Append `event` to the outbox in a transaction of its own: an event that records no
+    /// change of the store's (issue #23: a signed checkpoint's `log.checkpoint`, written by
+    /// whoever made the checkpoint so that webhooks carry it outside the store).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    ///
+    /// # Cancel safety
+    ///
+    /// One transaction, committed or not.
+    async fn append_event(&self, event: &OutboxEvent) -> Result<(), StoreError> {
+        let _ = event;
+        Err(outbox_unsupported(self.backend()))
+    }
+
+    /// The newest event of `kind` still in the outbox (not pruned), if any.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn last_event(&self, kind: EventKind) -> Result<Option<StoredEvent>, StoreError> {
+        let _ = kind;
         Err(outbox_unsupported(self.backend()))
     }
 }

@@ -174,6 +174,7 @@ impl Sandbox {
         settings.add_filter(r"apr_[a-z2-7]{20}", "apr_[ID]");
         settings.add_filter(r"att_[a-z2-7]{20}", "att_[ID]");
         settings.add_filter(r"tok_[a-z2-7]{20}", "tok_[ID]");
+        settings.add_filter(r"evt_[a-z2-7]{20}", "evt_[ID]");
         settings.add_filter(r"sha256:[0-9a-f]{64}", "sha256:[HASH]");
         settings.add_filter(
             r"\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d+)?(Z|[+-]\d{2}:\d{2})",

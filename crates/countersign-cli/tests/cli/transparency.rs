@@ -262,3 +262,71 @@ async fn refusals_say_what_to_do() {
     );
     snapshot(&sandbox, "bundle_newer_than_checkpoint", &run);
 }
+
+/// The `log.checkpoint` outbox events in the sandbox's store: (request_id, body).
+fn checkpoint_events(sandbox: &Sandbox) -> Vec<(String, serde_json::Value)> {
+    let connection = rusqlite::Connection::open(sandbox.store_path()).expect("open the store");
+    let mut statement = connection
+        .prepare("SELECT request_id, body FROM outbox WHERE kind = 'log.checkpoint' ORDER BY seq")
+        .expect("query the outbox");
+    statement
+        .query_map([], |row| {
+            Ok((row.get::<_, String>(0)?, row.get::<_, String>(1)?))
+        })
+        .expect("read the outbox")
+        .map(|row| {
+            let (request_id, body) = row.expect("a row");
+            (
+                request_id,
+                serde_json::from_str(&body).expect("a JSON body"),
+            )
+        })
+        .collect()
+}
+
+/// Each checkpoint also goes to the outbox as a `log.checkpoint` event carrying the whole note
+/// (for webhooks to take outside the store); the same head again writes none; `--no-event`
+/// writes nothing; without `--out`, standard output is the note alone.
+#[tokio::test]
+async fn a_checkpoint_is_written_to_the_outbox_once_per_head() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let (key, _) = keygen(&sandbox, "log-key");
+    let run = checkpoint(&sandbox, &key, "kept.note");
+    let json: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(json["event_written"], true, "{run:?}");
+    let note = std::fs::read_to_string(sandbox.work().join("kept.note")).expect("written");
+    let events = checkpoint_events(&sandbox);
+    assert_eq!(events.len(), 1, "{events:?}");
+    let (request_id, body) = &events[0];
+    assert_eq!(request_id, "", "a log event has no request");
+    assert_eq!(body["type"], "log.checkpoint");
+    assert_eq!(body["id"], json["event"]);
+    assert_eq!(body["data"]["checkpoint"], note.as_str());
+    assert_eq!(body["data"]["size"], 11);
+    assert_eq!(body["data"]["origin"], json["origin"]);
+    assert_eq!(body["data"]["verifier_key"], json["verifier_key"]);
+
+    // The same head: no second event, and standard output is exactly the note.
+    let run = sandbox.run(&["checkpoint", "--key", path(&key)]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    assert_eq!(run.stdout, note);
+    assert!(
+        run.stderr
+            .contains("no new outbox event: the log has not grown since event"),
+        "{run:?}"
+    );
+    assert_eq!(checkpoint_events(&sandbox).len(), 1);
+
+    // The log grows: a new event; `--no-event` then writes none.
+    one_more_receipt(&sandbox, "pi_event").await;
+    let run = sandbox.run(&["checkpoint", "--key", path(&key), "--no-event", "--json"]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    let json: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(json["event"], serde_json::Value::Null);
+    assert_eq!(checkpoint_events(&sandbox).len(), 1);
+    checkpoint(&sandbox, &key, "later.note");
+    let events = checkpoint_events(&sandbox);
+    assert_eq!(events.len(), 2);
+    assert_eq!(events[1].1["data"]["size"], 12);
+}

@@ -1,7 +1,9 @@
 //! Webhooks through the real binary (issue #17): a `countersign serve` killed with SIGKILL in
 //! the middle of a delivery loses nothing — the next `serve` on the store sends it again with
 //! the same `webhook-id`, and the event written while no `serve` ran — and `countersign
-//! webhooks` lists the deliveries and sends one again with `--redeliver`.
+//! webhooks` lists the deliveries and sends one again with `--redeliver`. Signed checkpoints
+//! (issue #23) reach the webhooks as `log.checkpoint` events, from `countersign checkpoint` and
+//! from `serve --checkpoint-key`.
 
 use std::io::{BufRead, BufReader, Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
@@ -300,5 +302,86 @@ async fn a_notify_config_file_wires_the_webhooks() {
         message.starts_with("`conf/typo.yaml` is not a notify configuration:")
             && message.contains("webhook"),
         "{message}"
+    );
+}
+
+/// A checkpoint made by `countersign checkpoint` reaches the webhook as a `log.checkpoint`
+/// event carrying the note; `serve --checkpoint-key` then signs the log again when it grows,
+/// and that checkpoint arrives too.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn checkpoints_reach_the_webhook_from_the_command_and_from_serve() {
+    let sandbox = Sandbox::new();
+    sandbox.write("hook.secret", &format!("{SECRET}\n"));
+    sandbox.fill_with_demo();
+    let key = sandbox.work().join("log-key.pem");
+    let key = key.to_str().expect("UTF-8 path");
+    let run = sandbox.run(&["keygen", "--out", key]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    let run = sandbox.run(&["checkpoint", "--key", key, "--out", "kept.note"]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    let note = std::fs::read_to_string(sandbox.work().join("kept.note")).expect("the note");
+
+    let receiver = Receiver::start(false);
+    let checkpoints = |got: &[Received]| -> Vec<serde_json::Value> {
+        got.iter()
+            .filter(|received| event_type(received) == "log.checkpoint")
+            .map(|received| serde_json::from_str(&received.body).expect("JSON"))
+            .collect()
+    };
+    let mut running = serve_with(
+        &sandbox,
+        &[
+            "--webhook",
+            &format!("http://{}/hook", receiver.addr),
+            "--webhook-secret-file",
+            "hook.secret",
+            "--checkpoint-key",
+            key,
+            "--checkpoint-every",
+            "200ms",
+        ],
+    );
+    let got = receiver.wait_for("the kept checkpoint", |got| !checkpoints(got).is_empty());
+    let first = &checkpoints(&got)[0];
+    assert_eq!(first["data"]["checkpoint"], note.as_str());
+    assert_eq!(first["data"]["size"], 11);
+
+    // The log grows: serve's timer signs it and the webhook gets the new head.
+    sandbox
+        .agent()
+        .refund("pi_cp1", 100, None)
+        .await
+        .expect("an allowed refund runs");
+    let got = receiver.wait_for("serve's checkpoint of the grown log", |got| {
+        checkpoints(got)
+            .iter()
+            .any(|body| body["data"]["size"] == 12)
+    });
+    running.kill().expect("stop serve");
+    running.wait().expect("reap serve");
+    let grown = checkpoints(&got)
+        .into_iter()
+        .find(|body| body["data"]["size"] == 12)
+        .expect("the grown checkpoint");
+    let grown_note = grown["data"]["checkpoint"].as_str().expect("the note");
+    sandbox.write("grown.note", grown_note);
+    let verified = sandbox.run(&[
+        "verify",
+        "--checkpoint",
+        "grown.note",
+        "--key",
+        &format!("{key}.pub"),
+    ]);
+    assert_eq!(verified.status, Some(0), "{verified:?}");
+    // `countersign webhooks` lists its delivery as about the log.
+    let listed = sandbox.run(&["webhooks", "--json"]);
+    let deliveries: Vec<serde_json::Value> =
+        serde_json::from_str(&listed.stdout).expect("a JSON list");
+    assert!(
+        deliveries
+            .iter()
+            .any(|delivery| delivery["type"] == "log.checkpoint"
+                && delivery["request_id"] == serde_json::Value::Null),
+        "{deliveries:#?}"
     );
 }

@@ -132,7 +132,9 @@ pub enum VerifyOutcome {
     /// A receipt or the anchor does not hold: [`VerifyReport::first_break`] or
     /// [`VerifyReport::anchor`] names it.
     Failed,
-    /// Nothing could be checked (an empty log), and nothing contradicts it.
+    /// Nothing could be checked (an empty log, a range past the head, a log none of whose
+    /// receipts has a hash), or the range asked for reaches past the head; and nothing
+    /// contradicts what was checked.
     Unverifiable,
 }
 
@@ -147,6 +149,17 @@ impl VerifyOutcome {
     }
 }
 
+/// The receipts a verification covers: `seq` `from` to `to`, both included (`to`: `None` for up
+/// to the head). A range that starts after the head, or ends before it starts, holds nothing
+/// to check; one that ends past the head cannot be verified whole.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub struct VerifyRange {
+    /// The first `seq` (1 or more).
+    pub from: u64,
+    /// The last `seq`, or `None` for the head.
+    pub to: Option<u64>,
+}
+
 /// The result of [`verify`].
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 pub struct VerifyReport {
@@ -156,8 +169,16 @@ pub struct VerifyReport {
     pub checked: u64,
     /// The `seq` of the first receipt checked (`None`: none was).
     pub first_seq: Option<u64>,
+    /// The `seq` of the last receipt checked (`None`: none was); `head`'s `seq`.
+    pub last_seq: Option<u64>,
     /// The head reached (the last intact receipt), if any.
     pub head: Option<ChainHead>,
+    /// The store's newest receipt as stored (its `seq` and its `hash` column, checked or not),
+    /// `None` for an empty log or when the report was made without a store
+    /// ([`crate::audit::verify_store_range`] fills it).
+    pub log_head: Option<ChainHead>,
+    /// The range asked for, when only part of the log was checked.
+    pub range: Option<VerifyRange>,
     /// The first break, if any.
     pub first_break: Option<ChainBreak>,
     /// The tail check.
@@ -201,6 +222,30 @@ impl Verifier {
         Verifier::default()
     }
 
+    /// A verifier that starts after `before`, a receipt already known good: the next receipt
+    /// fed must be `before.seq + 1` and point at `before.hash`. For checking part of a chain.
+    pub fn after(before: &ChainHead) -> Verifier {
+        Verifier {
+            expected_seq: before.seq + 1,
+            prev_hash: before.hash.clone(),
+            ..Verifier::default()
+        }
+    }
+
+    /// A verifier whose chain is already broken at `chain_break` (found before the part it was
+    /// to check): it checks nothing more and reports the break.
+    pub fn broken(chain_break: ChainBreak) -> Verifier {
+        Verifier {
+            first_break: Some(chain_break),
+            ..Verifier::default()
+        }
+    }
+
+    /// The `seq` the next receipt fed must have.
+    pub fn expected_seq(&self) -> u64 {
+        self.expected_seq
+    }
+
     /// Has it found a break (so further receipts need not be fed)?
     pub fn is_broken(&self) -> bool {
         self.first_break.is_some()
@@ -230,6 +275,10 @@ impl Verifier {
                 expected: self.expected_seq,
                 found: receipt.seq,
             });
+        }
+        // An unhashed receipt (B58) is named as such, whatever else it lacks.
+        if receipt.hash.trim().is_empty() {
+            return Err(ChainBreak::Unhashed { seq: receipt.seq });
         }
         if receipt.prev_hash != self.prev_hash {
             return Err(ChainBreak::PrevHashMismatch {
@@ -274,11 +323,15 @@ impl Verifier {
         } else {
             VerifyOutcome::Verified
         };
+        let first_seq = (self.checked > 0).then(|| self.expected_seq - self.checked);
         VerifyReport {
             outcome,
             checked: self.checked,
-            first_seq: (self.checked > 0).then_some(1),
+            first_seq,
+            last_seq: head.as_ref().map(|head| head.seq),
             head,
+            log_head: None,
+            range: None,
             first_break: self.first_break,
             anchor,
         }

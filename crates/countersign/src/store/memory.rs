@@ -523,7 +523,7 @@ impl Store for MemoryStore {
                 .deliveries
                 .iter()
                 .filter(|held| {
-                    &held.delivery.request_id == request_id
+                    held.delivery.request_id.as_ref() == Some(request_id)
                         && held.delivery.endpoint == endpoint
                         && held.delivery.reference.is_some()
                 })
@@ -576,5 +576,30 @@ impl Store for MemoryStore {
 
     async fn chain_head(&self) -> Result<Option<ChainHead>, StoreError> {
         self.read(State::head)
+    }
+
+    async fn append_event(&self, event: &crate::outbox::OutboxEvent) -> Result<(), StoreError> {
+        let mut state = self.lock()?;
+        state.next_event_seq += 1;
+        let seq = state.next_event_seq;
+        state.events.push(StoredEvent {
+            seq,
+            event: event.clone(),
+        });
+        Ok(())
+    }
+
+    async fn last_event(
+        &self,
+        kind: crate::outbox::EventKind,
+    ) -> Result<Option<StoredEvent>, StoreError> {
+        self.read(|state| {
+            state
+                .events
+                .iter()
+                .rev()
+                .find(|stored| stored.event.kind == kind)
+                .cloned()
+        })
     }
 }

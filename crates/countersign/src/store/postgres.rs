@@ -118,9 +118,9 @@ use crate::store::{
 };
 
 /// The schema version this build migrates to, writes and reads (2: issue #12; 3: issue #31's
-/// token deny-list; 4: issue #17's outbox; see [`crate::store::sqlite::SCHEMA_VERSION`] for
-/// what each added).
-pub const SCHEMA_VERSION: i64 = 4;
+/// token deny-list; 4: issue #17's outbox; 5: issue #23's `log.checkpoint` events and the index
+/// `outbox_by_kind`; see [`crate::store::sqlite::SCHEMA_VERSION`] for what each added).
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// The isolation level of the store's transactions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -742,6 +742,17 @@ impl Store for PostgresStore {
         self.outbox_prune(before).await
     }
 
+    async fn append_event(&self, event: &crate::outbox::OutboxEvent) -> Result<(), StoreError> {
+        self.outbox_append(event).await
+    }
+
+    async fn last_event(
+        &self,
+        kind: crate::outbox::EventKind,
+    ) -> Result<Option<crate::outbox::StoredEvent>, StoreError> {
+        self.outbox_last_event(kind).await
+    }
+
     async fn chain_head(&self) -> Result<Option<ChainHead>, StoreError> {
         let rows = self
             .read_rows(sqlx::query(
@@ -754,7 +765,11 @@ impl Store for PostgresStore {
         let seq: i64 = row.try_get(0).map_err(decode)?;
         Ok(Some(ChainHead {
             seq: u64::try_from(seq).map_err(|_| corrupt("negative seq".to_owned()))?,
-            hash: row.try_get(1).map_err(decode)?,
+            hash: ReceiptHash::from_stored(
+                row.try_get::<Option<String>, _>(1)
+                    .map_err(decode)?
+                    .unwrap_or_default(),
+            ),
         }))
     }
 }

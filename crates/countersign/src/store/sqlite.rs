@@ -76,7 +76,11 @@ use crate::store::{
 ///
 /// 4 (issue #17): `outbox`, the events every change to a request writes in its own
 /// transaction, and `deliveries`, one row per (event, endpoint) with its lease and retries.
-pub const SCHEMA_VERSION: i64 = 4;
+///
+/// 5 (issue #23): the outbox also holds events about the log (`log.checkpoint`, with an empty
+/// `request_id`), which version 4 cannot read, and the index `outbox_by_kind` finds the newest
+/// event of a kind.
+pub const SCHEMA_VERSION: i64 = 5;
 
 /// The forward-only migrations: version `n` is applied to a database at version `n − 1`, all of
 /// them in the one `BEGIN IMMEDIATE` transaction that opens the store. Never edit one; add the
@@ -134,6 +138,7 @@ const MIGRATIONS: &[(i64, &str)] = &[
      );
      CREATE INDEX deliveries_by_request ON deliveries (endpoint, request_id, state, event_seq);",
     ),
+    (5, "CREATE INDEX outbox_by_kind ON outbox (kind, seq);"),
 ];
 
 const SCHEMA: &str = "
@@ -746,13 +751,32 @@ impl Store for SqliteStore {
         .await
     }
 
+    async fn append_event(&self, event: &crate::outbox::OutboxEvent) -> Result<(), StoreError> {
+        self.write(|txn| {
+            let result = outbox::insert_event(txn.transaction, event);
+            txn.check(result)
+        })
+        .await
+    }
+
+    async fn last_event(
+        &self,
+        kind: crate::outbox::EventKind,
+    ) -> Result<Option<crate::outbox::StoredEvent>, StoreError> {
+        self.read(|connection| outbox::last_event(connection, kind))
+            .await
+    }
+
     async fn chain_head(&self) -> Result<Option<ChainHead>, StoreError> {
         let head = self
             .read(|connection| {
                 connection
                     .prepare_cached("SELECT seq, hash FROM receipts ORDER BY seq DESC LIMIT 1")?
                     .query_row([], |row| {
-                        Ok((row.get::<_, i64>(0)?, row.get::<_, String>(1)?))
+                        Ok((
+                            row.get::<_, i64>(0)?,
+                            row.get::<_, Option<String>>(1)?.unwrap_or_default(),
+                        ))
                     })
                     .optional()
             })

@@ -31,7 +31,7 @@ fn delivery_from_row(row: &PgRow) -> Result<Delivery, StoreError> {
             .map_err(|_| corrupt("negative delivery id".to_owned()))?,
         event_id: row.try_get(1).map_err(decode)?,
         kind: EventKind::parse(&kind).ok_or_else(|| corrupt(format!("event kind `{kind}`")))?,
-        request_id: ApprovalId::from_stored(row.try_get(3).map_err(decode)?),
+        request_id: crate::outbox::read_request_id(row.try_get(3).map_err(decode)?),
         endpoint: row.try_get(4).map_err(decode)?,
         state: DeliveryState::parse(&state)
             .ok_or_else(|| corrupt(format!("delivery state `{state}`")))?,
@@ -48,6 +48,21 @@ fn delivery_from_row(row: &PgRow) -> Result<Delivery, StoreError> {
     })
 }
 
+fn event_from_row(row: &PgRow) -> Result<StoredEvent, StoreError> {
+    let kind: String = row.try_get(2).map_err(decode)?;
+    Ok(StoredEvent {
+        seq: u64::try_from(row.try_get::<i64, _>(0).map_err(decode)?)
+            .map_err(|_| corrupt("negative event seq".to_owned()))?,
+        event: OutboxEvent {
+            id: row.try_get(1).map_err(decode)?,
+            kind: EventKind::parse(&kind).ok_or_else(|| corrupt(format!("event kind `{kind}`")))?,
+            request_id: crate::outbox::read_request_id(row.try_get(3).map_err(decode)?),
+            created_at: Timestamp::from_millis(row.try_get(4).map_err(decode)?),
+            body: row.try_get(5).map_err(decode)?,
+        },
+    })
+}
+
 impl PgTxn {
     /// Append one event to the outbox, in the change's own transaction.
     pub(crate) async fn insert_event(&mut self, event: &OutboxEvent) -> Result<(), PgFailure> {
@@ -57,7 +72,7 @@ impl PgTxn {
         )
         .bind(&event.id)
         .bind(event.kind.as_str())
-        .bind(event.request_id.as_str())
+        .bind(crate::outbox::stored_request_id(event.request_id.as_ref()))
         .bind(event.created_at.as_millis())
         .bind(&event.body)
         .persistent(self.persistent).execute(&mut *self.transaction)
@@ -110,23 +125,41 @@ impl PostgresStore {
                 .bind(i64::try_from(limit).unwrap_or(i64::MAX)),
             )
             .await?;
-        rows.iter()
-            .map(|row| {
-                let kind: String = row.try_get(2).map_err(decode)?;
-                Ok(StoredEvent {
-                    seq: u64::try_from(row.try_get::<i64, _>(0).map_err(decode)?)
-                        .map_err(|_| corrupt("negative event seq".to_owned()))?,
-                    event: OutboxEvent {
-                        id: row.try_get(1).map_err(decode)?,
-                        kind: EventKind::parse(&kind)
-                            .ok_or_else(|| corrupt(format!("event kind `{kind}`")))?,
-                        request_id: ApprovalId::from_stored(row.try_get(3).map_err(decode)?),
-                        created_at: Timestamp::from_millis(row.try_get(4).map_err(decode)?),
-                        body: row.try_get(5).map_err(decode)?,
-                    },
-                })
-            })
-            .collect()
+        rows.iter().map(event_from_row).collect()
+    }
+
+    /// [`crate::Store::append_event`]: one statement, committed on its own.
+    pub(super) async fn outbox_append(&self, event: &OutboxEvent) -> Result<(), StoreError> {
+        self.outbox_retrying(|| {
+            self.execute_one(
+                sqlx::query(
+                    "INSERT INTO outbox (id, kind, request_id, created_at, body) VALUES ($1, $2, $3, $4, $5)",
+                )
+                .bind(&event.id)
+                .bind(event.kind.as_str())
+                .bind(crate::outbox::stored_request_id(event.request_id.as_ref()))
+                .bind(event.created_at.as_millis())
+                .bind(&event.body),
+            )
+        })
+        .await
+        .map(drop)
+    }
+
+    /// [`crate::Store::last_event`] (the index `outbox_by_kind`, schema version 5).
+    pub(super) async fn outbox_last_event(
+        &self,
+        kind: EventKind,
+    ) -> Result<Option<StoredEvent>, StoreError> {
+        let rows = self
+            .read_rows(
+                sqlx::query(
+                    "SELECT seq, id, kind, request_id, created_at, body FROM outbox WHERE kind = $1 ORDER BY seq DESC LIMIT 1",
+                )
+                .bind(kind.as_str()),
+            )
+            .await?;
+        rows.first().map(event_from_row).transpose()
     }
 
     /// [`crate::Store::claim_deliveries`].

@@ -109,8 +109,21 @@ pub(super) fn receipt_from_row(row: &PgRow) -> Result<StoredReceipt, StoreError>
     let seq: i64 = row.try_get(0).map_err(decode)?;
     Ok(StoredReceipt {
         seq: u64::try_from(seq).map_err(|_| corrupt("negative seq".to_owned()))?,
-        prev_hash: row.try_get(1).map_err(decode)?,
-        hash: row.try_get(2).map_err(decode)?,
-        body: row.try_get(3).map_err(decode)?,
+        // A NULL column (a row written outside Countersign) reads as empty, so verification
+        // names the receipt (case B58) instead of failing to read the log.
+        prev_hash: ReceiptHash::from_stored(
+            row.try_get::<Option<String>, _>(1)
+                .map_err(decode)?
+                .unwrap_or_default(),
+        ),
+        hash: ReceiptHash::from_stored(
+            row.try_get::<Option<String>, _>(2)
+                .map_err(decode)?
+                .unwrap_or_default(),
+        ),
+        body: row
+            .try_get::<Option<String>, _>(3)
+            .map_err(decode)?
+            .unwrap_or_default(),
     })
 }

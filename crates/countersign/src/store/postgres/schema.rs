@@ -111,4 +111,5 @@ CREATE TABLE deliveries (
 CREATE INDEX deliveries_by_request ON deliveries (endpoint, request_id, state, event_seq);
 ",
     ),
+    (5, "CREATE INDEX outbox_by_kind ON outbox (kind, seq);"),
 ];

@@ -23,7 +23,7 @@ fn delivery_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Delivery> {
         id: u64::try_from(row.get::<_, i64>(0)?).map_err(|_| corrupt("delivery id".into()))?,
         event_id: row.get(1)?,
         kind: EventKind::parse(&kind).ok_or_else(|| corrupt(format!("event kind `{kind}`")))?,
-        request_id: ApprovalId::from_stored(row.get(3)?),
+        request_id: crate::outbox::read_request_id(row.get(3)?),
         endpoint: row.get(4)?,
         state: DeliveryState::parse(&state)
             .ok_or_else(|| corrupt(format!("delivery state `{state}`")))?,
@@ -44,7 +44,7 @@ fn event_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredEvent> {
         event: OutboxEvent {
             id: row.get(1)?,
             kind: EventKind::parse(&kind).ok_or_else(|| corrupt(format!("event kind `{kind}`")))?,
-            request_id: ApprovalId::from_stored(row.get(3)?),
+            request_id: crate::outbox::read_request_id(row.get(3)?),
             created_at: Timestamp::from_millis(row.get(4)?),
             body: row.get(5)?,
         },
@@ -60,11 +60,24 @@ pub(super) fn insert_event(connection: &Connection, event: &OutboxEvent) -> rusq
         .execute(params![
             event.id,
             event.kind.as_str(),
-            event.request_id.as_str(),
+            crate::outbox::stored_request_id(event.request_id.as_ref()),
             millis(event.created_at),
             event.body
         ])
         .map(drop)
+}
+
+/// The newest event of `kind` (the index `outbox_by_kind`, schema version 5).
+pub(super) fn last_event(
+    connection: &Connection,
+    kind: EventKind,
+) -> rusqlite::Result<Option<StoredEvent>> {
+    connection
+        .prepare_cached(
+            "SELECT seq, id, kind, request_id, created_at, body FROM outbox WHERE kind = ?1 ORDER BY seq DESC LIMIT 1",
+        )?
+        .query_row(params![kind.as_str()], event_from_row)
+        .optional()
 }
 
 /// Events after `after_seq`, in order.

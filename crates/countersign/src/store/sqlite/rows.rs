@@ -85,9 +85,11 @@ pub(super) fn receipt_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Stor
             .get::<_, i64>(0)?
             .try_into()
             .map_err(|_| corrupt("negative seq".to_owned()))?,
-        prev_hash: row.get(1)?,
-        hash: row.get(2)?,
-        body: row.get(3)?,
+        // A NULL column (a row written outside Countersign) reads as empty, so verification
+        // names the receipt (case B58) instead of failing to read the log.
+        prev_hash: ReceiptHash::from_stored(row.get::<_, Option<String>>(1)?.unwrap_or_default()),
+        hash: ReceiptHash::from_stored(row.get::<_, Option<String>>(2)?.unwrap_or_default()),
+        body: row.get::<_, Option<String>>(3)?.unwrap_or_default(),
     })
 }
 
