@@ -7,7 +7,7 @@ use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use countersign::audit::checkpoint::{SignLogError, publish_checkpoint, sign_log};
+use countersign::audit::checkpoint::{LogFollower, SignLogError, publish_checkpoint};
 use countersign::evidence::ChainHead;
 use countersign::store::{self, Store};
 use countersign::token::SigningKey;
@@ -25,12 +25,14 @@ pub(super) fn load_key(path: &Path) -> Result<SigningKey, Failure> {
     })
 }
 
-/// Start the timer: every `every`, if the log's head moved since the last checkpoint, sign the
-/// whole log and write its `log.checkpoint` event. Each new trouble is said once on standard
+/// Start the timer: every `every`, if the log's head moved since the last checkpoint, read and
+/// verify the receipts since the last tick (a [`LogFollower`] kept for the service's life: the
+/// whole log only on the first tick), sign the tree and write its `log.checkpoint` event. Each new trouble is said once on standard
 /// error; an empty log waits quietly.
 pub(super) fn spawn(url: String, key: SigningKey, every: Duration) -> tokio::task::JoinHandle<()> {
     tokio::spawn(async move {
         let mut signed_at: Option<ChainHead> = None;
+        let mut follower = LogFollower::new();
         let mut last_warning: Option<String> = None;
         let mut opened: Option<Arc<dyn Store>> = None;
         let mut ticks = tokio::time::interval(every);
@@ -52,7 +54,7 @@ pub(super) fn spawn(url: String, key: SigningKey, every: Duration) -> tokio::tas
                     }
                 },
             };
-            match tick(store.as_ref(), &key, signed_at.as_ref()).await {
+            match tick(store.as_ref(), &key, &mut follower, signed_at.as_ref()).await {
                 Ok(Some(head)) => {
                     signed_at = Some(head);
                     last_warning = None;
@@ -72,6 +74,7 @@ pub(super) fn spawn(url: String, key: SigningKey, every: Duration) -> tokio::tas
 async fn tick(
     store: &dyn Store,
     key: &SigningKey,
+    follower: &mut LogFollower,
     signed_at: Option<&ChainHead>,
 ) -> Result<Option<ChainHead>, String> {
     let cannot =
@@ -84,9 +87,19 @@ async fn tick(
     if signed_at == Some(&head) {
         return Ok(None);
     }
-    let made = match sign_log(store, key, None).await {
+    follower
+        .catch_up(store)
+        .await
+        .map_err(|error| cannot(error.to_string()))?;
+    let made = match follower.sign(key, None) {
         Ok(made) => made,
         Err(SignLogError::Empty) => return Ok(None),
+        // Start over on the next tick: the whole log is read again, so a restored store is
+        // signed once it verifies.
+        Err(error @ SignLogError::Broken(_)) => {
+            *follower = LogFollower::new();
+            return Err(cannot(error.to_string()));
+        }
         Err(error) => return Err(cannot(error.to_string())),
     };
     publish_checkpoint(store, &made, SystemClock.now())

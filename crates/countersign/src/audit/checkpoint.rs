@@ -76,49 +76,118 @@ pub async fn sign_log(
     key: &SigningKey,
     origin: Option<&str>,
 ) -> Result<SignedLog, SignLogError> {
-    let mut first = None;
-    let log = super::read_log(store, |receipt| {
-        if receipt.seq == 1 {
-            first = Some(receipt.clone());
-        }
-        false
-    })
-    .await?;
-    match log.report.outcome {
-        VerifyOutcome::Verified => {}
-        VerifyOutcome::Unverifiable => return Err(SignLogError::Empty),
-        VerifyOutcome::Failed => {
-            return Err(match log.report.first_break {
-                Some(chain_break) => SignLogError::Broken(chain_break),
-                None => SignLogError::Empty,
-            });
-        }
+    let mut follower = LogFollower::new();
+    follower.catch_up(store).await?;
+    follower.sign(key, origin)
+}
+
+/// A checkpointer's copy of the log's state that grows with the log: each
+/// [`LogFollower::catch_up`] reads only the receipts after the last one it checked, verifies
+/// that they chain on from it, and adds them to the Merkle tree. A process that signs on a
+/// timer (`serve --checkpoint-key`) keeps one, so a checkpoint costs the receipts written since
+/// the last one, not the whole log ([`sign_log`] starts a fresh one: the whole log).
+///
+/// What it has read it does not read again: a rewrite of receipts already covered is caught by
+/// whoever holds an earlier checkpoint (`verify --checkpoint`, a consistency proof), not by the
+/// follower, which keeps signing the tree it verified; a rewrite that reaches past its position
+/// breaks the link of the next receipt it reads, and it then refuses to sign (start a new one
+/// once the store is restored, as `serve` does on its next tick).
+#[derive(Clone, Debug, Default)]
+pub struct LogFollower {
+    verifier: crate::evidence::Verifier,
+    tree: crate::evidence::log::LogTree,
+    first: Option<StoredReceipt>,
+}
+
+impl LogFollower {
+    /// A follower that has read nothing yet.
+    pub fn new() -> LogFollower {
+        LogFollower::default()
     }
-    let origin = match (origin, &first) {
-        (Some(origin), _) => origin.trim().to_owned(),
-        (None, Some(first)) => default_origin(first),
-        (None, None) => return Err(SignLogError::NoOrigin),
-    };
-    let tree = log.tree.tree();
-    let head = Checkpoint {
-        origin,
-        size: tree.size(),
-        root: tree.root(),
-        extensions: Vec::new(),
-    };
-    let refused = |error| SignLogError::Sign {
-        origin: head.origin.clone(),
-        error,
-    };
-    let signed = checkpoint::sign(&head, key).map_err(refused)?;
-    let verifier_key = checkpoint::verifier(&head.origin, key.public_key())
-        .map_err(refused)?
-        .to_string();
-    Ok(SignedLog {
-        head,
-        signed,
-        verifier_key,
-    })
+
+    /// How many receipts it has verified and added (receipts 1 to this).
+    pub fn size(&self) -> u64 {
+        self.tree.size()
+    }
+
+    /// Read the receipts after the last one read, page by page, verifying each and adding it
+    /// to the tree; stops at the head, or at the first receipt that does not verify (after
+    /// which [`LogFollower::sign`] refuses).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] when the store cannot be read; what was read before stays read.
+    ///
+    /// # Cancel safety
+    ///
+    /// Read-only; a cancelled call leaves the follower at a receipt boundary.
+    pub async fn catch_up(&mut self, store: &dyn crate::store::Store) -> Result<(), StoreError> {
+        const PAGE: usize = 2_000;
+        while !self.verifier.is_broken() {
+            let after = self.verifier.expected_seq().saturating_sub(1);
+            let page = store.receipts(after, PAGE).await?;
+            for receipt in &page {
+                if receipt.seq == 1 {
+                    self.first = Some(receipt.clone());
+                }
+                self.verifier.feed(receipt, None);
+                // INVARIANT (tree-follows-chain): the verifier accepted it, so it is the next seq.
+                if self.verifier.is_broken() || self.tree.push(receipt).is_err() {
+                    return Ok(());
+                }
+            }
+            if page.len() < PAGE {
+                break;
+            }
+        }
+        Ok(())
+    }
+
+    /// Sign the head of what it has verified with `key` under `origin` (default
+    /// [`default_origin`]).
+    ///
+    /// # Errors
+    ///
+    /// [`SignLogError`]: nothing read yet (or an empty log), a broken chain, no receipt 1 to
+    /// name the log, or an origin that cannot name a key.
+    pub fn sign(&self, key: &SigningKey, origin: Option<&str>) -> Result<SignedLog, SignLogError> {
+        let report = self.verifier.clone().finish(None);
+        match report.outcome {
+            VerifyOutcome::Verified => {}
+            VerifyOutcome::Unverifiable => return Err(SignLogError::Empty),
+            VerifyOutcome::Failed => {
+                return Err(match report.first_break {
+                    Some(chain_break) => SignLogError::Broken(chain_break),
+                    None => SignLogError::Empty,
+                });
+            }
+        }
+        let origin = match (origin, &self.first) {
+            (Some(origin), _) => origin.trim().to_owned(),
+            (None, Some(first)) => default_origin(first),
+            (None, None) => return Err(SignLogError::NoOrigin),
+        };
+        let tree = self.tree.tree();
+        let head = Checkpoint {
+            origin,
+            size: tree.size(),
+            root: tree.root(),
+            extensions: Vec::new(),
+        };
+        let refused = |error| SignLogError::Sign {
+            origin: head.origin.clone(),
+            error,
+        };
+        let signed = checkpoint::sign(&head, key).map_err(refused)?;
+        let verifier_key = checkpoint::verifier(&head.origin, key.public_key())
+            .map_err(refused)?
+            .to_string();
+        Ok(SignedLog {
+            head,
+            signed,
+            verifier_key,
+        })
+    }
 }
 
 /// What [`publish_checkpoint`] did.
@@ -163,4 +232,51 @@ pub async fn publish_checkpoint(
     let event = checkpoint_event(&made.head, &made.signed, &made.verifier_key, now);
     store.append_event(&event).await?;
     Ok(Published::Written(event.id))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::evidence::{ReceiptDraft, ReceiptKind, ReceiptOutcome};
+    use crate::store::{MemoryStore, Store};
+
+    async fn append(store: &MemoryStore, from: u64, to: u64) {
+        for n in from..to {
+            let draft = ReceiptDraft {
+                kind: Some(ReceiptKind::Attempt),
+                outcome: Some(ReceiptOutcome::Committed),
+                action: Some(format!("action.{n}")),
+                ..ReceiptDraft::default()
+            };
+            store
+                .append_receipt(draft, Timestamp::from_millis(1_000 + n as i64))
+                .await
+                .expect("appended");
+        }
+    }
+
+    /// A follower that catches up tick by tick signs exactly what a fresh read of the whole log
+    /// signs, and reads each receipt once.
+    #[tokio::test]
+    async fn a_follower_signs_what_a_whole_read_signs() {
+        let store = MemoryStore::new();
+        let key = crate::token::generate_keypair().expect("a key");
+        let mut follower = LogFollower::new();
+        assert!(matches!(
+            follower.sign(&key, None),
+            Err(SignLogError::Empty)
+        ));
+        for (from, to) in [(0, 3), (3, 4), (4, 2_600)] {
+            append(&store, from, to).await;
+            follower.catch_up(&store).await.expect("caught up");
+            assert_eq!(follower.size(), to);
+            let whole = sign_log(&store, &key, None).await.expect("whole log");
+            let followed = follower.sign(&key, None).expect("followed");
+            assert_eq!(followed.head, whole.head);
+            assert_eq!(followed.signed, whole.signed);
+        }
+        // Nothing new: the same checkpoint again.
+        follower.catch_up(&store).await.expect("caught up");
+        assert_eq!(follower.size(), 2_600);
+    }
 }

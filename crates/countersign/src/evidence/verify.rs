@@ -195,7 +195,7 @@ impl VerifyReport {
 }
 
 /// Verifies a chain page by page (so a log of any length is checked in bounded memory).
-#[derive(Debug)]
+#[derive(Clone, Debug)]
 pub struct Verifier {
     expected_seq: u64,
     prev_hash: ReceiptHash,
