@@ -12,14 +12,17 @@ use std::sync::mpsc::{Receiver, Sender, channel};
 use std::time::{Duration, Instant};
 
 use countersign::store::Store;
-use countersign::{Clock, Control, EffectState, Policy, Principal, StaticIdentity, SystemClock};
+use countersign::{
+    AnswerDecision, ApprovalState, Clock, Control, EffectState, Policy, Principal, StaticIdentity,
+    SystemClock,
+};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::{Value, json};
 
 use super::tally::{Mode, Tally};
-use super::worker::{Seen, WorkerOptions, act, supervisor_answers};
-use super::{SOAK_POLICY, SoakOptions, StoreKind, principal_of};
+use super::worker::{Seen, Stats, WorkerOptions, act, answered_as};
+use super::{SOAK_POLICY, SoakOptions, StoreKind, approver_of, principal_of};
 
 /// One worker process the supervisor started.
 struct Running {
@@ -228,9 +231,13 @@ fn tail(path: &Path) -> String {
 /// the kernel must refuse it as ambiguous (and record the lapse). Its executor writes the
 /// supervisor's tally, so a wrong "go ahead" shows up as a double execution.
 async fn probe_lapsed(control: &Control, tally: &Arc<Tally>, tallied: &mut Tallied) {
-    let Ok(reserved) = control.store().effects(Some(EffectState::Reserved)).await else {
-        *tallied.own.entry("store_error").or_default() += 1;
-        return;
+    let reserved = match control.store().effects(Some(EffectState::Reserved)).await {
+        Ok(reserved) => reserved,
+        Err(error) => {
+            eprintln!("soak: store error listing reservations: {error}");
+            *tallied.own.entry("store_error").or_default() += 1;
+            return;
+        }
     };
     let now = SystemClock.now();
     for record in reserved {
@@ -248,7 +255,12 @@ async fn probe_lapsed(control: &Control, tally: &Arc<Tally>, tallied: &mut Talli
             .await;
         match Seen::of(&result) {
             Seen::Ambiguous => *tallied.own.entry("ambiguous_refused").or_default() += 1,
-            Seen::Store { .. } => *tallied.own.entry("store_error").or_default() += 1,
+            Seen::Store { .. } => {
+                if let Err(error) = &result {
+                    eprintln!("soak: store error sending `{key}` again: {error}");
+                }
+                *tallied.own.entry("store_error").or_default() += 1;
+            }
             other => {
                 *tallied.own.entry("unexpected").or_default() += 1;
                 let sample = format!("a lapsed reservation `{key}` sent again answered {other:?}");
@@ -551,4 +563,51 @@ pub fn check_again(run_dir: &Path, store_url: Option<String>) -> Result<bool, St
             workers,
         ))
     })
+}
+
+/// The supervisor's answers: one pass over the requests pending for more than a second (the
+/// workers answer some before that), answered as `human:soak-supervisor` (approve, one in ten
+/// denied); the results are added to `counts`.
+///
+/// # Errors
+///
+/// A message when the store cannot be read.
+async fn supervisor_answers(
+    control: &Control,
+    rng: &mut StdRng,
+    counts: &mut BTreeMap<&'static str, u64>,
+) -> Result<(), String> {
+    let pending = control
+        .store()
+        .approvals(Some(ApprovalState::Pending))
+        .await
+        .map_err(|error| format!("cannot list pending approvals: {error}"))?;
+    let stats = Stats::default();
+    let before = SystemClock.now();
+    for record in pending {
+        if record.created_at.plus(Duration::from_secs(1)) > before {
+            continue;
+        }
+        let decision = if rng.random_bool(0.1) {
+            AnswerDecision::Deny
+        } else {
+            AnswerDecision::Approve
+        };
+        stats.bump("answers");
+        let answered = control
+            .answer(
+                &record.id,
+                decision,
+                &approver_of("supervisor"),
+                Some("soak"),
+            )
+            .await;
+        answered_as(&stats, &record.id, answered);
+    }
+    if let Ok(mine) = stats.counts.lock() {
+        for (name, count) in mine.iter() {
+            *counts.entry(*name).or_default() += count;
+        }
+    }
+    Ok(())
 }

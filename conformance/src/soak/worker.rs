@@ -16,8 +16,8 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use countersign::{
-    ActionRequest, AnswerDecision, AnswerError, ApprovalId, ApprovalState, Clock, Control,
-    ControlError, Executed, ExecutorError, Policy, Principal, StaticIdentity, SystemClock,
+    ActionRequest, AnswerDecision, AnswerError, ApprovalId, ApprovalState, Control, ControlError,
+    Executed, ExecutorError, Policy, Principal, StaticIdentity,
 };
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
@@ -222,13 +222,13 @@ impl Seen {
 
 /// Cumulative counts, printed once a second.
 #[derive(Default)]
-struct Stats {
-    counts: Mutex<BTreeMap<&'static str, u64>>,
+pub(crate) struct Stats {
+    pub(crate) counts: Mutex<BTreeMap<&'static str, u64>>,
     unexpected: Mutex<Vec<String>>,
 }
 
 impl Stats {
-    fn bump(&self, name: &'static str) {
+    pub(crate) fn bump(&self, name: &'static str) {
         if let Ok(mut counts) = self.counts.lock() {
             *counts.entry(name).or_default() += 1;
         }
@@ -327,6 +327,9 @@ impl Worker {
             .await;
         let seen = Seen::of(&result);
         self.stats.bump(seen.label());
+        if let (Seen::Store { .. }, Err(error)) = (&seen, &result) {
+            eprintln!("soak worker: store error on `{key}`: {error}");
+        }
         if seen == (Seen::Store { after_run: true })
             && let Err(error) = self.tally.store_failed(key)
         {
@@ -541,7 +544,10 @@ impl Worker {
                         .unexpected(format!("approval `{id}` for `{key}` is missing"));
                     return;
                 }
-                Err(_) => self.stats.bump("store_error"),
+                Err(error) => {
+                    eprintln!("soak worker: store error reading approval `{id}`: {error}");
+                    self.stats.bump("store_error");
+                }
             }
         };
         let seen = self.send("soak.approve", &key, Mode::Run, Some(id)).await;
@@ -572,14 +578,18 @@ impl Worker {
     /// Answer up to two pending requests of other instances, now and then first as someone
     /// the policy does not entitle (which must be refused).
     async fn answer_some(&self, rng: &mut StdRng) {
-        let Ok(pending) = self
+        let pending = match self
             .control
             .store()
             .approvals(Some(ApprovalState::Pending))
             .await
-        else {
-            self.stats.bump("store_error");
-            return;
+        {
+            Ok(pending) => pending,
+            Err(error) => {
+                eprintln!("soak worker: store error listing pending approvals: {error}");
+                self.stats.bump("store_error");
+                return;
+            }
         };
         let mine = principal_of(&self.instance);
         let theirs: Vec<_> = pending
@@ -596,7 +606,10 @@ impl Worker {
                     .await
                 {
                     Err(AnswerError::NotEntitled { .. }) => self.stats.bump("intruder_refused"),
-                    Err(AnswerError::Store(_)) => self.stats.bump("store_error"),
+                    Err(AnswerError::Store(error)) => {
+                        eprintln!("soak worker: store error answering: {error}");
+                        self.stats.bump("store_error");
+                    }
                     Ok(_) => self.stats.unexpected(format!(
                         "`{INTRUDER}` answered approval `{}` and it counted",
                         record.id
@@ -624,7 +637,7 @@ impl Worker {
 }
 
 /// Count one answer's result (shared with the supervisor's answers).
-fn answered_as(
+pub(crate) fn answered_as(
     stats: &Stats,
     id: &ApprovalId,
     answered: Result<countersign::ApprovalRecord, AnswerError>,
@@ -636,7 +649,10 @@ fn answered_as(
         }),
         Err(AnswerError::AlreadyDecided { .. }) => stats.bump("answer_already_decided"),
         Err(AnswerError::Expired { .. }) => stats.bump("answer_expired"),
-        Err(AnswerError::Store(_)) => stats.bump("store_error"),
+        Err(AnswerError::Store(error)) => {
+            eprintln!("soak: store error answering approval `{id}`: {error}");
+            stats.bump("store_error");
+        }
         Err(other) => stats.unexpected(format!("answering approval `{id}`: {other}")),
     }
 }
@@ -735,52 +751,5 @@ async fn serve(options: WorkerOptions) -> Result<(), String> {
     report.abort();
     say(&worker.stats.line());
     say(&json!({"stopped": true}));
-    Ok(())
-}
-
-/// The supervisor's answers: one pass over the requests pending for more than a second (the
-/// workers answer some before that), answered as `human:soak-supervisor` (approve, one in ten
-/// denied); the results are added to `counts`.
-///
-/// # Errors
-///
-/// A message when the store cannot be read.
-pub async fn supervisor_answers(
-    control: &Control,
-    rng: &mut StdRng,
-    counts: &mut BTreeMap<&'static str, u64>,
-) -> Result<(), String> {
-    let pending = control
-        .store()
-        .approvals(Some(ApprovalState::Pending))
-        .await
-        .map_err(|error| format!("cannot list pending approvals: {error}"))?;
-    let stats = Stats::default();
-    let before = SystemClock.now();
-    for record in pending {
-        if record.created_at.plus(Duration::from_secs(1)) > before {
-            continue;
-        }
-        let decision = if rng.random_bool(0.1) {
-            AnswerDecision::Deny
-        } else {
-            AnswerDecision::Approve
-        };
-        stats.bump("answers");
-        let answered = control
-            .answer(
-                &record.id,
-                decision,
-                &approver_of("supervisor"),
-                Some("soak"),
-            )
-            .await;
-        answered_as(&stats, &record.id, answered);
-    }
-    if let Ok(mine) = stats.counts.lock() {
-        for (name, count) in mine.iter() {
-            *counts.entry(*name).or_default() += count;
-        }
-    }
     Ok(())
 }
