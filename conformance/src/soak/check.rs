@@ -332,10 +332,12 @@ pub(crate) fn print(
         report.unattributed.len()
     );
     println!("  double executions  {}", report.doubles.len());
-    println!(
-        "  store errors       {} (seen by callers; not failures by themselves)",
-        tallied.total("store_error")
-    );
+    if !tallied.latest.is_empty() {
+        println!(
+            "  store errors       {} (seen by callers; not failures by themselves)",
+            tallied.total("store_error")
+        );
+    }
     println!("  load average       {} (at the end)", load_average());
     let mut all = report.failures();
     all.extend(failures.iter().cloned());
