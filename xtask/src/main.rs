@@ -1,4 +1,4 @@
-//! Project automation: `cargo xtask test | tidy | bench | conformance | dist | fuzz`.
+//! Project automation: `cargo xtask test | tidy | bench | conformance | dist | fuzz | soak`.
 //!
 //! `cargo xtask test` is the one test command (README, Quick start); CI runs exactly it.
 
@@ -6,6 +6,7 @@ mod bench_stores;
 mod conformance_stores;
 mod dist;
 mod fuzz;
+mod soak;
 mod templates;
 mod tidy;
 
@@ -39,6 +40,11 @@ Commands:
                          fuzz the parsers of untrusted input with AFL++ (cargo-afl, stable
                          toolchain), N minutes per target (default 10); `cargo xtask fuzz
                          --help` for the options and the targets (docs/fuzzing.md)
+  soak [--store sqlite|postgres] [--workers N] [--minutes M | --seconds S] [...]
+                         mixed traffic from worker processes, one killed with SIGKILL at
+                         random moments, then a check that no effect ran twice and every
+                         unknown outcome has a cause (release build; `cargo xtask soak
+                         --help` for every option; docs/soak.md)
 ";
 
 fn main() -> Result<()> {
@@ -51,6 +57,7 @@ fn main() -> Result<()> {
         Some("dist") => dist::run_dist(&rest),
         Some("fuzz") => fuzz::run_fuzz(&rest),
         Some("bench") => bench(&rest),
+        Some("soak") => soak::run(&rest),
         Some("conformance") if rest.iter().any(|arg| arg == "--stores") => {
             conformance_stores::run(&rest)
         }
@@ -212,6 +219,9 @@ fn test(_args: &[String]) -> Result<()> {
     // The conformance reports, as a user of the kit sees them.
     conformance_adapters(&[])?;
     conformance_stores::run(&["--stores".to_owned()])?;
+    // The soak (issue #22), for 60 seconds on SQLite: no effect runs twice while workers are
+    // killed, and every unknown outcome has a cause.
+    soak::smoke()?;
     Ok(())
 }
 
