@@ -20,9 +20,10 @@
 //!   budget (default 10 s) is spent; then the caller gets [`StoreError::Busy`] and nothing was
 //!   written (case B25).
 //! - **One chain, no fork, no gap.** The chain head is one row (`chain_head`, id 1) locked with
-//!   `SELECT … FOR UPDATE` by every transaction that appends a receipt, and updated by
-//!   compare-and-set on its `seq`; `receipts.seq` is the primary key and `receipts.prev_hash` is
-//!   unique, so even a bug in the locking could not store a fork.
+//!   `SELECT … FOR UPDATE` by every transaction that appends a receipt, after its other writes
+//!   (so it is held for the append and the `COMMIT` only), and updated by compare-and-set on its
+//!   `seq` in the statement that appends the receipts; `receipts.seq` is the primary key and
+//!   `receipts.prev_hash` is unique, so even a bug in the locking could not store a fork.
 //! - **Group commit** (issue #21, `postgres/group.rs`): concurrent writing calls on one store
 //!   share a transaction, each operation under its own savepoint, so their receipts share the
 //!   head's lock and one commit flush. A lone caller runs its operation alone, as before.
