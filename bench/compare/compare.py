@@ -56,7 +56,7 @@ class Harness:
         return os.path.join(folder, "bench.db")
 
     def command(self, library: str, scenario: str, calls: int, store: str, prefix: str = "",
-                wait_go: bool = False) -> list[str]:
+                wait_go: bool = False, threads: int = 1) -> list[str]:
         if library == "countersign-rust":
             command = [self.rust_bin, "--compare-worker", scenario]
         else:
@@ -68,11 +68,14 @@ class Harness:
             command += ["--prefix", prefix]
         if wait_go:
             command.append("--wait-go")
+        if threads > 1:
+            command += ["--threads", str(threads)]
         return command
 
-    def run(self, library: str, scenario: str, calls: int, store: str, prefix: str = "") -> dict:
+    def run(self, library: str, scenario: str, calls: int, store: str, prefix: str = "",
+            threads: int = 1) -> dict:
         output = subprocess.run(
-            self.command(library, scenario, calls, store, prefix),
+            self.command(library, scenario, calls, store, prefix, threads=threads),
             check=True, capture_output=True, text=True,
         )
         return json.loads(output.stdout.strip().splitlines()[-1])
@@ -199,6 +202,46 @@ def print_scaling(report: dict) -> None:
         c, p, r = row["ctrlrun"], row["countersign-python"], row["countersign-rust"]
         print(f"| {row['workers']} | {c:,.0f} | {p:,.0f} | {p / c:.1f}× | {r:,.0f} "
               f"| {r / c:.1f}× | {row['load']} |")
+
+
+def threads(harness: Harness) -> dict:
+    """allow + effect key from N threads of one process sharing one Control (issue #21), each
+    library, interleaved as the scenarios are; total calls/s, median over the rounds."""
+    rows = []
+    counts = harness.args.threads
+    rates: dict = {count: {library: [] for library in LIBRARIES} for count in counts}
+    loads: dict = {count: [] for count in counts}
+    for round_index in range(harness.args.rounds):
+        for count in rotated(counts, round_index):
+            for library in rotated(LIBRARIES, round_index):
+                loads[count].append(load())
+                run = harness.run(library, "effect", harness.calls(library, "effect"),
+                                  harness.fresh_store(), threads=count)
+                rates[count][library].append(run["calls"] / run["seconds"])
+        print(f"  threads round {round_index + 1}/{harness.args.rounds} done (load {load():.1f})",
+              file=sys.stderr)
+    for count in counts:
+        rows.append({
+            "threads": count,
+            **{library: statistics.median(rates[count][library]) for library in LIBRARIES},
+            "load": load_range(loads[count]),
+        })
+    return {"rounds": harness.args.rounds, "rows": rows}
+
+
+def print_threads(report: dict) -> None:
+    print(f"\n### allow + effect key, N threads in one process sharing one Control "
+          f"(total calls/s, median of {report['rounds']})\n")
+    print("| threads | ctrlrun | Countersign from Python | ratio | Countersign from Rust | ratio "
+          "| load avg |")
+    print("|---:|---:|---:|---:|---:|---:|---|")
+    for row in report["rows"]:
+        c, p, r = row["ctrlrun"], row["countersign-python"], row["countersign-rust"]
+        print(f"| {row['threads']} | {c:,.0f} | {p:,.0f} | {p / c:.1f}× | {r:,.0f} "
+              f"| {r / c:.1f}× | {row['load']} |")
+    first, last = report["rows"][0], report["rows"][-1]
+    print(f"\n{last['threads']} threads ÷ {first['threads']}: " + ", ".join(
+        f"{library} {last[library] / first[library]:.2f}×" for library in LIBRARIES))
 
 
 def copy_store(source: str) -> str:
@@ -383,17 +426,21 @@ def main() -> None:
     parser.add_argument("--calls-ctrlrun", type=int, default=300, help="calls per ctrlrun run")
     parser.add_argument("--workers", type=lambda t: [int(x) for x in t.split(",")],
                         default=[1, 2, 4, 8])
+    parser.add_argument("--threads", type=lambda t: [int(x) for x in t.split(",")],
+                        default=[1, 8], help="thread counts of the threads part, comma-separated")
     parser.add_argument("--growth", type=lambda t: [int(x) for x in t.split(",") if x],
                         default=[10_000, 100_000], help="receipt log sizes, comma-separated")
     parser.add_argument("--growth-libraries", type=lambda t: t.split(","), default=LIBRARIES)
-    parser.add_argument("--only", default="scenarios,writes,scaling,growth",
-                        help="parts to run, comma-separated: scenarios,writes,scaling,growth")
+    parser.add_argument("--only", default="scenarios,threads,writes,scaling,growth",
+                        help="parts to run, comma-separated: "
+                             "scenarios,threads,writes,scaling,growth")
     parser.add_argument("--json", help="also write every figure to this file")
     args = parser.parse_args()
     if args.quick:
         args.rounds, args.scaling_rounds = 1, 1
         args.calls, args.calls_ctrlrun = 20, 5
         args.workers = [1, 2]
+        args.threads = [1, 2]
         args.growth = [50]
     parts = args.only.split(",")
     harness = Harness(args)
@@ -408,6 +455,9 @@ def main() -> None:
         if "scenarios" in parts:
             report["scenarios"] = scenarios(harness)
             print_scenarios(report["scenarios"])
+        if "threads" in parts:
+            report["threads"] = threads(harness)
+            print_threads(report["threads"])
         if "writes" in parts:
             report["writes"] = writes(harness)
             print_writes(report["writes"])

@@ -2,6 +2,9 @@
 ctrlrun), on the SQLite store at --store. Started by compare.py; prints one JSON object:
 {"library", "scenario", "calls", "seconds", "start", "end"} (start/end: UNIX time, seconds).
 
+With --threads N (scenario effect only, issue #21) the calls are split over N threads of this
+one process sharing one Control, started together; the report counts the calls of all.
+
 With --wait-go it prints "ready" once set up and waits for a line on stdin before the timed
 part, so concurrent workers start together. With --count-statements (ctrlrun only) it also
 reports the SQL statements and transactions its connection ran per call.
@@ -149,6 +152,7 @@ def main() -> None:
     parser.add_argument("--store", required=True)
     parser.add_argument("--prefix", default="")
     parser.add_argument("--wait-go", action="store_true")
+    parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--count-statements", action="store_true")
     parser.add_argument("--count-wal-frames", action="store_true")
     args = parser.parse_args()
@@ -167,16 +171,23 @@ def main() -> None:
         print("ready", flush=True)
         sys.stdin.readline()
     call, scenario = runner.call, args.scenario
-    start = time.time()
-    started = time.perf_counter()
-    for n in range(args.calls):
-        call(scenario, n)
-    seconds = time.perf_counter() - started
-    end = time.time()
+    if args.threads > 1:
+        if scenario != "effect":
+            sys.exit("--threads: scenario effect only")
+        calls, start, end, seconds = threaded(runner, args.calls, args.threads)
+    else:
+        calls = args.calls
+        start = time.time()
+        started = time.perf_counter()
+        for n in range(args.calls):
+            call(scenario, n)
+        seconds = time.perf_counter() - started
+        end = time.time()
     report = {
         "library": f"{args.library}-python" if args.library == "countersign" else "ctrlrun",
         "scenario": scenario,
-        "calls": args.calls,
+        "calls": calls,
+        "threads": args.threads,
         "seconds": seconds,
         "start": start,
         "end": end,
@@ -186,6 +197,38 @@ def main() -> None:
     if args.count_wal_frames:
         report["wal_frames"], report["transactions"] = wal_frames(args.store, reset=False)
     print(json.dumps(report), flush=True)
+
+
+def threaded(runner, calls: int, threads: int) -> tuple[int, float, float, float]:
+    """allow + effect from `threads` threads sharing `runner` (one Control), `calls // threads`
+    each on keys of their own, released together. Returns (calls, start, end, seconds)."""
+    import threading
+
+    each = calls // threads
+    barrier = threading.Barrier(threads + 1)
+    failures: list[BaseException] = []
+
+    def work(index: int) -> None:
+        barrier.wait()
+        try:
+            for n in range(each):
+                runner.call("effect", f"t{index}-{n}")
+        except BaseException as error:  # reported below, the run fails
+            failures.append(error)
+
+    workers = [threading.Thread(target=work, args=(index,)) for index in range(threads)]
+    for worker in workers:
+        worker.start()
+    start = time.time()
+    started = time.perf_counter()
+    barrier.wait()
+    for worker in workers:
+        worker.join()
+    seconds = time.perf_counter() - started
+    end = time.time()
+    if failures:
+        raise failures[0]
+    return each * threads, start, end, seconds
 
 
 WAL_COUNTER = """

@@ -5,7 +5,9 @@
 //! Prints one JSON object on stdout: `{"library", "scenario", "calls", "seconds", "start",
 //! "end"}` (`start`/`end`: UNIX time in seconds, so the orchestrator can combine workers that
 //! ran at once). With `--wait-go`, prints `ready` after setting up and waits for a line on
-//! stdin before the timed part, so concurrent workers start together.
+//! stdin before the timed part, so concurrent workers start together. With `--threads N`
+//! (scenario `effect` only, issue #21) the calls are split over N tasks on a runtime of N
+//! worker threads sharing one `Control`, all started together: N threads in one process.
 
 use std::io::{BufRead, Write};
 use std::path::PathBuf;
@@ -32,6 +34,7 @@ struct WorkerArgs {
     store: PathBuf,
     prefix: String,
     wait_go: bool,
+    threads: usize,
 }
 
 fn parse(args: &[String]) -> Result<WorkerArgs> {
@@ -46,6 +49,13 @@ fn parse(args: &[String]) -> Result<WorkerArgs> {
     if !SCENARIOS.contains(&scenario.as_str()) {
         bail!("unknown scenario `{scenario}`: one of {SCENARIOS:?}");
     }
+    let threads = match value("--threads") {
+        None => 1,
+        Some(threads) => match threads.parse::<usize>() {
+            Ok(threads) if threads >= 1 && scenario == "effect" => threads,
+            _ => bail!("--threads takes a number of at least 1, with scenario `effect` only"),
+        },
+    };
     Ok(WorkerArgs {
         scenario,
         calls: value("--calls")
@@ -55,6 +65,7 @@ fn parse(args: &[String]) -> Result<WorkerArgs> {
         store: PathBuf::from(value("--store").context("--store PATH is required")?),
         prefix: value("--prefix").cloned().unwrap_or_default(),
         wait_go: args.iter().any(|arg| arg == "--wait-go"),
+        threads,
     })
 }
 
@@ -68,9 +79,16 @@ fn unix_seconds() -> f64 {
 /// Run the worker described by `args` (the whole command line after the program name).
 pub(crate) fn worker(args: &[String]) -> Result<()> {
     let args = parse(args)?;
-    let runtime = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let runtime = if args.threads > 1 {
+        tokio::runtime::Builder::new_multi_thread()
+            .worker_threads(args.threads)
+            .enable_all()
+            .build()?
+    } else {
+        tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()?
+    };
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&args.store)?);
     let policy = Policy::from_yaml_str(POLICY, None)?;
     let control = Control::builder_shared(Arc::new(policy), store)
@@ -95,6 +113,65 @@ pub(crate) fn worker(args: &[String]) -> Result<()> {
     }
     let start = unix_seconds();
     let started = Instant::now();
+    let calls = if args.threads > 1 {
+        let each = args.calls / args.threads;
+        runtime.block_on(async {
+            let mut tasks = Vec::with_capacity(args.threads);
+            for thread in 0..args.threads {
+                let control = control.clone();
+                let prefix = format!("{prefix}t{thread}-");
+                tasks.push(tokio::spawn(async move {
+                    for n in 0..each {
+                        let payment_id = format!("{prefix}{n}");
+                        let request = ActionRequest::new(
+                            "stripe.refund",
+                            &json!({"payment_id": payment_id, "amount": 100}),
+                        );
+                        control.execute(request, noop).await?;
+                    }
+                    Ok::<_, ControlError>(())
+                }));
+            }
+            for task in tasks {
+                task.await??;
+            }
+            Ok::<_, anyhow::Error>(())
+        })?;
+        each * args.threads
+    } else {
+        run_calls(&runtime, &control, &args)?;
+        args.calls
+    };
+    let seconds = started.elapsed().as_secs_f64();
+    let end = unix_seconds();
+    println!(
+        "{}",
+        json!({
+            "library": "countersign-rust",
+            "scenario": args.scenario,
+            "calls": calls,
+            "threads": args.threads,
+            "seconds": seconds,
+            "start": start,
+            "end": end,
+        })
+    );
+    Ok(())
+}
+
+/// The calls of one single-threaded run.
+fn run_calls(
+    runtime: &tokio::runtime::Runtime,
+    control: &Control,
+    args: &WorkerArgs,
+) -> Result<()> {
+    let prefix = &args.prefix;
+    let refund = |payment_id: &str, amount: u64| {
+        ActionRequest::new(
+            "stripe.refund",
+            &json!({"payment_id": payment_id, "amount": amount}),
+        )
+    };
     runtime.block_on(async {
         for n in 0..args.calls {
             match args.scenario.as_str() {
@@ -136,19 +213,5 @@ pub(crate) fn worker(args: &[String]) -> Result<()> {
             }
         }
         Ok(())
-    })?;
-    let seconds = started.elapsed().as_secs_f64();
-    let end = unix_seconds();
-    println!(
-        "{}",
-        json!({
-            "library": "countersign-rust",
-            "scenario": args.scenario,
-            "calls": args.calls,
-            "seconds": seconds,
-            "start": start,
-            "end": end,
-        })
-    );
-    Ok(())
+    })
 }

@@ -1,10 +1,14 @@
-//! `countersign-store-bench [--quick]`: allow + effect throughput (one `Control::execute` on a
+//! `countersign-store-bench [--quick] [--only ROWS] [--callers LIST] [--calls N]`: allow + effect throughput (one `Control::execute` on a
 //! fresh effect key per call: a reservation transaction and a finish transaction with its
 //! receipt) on SQLite and on PostgreSQL, with 1, 2, 4, 8 and 16 concurrent callers in one
 //! process (rows `sqlite` and `postgres`), then with 1, 2, 4 and 8 worker processes on one
 //! PostgreSQL database, one caller each (rows `postgres-processes`, whose `callers` column
 //! counts processes). Prints calls per second; asserts nothing about time. Build it with
 //! `--release` for meaningful figures.
+//!
+//! `--only` picks rows (`sqlite`, `postgres`, `postgres-processes`, comma-separated; all by
+//! default), `--callers` the caller and process counts (comma-separated), `--calls` the calls
+//! per in-process row (3,200; worker rows make half as many): for profiling one row (issue #21).
 //!
 //! The worker processes are this binary again (`--worker URL CALLS INDEX`): each opens the
 //! store, says `ready`, waits for `go` on its standard input, makes its calls and says `done`;
@@ -160,16 +164,76 @@ async fn worker(url: &str, calls_each: usize, index: usize) -> Result<(), String
     say("done")
 }
 
-async fn bench(quick: bool) -> Result<(), String> {
-    let total = if quick { 160 } else { 3_200 };
+/// What to run: the command line's options.
+struct Options {
+    total: usize,
+    only: Vec<String>,
+    callers: Option<Vec<usize>>,
+}
+
+impl Options {
+    fn parse(args: &[String]) -> Result<Options, String> {
+        let value = |flag: &str| {
+            args.iter()
+                .position(|arg| arg == flag)
+                .map(|index| {
+                    args.get(index + 1)
+                        .cloned()
+                        .ok_or(format!("{flag} needs a value"))
+                })
+                .transpose()
+        };
+        let numbers = |text: &str, flag: &str| -> Result<Vec<usize>, String> {
+            text.split(',')
+                .map(|part| {
+                    part.parse::<usize>()
+                        .ok()
+                        .filter(|count| *count > 0)
+                        .ok_or(format!("{flag} takes positive numbers, comma-separated"))
+                })
+                .collect()
+        };
+        let quick = args.iter().any(|arg| arg == "--quick");
+        let total = match value("--calls")? {
+            Some(calls) => numbers(&calls, "--calls")?[0],
+            None if quick => 160,
+            None => 3_200,
+        };
+        let only = value("--only")?
+            .unwrap_or_else(|| "sqlite,postgres,postgres-processes".to_owned())
+            .split(',')
+            .map(str::to_owned)
+            .collect();
+        let callers = value("--callers")?
+            .map(|list| numbers(&list, "--callers"))
+            .transpose()?;
+        Ok(Options {
+            total,
+            only,
+            callers,
+        })
+    }
+
+    fn counts(&self, default: &[usize]) -> Vec<usize> {
+        self.callers.clone().unwrap_or_else(|| default.to_vec())
+    }
+}
+
+async fn bench(options: Options) -> Result<(), String> {
+    let total = options.total;
     let postgres = PostgresBackend::from_env("bench")?;
-    let backends: Vec<Arc<dyn StoreBackend>> = vec![
-        Arc::new(SqliteBackend),
-        Arc::new(postgres.clone().with_options("max_connections=20")),
-    ];
+    let mut backends: Vec<Arc<dyn StoreBackend>> = Vec::new();
+    if options.only.iter().any(|row| row == "sqlite") {
+        backends.push(Arc::new(SqliteBackend));
+    }
+    if options.only.iter().any(|row| row == "postgres") {
+        backends.push(Arc::new(
+            postgres.clone().with_options("max_connections=20"),
+        ));
+    }
     println!("store                callers   calls    calls/s");
     for backend in &backends {
-        for callers in CALLERS {
+        for callers in options.counts(&CALLERS) {
             let fresh = backend.fresh(&format!("bench_{callers}")).await?;
             let rate = measure(Arc::clone(&fresh.store), callers, total / callers).await?;
             println!(
@@ -179,9 +243,12 @@ async fn bench(quick: bool) -> Result<(), String> {
             );
         }
     }
+    if !options.only.iter().any(|row| row == "postgres-processes") {
+        return Ok(());
+    }
     let workers = postgres.with_options("max_connections=4");
     println!("# postgres-processes: `callers` counts worker processes, one caller each");
-    for processes in PROCESSES {
+    for processes in options.counts(&PROCESSES) {
         let fresh = workers.fresh(&format!("bench_p{processes}")).await?;
         let url = fresh.url.clone();
         let calls_each = total / 2 / processes;
@@ -200,7 +267,6 @@ async fn bench(quick: bool) -> Result<(), String> {
 
 fn main() -> ExitCode {
     let args: Vec<String> = std::env::args().collect();
-    let quick = args.iter().any(|arg| arg == "--quick");
     let runtime = match tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -221,7 +287,7 @@ fn main() -> ExitCode {
             }
             _ => Err("--worker takes URL CALLS INDEX".to_owned()),
         },
-        _ => runtime.block_on(bench(quick)),
+        _ => Options::parse(&args).and_then(|options| runtime.block_on(bench(options))),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -11,6 +11,11 @@
 //! exactly the transaction it ran before group commit (no savepoint): it never waits for
 //! company.
 //!
+//! A store may let up to N callers lead at once ([`Group::new`]): each leader takes whatever is
+//! queued when it starts and applies it in its own transaction, so one group's statements
+//! overlap another's commit (PostgreSQL, each leader on its own connection). SQLite has one
+//! connection and one leader.
+//!
 //! An operation the backend could not apply this time ([`Outcome::Retry`]: a busy SQLite file,
 //! a PostgreSQL conflict) stays with the caller that led it, who sleeps (jittered, growing
 //! backoff) without the lead and applies it again with whatever has been queued meanwhile, until
@@ -77,11 +82,12 @@ pub(crate) struct Backoff {
     pub(crate) budget: Duration,
 }
 
-/// The queue and the lead of one store.
-#[derive(Debug, Default)]
+/// The queue and the leads of one store.
+#[derive(Debug)]
 pub(crate) struct Group {
     queue: Mutex<Vec<Job>>,
-    lead: tokio::sync::Mutex<()>,
+    /// One permit per caller that may lead a group at once.
+    lead: tokio::sync::Semaphore,
 }
 
 impl std::fmt::Debug for Job {
@@ -108,8 +114,12 @@ impl Drop for Held<'_> {
 }
 
 impl Group {
-    pub(crate) fn new() -> Group {
-        Group::default()
+    /// A group letting up to `leaders` callers (at least one) lead at once.
+    pub(crate) fn new(leaders: usize) -> Group {
+        Group {
+            queue: Mutex::default(),
+            lead: tokio::sync::Semaphore::new(leaders.max(1)),
+        }
     }
 
     fn queue(&self) -> MutexGuard<'_, Vec<Job>> {
@@ -150,7 +160,13 @@ impl Group {
                 result = &mut answer, if held.jobs.is_empty() => {
                     return result.unwrap_or_else(|_| Err(lost()));
                 }
-                lead = self.lead.lock() => lead,
+                lead = self.lead.acquire() => lead,
+            };
+            let Ok(lead) = lead else {
+                // INVARIANT (never-closed): nothing closes the semaphore; say so if it happens.
+                return Err(StoreError::Internal {
+                    detail: "the group commit lead was closed".to_owned(),
+                });
             };
             if held.jobs.is_empty()
                 && let Ok(result) = answer.try_recv()
@@ -160,7 +176,8 @@ impl Group {
             let mut batch = std::mem::take(&mut held.jobs);
             batch.extend(self.queue().drain(..).filter(|job| !job.reply.is_closed()));
             if batch.is_empty() {
-                // Our operation is held by a leader sleeping before its retry.
+                // Our operation is being applied by another leader, or held by one sleeping
+                // before its retry.
                 drop(lead);
                 tokio::select! {
                     result = &mut answer => return result.unwrap_or_else(|_| Err(lost())),
@@ -423,6 +440,51 @@ mod tests {
             assert_eq!(seen, expected, "{}: no gap, no duplicate", store.backend());
             assert_chain_verifies(store.as_ref(), CALLERS * CALLS).await;
         }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+    async fn several_leaders_each_answer_their_own_callers() {
+        // Three callers may lead at once; each drains what is queued when it starts.
+        const CALLERS: usize = 12;
+        const CALLS: usize = 10;
+        let dir = tempfile::tempdir().expect("a folder");
+        let store = Arc::new(SqliteStore::open(dir.path().join("leaders.db")).expect("sqlite"));
+        let group = Arc::new(Group::new(3));
+        let backoff = Backoff {
+            first: Duration::from_millis(1),
+            max: Duration::from_millis(10),
+            budget: Duration::from_secs(10),
+        };
+        let mut tasks = Vec::new();
+        for caller in 0..CALLERS {
+            let (store, group) = (Arc::clone(&store), Arc::clone(&group));
+            tasks.push(tokio::spawn(async move {
+                for call in 0..CALLS {
+                    let attempt = format!("att-{caller}-{call}");
+                    let operation = Operation::Append(draft(&attempt));
+                    let done = group
+                        .run(
+                            store.as_ref(),
+                            operation,
+                            Timestamp::from_millis(NOW),
+                            backoff,
+                        )
+                        .await
+                        .expect("appended");
+                    let Done::Receipt(receipt) = done else {
+                        panic!("not a receipt: {done:?}");
+                    };
+                    assert_eq!(
+                        receipt.attempt_id.as_ref().map(AttemptId::as_str),
+                        Some(attempt.as_str())
+                    );
+                }
+            }));
+        }
+        for task in tasks {
+            task.await.expect("a caller");
+        }
+        assert_chain_verifies(store.as_ref(), CALLERS * CALLS).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -15,8 +15,8 @@
 //!    time, so a backend may run it again from the start after a rolled-back try.
 //! 3. **Sealing.** The backend reads the chain head (only if the plan has receipts) and
 //!    [`Plan::seal`] chains the drafts onto it ([`crate::evidence::seal`]), giving the stored
-//!    receipts and the caller's result ([`Done`]). The backend applies the writes, events and
-//!    receipts and commits. An applied write whose expectation fails means another transaction
+//!    receipts and the caller's result ([`Done`]); PostgreSQL applies the writes first and locks
+//!    the head last ([`Plan::split`]). A write whose expectation fails means another transaction
 //!    got there first: PostgreSQL rolls back and plans again; the memory and SQLite stores, which
 //!    hold the whole store's write lock, report [`StoreError::Corrupt`].
 //!
@@ -492,6 +492,47 @@ impl Plan {
     ///
     /// [`StoreError::Corrupt`] for a draft that cannot be sealed.
     pub(crate) fn seal(self, head: Option<ChainHead>) -> Result<Sealed, StoreError> {
+        let (writes, events, unsealed) = self.split();
+        let (receipts, done) = unsealed.seal(head)?;
+        Ok(Sealed {
+            writes,
+            events,
+            receipts,
+            done,
+        })
+    }
+
+    /// Take the row writes and events out, to apply them before the receipts are sealed: a
+    /// backend then locks the chain head for the shortest span (issue #21).
+    pub(crate) fn split(self) -> (Vec<Write>, Vec<OutboxEvent>, Unsealed) {
+        let unsealed = Unsealed {
+            receipts: self.receipts,
+            reply: self.reply,
+            now: self.now,
+        };
+        (self.writes, self.events, unsealed)
+    }
+}
+
+/// Stored receipts in chain order, and the caller's result.
+pub(crate) type Sealing = (Vec<StoredReceipt>, Done);
+
+/// The receipts and reply of a [`Plan`] whose writes were taken out ([`Plan::split`]).
+#[derive(Debug)]
+pub(crate) struct Unsealed {
+    receipts: Vec<ReceiptDraft>,
+    reply: Reply,
+    now: Timestamp,
+}
+
+impl Unsealed {
+    /// Does it append receipts (so the backend must read, and lock, the chain head)?
+    pub(crate) fn has_receipts(&self) -> bool {
+        !self.receipts.is_empty()
+    }
+
+    /// [`Plan::seal`] for the receipts alone (same errors): their rows, and the result.
+    pub(crate) fn seal(self, head: Option<ChainHead>) -> Result<Sealing, StoreError> {
         let mut head = head;
         let mut stored = Vec::with_capacity(self.receipts.len());
         let mut last = None;
@@ -530,12 +571,7 @@ impl Plan {
             }),
             Reply::Receipt => Done::Receipt(Box::new(receipt()?)),
         };
-        Ok(Sealed {
-            writes: self.writes,
-            events: self.events,
-            receipts: stored,
-            done,
-        })
+        Ok((stored, done))
     }
 }
 

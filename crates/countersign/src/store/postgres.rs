@@ -20,9 +20,10 @@
 //!   budget (default 10 s) is spent; then the caller gets [`StoreError::Busy`] and nothing was
 //!   written (case B25).
 //! - **One chain, no fork, no gap.** The chain head is one row (`chain_head`, id 1) locked with
-//!   `SELECT … FOR UPDATE` by every transaction that appends a receipt, and updated by
-//!   compare-and-set on its `seq`; `receipts.seq` is the primary key and `receipts.prev_hash` is
-//!   unique, so even a bug in the locking could not store a fork.
+//!   `SELECT … FOR UPDATE` by every transaction that appends a receipt, after its other writes
+//!   (so it is held for the append and the `COMMIT` only), and updated by compare-and-set on its
+//!   `seq` in the statement that appends the receipts; `receipts.seq` is the primary key and
+//!   `receipts.prev_hash` is unique, so even a bug in the locking could not store a fork.
 //! - **Group commit** (issue #21, `postgres/group.rs`): concurrent writing calls on one store
 //!   share a transaction, each operation under its own savepoint, so their receipts share the
 //!   head's lock and one commit flush. A lone caller runs its operation alone, as before.
@@ -110,7 +111,9 @@ use crate::effect::{EffectKey, EffectRecord, EffectState};
 use crate::error::{AnswerError, ResolveError, StoreError};
 use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
 use crate::id::ReceiptHash;
-use crate::store::plan::{self, Done, EffectVersion, Fetched, Halt, Operation, Read, Reads, Write};
+use crate::store::plan::{
+    self, Done, EffectVersion, Fetched, Halt, Operation, Read, Reads, Unsealed, Write,
+};
 use crate::store::stored;
 use crate::store::{
     BeginAttempt, BeginOutcome, FinishAttempt, HandOff, HandOffOutcome, NewApproval, OpenOutcome,
@@ -132,6 +135,9 @@ pub enum Isolation {
     /// `SERIALIZABLE`.
     Serializable,
 }
+
+/// How long a pooled connection may sit idle before it is pinged ahead of its next use.
+const IDLE_PING: Duration = Duration::from_secs(1);
 
 impl Isolation {
     fn begin_statement(self) -> &'static str {
@@ -281,6 +287,18 @@ impl PostgresStore {
         let pool = PgPoolOptions::new()
             .max_connections(options.max_connections)
             .acquire_timeout(Duration::from_secs(30))
+            // A round trip per transaction saved (issue #21): a connection is pinged before use
+            // only after IDLE_PING idle; one that died sooner fails its `BEGIN`, which
+            // `begin_transaction` then runs once more on another connection.
+            .test_before_acquire(false)
+            .before_acquire(|connection, meta| {
+                Box::pin(async move {
+                    if meta.idle_for > IDLE_PING {
+                        sqlx::Connection::ping(connection).await?;
+                    }
+                    Ok(true)
+                })
+            })
             .connect_with(connect_options)
             .await
             .map_err(|error| {
@@ -290,7 +308,7 @@ impl PostgresStore {
             })?;
         let store = PostgresStore {
             pool,
-            group: crate::store::group::Group::new(),
+            group: crate::store::group::Group::new(group::leaders(options.max_connections)),
             options,
             location,
         };
@@ -456,7 +474,15 @@ impl PostgresStore {
             read_answers: HashMap::new(),
             wrote: false,
         };
-        let done = pg.run(operation, now).await?;
+        let unsealed = pg.run(operation, now).await?;
+        let done = match pg.append(vec![unsealed]).await?.pop() {
+            Some(result) => result?,
+            None => {
+                return Err(PgFailure::Store(StoreError::Internal {
+                    detail: "one plan appended gave no result".to_owned(),
+                }));
+            }
+        };
         self.commit_settled(pg, operation.name())
             .await
             .map(|()| done)

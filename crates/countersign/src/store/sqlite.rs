@@ -297,7 +297,7 @@ impl SqliteStore {
         connection.set_prepared_statement_cache_capacity(32);
         Ok(SqliteStore {
             connection: Mutex::new(connection),
-            group: Group::new(),
+            group: Group::new(1),
             path,
             options,
         })

@@ -1,16 +1,33 @@
 //! Group commit on PostgreSQL (issue #21, `store/group.rs`): the operations concurrent callers
 //! queued, applied in one transaction.
 //!
-//! A lone operation runs exactly as before ([`PostgresStore::try_write`]). In a group, each
-//! operation runs under its own savepoint: one that loses a compare-and-set or a conflict is
-//! rolled back to its savepoint and retried in a later transaction; one that fails is rolled
-//! back alone and gets its error. The chain head row is locked by the first operation that
-//! seals a receipt and held to the one `COMMIT`, so the group's receipts are chained in queue
-//! order and share one commit flush — which is the point: on PostgreSQL the commit's WAL flush
-//! under the head's lock bounds throughput (docs/benchmarks.md).
+//! A lone operation runs as [`PostgresStore::try_write`]. In a group, each operation's reads
+//! and row writes run under its own savepoint: one that loses a compare-and-set or a conflict
+//! is rolled back to its savepoint and retried in a later transaction; one that fails is rolled
+//! back alone and gets its error. Then the chain head row is locked once, every receipt of the
+//! group is sealed onto it in queue order and appended in one statement, and the group commits:
+//! the head is held only for that last statement and the one `COMMIT`, whose WAL flush the
+//! group shares — on PostgreSQL the commit's flush under the head's lock bounds throughput
+//! (docs/benchmarks.md). A store may run up to [`LEADERS`] groups at once, each on its own
+//! connection, so one group's reads and writes overlap another's commit; measured, one is best
+//! while every receipt goes through the one chain head.
 
 use super::*;
 use crate::store::group::{Apply, Job, Outcome, duplicate};
+use crate::store::plan::Unsealed;
+
+/// How many groups one store runs at once, at most (issue #21). Measured on the 2-core machine
+/// (docs/benchmarks.md): 2 and 4 leaders did worse than 1 with 16 callers, as smaller groups
+/// meant more commits, each taking the chain head through its flush; so 1 until the chain head
+/// is no longer one row.
+pub(super) const LEADERS: usize = 1;
+
+/// The leaders of a store whose pool holds `max_connections`: [`LEADERS`], fewer with a
+/// smaller pool, always leaving a connection for reads; at least one.
+pub(super) fn leaders(max_connections: u32) -> usize {
+    let spare = usize::try_from(max_connections.saturating_sub(1)).unwrap_or(usize::MAX);
+    LEADERS.min(spare).max(1)
+}
 
 impl Apply for PostgresStore {
     async fn apply(&self, jobs: &[Job]) -> Vec<Outcome> {
@@ -36,10 +53,11 @@ fn every(jobs: &[Job], failure: &PgFailure) -> Vec<Outcome> {
 }
 
 impl PgTxn {
-    /// Run a savepoint statement (`SAVEPOINT`, `RELEASE SAVEPOINT`, `ROLLBACK TO SAVEPOINT`).
-    async fn savepoint(&mut self, statement: &'static str) -> Result<(), PgFailure> {
-        sqlx::query(statement)
-            .persistent(self.persistent)
+    /// Run savepoint statements (`SAVEPOINT`, `RELEASE SAVEPOINT`, `ROLLBACK TO SAVEPOINT`,
+    /// several separated by `;`) in one round trip (the simple query protocol: nothing is
+    /// prepared, so behind a transaction pooler too).
+    async fn savepoint(&mut self, statements: &'static str) -> Result<(), PgFailure> {
+        sqlx::raw_sql(statements)
             .execute(&mut *self.transaction)
             .await
             .map(drop)
@@ -47,8 +65,21 @@ impl PgTxn {
     }
 }
 
+/// Where a group's savepoint stands before the next job.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Savepoint {
+    /// None yet (the first job).
+    None,
+    /// Open, holding the last job's changes: release it and open the next.
+    Kept,
+    /// Open and empty (the last job was rolled back to it): the next job runs under it.
+    Empty,
+}
+
 impl PostgresStore {
-    /// Apply two or more jobs in one transaction, each under its own savepoint.
+    /// Apply two or more jobs in one transaction, each under its own savepoint; then lock the
+    /// chain head once, seal every receipt of the group onto it in queue order and append them
+    /// in one statement ([`PgTxn::append`]), and commit.
     async fn try_group(&self, jobs: &[Job]) -> Vec<Outcome> {
         let transaction = match self.begin().await {
             Ok(transaction) => transaction,
@@ -60,51 +91,71 @@ impl PostgresStore {
             read_answers: HashMap::new(),
             wrote: false,
         };
-        // Per job: `Some(done)` to commit, or its outcome already decided.
-        let mut applied: Vec<Result<Done, Outcome>> = Vec::with_capacity(jobs.len());
+        // Per job: `None` while its receipts and reply wait in `pending`, or its outcome.
+        let mut decided: Vec<Option<Outcome>> = Vec::with_capacity(jobs.len());
+        let mut pending: Vec<Unsealed> = Vec::with_capacity(jobs.len());
+        let mut savepoint = Savepoint::None;
         for job in jobs {
-            if let Err(failure) = pg.savepoint("SAVEPOINT grouped").await {
+            let opened = match savepoint {
+                Savepoint::None => pg.savepoint("SAVEPOINT grouped").await,
+                Savepoint::Kept => {
+                    pg.savepoint("RELEASE SAVEPOINT grouped; SAVEPOINT grouped")
+                        .await
+                }
+                Savepoint::Empty => Ok(()),
+            };
+            if let Err(failure) = opened {
                 return every(jobs, &failure);
             }
             // Every update of an approval follows its read in the same operation; a rolled-back
             // operation must leave no remembered `answers` behind.
             pg.read_answers.clear();
             match pg.run(&job.operation, job.now).await {
-                Ok(done) => {
-                    if let Err(failure) = pg.savepoint("RELEASE SAVEPOINT grouped").await {
-                        return every(jobs, &failure);
-                    }
-                    applied.push(Ok(done));
+                Ok(unsealed) => {
+                    savepoint = Savepoint::Kept;
+                    decided.push(None);
+                    pending.push(unsealed);
                 }
                 Err(failure) => {
-                    let rolled_back = match pg.savepoint("ROLLBACK TO SAVEPOINT grouped").await {
-                        Ok(()) => pg.savepoint("RELEASE SAVEPOINT grouped").await,
-                        Err(error) => Err(error),
-                    };
-                    if let Err(failure) = rolled_back {
+                    if let Err(failure) = pg.savepoint("ROLLBACK TO SAVEPOINT grouped").await {
                         return every(jobs, &failure);
                     }
-                    applied.push(Err(match failure {
+                    savepoint = Savepoint::Empty;
+                    decided.push(Some(match failure {
                         PgFailure::Retry => Outcome::Retry,
                         PgFailure::Store(error) => Outcome::Final(Err(error)),
                     }));
                 }
             }
         }
+        let sealed = match pg.append(pending).await {
+            Ok(sealed) => sealed,
+            Err(failure) => return every(jobs, &failure),
+        };
+        if sealed.iter().any(Result::is_err) {
+            // Nothing was appended. Roll the whole transaction back (dropping it): the plan
+            // that could not be sealed gets its error, every other applied job runs again.
+            drop(pg);
+            let mut sealed = sealed.into_iter();
+            return decided
+                .into_iter()
+                .map(|decided| match decided {
+                    Some(outcome) => outcome,
+                    None => match sealed.next() {
+                        Some(Err(error)) => Outcome::Final(Err(error)),
+                        Some(Ok(_)) | None => Outcome::Retry,
+                    },
+                })
+                .collect();
+        }
         let committed = self.commit_group(pg).await;
-        applied
+        let mut sealed = sealed.into_iter();
+        decided
             .into_iter()
             .zip(jobs)
-            .map(|(applied, job)| match (applied, &committed) {
-                (Err(outcome), _) => outcome,
-                (Ok(done), Ok(())) => Outcome::Final(Ok(done)),
-                (Ok(_), Err(PgFailure::Retry)) => Outcome::Retry,
-                (Ok(_), Err(PgFailure::Store(StoreError::OutcomeUnknown { .. }))) => {
-                    Outcome::Final(Err(StoreError::OutcomeUnknown {
-                        operation: job.operation.name(),
-                    }))
-                }
-                (Ok(_), Err(PgFailure::Store(error))) => Outcome::Final(Err(duplicate(error))),
+            .map(|(decided, job)| match decided {
+                Some(outcome) => outcome,
+                None => sealed_outcome(sealed.next(), &committed, job),
             })
             .collect()
     }
@@ -113,5 +164,28 @@ impl PostgresStore {
     /// lone operation ([`PostgresStore::commit_settled`]).
     async fn commit_group(&self, pg: PgTxn) -> Result<(), PgFailure> {
         self.commit_settled(pg, "group").await
+    }
+}
+
+/// The outcome of a job of a group whose plan was applied and sealed (`sealed`), once the
+/// group's `COMMIT` ended as `committed`.
+fn sealed_outcome(
+    sealed: Option<Result<Done, StoreError>>,
+    committed: &Result<(), PgFailure>,
+    job: &Job,
+) -> Outcome {
+    match (sealed, committed) {
+        (Some(Ok(done)), Ok(())) => Outcome::Final(Ok(done)),
+        (Some(Ok(_)), Err(PgFailure::Retry)) => Outcome::Retry,
+        (Some(Ok(_)), Err(PgFailure::Store(StoreError::OutcomeUnknown { .. }))) => {
+            Outcome::Final(Err(StoreError::OutcomeUnknown {
+                operation: job.operation.name(),
+            }))
+        }
+        (Some(Ok(_)), Err(PgFailure::Store(error))) => Outcome::Final(Err(duplicate(error))),
+        (Some(Err(error)), _) => Outcome::Final(Err(error)),
+        (None, _) => Outcome::Final(Err(StoreError::Internal {
+            detail: "a group's job got no sealed result".to_owned(),
+        })),
     }
 }

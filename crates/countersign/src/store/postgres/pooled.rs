@@ -30,9 +30,18 @@ impl PostgresStore {
     pub(super) async fn begin_transaction(
         &self,
     ) -> Result<Transaction<'static, Postgres>, sqlx::Error> {
-        let mut transaction = match self.options.isolation {
-            Some(isolation) => self.pool.begin_with(isolation.begin_statement()).await?,
-            None => self.pool.begin().await?,
+        let begin = || async {
+            match self.options.isolation {
+                Some(isolation) => self.pool.begin_with(isolation.begin_statement()).await,
+                None => self.pool.begin().await,
+            }
+        };
+        let mut transaction = match begin().await {
+            // The connection died while idle (pooled connections are pinged only after
+            // `IDLE_PING` idle): nothing was begun, and sqlx drops that connection. Once more,
+            // on another.
+            Err(sqlx::Error::Io(_)) => begin().await?,
+            begun => begun?,
         };
         if let (Pooler::Transaction, Some(schema)) = (self.options.pooler, &self.options.schema) {
             // INVARIANT (schema-name): checked by `check_schema_name`, so quoting is safe.

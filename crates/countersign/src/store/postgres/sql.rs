@@ -22,12 +22,14 @@ pub(crate) struct PgTxn {
 }
 
 impl PgTxn {
-    /// Plan `operation` inside this transaction and apply it (the caller commits).
+    /// Plan `operation` inside this transaction and apply its row writes and events. Its
+    /// receipts are sealed and appended afterwards by [`PgTxn::append`], so that the chain head
+    /// is locked last, for the shortest span (issue #21); the caller commits.
     pub(crate) async fn run(
         &mut self,
         operation: &Operation,
         now: Timestamp,
-    ) -> Result<Done, PgFailure> {
+    ) -> Result<Unsealed, PgFailure> {
         let mut reads = Reads::default();
         let plan = loop {
             match plan::plan(operation, &reads, now) {
@@ -36,22 +38,52 @@ impl PgTxn {
                 Err(Halt::Fail(error)) => return Err(PgFailure::Store(error)),
             }
         };
-        let head = if plan.has_receipts() {
+        let (writes, events, unsealed) = plan.split();
+        for write in &writes {
+            self.apply(write).await?;
+        }
+        for event in &events {
+            self.insert_event(event).await?;
+        }
+        Ok(unsealed)
+    }
+
+    /// Lock the chain head (only if some plan has receipts), seal every plan's receipts onto it
+    /// in order, and append them all and move the head in one statement: one result per plan.
+    /// When any plan cannot be sealed (a bug, [`StoreError::Corrupt`]) nothing is appended and
+    /// the caller must roll the transaction back.
+    pub(crate) async fn append(
+        &mut self,
+        pending: Vec<Unsealed>,
+    ) -> Result<Vec<Result<Done, StoreError>>, PgFailure> {
+        let start = if pending.iter().any(Unsealed::has_receipts) {
             self.chain_head().await?
         } else {
             None
         };
-        let sealed = plan.seal(head)?;
-        for write in &sealed.writes {
-            self.apply(write).await?;
+        let mut head = start.clone();
+        let mut rows = Vec::new();
+        let mut results = Vec::with_capacity(pending.len());
+        for unsealed in pending {
+            match unsealed.seal(head.clone()) {
+                Ok((stored, done)) => {
+                    if let Some(last) = stored.last() {
+                        head = Some(ChainHead {
+                            seq: last.seq,
+                            hash: last.hash.clone(),
+                        });
+                    }
+                    rows.extend(stored);
+                    results.push(Ok(done));
+                }
+                Err(error) => results.push(Err(error)),
+            }
         }
-        for event in &sealed.events {
-            self.insert_event(event).await?;
+        if !rows.is_empty() && results.iter().all(Result::is_ok) {
+            self.insert_receipts(start.map_or(0, |head| head.seq), &rows)
+                .await?;
         }
-        for receipt in &sealed.receipts {
-            self.insert_receipt(receipt).await?;
-        }
-        Ok(sealed.done)
+        Ok(results)
     }
 
     /// One read of a plan, locked until this transaction ends.
@@ -315,40 +347,56 @@ impl PgTxn {
         }))
     }
 
-    /// Append a sealed receipt and move the head to it (the head must be locked by
-    /// [`PgTxn::chain_head`] in this transaction).
-    async fn insert_receipt(&mut self, stored: &StoredReceipt) -> Result<(), PgFailure> {
+    /// Append sealed receipts (in chain order, the first following `head_seq`) and move the
+    /// head to the last, in one statement (the head must be locked by [`PgTxn::chain_head`] in
+    /// this transaction).
+    async fn insert_receipts(
+        &mut self,
+        head_seq: u64,
+        rows: &[StoredReceipt],
+    ) -> Result<(), PgFailure> {
         self.wrote = true;
-        let seq = i64::try_from(stored.seq).map_err(|_| corrupt("seq overflow".to_owned()))?;
-        let inserted = sqlx::query(
-            "INSERT INTO receipts (seq, prev_hash, hash, body) VALUES ($1, $2, $3, $4)",
+        let overflow = || corrupt("seq overflow".to_owned());
+        let head_seq = i64::try_from(head_seq).map_err(|_| overflow())?;
+        let mut seqs = Vec::with_capacity(rows.len());
+        let (mut prev_hashes, mut hashes, mut bodies) = (
+            Vec::with_capacity(rows.len()),
+            Vec::with_capacity(rows.len()),
+            Vec::with_capacity(rows.len()),
+        );
+        for row in rows {
+            seqs.push(i64::try_from(row.seq).map_err(|_| overflow())?);
+            prev_hashes.push(row.prev_hash.as_str());
+            hashes.push(row.hash.as_str());
+            bodies.push(row.body.as_str());
+        }
+        let (Some(&last_seq), Some(&last_hash)) = (seqs.last(), hashes.last()) else {
+            return Ok(());
+        };
+        let moved = sqlx::query(
+            "WITH appended AS (INSERT INTO receipts (seq, prev_hash, hash, body) SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[])) UPDATE chain_head SET seq = $5, hash = $6 WHERE id = 1 AND seq = $7",
         )
-        .bind(seq)
-        .bind(&stored.prev_hash)
-        .bind(&stored.hash)
-        .bind(&stored.body)
+        .bind(&seqs)
+        .bind(&prev_hashes)
+        .bind(&hashes)
+        .bind(&bodies)
+        .bind(last_seq)
+        .bind(last_hash)
+        .bind(head_seq)
         .persistent(self.persistent)
         .execute(&mut *self.transaction)
         .await;
-        if let Err(error) = inserted {
-            if sqlstate(&error).as_deref() == Some("23505") {
+        let moved = match moved {
+            Ok(moved) => moved,
+            Err(error) if sqlstate(&error).as_deref() == Some("23505") => {
                 // The head row is locked, so this is no race: the head and the log disagree.
                 return Err(PgFailure::Store(corrupt(format!(
-                    "receipt {seq} already exists although the chain head is at {}: the receipts table was edited; run `countersign receipts --verify`",
-                    seq - 1
+                    "a receipt numbered {}..={last_seq} (or with the same previous hash) already exists although the chain head is at {head_seq}: the receipts table was edited; run `countersign receipts --verify`",
+                    head_seq + 1
                 ))));
             }
-            return Err(classify(error));
-        }
-        let moved =
-            sqlx::query("UPDATE chain_head SET seq = $1, hash = $2 WHERE id = 1 AND seq = $3")
-                .bind(seq)
-                .bind(&stored.hash)
-                .bind(seq - 1)
-                .persistent(self.persistent)
-                .execute(&mut *self.transaction)
-                .await
-                .map_err(classify)?;
+            Err(error) => return Err(classify(error)),
+        };
         if moved.rows_affected() != 1 {
             return Err(PgFailure::Retry);
         }

@@ -38,7 +38,7 @@ impl SqliteStore {
             connection: Mutex::new(connection),
             path,
             options,
-            group: crate::store::group::Group::new(),
+            group: crate::store::group::Group::new(1),
         })
     }
 
