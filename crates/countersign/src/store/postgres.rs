@@ -569,16 +569,29 @@ impl Store for PostgresStore {
         &self,
         state: Option<ApprovalState>,
     ) -> Result<Vec<ApprovalRecord>, StoreError> {
-        let rows = self
-            .read_rows(
-                sqlx::query(concat!(
+        // Two statements, not `$1 IS NULL OR state = $1`: only a plain `state = $1` can use the
+        // index `approvals_by_state` (a generic plan cannot drop the `OR`).
+        let rows = match state {
+            Some(state) => {
+                self.read_rows(
+                    sqlx::query(concat!(
+                        "SELECT ",
+                        approval_columns!(),
+                        " FROM approvals WHERE state = $1 ORDER BY created_at, id"
+                    ))
+                    .bind(state.as_str()),
+                )
+                .await?
+            }
+            None => {
+                self.read_rows(sqlx::query(concat!(
                     "SELECT ",
                     approval_columns!(),
-                    " FROM approvals WHERE ($1::TEXT IS NULL OR state = $1) ORDER BY created_at, id"
-                ))
-                .bind(state.map(ApprovalState::as_str)),
-            )
-            .await?;
+                    " FROM approvals ORDER BY created_at, id"
+                )))
+                .await?
+            }
+        };
         rows.iter().map(approval_from_row).collect()
     }
 
@@ -631,16 +644,28 @@ impl Store for PostgresStore {
     }
 
     async fn effects(&self, state: Option<EffectState>) -> Result<Vec<EffectRecord>, StoreError> {
-        let rows = self
-            .read_rows(
-                sqlx::query(concat!(
+        // As for `approvals`: a plain `state = $1` uses the index `effects_by_state`.
+        let rows = match state {
+            Some(state) => {
+                self.read_rows(
+                    sqlx::query(concat!(
+                        "SELECT ",
+                        effect_columns!(),
+                        " FROM effects WHERE state = $1 ORDER BY key COLLATE \"C\""
+                    ))
+                    .bind(state.as_str()),
+                )
+                .await?
+            }
+            None => {
+                self.read_rows(sqlx::query(concat!(
                     "SELECT ",
                     effect_columns!(),
-                    " FROM effects WHERE ($1::TEXT IS NULL OR state = $1) ORDER BY key COLLATE \"C\""
-                ))
-                .bind(state.map(EffectState::as_str)),
-            )
-            .await?;
+                    " FROM effects ORDER BY key COLLATE \"C\""
+                )))
+                .await?
+            }
+        };
         rows.iter().map(effect_from_row).collect()
     }
 

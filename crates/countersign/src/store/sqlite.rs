@@ -79,7 +79,8 @@ use crate::store::{
 ///
 /// 5 (issue #23): the outbox also holds events about the log (`log.checkpoint`, with an empty
 /// `request_id`), which version 4 cannot read, and the index `outbox_by_kind` finds the newest
-/// event of a kind.
+/// event of a kind; `approvals_by_state` and `effects_by_state` serve the listings by state
+/// (the pending requests, the lapsed reservations) without reading the whole table.
 pub const SCHEMA_VERSION: i64 = 5;
 
 /// The forward-only migrations: version `n` is applied to a database at version `n − 1`, all of
@@ -138,7 +139,12 @@ const MIGRATIONS: &[(i64, &str)] = &[
      );
      CREATE INDEX deliveries_by_request ON deliveries (endpoint, request_id, state, event_seq);",
     ),
-    (5, "CREATE INDEX outbox_by_kind ON outbox (kind, seq);"),
+    (
+        5,
+        "CREATE INDEX outbox_by_kind ON outbox (kind, seq);
+     CREATE INDEX approvals_by_state ON approvals (state, created_at, id);
+     CREATE INDEX effects_by_state ON effects (state, key);",
+    ),
 ];
 
 const SCHEMA: &str = "
@@ -549,13 +555,21 @@ impl Store for SqliteStore {
         &self,
         state: Option<ApprovalState>,
     ) -> Result<Vec<ApprovalRecord>, StoreError> {
-        self.read(|connection| {
-            let mut statement = connection.prepare_cached(&format!(
-                "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE (?1 IS NULL OR state = ?1) ORDER BY created_at, id"
-            ))?;
-            statement
-                .query_map(params![state.map(ApprovalState::as_str)], approval_from_row)?
-                .collect()
+        // Two statements, not `?1 IS NULL OR state = ?1`: only a plain `state = ?1` can use the
+        // index `approvals_by_state`.
+        self.read(|connection| match state {
+            Some(state) => connection
+                .prepare_cached(&format!(
+                    "SELECT {APPROVAL_COLUMNS} FROM approvals WHERE state = ?1 ORDER BY created_at, id"
+                ))?
+                .query_map(params![state.as_str()], approval_from_row)?
+                .collect(),
+            None => connection
+                .prepare_cached(&format!(
+                    "SELECT {APPROVAL_COLUMNS} FROM approvals ORDER BY created_at, id"
+                ))?
+                .query_map([], approval_from_row)?
+                .collect(),
         })
         .await
     }
@@ -607,13 +621,20 @@ impl Store for SqliteStore {
     }
 
     async fn effects(&self, state: Option<EffectState>) -> Result<Vec<EffectRecord>, StoreError> {
-        self.read(|connection| {
-            let mut statement = connection.prepare_cached(&format!(
-                "SELECT {EFFECT_COLUMNS} FROM effects WHERE (?1 IS NULL OR state = ?1) ORDER BY key"
-            ))?;
-            statement
-                .query_map(params![state.map(EffectState::as_str)], effect_from_row)?
-                .collect()
+        // As for `approvals`: a plain `state = ?1` uses the index `effects_by_state`.
+        self.read(|connection| match state {
+            Some(state) => connection
+                .prepare_cached(&format!(
+                    "SELECT {EFFECT_COLUMNS} FROM effects WHERE state = ?1 ORDER BY key"
+                ))?
+                .query_map(params![state.as_str()], effect_from_row)?
+                .collect(),
+            None => connection
+                .prepare_cached(&format!(
+                    "SELECT {EFFECT_COLUMNS} FROM effects ORDER BY key"
+                ))?
+                .query_map([], effect_from_row)?
+                .collect(),
         })
         .await
     }

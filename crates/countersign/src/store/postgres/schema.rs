@@ -111,5 +111,10 @@ CREATE TABLE deliveries (
 CREATE INDEX deliveries_by_request ON deliveries (endpoint, request_id, state, event_seq);
 ",
     ),
-    (5, "CREATE INDEX outbox_by_kind ON outbox (kind, seq);"),
+    (
+        5,
+        "CREATE INDEX outbox_by_kind ON outbox (kind, seq);
+     CREATE INDEX approvals_by_state ON approvals (state, created_at, id);
+     CREATE INDEX effects_by_state ON effects (state, key);",
+    ),
 ];
