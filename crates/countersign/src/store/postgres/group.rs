@@ -60,6 +60,11 @@ impl PostgresStore {
             read_answers: HashMap::new(),
             wrote: false,
         };
+        // One clock (issue #22): one server time for the whole group.
+        let store_now = match self.transaction_now(&mut pg).await {
+            Ok(store_now) => store_now,
+            Err(failure) => return every(jobs, &failure),
+        };
         // Per job: `Some(done)` to commit, or its outcome already decided.
         let mut applied: Vec<Result<Done, Outcome>> = Vec::with_capacity(jobs.len());
         for job in jobs {
@@ -69,7 +74,8 @@ impl PostgresStore {
             // Every update of an approval follows its read in the same operation; a rolled-back
             // operation must leave no remembered `answers` behind.
             pg.read_answers.clear();
-            match pg.run(&job.operation, job.now).await {
+            let (operation, now) = self.judged(&job.operation, job.now, store_now);
+            match pg.run(&operation, now).await {
                 Ok(done) => {
                     if let Err(failure) = pg.savepoint("RELEASE SAVEPOINT grouped").await {
                         return every(jobs, &failure);
