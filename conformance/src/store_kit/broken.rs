@@ -174,6 +174,14 @@ impl Store for DangerBrokenStore {
         self.inner.backend()
     }
 
+    async fn store_now(&self, now: Timestamp) -> Result<Timestamp, StoreError> {
+        self.inner.store_now(now).await
+    }
+
+    fn shift_clock_for_tests(&self, millis: i64) -> Result<(), StoreError> {
+        self.inner.shift_clock_for_tests(millis)
+    }
+
     async fn open_approval(
         &self,
         new: NewApproval,

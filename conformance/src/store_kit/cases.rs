@@ -21,6 +21,7 @@ use super::worker::{self, KIT_POLICY, KIT_PRINCIPAL, Worker, start_in, unix_mill
 use super::{CaseContext, KitError};
 
 mod approvals;
+mod clock;
 mod crash;
 mod durability;
 mod evidence;
@@ -28,6 +29,7 @@ mod reservation;
 mod resolution;
 
 use approvals::*;
+use clock::*;
 use crash::*;
 use durability::*;
 use evidence::*;
@@ -138,6 +140,7 @@ pub fn all() -> Vec<Case> {
         ),
         case!("approvals", first_answer_stands, InProcess),
         case!("approvals", reentry_asks_once, InProcess),
+        case!("clock", expiry_follows_the_store_clock, InProcess),
         case!("resolution", only_an_ambiguous_effect_resolves, InProcess),
         case!("resolution", records_who_resolved, InProcess),
         case!(
@@ -203,6 +206,22 @@ pub fn kit_control(
 
 fn system_control(store: Arc<dyn Store>) -> Control {
     kit_control(store, Arc::new(SystemClock), None)
+}
+
+/// Time passes by `store`'s clock (issue #22): its test offset, applied by every backend.
+fn pass(store: &dyn Store, by: Duration) -> Result<(), KitError> {
+    let millis = i64::try_from(by.as_millis()).map_err(|error| error.to_string())?;
+    store
+        .shift_clock_for_tests(millis)
+        .map_err(store_error("shifting the store's clock"))
+}
+
+/// The store's time, for a caller whose clock reads `now`.
+async fn store_now(store: &dyn Store, now: Timestamp) -> Result<Timestamp, KitError> {
+    store
+        .store_now(now)
+        .await
+        .map_err(store_error("reading the store's clock"))
 }
 
 fn manual_clock() -> Arc<ManualClock> {

@@ -363,9 +363,11 @@ async fn check_migrated_from_2(store: Arc<dyn Store>, approvals: usize, receipts
         .expect("pending")
         .first()
     {
-        // The fixture's clock: just before the request expires (it was made with a 15-minute
-        // TTL), so the test does not depend on when it runs.
-        let now = countersign::Timestamp::from_millis(pending.expires_at.as_millis() - 1);
+        // The fixture's clock: a minute before the request expires (it was made with a
+        // 15-minute TTL), so the test does not depend on when it runs. PostgreSQL judges by
+        // the server's clock (issue #22): the store's test offset moves it there.
+        let now = countersign::Timestamp::from_millis(pending.expires_at.as_millis() - 60_000);
+        set_store_time(store.as_ref(), now).await;
         let cancelled = store
             .withdraw_approval(
                 countersign::approval::withdraw::Withdrawal {
@@ -465,9 +467,10 @@ async fn check_migrated_from_3(store: Arc<dyn Store>, receipts: usize) {
         .await
         .expect("pending");
     let waiting = pending.first().expect("the fixture has a waiting request");
-    // The fixture's clock: just before the request expires, so the test does not depend on when
-    // it runs.
-    let now = countersign::Timestamp::from_millis(waiting.expires_at.as_millis() - 1);
+    // The fixture's clock: a minute before the request expires, so the test does not depend on
+    // when it runs (on the store's clock too, issue #22).
+    let now = countersign::Timestamp::from_millis(waiting.expires_at.as_millis() - 60_000);
+    set_store_time(store.as_ref(), now).await;
     let cancelled = store
         .withdraw_approval(
             countersign::approval::withdraw::Withdrawal {
@@ -651,4 +654,13 @@ async fn reading_postgres_never_creates_or_migrates() {
     .await
     .expect("count its tables");
     assert_eq!(tables, 0, "reading created tables");
+}
+
+/// Move `store`'s clock (its test offset) so that it reads `time` now: PostgreSQL judges by the
+/// server's clock, not the caller's `now` (issue #22).
+async fn set_store_time(store: &dyn countersign::Store, time: countersign::Timestamp) {
+    let current = store.store_now(time).await.expect("the store's clock");
+    store
+        .shift_clock_for_tests(time.as_millis() - current.as_millis())
+        .expect("the store's clock moves");
 }

@@ -319,7 +319,9 @@ pub struct ClaimedDelivery {
     pub delivery: Delivery,
     /// The event's body, to send as it is.
     pub body: String,
-    /// When the lease lapses.
+    /// When the lease lapses, in the clock of the caller that claimed it (its `now` plus the
+    /// lease): the store keeps the lease in its own clock (issue #22), but the sender compares
+    /// this with its own clock before each attempt.
     pub lease_until: Timestamp,
 }
 

@@ -32,6 +32,7 @@
 //! has taken it, it commits with its group or not at all, like a lone transaction dropped
 //! during `COMMIT`.
 
+pub(crate) mod clock;
 mod columns;
 pub(crate) mod group;
 pub mod memory;
@@ -333,6 +334,45 @@ pub trait Store: Send + Sync + 'static {
     /// The backend's name: `memory`, `sqlite` or `postgres`.
     fn backend(&self) -> &'static str;
 
+    /// The time this store judges expiry and leases by, for a caller whose clock reads `now`
+    /// (issue #22, "one clock"): the PostgreSQL server's clock on PostgreSQL, `now` itself on
+    /// SQLite and memory (one host, one clock); plus any test offset
+    /// ([`Store::shift_clock_for_tests`]). Every writing method judges by this time, read
+    /// inside its own transaction; this method is for callers that need it beforehand (the
+    /// sweeper's choice of requests to expire). The caller's `now` in every other method is
+    /// the origin of the instants it computed (an approval's `expires_at`, a lease): the store
+    /// moves them to its own clock, keeping their distance from `now` (SPEC 1.6).
+    ///
+    /// The default implementation returns `now`.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only (PostgreSQL: the server cannot be reached).
+    async fn store_now(&self, now: Timestamp) -> Result<Timestamp, StoreError> {
+        Ok(now)
+    }
+
+    /// Test-only: move the clock this store judges by `millis` milliseconds (negative: back),
+    /// for this handle and every operation it runs from now on. PostgreSQL adds the offset to
+    /// the server's clock, SQLite and memory to the caller's `now`, so a test that moves time
+    /// runs unchanged on every backend. No URL or configuration reaches it.
+    ///
+    /// The default implementation refuses with [`StoreError::Backend`].
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::Backend`] from a backend that cannot shift its clock.
+    #[doc(hidden)]
+    fn shift_clock_for_tests(&self, millis: i64) -> Result<(), StoreError> {
+        let _ = millis;
+        Err(StoreError::Backend {
+            message: format!(
+                "the `{}` store cannot shift its clock for a test: use the memory, SQLite or PostgreSQL store",
+                self.backend()
+            ),
+        })
+    }
+
     /// Find a usable approval for this action hash, or create a pending one (see
     /// [`crate::approval::plan_open`]). Expired and voided requests met on the way are marked,
     /// each with a receipt.
@@ -600,10 +640,13 @@ pub trait Store: Send + Sync + 'static {
     ///
     /// Each request's transaction is committed or not started.
     async fn sweep_expired(&self, now: Timestamp) -> Result<Vec<ApprovalRecord>, StoreError> {
+        // Chosen by the store's clock (issue #22); each expiry is judged again inside its
+        // own transaction.
+        let judged = self.store_now(now).await?;
         let mut expired = Vec::new();
         for state in [ApprovalState::Pending, ApprovalState::Granted] {
             for record in self.approvals(Some(state)).await? {
-                if record.is_expired_at(now)
+                if record.is_expired_at(judged)
                     && let Some(record) = self.expire_approval(&record.id, now).await?
                 {
                     expired.push(record);

@@ -42,6 +42,17 @@ struct Backend {
     _folder: Option<tempfile::TempDir>,
 }
 
+impl Backend {
+    /// Time passes by the store's clock, seen through both connections (issue #22).
+    fn pass(&self, by: Duration) {
+        let millis = i64::try_from(by.as_millis()).expect("a short duration");
+        self.first.shift_clock_for_tests(millis).expect("a shift");
+        if !Arc::ptr_eq(&self.first, &self.second) {
+            self.second.shift_clock_for_tests(millis).expect("a shift");
+        }
+    }
+}
+
 async fn backends() -> Vec<Backend> {
     let memory: Arc<dyn Store> = Arc::new(MemoryStore::new());
     let folder = tempfile::tempdir().expect("temp dir");
@@ -243,7 +254,10 @@ async fn the_sweeper_expires_due_requests_with_a_receipt_and_an_event() {
             "{name}: nothing is due before its expires_at"
         );
         let receipts_before = store.receipts(0, 1_000).await.expect("receipts").len();
-        clock.advance(Duration::from_secs(15 * 60));
+        // Time passes by the store's clock (issue #22: PostgreSQL judges by the server's).
+        store
+            .shift_clock_for_tests(15 * 60 * 1000)
+            .expect("a shift");
         let mut expired: Vec<ApprovalId> = store
             .sweep_expired(clock.now())
             .await
@@ -384,9 +398,10 @@ async fn deliveries_are_leased_retried_and_kept_in_order_per_request() {
         assert_eq!(next[0].delivery.kind, EventKind::Answered);
         assert_eq!(next[0].delivery.request_id, Some(first));
 
-        let later = now.plus(Duration::from_secs(6));
+        // Six seconds pass by the store's clock (issue #22: PostgreSQL judges by the server's).
+        backend.pass(Duration::from_secs(6));
         let retried = store
-            .claim_deliveries(claim(&["http://b"], "one"), later)
+            .claim_deliveries(claim(&["http://b"], "one"), now)
             .await
             .expect("claim");
         let retried_ids: BTreeSet<&str> = retried
@@ -406,7 +421,8 @@ async fn deliveries_are_leased_retried_and_kept_in_order_per_request() {
 
         // A lease that lapsed is claimed again by another sender; the first can no longer
         // settle it.
-        let lapsed = later.plus(Duration::from_secs(61));
+        backend.pass(Duration::from_secs(61));
+        let lapsed = now;
         let taken = other
             .claim_deliveries(claim(&["http://b"], "two"), lapsed)
             .await
@@ -446,13 +462,18 @@ async fn deliveries_are_leased_retried_and_kept_in_order_per_request() {
             .expect("list");
         assert_eq!(failed.len(), 1, "{name}");
         assert_eq!(failed[0].last_error.as_deref(), Some("HTTP 500"));
+        let before = store.store_now(lapsed).await.expect("the store's time");
         let again = store
             .redeliver(failed_id, lapsed)
             .await
             .expect("redeliver")
             .expect("exists");
+        let after = store.store_now(lapsed).await.expect("the store's time");
         assert_eq!(again.state, DeliveryState::Pending);
-        assert_eq!(again.window_start, lapsed);
+        assert!(
+            again.window_start >= before && again.window_start <= after,
+            "{name}: the window restarts at the store's time ({before}..{after}): {again:?}"
+        );
         assert!(
             store
                 .redeliver(999_999, lapsed)
@@ -514,7 +535,12 @@ async fn pruning_keeps_what_is_not_delivered() {
             0,
             "{name}: too young"
         );
-        let later = now.plus(Duration::from_secs(8 * 24 * 3_600));
+        // The cutoff is an instant in the store's clock (issue #22).
+        let later = store
+            .store_now(now)
+            .await
+            .expect("the store's time")
+            .plus(Duration::from_secs(8 * 24 * 3_600));
         assert_eq!(store.prune_outbox(later).await.expect("prune"), 1, "{name}");
         let left: Vec<ApprovalId> = all_events(store)
             .await

@@ -295,7 +295,7 @@ pub(super) async fn expiry_is_recorded(context: &CaseContext<'_>) -> Result<(), 
     let clock = manual_clock();
     let control = kit_control(Arc::clone(&fresh.store), clock.clone(), None);
     let id = granted(&control, "e1").await?;
-    clock.advance(Duration::from_secs(24 * 3600));
+    pass(fresh.store.as_ref(), Duration::from_secs(24 * 3600))?;
     let calls = Arc::new(AtomicUsize::new(0));
     let late = run_counted(
         &control,

@@ -191,7 +191,7 @@ pub(super) async fn lapsed_lease_becomes_ambiguous_and_is_never_released(
     );
     let calls = Arc::new(AtomicUsize::new(0));
     let (holder, release) = hold_attempt(&control, "k1", &calls).await?;
-    clock.advance(Duration::from_secs(5));
+    pass(fresh.store.as_ref(), Duration::from_secs(5))?;
     let late = run_counted(&control, call("k1"), &calls, Duration::ZERO, ok).await;
     ensure(reason_of(&late) == "ambiguous", || {
         format!(
@@ -214,7 +214,7 @@ pub(super) async fn lapsed_lease_becomes_ambiguous_and_is_never_released(
             record.state
         )
     })?;
-    clock.advance(Duration::from_secs(60));
+    pass(fresh.store.as_ref(), Duration::from_secs(60))?;
     let again = run_counted(&control, call("k1"), &calls, Duration::ZERO, ok).await;
     ensure(reason_of(&again) == "ambiguous", || {
         format!("a later attempt got `{}`", reason_of(&again))
@@ -262,7 +262,7 @@ pub(super) async fn effect_records_never_expire_by_time(
     let hour = Duration::from_secs(3600);
     let mut elapsed = Duration::ZERO;
     for later in [hour, 25 * hour, 30 * 24 * hour] {
-        clock.advance(later - elapsed);
+        pass(fresh.store.as_ref(), later - elapsed)?;
         elapsed = later;
         let again = run_counted(&control, call("b54-ambiguous"), &calls, Duration::ZERO, ok).await;
         ensure(reason_of(&again) == "ambiguous", || {

@@ -344,7 +344,7 @@ async fn an_expired_request_cannot_be_answered() {
         sign_in(&client, &harness.base, &harness.token("human:alice", &[])).await;
         open_request(&client, &harness.base, &id).await;
         // The page is open with its form; then the request's 15 minutes pass.
-        harness.clock.advance(Duration::from_secs(16 * 60));
+        harness.advance(Duration::from_secs(16 * 60));
         click(&client, "#approve").await;
         let refused = text(&client, "#answer-refused").await;
         assert!(refused.contains("not counted"), "{refused}");

@@ -504,7 +504,7 @@ async fn refuses_a_second_different_answer_and_an_expired_request(backend: Backe
     let (late, late_hash) = harness
         .ask("finance.small", json!({"payment_id": "pi_9"}))
         .await;
-    harness.clock.advance(Duration::from_secs(16 * 60));
+    harness.advance(Duration::from_secs(16 * 60));
     let (status, body) = harness.answer(&late, &alice, "approve", &late_hash).await;
     assert_eq!(
         (status, body["reason"].as_str()),
@@ -771,7 +771,7 @@ async fn pages_with_cursors(backend: Backend, case: &str) {
                 .await
                 .0,
         );
-        harness.clock.advance(Duration::from_millis(5));
+        harness.advance(Duration::from_millis(5));
     }
     let alice = harness.token("human:alice", &[]);
     let (status, first) = harness.get("/api/v1/approvals?limit=2", Some(&alice)).await;

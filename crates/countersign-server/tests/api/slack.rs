@@ -455,7 +455,7 @@ async fn an_expired_requests_message_says_so() {
         .ask("finance.small", json!({"payment_id": "pi_s4"}))
         .await;
     fake.wait_for("chat.postMessage", 1).await;
-    harness.clock.advance(Duration::from_secs(15 * 60));
+    harness.advance(Duration::from_secs(15 * 60));
     let update = fake.wait_for("chat.update", 1).await;
     let text = texts(&update["blocks"]);
     assert!(text.contains("Expired at "), "{text}");

@@ -109,6 +109,19 @@ async fn open_store(backend: Backend, case: &str, dir: &std::path::Path) -> Arc<
 }
 
 impl Harness {
+    /// Time passes: the host's clock, and on PostgreSQL, which judges expiry and leases by
+    /// the server's clock (issue #22), the store's too (its test offset). On SQLite the host's
+    /// clock is the store's.
+    pub fn advance(&self, by: Duration) {
+        self.clock.advance(by);
+        if self.store.backend() == "postgres" {
+            let millis = i64::try_from(by.as_millis()).expect("a short duration");
+            self.store
+                .shift_clock_for_tests(millis)
+                .expect("the store's clock moves");
+        }
+    }
+
     pub async fn start(backend: Backend, case: &str, options: Options) -> Harness {
         let dir = tempfile::tempdir().expect("a temporary folder");
         let key = token::generate_keypair().expect("a key pair");

@@ -262,7 +262,7 @@ async fn a_receiver_that_is_down_gets_the_delivery_later_with_the_same_id() {
     // The receiver comes up; once the backoff has passed, the same event arrives.
     let receiver = Receiver::default();
     let (_, _task) = receiver.start(addr).await;
-    harness.clock.advance(Duration::from_secs(10));
+    harness.advance(Duration::from_secs(10));
     let got = receiver.wait_for("the retry", |got| !got.is_empty()).await;
     assert_eq!(
         got[0].id, failed_once.event_id,
@@ -303,7 +303,7 @@ async fn each_requests_events_arrive_in_order_and_duplicates_keep_their_id() {
         if delivered.len() == 4 {
             break;
         }
-        harness.clock.advance(Duration::from_secs(10));
+        harness.advance(Duration::from_secs(10));
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let kinds: Vec<String> = delivered
@@ -364,7 +364,7 @@ async fn a_request_expires_at_its_expires_at_and_says_so() {
         .ask("finance.small", json!({"payment_id": "pi_e1"}))
         .await;
     receiver.wait_for("the opening", |got| got.len() == 1).await;
-    harness.clock.advance(Duration::from_secs(15 * 60));
+    harness.advance(Duration::from_secs(15 * 60));
     let got = receiver.wait_for("the expiry", |got| got.len() == 2).await;
     assert_eq!(got[1].json()["type"], "approval.expired");
     assert_eq!(got[1].json()["data"]["state"], "expired");

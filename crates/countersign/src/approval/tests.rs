@@ -484,7 +484,7 @@ proptest! {
             WithdrawalKind::Revoke { approver: Credential::Asserted(approver.clone()), channel: Channel::Cli }
         };
         let withdrawal = Withdrawal { request_id: before.id.clone(), kind, reason: None };
-        match withdraw_step(Some(before.clone()), withdrawal, at(now)) {
+        match withdraw_step(Some(before.clone()), withdrawal, at(now), at(now)) {
             WithdrawStep::Write { record, receipt } => {
                 prop_assert!(matches!(before.state, ApprovalState::Pending | ApprovalState::Granted));
                 prop_assert!(now < before.expires_at.as_millis());

@@ -245,10 +245,23 @@ impl Control {
         }
     }
 
-    /// Poll until the request leaves `pending` (true) or `wait` passes (false). Never writes.
+    /// Poll until the request leaves `pending` or expires (true) or `wait` passes (false).
+    /// Never writes. Expiry is judged by the store's clock (issue #22): its distance from this
+    /// control's clock is read once.
     async fn wait_for_answer(&self, id: &ApprovalId, wait: Duration) -> Result<bool, ControlError> {
         let deadline = tokio::time::Instant::now() + wait;
         let mut delay = Duration::from_millis(50);
+        let asked = self.now();
+        let store_now =
+            self.inner
+                .store
+                .store_now(asked)
+                .await
+                .map_err(|source| ControlError::Store {
+                    after_run: false,
+                    source,
+                })?;
+        let skew = store_now.as_millis().saturating_sub(asked.as_millis());
         loop {
             let record =
                 self.inner
@@ -262,7 +275,9 @@ impl Control {
             match record {
                 Some(record)
                     if record.state == ApprovalState::Pending
-                        && !record.is_expired_at(self.now()) => {}
+                        && !record.is_expired_at(Timestamp::from_millis(
+                            self.now().as_millis().saturating_add(skew),
+                        )) => {}
                 // Answered, expired or gone: the take step decides and records.
                 _ => return Ok(true),
             }

@@ -147,7 +147,7 @@ impl State {
     }
 
     /// Plan `operation` over this state and apply it whole.
-    fn run(&mut self, operation: &Operation, now: Timestamp) -> Result<Done, StoreError> {
+    fn run(&mut self, operation: &Operation, now: plan::Now) -> Result<Done, StoreError> {
         let plan = plan::plan_with(operation, now, |read| Ok::<_, StoreError>(self.fetch(read)))?;
         let head = if plan.has_receipts() {
             self.head()
@@ -177,6 +177,8 @@ impl State {
 #[derive(Default)]
 pub struct MemoryStore {
     state: Mutex<State>,
+    /// A test's clock offset ([`Store::shift_clock_for_tests`]).
+    offset: crate::store::clock::TestOffset,
 }
 
 impl MemoryStore {
@@ -187,9 +189,23 @@ impl MemoryStore {
 
     /// Run one operation: plan it and apply it under the store's one lock.
     fn run(&self, operation: Operation, now: Timestamp) -> Result<Done, StoreError> {
+        // One host, one clock: the caller's `now` is the store's time (issue #22), moved only
+        // by a test's offset.
+        let judged = self.offset.apply(now);
+        let operation = if judged == now {
+            operation
+        } else {
+            crate::store::clock::rebase(&operation, now, judged)
+        };
         // A poisoned lock means a panic inside an operation: refuse rather than continue on
         // doubtful state.
-        self.lock()?.run(&operation, now)
+        self.lock()?.run(
+            &operation,
+            plan::Now {
+                store: judged,
+                caller: now,
+            },
+        )
     }
 
     fn lock(&self) -> Result<std::sync::MutexGuard<'_, State>, StoreError> {
@@ -210,6 +226,15 @@ impl MemoryStore {
 impl Store for MemoryStore {
     fn backend(&self) -> &'static str {
         "memory"
+    }
+
+    async fn store_now(&self, now: Timestamp) -> Result<Timestamp, StoreError> {
+        Ok(self.offset.apply(now))
+    }
+
+    fn shift_clock_for_tests(&self, millis: i64) -> Result<(), StoreError> {
+        self.offset.shift(millis);
+        Ok(())
     }
 
     async fn open_approval(
@@ -383,6 +408,8 @@ impl Store for MemoryStore {
         claim: DeliveryClaim,
         now: Timestamp,
     ) -> Result<Vec<ClaimedDelivery>, StoreError> {
+        let caller_lease_until = now.plus(claim.lease);
+        let now = self.offset.apply(now);
         let mut state = self.lock()?;
         let state = &mut *state;
         for endpoint in &claim.endpoints {
@@ -454,7 +481,7 @@ impl Store for MemoryStore {
             claimed.push(ClaimedDelivery {
                 delivery: held.delivery.clone(),
                 body,
-                lease_until,
+                lease_until: caller_lease_until,
             });
         }
         Ok(claimed)
@@ -467,6 +494,8 @@ impl Store for MemoryStore {
         settlement: Settlement,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
+        let settlement = crate::store::clock::settlement(settlement, now, self.offset.apply(now));
+        let now = self.offset.apply(now);
         let mut state = self.lock()?;
         let Some(held) = state.deliveries.iter_mut().find(|held| {
             held.delivery.id == id
@@ -536,6 +565,7 @@ impl Store for MemoryStore {
     }
 
     async fn redeliver(&self, id: u64, now: Timestamp) -> Result<Option<Delivery>, StoreError> {
+        let now = self.offset.apply(now);
         let mut state = self.lock()?;
         Ok(state
             .deliveries

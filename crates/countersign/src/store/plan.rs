@@ -467,6 +467,8 @@ pub(crate) struct Plan {
     now: Timestamp,
 }
 
+pub(crate) use crate::store::clock::Now;
+
 /// A plan with its receipts chained onto the head: what the backend writes, and the result.
 #[derive(Debug)]
 pub(crate) struct Sealed {
@@ -581,16 +583,20 @@ struct Changes {
     writes: Vec<Write>,
     events: Vec<OutboxEvent>,
     receipts: Vec<ReceiptDraft>,
+    /// The store's time (issue #22): expiry, leases, and every time written.
     now: Timestamp,
+    /// The caller's time: approver tokens only ([`Now`]).
+    caller: Timestamp,
 }
 
 impl Changes {
-    fn new(now: Timestamp) -> Changes {
+    fn new(now: Now) -> Changes {
         Changes {
             writes: Vec::new(),
             events: Vec::new(),
             receipts: Vec::new(),
-            now,
+            now: now.store,
+            caller: now.caller,
         }
     }
 
@@ -691,12 +697,15 @@ impl Changes {
 }
 
 /// Plan `operation` at `now` over what has been read: the [`Plan`], or the next row to read.
+/// `now.store` judges expiry and leases and dates what is written; `now.caller` judges approver
+/// tokens ([`Now`]); a caller's instants in `operation` are already in the store's clock
+/// (`store/clock.rs`).
 ///
 /// # Errors
 ///
 /// [`Halt::Read`] when a rule needs a row not yet in `reads`; [`Halt::Fail`] when the rows read
 /// contradict each other (a bug or an edited store).
-pub(crate) fn plan(operation: &Operation, reads: &Reads, now: Timestamp) -> Result<Plan, Halt> {
+pub(crate) fn plan(operation: &Operation, reads: &Reads, now: Now) -> Result<Plan, Halt> {
     let changes = Changes::new(now);
     match operation {
         Operation::Open(new) => approval::open(changes, reads, new),
@@ -723,7 +732,7 @@ pub(crate) fn plan(operation: &Operation, reads: &Reads, now: Timestamp) -> Resu
 /// What `fetch` returns, or a rule's [`StoreError`].
 pub(crate) fn plan_with<E: From<StoreError>>(
     operation: &Operation,
-    now: Timestamp,
+    now: Now,
     mut fetch: impl FnMut(&Read) -> Result<Fetched, E>,
 ) -> Result<Plan, E> {
     let mut reads = Reads::default();

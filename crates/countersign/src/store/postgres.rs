@@ -74,6 +74,7 @@ macro_rules! effect_columns {
     };
 }
 
+mod clock;
 mod commit;
 mod failure;
 mod group;
@@ -185,6 +186,11 @@ pub struct PostgresStore {
     group: crate::store::group::Group,
     options: PostgresOptions,
     location: String,
+    /// A test's clock offset ([`Store::shift_clock_for_tests`]), added to the server's clock.
+    offset: crate::store::clock::TestOffset,
+    /// This crate's model test judges by the caller's clock (`postgres/clock.rs`).
+    #[cfg(test)]
+    caller_clock: std::sync::atomic::AtomicBool,
 }
 
 impl std::fmt::Debug for PostgresStore {
@@ -311,6 +317,9 @@ impl PostgresStore {
             group: crate::store::group::Group::new(group::leaders(options.max_connections)),
             options,
             location,
+            offset: Default::default(),
+            #[cfg(test)]
+            caller_clock: Default::default(),
         };
         if read_only {
             store.check_readable().await?;
@@ -474,7 +483,10 @@ impl PostgresStore {
             read_answers: HashMap::new(),
             wrote: false,
         };
-        let unsealed = pg.run(operation, now).await?;
+        // One clock (issue #22): judged by the server's clock, read inside the transaction.
+        let store_now = self.transaction_now(&mut pg).await?;
+        let (operation, now) = self.judged(operation, now, store_now);
+        let unsealed = pg.run(&operation, now).await?;
         let done = match pg.append(vec![unsealed]).await?.pop() {
             Some(result) => result?,
             None => {
@@ -504,6 +516,15 @@ impl PostgresStore {
 impl Store for PostgresStore {
     fn backend(&self) -> &'static str {
         "postgres"
+    }
+
+    async fn store_now(&self, now: Timestamp) -> Result<Timestamp, StoreError> {
+        self.read_store_now(now).await
+    }
+
+    fn shift_clock_for_tests(&self, millis: i64) -> Result<(), StoreError> {
+        self.offset.shift(millis);
+        Ok(())
     }
 
     async fn open_approval(
@@ -701,22 +722,25 @@ impl Store for PostgresStore {
         jti: &str,
         by: &str,
         reason: Option<&str>,
-        now: Timestamp,
+        _now: Timestamp,
     ) -> Result<bool, StoreError> {
         let done = self
             .execute_one(
-                sqlx::query(
-                    "INSERT INTO revoked_tokens (jti, revoked_at, revoked_by, reason) VALUES ($1, $2, $3, $4) ON CONFLICT (jti) DO NOTHING",
-                )
+                // Recorded in the store's clock (issue #22).
+                sqlx::query(concat!(
+                    "INSERT INTO revoked_tokens (jti, revoked_at, revoked_by, reason) VALUES ($1, ",
+                    clock::server_now!("$2"),
+                    ", $3, $4) ON CONFLICT (jti) DO NOTHING"
+                ))
                 .bind(jti.to_owned())
-                .bind(now.as_millis())
+                .bind(self.offset.millis())
                 .bind(by.to_owned())
                 .bind(reason.map(str::to_owned)),
             )
             .await
-        .map_err(|error| StoreError::Backend {
-            message: format!("cannot write the token deny-list: {error}"),
-        })?;
+            .map_err(|error| StoreError::Backend {
+                message: format!("cannot write the token deny-list: {error}"),
+            })?;
         Ok(done.rows_affected() == 1)
     }
 
@@ -786,7 +810,8 @@ impl Store for PostgresStore {
         id: u64,
         now: Timestamp,
     ) -> Result<Option<crate::outbox::Delivery>, StoreError> {
-        self.outbox_redeliver(id, now).await
+        let _ = now;
+        self.outbox_redeliver(id).await
     }
 
     async fn prune_outbox(&self, before: Timestamp) -> Result<u64, StoreError> {

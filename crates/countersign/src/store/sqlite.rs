@@ -224,6 +224,8 @@ pub struct SqliteStore {
     group: Group,
     path: PathBuf,
     options: SqliteOptions,
+    /// A test's clock offset ([`Store::shift_clock_for_tests`]).
+    offset: crate::store::clock::TestOffset,
 }
 
 impl std::fmt::Debug for SqliteStore {
@@ -306,6 +308,7 @@ impl SqliteStore {
             group: Group::new(1),
             path,
             options,
+            offset: Default::default(),
         })
     }
 
@@ -488,6 +491,15 @@ impl SqliteStore {
 impl Store for SqliteStore {
     fn backend(&self) -> &'static str {
         "sqlite"
+    }
+
+    async fn store_now(&self, now: Timestamp) -> Result<Timestamp, StoreError> {
+        Ok(self.offset.apply(now))
+    }
+
+    fn shift_clock_for_tests(&self, millis: i64) -> Result<(), StoreError> {
+        self.offset.shift(millis);
+        Ok(())
     }
 
     async fn open_approval(
@@ -674,7 +686,7 @@ impl Store for SqliteStore {
                 .prepare_cached(
                     "INSERT INTO revoked_tokens (jti, revoked_at, revoked_by, reason) VALUES (?1, ?2, ?3, ?4) ON CONFLICT (jti) DO NOTHING",
                 )?
-                .execute(params![jti, now.as_millis(), by, reason])
+                .execute(params![jti, self.offset.apply(now).as_millis(), by, reason])
                 .map(|inserted| inserted == 1)
         })
         .await
@@ -713,11 +725,18 @@ impl Store for SqliteStore {
         claim: crate::store::DeliveryClaim,
         now: Timestamp,
     ) -> Result<Vec<crate::outbox::ClaimedDelivery>, StoreError> {
-        self.write(|txn| {
-            let result = outbox::claim(txn.transaction, &claim, now);
-            txn.check(result)
-        })
-        .await
+        let judged = self.offset.apply(now);
+        let mut claimed = self
+            .write(|txn| {
+                let result = outbox::claim(txn.transaction, &claim, judged);
+                txn.check(result)
+            })
+            .await?;
+        // The lease as the caller's clock reads it (see `ClaimedDelivery::lease_until`).
+        for held in &mut claimed {
+            held.lease_until = now.plus(claim.lease);
+        }
+        Ok(claimed)
     }
 
     async fn settle_delivery(
@@ -727,8 +746,10 @@ impl Store for SqliteStore {
         settlement: crate::outbox::Settlement,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
+        let judged = self.offset.apply(now);
+        let settlement = crate::store::clock::settlement(settlement, now, judged);
         self.write(|txn| {
-            let result = outbox::settle(txn.transaction, id, owner, &settlement, now);
+            let result = outbox::settle(txn.transaction, id, owner, &settlement, judged);
             txn.check(result)
         })
         .await
@@ -757,6 +778,7 @@ impl Store for SqliteStore {
         id: u64,
         now: Timestamp,
     ) -> Result<Option<crate::outbox::Delivery>, StoreError> {
+        let now = self.offset.apply(now);
         self.write(|txn| {
             let result = outbox::redeliver(txn.transaction, id, now);
             txn.check(result)

@@ -142,7 +142,7 @@ pub(super) fn answer(
             );
             AnswerStep::Refuse { error, receipt }
         }
-        _ => answer_step(before.cloned(), answer.clone(), now),
+        _ => answer_step(before.cloned(), answer.clone(), now, changes.caller),
     };
     let result = apply_answer_step(&mut changes, before, step, |_| EventKind::Answered)?;
     Ok(changes.done(Done::Answered(result)))
@@ -254,7 +254,8 @@ fn answer_draft(
     draft
 }
 
-/// Decide what `answer` does to `record` at `now`. Order: the credential becomes an approver
+/// Decide what `answer` does to `record` at `now`, a token credential verified at
+/// `verified_at` (the caller's time, [`super::Now`]). Order: the credential becomes an approver
 /// (a token must verify); the decision must be one of the closed set; the stored rule judges
 /// the approver; the echoed hash must be the request's; then the state machine
 /// ([`plan_answer`]) with quorum.
@@ -262,6 +263,7 @@ pub(crate) fn answer_step(
     record: Option<ApprovalRecord>,
     answer: RecordAnswer,
     now: Timestamp,
+    verified_at: Timestamp,
 ) -> AnswerStep {
     let Some(mut record) = record else {
         return AnswerStep::Refuse {
@@ -287,7 +289,7 @@ pub(crate) fn answer_step(
             receipt: Some(receipt),
         }
     };
-    let approver = match approver_of(&record.rule, &answer.approver, channel.clone(), now) {
+    let approver = match approver_of(&record.rule, &answer.approver, channel.clone(), verified_at) {
         Ok(approver) => approver,
         Err(ApproverFault::Anonymous) => {
             return AnswerStep::Refuse {

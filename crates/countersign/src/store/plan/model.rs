@@ -130,7 +130,9 @@ impl Model {
     }
 
     fn run(&mut self, operation: &Operation, now: Timestamp) -> Result<Done, StoreError> {
-        let plan = super::plan_with(operation, now, |read| Ok::<_, StoreError>(self.read(read)))?;
+        let plan = super::plan_with(operation, super::Now::at(now), |read| {
+            Ok::<_, StoreError>(self.read(read))
+        })?;
         let head = self.receipts.last().map(|last| ChainHead {
             seq: last.seq,
             hash: last.hash.clone(),
@@ -519,11 +521,14 @@ async fn backends(dir: &std::path::Path, case: u64) -> Vec<Arc<dyn Store>> {
             "{url}{separator}schema=plan_model_{}_{case}&max_connections=2",
             std::process::id()
         );
-        stores.push(Arc::new(
-            crate::store::PostgresStore::connect(&url)
-                .await
-                .expect("postgres"),
-        ));
+        let store = crate::store::PostgresStore::connect(&url)
+            .await
+            .expect("postgres");
+        // The model runs at exact caller times, skewed per caller: this test-only mode
+        // (compiled into this crate's tests alone) judges by them instead of the server's
+        // clock, which `tests/clock.rs` and the store kit's `clock/*` cases test.
+        store.judge_by_caller_clock();
+        stores.push(Arc::new(store));
     }
     stores
 }

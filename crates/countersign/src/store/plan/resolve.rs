@@ -22,7 +22,13 @@ pub(super) fn resolve(
         Some(record) => reads.consumed_approval(record)?,
         None => None,
     };
-    let result = match resolve_step(before.cloned(), approval, resolve.clone(), changes.now) {
+    let result = match resolve_step(
+        before.cloned(),
+        approval,
+        resolve.clone(),
+        changes.now,
+        changes.caller,
+    ) {
         ResolveStep::Write { record, receipt } => {
             if let Some(before) = before {
                 changes.settle_effect(before, &record);
@@ -66,6 +72,7 @@ pub(crate) fn resolve_step(
     approval: Option<&ApprovalRecord>,
     resolve: ResolveEffect,
     now: Timestamp,
+    verified_at: Timestamp,
 ) -> ResolveStep {
     let Some(mut record) = record else {
         return ResolveStep::Refuse {
@@ -118,7 +125,7 @@ pub(crate) fn resolve_step(
                     receipt: Some(receipt),
                 }
             };
-            let approver = match approver_of(rule, &credential, channel.clone(), now) {
+            let approver = match approver_of(rule, &credential, channel.clone(), verified_at) {
                 Ok(approver) => approver,
                 Err(ApproverFault::Malformed(error)) => {
                     return refuse(&record, None, "invalid_approver", error.to_string());

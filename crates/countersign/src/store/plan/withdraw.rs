@@ -239,11 +239,13 @@ fn resolvers_summary(record: &ApprovalRecord) -> String {
     format!("{who} (its resolvers, who alone may cancel it there)")
 }
 
-/// Decide what `withdrawal` does to `record` at `now` (see the [module docs](self)).
+/// Decide what `withdrawal` does to `record` at `now`, a token credential verified at
+/// `verified_at` (the caller's time, [`super::Now`]; see the [module docs](self)).
 pub(crate) fn withdraw_step(
     record: Option<ApprovalRecord>,
     withdrawal: Withdrawal,
     now: Timestamp,
+    verified_at: Timestamp,
 ) -> AnswerStep {
     let Some(mut record) = record else {
         return AnswerStep::Refuse {
@@ -280,7 +282,7 @@ pub(crate) fn withdraw_step(
             channel,
         } => {
             let kind = ReceiptKind::ApprovalCancelled;
-            let approver = match identify(&record, &credential, &channel, kind, note, now) {
+            let approver = match identify(&record, &credential, &channel, kind, note, verified_at) {
                 Ok(approver) => approver,
                 Err(step) => return *step,
             };
@@ -320,7 +322,7 @@ pub(crate) fn withdraw_step(
                           error: AnswerError| {
                 refusal(record, approver, who, &channel, note, kind, error)
             };
-            let approver = match identify(&record, &credential, &channel, kind, note, now) {
+            let approver = match identify(&record, &credential, &channel, kind, note, verified_at) {
                 Ok(approver) => approver,
                 Err(step) => return *step,
             };
@@ -412,7 +414,12 @@ pub(super) fn withdraw(
         }
         return Ok(changes.done(Done::Answered(Err(error))));
     }
-    let step = withdraw_step(before.cloned(), withdrawal.clone(), changes.now);
+    let step = withdraw_step(
+        before.cloned(),
+        withdrawal.clone(),
+        changes.now,
+        changes.caller,
+    );
     let result = apply_answer_step(&mut changes, before, step, withdrawal_event)?;
     Ok(changes.done(Done::Answered(result)))
 }

@@ -91,6 +91,11 @@ impl PostgresStore {
             read_answers: HashMap::new(),
             wrote: false,
         };
+        // One clock (issue #22): one server time for the whole group.
+        let store_now = match self.transaction_now(&mut pg).await {
+            Ok(store_now) => store_now,
+            Err(failure) => return every(jobs, &failure),
+        };
         // Per job: `None` while its receipts and reply wait in `pending`, or its outcome.
         let mut decided: Vec<Option<Outcome>> = Vec::with_capacity(jobs.len());
         let mut pending: Vec<Unsealed> = Vec::with_capacity(jobs.len());
@@ -110,7 +115,8 @@ impl PostgresStore {
             // Every update of an approval follows its read in the same operation; a rolled-back
             // operation must leave no remembered `answers` behind.
             pg.read_answers.clear();
-            match pg.run(&job.operation, job.now).await {
+            let (operation, now) = self.judged(&job.operation, job.now, store_now);
+            match pg.run(&operation, now).await {
                 Ok(unsealed) => {
                     savepoint = Savepoint::Kept;
                     decided.push(None);

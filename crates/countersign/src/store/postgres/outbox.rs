@@ -13,6 +13,8 @@ use crate::outbox::{
 };
 use crate::store::DeliveryClaim;
 
+use super::clock::server_now;
+
 /// The columns [`delivery_from_row`] reads, from `deliveries d JOIN outbox o`.
 macro_rules! delivery_columns {
     () => {
@@ -110,6 +112,26 @@ impl PostgresStore {
         self.begin_transaction().await
     }
 
+    /// The time a claim judges by, read inside its transaction `tx` (the caller's `now` in
+    /// this crate's model test only).
+    async fn claim_now(
+        &self,
+        tx: &mut Transaction<'static, Postgres>,
+        now: Timestamp,
+    ) -> Result<Timestamp, sqlx::Error> {
+        #[cfg(test)]
+        if self.caller_clock.load(std::sync::atomic::Ordering::SeqCst) {
+            return Ok(self.offset.apply(now));
+        }
+        let _ = now;
+        let millis: i64 = sqlx::query_scalar(super::clock::SERVER_NOW)
+            .bind(self.offset.millis())
+            .persistent(self.persistent())
+            .fetch_one(&mut **tx)
+            .await?;
+        Ok(Timestamp::from_millis(millis))
+    }
+
     /// [`crate::Store::events`].
     pub(super) async fn outbox_events(
         &self,
@@ -187,6 +209,8 @@ impl PostgresStore {
         now: Timestamp,
     ) -> Result<Vec<PgRow>, sqlx::Error> {
         let mut tx = self.outbox_begin().await?;
+        // One clock (issue #22): due times and leases are the server's.
+        let now = self.claim_now(&mut tx, now).await?;
         for endpoint in &claim.endpoints {
             sqlx::query(
                 "INSERT INTO deliveries (event_seq, endpoint, request_id, state, attempts, next_at, window_start)
@@ -257,40 +281,57 @@ impl PostgresStore {
         settlement: &Settlement,
         now: Timestamp,
     ) -> Result<bool, StoreError> {
-        let (state, next_at, error, delivered_at, reference) = match settlement {
+        let (state, next_at, error, delivered, reference) = match settlement {
             Settlement::Delivered { reference } => (
                 DeliveryState::Delivered,
                 None,
                 None,
-                Some(now.as_millis()),
+                true,
                 reference.clone(),
             ),
             Settlement::Retry { at, error } => (
                 DeliveryState::Pending,
                 Some(at.as_millis()),
                 Some(error.clone()),
-                None,
+                false,
                 None,
             ),
-            Settlement::Failed { error } => {
-                (DeliveryState::Failed, None, Some(error.clone()), None, None)
-            }
+            Settlement::Failed { error } => (
+                DeliveryState::Failed,
+                None,
+                Some(error.clone()),
+                false,
+                None,
+            ),
         };
         let id = i64::try_from(id).unwrap_or(i64::MAX);
         self.outbox_retrying(|| {
-            self.execute_one(sqlx::query(
-                "UPDATE deliveries SET state = $3, attempts = attempts + 1, next_at = COALESCE($4, next_at),
-                     last_error = COALESCE($5, last_error), delivered_at = $6, reference = $7,
+            self.execute_one(
+                sqlx::query(
+                    // One clock (issue #22): the retry time the sender computed from its `now`
+                    // ($8) moves to the same distance from the server's; delivered at the server's.
+                    concat!(
+                        "UPDATE deliveries SET state = $3, attempts = attempts + 1,
+                     next_at = COALESCE($4 - $8 + ",
+                        server_now!("$9"),
+                        ", next_at),
+                     last_error = COALESCE($5, last_error),
+                     delivered_at = CASE WHEN $6 THEN ",
+                        server_now!("$9"),
+                        " END, reference = $7,
                      lease_owner = NULL, lease_until = NULL
-                 WHERE id = $1 AND state = 'pending' AND lease_owner = $2",
-            )
-            .bind(id)
-            .bind(owner)
-            .bind(state.as_str())
-            .bind(next_at)
-            .bind(error.clone())
-            .bind(delivered_at)
-            .bind(reference.clone())
+                 WHERE id = $1 AND state = 'pending' AND lease_owner = $2"
+                    ),
+                )
+                .bind(id)
+                .bind(owner)
+                .bind(state.as_str())
+                .bind(next_at)
+                .bind(error.clone())
+                .bind(delivered)
+                .bind(reference.clone())
+                .bind(now.as_millis())
+                .bind(self.offset.millis()),
             )
         })
         .await
@@ -337,19 +378,24 @@ impl PostgresStore {
             .transpose()
     }
 
-    /// [`crate::Store::redeliver`].
-    pub(super) async fn outbox_redeliver(
-        &self,
-        id: u64,
-        now: Timestamp,
-    ) -> Result<Option<Delivery>, StoreError> {
+    /// [`crate::Store::redeliver`], due at once by the server's clock (the caller's `now` is
+    /// not needed).
+    pub(super) async fn outbox_redeliver(&self, id: u64) -> Result<Option<Delivery>, StoreError> {
         let id = i64::try_from(id).unwrap_or(i64::MAX);
         self.outbox_retrying(|| {
-            self.execute_one(sqlx::query(
-                "UPDATE deliveries SET state = 'pending', next_at = $2, window_start = $2, lease_owner = NULL, lease_until = NULL WHERE id = $1",
-            )
-            .bind(id)
-            .bind(now.as_millis())
+            self.execute_one(
+                sqlx::query(
+                    // Due now by the server's clock (issue #22).
+                    concat!(
+                        "UPDATE deliveries SET state = 'pending', next_at = ",
+                        server_now!("$2"),
+                        ", window_start = ",
+                        server_now!("$2"),
+                        ", lease_owner = NULL, lease_until = NULL WHERE id = $1"
+                    ),
+                )
+                .bind(id)
+                .bind(self.offset.millis()),
             )
         })
         .await?;

@@ -28,7 +28,7 @@ impl PgTxn {
     pub(crate) async fn run(
         &mut self,
         operation: &Operation,
-        now: Timestamp,
+        now: plan::Now,
     ) -> Result<Unsealed, PgFailure> {
         let mut reads = Reads::default();
         let plan = loop {

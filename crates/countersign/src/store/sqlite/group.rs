@@ -45,7 +45,21 @@ impl SqliteStore {
                 let error = backend(error);
                 return every(&|| Outcome::Final(Err(group::duplicate(&error))));
             }
-            let result = txn.run(&job.operation, job.now);
+            // One host, one clock: the caller's `now` is the store's time (issue #22), moved
+            // only by a test's offset.
+            let judged = self.offset.apply(job.now);
+            let rebased;
+            let operation = if judged == job.now {
+                &job.operation
+            } else {
+                rebased = crate::store::clock::rebase(&job.operation, job.now, judged);
+                &rebased
+            };
+            let now = crate::store::plan::Now {
+                store: judged,
+                caller: job.now,
+            };
+            let result = txn.run(operation, now);
             if txn.busy {
                 drop(transaction); // rolls back
                 return every(&|| Outcome::Retry);

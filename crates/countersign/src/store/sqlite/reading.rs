@@ -39,6 +39,7 @@ impl SqliteStore {
             path,
             options,
             group: crate::store::group::Group::new(1),
+            offset: Default::default(),
         })
     }
 

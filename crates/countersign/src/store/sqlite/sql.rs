@@ -57,7 +57,7 @@ impl SqliteTxn<'_> {
     pub(super) fn run(
         &mut self,
         operation: &Operation,
-        now: Timestamp,
+        now: plan::Now,
     ) -> Result<Done, StoreError> {
         let plan = plan::plan_with(operation, now, |read| self.fetch(read))?;
         let head = if plan.has_receipts() {
