@@ -35,6 +35,7 @@ mod group;
 mod outbox;
 mod reading;
 mod rows;
+mod schema;
 mod sql;
 
 use failure::*;
@@ -82,115 +83,6 @@ use crate::store::{
 /// event of a kind; `approvals_by_state` and `effects_by_state` serve the listings by state
 /// (the pending requests, the lapsed reservations) without reading the whole table.
 pub const SCHEMA_VERSION: i64 = 5;
-
-/// The forward-only migrations: version `n` is applied to a database at version `n − 1`, all of
-/// them in the one `BEGIN IMMEDIATE` transaction that opens the store. Never edit one; add the
-/// next.
-const MIGRATIONS: &[(i64, &str)] = &[
-    (
-        2,
-        "ALTER TABLE approvals ADD COLUMN rule TEXT;
-     ALTER TABLE approvals ADD COLUMN answers TEXT;
-     ALTER TABLE approvals ADD COLUMN run TEXT;
-     CREATE TABLE correlations (
-         framework TEXT NOT NULL,
-         run TEXT NOT NULL,
-         call_id TEXT NOT NULL,
-         request_id TEXT NOT NULL,
-         PRIMARY KEY (framework, run, call_id)
-     ) WITHOUT ROWID;
-     ALTER TABLE effects ADD COLUMN attempt TEXT;",
-    ),
-    (
-        3,
-        "CREATE TABLE revoked_tokens (
-         jti TEXT PRIMARY KEY,
-         revoked_at INTEGER NOT NULL,
-         revoked_by TEXT NOT NULL,
-         reason TEXT
-     ) WITHOUT ROWID;",
-    ),
-    (
-        4,
-        "CREATE TABLE outbox (
-         seq INTEGER PRIMARY KEY AUTOINCREMENT,
-         id TEXT NOT NULL UNIQUE,
-         kind TEXT NOT NULL,
-         request_id TEXT NOT NULL,
-         created_at INTEGER NOT NULL,
-         body TEXT NOT NULL
-     );
-     CREATE INDEX outbox_by_created ON outbox (created_at);
-     CREATE TABLE deliveries (
-         id INTEGER PRIMARY KEY AUTOINCREMENT,
-         event_seq INTEGER NOT NULL,
-         endpoint TEXT NOT NULL,
-         request_id TEXT NOT NULL,
-         state TEXT NOT NULL,
-         attempts INTEGER NOT NULL,
-         next_at INTEGER NOT NULL,
-         window_start INTEGER NOT NULL,
-         lease_owner TEXT,
-         lease_until INTEGER,
-         last_error TEXT,
-         delivered_at INTEGER,
-         reference TEXT,
-         UNIQUE (event_seq, endpoint)
-     );
-     CREATE INDEX deliveries_by_request ON deliveries (endpoint, request_id, state, event_seq);",
-    ),
-    (
-        5,
-        "CREATE INDEX outbox_by_kind ON outbox (kind, seq);
-     CREATE INDEX approvals_by_state ON approvals (state, created_at, id);
-     CREATE INDEX effects_by_state ON effects (state, key);",
-    ),
-];
-
-const SCHEMA: &str = "
-CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
-CREATE TABLE IF NOT EXISTS approvals (
-    id TEXT PRIMARY KEY,
-    action_hash TEXT NOT NULL,
-    action TEXT NOT NULL,
-    arguments TEXT NOT NULL,
-    principal TEXT NOT NULL,
-    resource TEXT,
-    environment TEXT NOT NULL,
-    effect_key TEXT,
-    policy_hash TEXT NOT NULL,
-    entry_fingerprint TEXT NOT NULL,
-    state TEXT NOT NULL,
-    created_at INTEGER NOT NULL,
-    expires_at INTEGER NOT NULL,
-    answered_at INTEGER,
-    approver TEXT,
-    note TEXT,
-    consumed_at INTEGER,
-    consumed_by TEXT
-) WITHOUT ROWID;
-CREATE INDEX IF NOT EXISTS approvals_by_hash ON approvals (action_hash);
-CREATE TABLE IF NOT EXISTS effects (
-    key TEXT PRIMARY KEY,
-    state TEXT NOT NULL,
-    action_hash TEXT NOT NULL,
-    attempt_id TEXT NOT NULL,
-    attempts INTEGER NOT NULL,
-    lease_until INTEGER NOT NULL,
-    updated_at INTEGER NOT NULL,
-    resolved_by TEXT,
-    detail TEXT
-) WITHOUT ROWID;
--- INVARIANT (no-fork): receipts are appended only inside a BEGIN IMMEDIATE transaction that
--- read the head, so seq (the primary key) is unique and each prev_hash is its predecessor's;
--- a second index on prev_hash would cost a page write per receipt and guard nothing more.
-CREATE TABLE IF NOT EXISTS receipts (
-    seq INTEGER PRIMARY KEY,
-    prev_hash TEXT NOT NULL,
-    hash TEXT NOT NULL,
-    body TEXT NOT NULL
-);
-";
 
 /// Options for [`SqliteStore::open_with`].
 #[derive(Clone, Debug)]
@@ -332,7 +224,7 @@ impl SqliteStore {
         connection.execute_batch(&format!("PRAGMA synchronous={synchronous};"))?;
         connection.execute_batch("BEGIN IMMEDIATE")?;
         let result = (|| -> Result<(), Attempt<StoreError>> {
-            connection.execute_batch(SCHEMA)?;
+            connection.execute_batch(schema::SCHEMA)?;
             let found: Option<String> = connection
                 .query_row(
                     "SELECT value FROM meta WHERE key = 'schema_version'",
@@ -356,7 +248,10 @@ impl SqliteStore {
                     }));
                 }
             };
-            for (_, sql) in MIGRATIONS.iter().filter(|(version, _)| *version > found) {
+            for (_, sql) in schema::MIGRATIONS
+                .iter()
+                .filter(|(version, _)| *version > found)
+            {
                 connection.execute_batch(sql)?;
             }
             connection.execute(
