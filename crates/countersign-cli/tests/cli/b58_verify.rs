@@ -1,4 +1,4 @@
-//! Case B58 (`../shared/cases/store-and-evidence-2.md`): `verify` never says "verified" when
+//! Case B58 (the cases "stores and evidence, second set"): `verify` never says "verified" when
 //! nothing was checked. Its five scenarios, each through the binary: (a) an empty store, (b) a
 //! log whose rows have NULL hashes, written by hand, (c) a range past the head, (d) a good chain
 //! followed by hand-inserted unhashed rows, (e) a healthy chain. Every outcome prints how much
