@@ -16,6 +16,8 @@ use countersign::{
 use serde_json::{Value, json};
 
 use crate::render;
+
+mod inbox;
 use crate::{Failure, Global};
 
 /// The example refunds policy, for when the demo runs outside a checkout. The file lives in the
@@ -509,10 +511,24 @@ pub async fn run(
     demo.say("")?;
     let report = demo.control.verify_receipts(None).await?;
     render::verify_report(&report, demo.out)?;
-    // One request is left waiting, so that `pending` and `approve` have something to
-    // show on the demo's store (a waiting request holds nothing and writes no receipt, so the
-    // chain above is unchanged).
+    // One request is left waiting, so that `pending`, `approve` and the web inbox have
+    // something to show on the demo's store (a waiting request holds nothing and writes no
+    // receipt, so the chain above is unchanged). It is opened under the example policy plus a
+    // key of the demo's own, so that `serve` can sign a person in and the kernel accepts their
+    // answer (it judges a token by the keys stored with the request).
     demo.say("\n9. One request is left waiting for you")?;
+    let inbox = inbox::prepare(
+        &policy_path,
+        demo.control.policy(),
+        &store_path,
+        global.store_url.is_none(),
+    );
+    if let Ok(setup) = &inbox {
+        demo.control =
+            Control::builder_shared(Arc::new(setup.policy.clone()), Arc::clone(&demo.store))
+                .identity(StaticIdentity::new(Principal::new(AGENT)?))
+                .build();
+    }
     let left = demo
         .refund(
             json!({"payment_id": "pi_1006", "amount": 120000}),
@@ -526,16 +542,25 @@ pub async fn run(
             "   answer it from another shell: countersign approve {request_id} --as human:you --store-url sqlite:{0}",
             store_path.display()
         ))?;
+        match &inbox {
+            Ok(setup) => {
+                demo.say(format!(
+                    "   or in the web inbox: countersign serve --policy {} --store-url sqlite:{}",
+                    setup.policy_file.display(),
+                    store_path.display()
+                ))?;
+                demo.say(format!(
+                    "   and sign in at http://127.0.0.1:8780/signin with the token this prints: countersign approver token --key {} --subject human:you",
+                    setup.key_file.display()
+                ))?;
+            }
+            Err(why) => demo.say(format!("   the web inbox cannot answer it: {why}"))?,
+        }
     }
     demo.say(format!(
         "\nlook around: countersign receipts --store-url sqlite:{0}  (or effects, pending, inspect <id>)",
         store_path.display()
     ))?;
-    // `serve` judges a browser's answer by the approver keys stored with each request, and the
-    // example policy lists none: say so rather than send people to an inbox that cannot answer.
-    demo.say(
-        "the web inbox (`countersign serve`) answers requests opened under a policy that lists approver keys (`approvers.keys`); this one lists none, so answer with `approve` (docs/approval-service.md)",
-    )?;
     Ok(crate::verify::exit_for(&report))
 }
 

@@ -362,3 +362,126 @@ fn interactively_the_operator_gives_the_second_finance_answer() {
         );
     }
 }
+
+/// One HTTP/1.1 request to `addr` (the connection closed after it): the status and the body.
+fn http(addr: &str, method: &str, path: &str, token: &str, body: Option<&str>) -> (u16, String) {
+    use std::io::{Read, Write};
+    let mut stream = std::net::TcpStream::connect(addr).expect("connect to serve");
+    let body = body.unwrap_or("");
+    write!(
+        stream,
+        "{method} {path} HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {token}\r\nContent-Type: application/json\r\nContent-Length: {}\r\nConnection: close\r\n\r\n{body}",
+        body.len()
+    )
+    .expect("send the request");
+    let mut response = String::new();
+    stream
+        .read_to_string(&mut response)
+        .expect("read the response");
+    let status = response
+        .split(' ')
+        .nth(1)
+        .and_then(|code| code.parse().ok())
+        .unwrap_or(0);
+    let body = response
+        .split_once("\r\n\r\n")
+        .map(|(_, body)| body.to_owned())
+        .unwrap_or_default();
+    (status, body)
+}
+
+/// The words after `countersign ` on the demo's line that contains `marker`.
+fn printed_command(run: &crate::support::Run, marker: &str) -> Vec<String> {
+    let line = run
+        .stdout
+        .lines()
+        .find(|line| line.contains(marker))
+        .unwrap_or_else(|| panic!("no line with {marker:?} in {run:?}"));
+    let (_, command) = line
+        .rsplit_once("countersign ")
+        .expect("the line names a countersign command");
+    command.split_whitespace().map(str::to_owned).collect()
+}
+
+#[test]
+fn the_waiting_request_is_answered_in_the_web_inbox_as_printed() {
+    use std::io::BufRead;
+    let sandbox = Sandbox::new();
+    let checkout = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let store = sandbox.tmp().join("demo.db");
+    let url = format!("sqlite:{}", store.display());
+    let run = sandbox.run_in(&checkout, &["demo", "--store-url", &url]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+
+    // The two commands the demo printed, run as a person would.
+    let serve_args = printed_command(&run, "or in the web inbox:");
+    let token_args = printed_command(&run, "sign in at http://127.0.0.1:8780/signin");
+    let key = sandbox.tmp().join("demo-approver.key");
+    assert!(
+        token_args.contains(&key.display().to_string()),
+        "{token_args:?}"
+    );
+    let token_args: Vec<&str> = token_args.iter().map(String::as_str).collect();
+    let token = sandbox.run_in(&checkout, &token_args);
+    assert_eq!(token.status, Some(0), "{token:?}");
+    let token = token.stdout.trim().to_owned();
+
+    let mut serve = std::process::Command::new(env!("CARGO_BIN_EXE_countersign"))
+        .args(&serve_args)
+        .args(["--listen", "127.0.0.1:0"])
+        .current_dir(&checkout)
+        .env_remove("COUNTERSIGN_POLICY")
+        .env_remove("COUNTERSIGN_STORE_URL")
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .expect("start countersign serve");
+    let mut started = String::new();
+    std::io::BufReader::new(serve.stdout.take().expect("stdout"))
+        .read_line(&mut started)
+        .expect("read the startup line");
+    let addr = started
+        .split("http://")
+        .nth(1)
+        .and_then(|rest| rest.split('/').next())
+        .unwrap_or_else(|| panic!("no address in {started:?}"))
+        .to_owned();
+    assert!(started.contains("1 approver key"), "{started:?}");
+
+    let (status, body) = http(&addr, "GET", "/api/v1/approvals", &token, None);
+    let listed: serde_json::Value = serde_json::from_str(&body).expect("a JSON listing");
+    let waiting: Vec<&serde_json::Value> = listed["items"]
+        .as_array()
+        .unwrap_or_else(|| panic!("{status} {body}"))
+        .iter()
+        .filter(|item| item["arguments"]["payment_id"] == "pi_1006")
+        .collect();
+    assert_eq!((status, waiting.len()), (200, 1), "{body}");
+    let (id, hash) = (
+        waiting[0]["id"].as_str().expect("an id"),
+        waiting[0]["action_hash"].as_str().expect("a hash"),
+    );
+    let (status, body) = http(
+        &addr,
+        "POST",
+        &format!("/api/v1/approvals/{id}/answer"),
+        &token,
+        Some(&format!(
+            r#"{{"decision": "approve", "action_hash": "{hash}"}}"#
+        )),
+    );
+    serve.kill().expect("stop serve");
+    serve.wait().expect("reap serve");
+    let answered: serde_json::Value = serde_json::from_str(&body).expect("a JSON answer");
+    assert_eq!(
+        (status, answered["state"].as_str()),
+        (200, Some("granted")),
+        "{body}"
+    );
+    let approver = &answered["answers"][0]["approver"];
+    assert_eq!(
+        (approver["id"].as_str(), approver["authentication"].as_str()),
+        (Some("human:you"), Some("token")),
+        "{body}"
+    );
+}
