@@ -200,7 +200,8 @@ pub enum Published {
     Unchanged(String),
 }
 
-/// Write `made`'s `log.checkpoint` event to the outbox at `now` (its own transaction), unless
+/// Write `made`'s `log.checkpoint` event to the outbox (its own transaction), dated by the
+/// store's clock ([`crate::store::Store::store_now`] of the caller's `now`), unless
 /// the newest such event already carries the same origin, size and root; every webhook endpoint
 /// then receives it (`docs/approval-service.md`).
 ///
@@ -229,7 +230,10 @@ pub async fn publish_checkpoint(
             return Ok(Published::Unchanged(last.event.id));
         }
     }
-    let event = checkpoint_event(&made.head, &made.signed, &made.verifier_key, now);
+    // One clock (SPEC 1.6): the event is dated, and becomes due for delivery, at the store's
+    // time, not at the time of the host that signed it.
+    let at = store.store_now(now).await?;
+    let event = checkpoint_event(&made.head, &made.signed, &made.verifier_key, at);
     store.append_event(&event).await?;
     Ok(Published::Written(event.id))
 }
@@ -278,5 +282,31 @@ mod tests {
         // Nothing new: the same checkpoint again.
         follower.catch_up(&store).await.expect("caught up");
         assert_eq!(follower.size(), 2_600);
+    }
+
+    /// The event is dated by the store's clock, whatever the signing host's clock says (one
+    /// clock, SPEC 1.6): a host an hour behind the store still dates it at the store's time.
+    #[tokio::test]
+    async fn a_checkpoint_event_is_dated_by_the_store_clock() {
+        let store = MemoryStore::new();
+        append(&store, 0, 3).await;
+        let key = crate::token::generate_keypair().expect("a key");
+        let made = sign_log(&store, &key, None).await.expect("signed");
+        let hour = 3_600_000;
+        store.shift_clock_for_tests(hour).expect("a shift");
+        let host = Timestamp::from_millis(5_000_000);
+        let published = publish_checkpoint(&store, &made, host)
+            .await
+            .expect("published");
+        assert!(matches!(published, Published::Written(_)), "{published:?}");
+        let last = store
+            .last_event(EventKind::Checkpoint)
+            .await
+            .expect("read")
+            .expect("an event");
+        assert_eq!(
+            last.event.created_at,
+            host.plus(std::time::Duration::from_millis(hour as u64))
+        );
     }
 }
