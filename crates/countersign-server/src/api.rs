@@ -114,7 +114,26 @@ async fn track(
     // the browser session it opened. Answers are also refused inside their own transaction.
     let response = match revoked_token(&service, request.headers()).await {
         Ok(None) => next.run(request).await,
-        Ok(Some(problem)) | Err(problem) => problem.into_response(),
+        // A browser whose session holds the revoked token is signed out, not locked out: the
+        // session ends, the sign-in form works, and every other page shows that form with why.
+        Ok(Some(Revoked {
+            problem,
+            session: Some(id),
+        })) => {
+            service.inner.sessions.close(&id);
+            let path = request.uri().path();
+            if path == "/signin" {
+                next.run(request).await
+            } else if path.starts_with("/api/") {
+                browser::clear_session_cookie(&service, problem.into_response())
+            } else {
+                browser::clear_session_cookie(
+                    &service,
+                    browser::signin_page(&service, problem.status, Some(&problem), false),
+                )
+            }
+        }
+        Ok(Some(Revoked { problem, .. })) | Err(problem) => problem.into_response(),
     };
     service.inner.metrics.record_request(
         &method,
@@ -125,23 +144,29 @@ async fn track(
     response
 }
 
+/// A request presenting a revoked approver token: the refusal, and the browser session that
+/// presented it (`None` for an `Authorization` header).
+struct Revoked {
+    problem: Problem,
+    session: Option<String>,
+}
+
 /// The refusal for a request presenting a revoked approver token, if it does (issue #31).
 /// Reading the deny-list fails closed: a store that cannot be read refuses the call.
-async fn revoked_token(service: &Service, headers: &HeaderMap) -> Result<Option<Problem>, Problem> {
+async fn revoked_token(service: &Service, headers: &HeaderMap) -> Result<Option<Revoked>, Problem> {
     let bearer = headers
         .get(header::AUTHORIZATION)
         .and_then(|value| value.to_str().ok())
         .and_then(|value| value.strip_prefix("Bearer "))
-        .map(|token| token.trim().to_owned());
+        .map(|token| (token.trim().to_owned(), None));
     let presented = bearer.or_else(|| {
         let id = browser::cookie(headers, browser::SESSION_COOKIE)?;
         let session = service.inner.sessions.find(id, service.inner.clock.now())?;
-        Some(session.token)
+        Some((session.token, Some(id.to_owned())))
     });
-    let Some(jti) = presented
-        .as_deref()
-        .and_then(countersign::token::unverified_jti)
-    else {
+    let Some((jti, session)) = presented.and_then(|(token, session)| {
+        countersign::token::unverified_jti(&token).map(|jti| (jti, session))
+    }) else {
         return Ok(None);
     };
     let store = service.store().await?;
@@ -150,9 +175,12 @@ async fn revoked_token(service: &Service, headers: &HeaderMap) -> Result<Option<
         .await
         .map_err(|error| Problem::from_store(&error))?
     {
-        return Ok(Some(Problem::not_authenticated(format!(
-            "the approver token `{jti}` was revoked (`countersign approver revoke`): ask for a new one"
-        ))));
+        return Ok(Some(Revoked {
+            problem: Problem::not_authenticated(format!(
+                "the approver token `{jti}` was revoked (`countersign approver revoke`): ask for a new one"
+            )),
+            session,
+        }));
     }
     Ok(None)
 }

@@ -106,7 +106,8 @@ impl Sessions {
         }
     }
 
-    fn close(&self, id: &str) {
+    /// End the session whose cookie value is `id` (signed out, or its token revoked).
+    pub(crate) fn close(&self, id: &str) {
         self.map().remove(&digest(id));
     }
 }
@@ -182,7 +183,7 @@ impl Service {
 
 /// The sign-in form with a fresh CSRF value (cookie and hidden field), and `error` from the last
 /// attempt if there was one, under `status`.
-fn signin_page(
+pub(crate) fn signin_page(
     service: &Service,
     status: StatusCode,
     error: Option<&Problem>,
@@ -313,6 +314,17 @@ fn open_session(service: &Service, headers: &HeaderMap, body: &Bytes) -> Result<
     Ok(response)
 }
 
+/// `response` with the session cookie removed from the browser.
+pub(crate) fn clear_session_cookie(service: &Service, mut response: Response) -> Response {
+    if let Ok(value) = HeaderValue::from_str(&format!(
+        "{SESSION_COOKIE}=; {}; Max-Age=0",
+        service.cookie_attributes()
+    )) {
+        response.headers_mut().append(header::SET_COOKIE, value);
+    }
+    response
+}
+
 /// `POST /signout`: end the session (the form's `csrf` must be the session's).
 pub async fn signout(State(service): State<Service>, headers: HeaderMap, body: Bytes) -> Response {
     let result = (|| {
@@ -331,14 +343,10 @@ pub async fn signout(State(service): State<Service>, headers: HeaderMap, body: B
             return Err(csrf_refused("sign out from this service's own page"));
         }
         service.inner.sessions.close(id);
-        let mut response = pages::see_other("/signin?signed_out");
-        if let Ok(value) = HeaderValue::from_str(&format!(
-            "{SESSION_COOKIE}=; {}; Max-Age=0",
-            service.cookie_attributes()
-        )) {
-            response.headers_mut().append(header::SET_COOKIE, value);
-        }
-        Ok(response)
+        Ok(clear_session_cookie(
+            &service,
+            pages::see_other("/signin?signed_out"),
+        ))
     })();
     result.unwrap_or_else(|problem| {
         pages::html(problem.status, pages::views::problem(None, &problem), &[])

@@ -671,3 +671,59 @@ async fn pages_work_through_the_authenticating_proxy_with_a_keyed_csrf_value() {
     );
     harness.stop().await;
 }
+
+/// Issue #31 and a new user's trial: revoking the token a browser signed in with signs that
+/// browser out. Every page then shows the sign-in form saying why (never the API's JSON), the
+/// session cookie is removed, and the form itself still works, for another token.
+#[tokio::test]
+async fn a_revoked_token_signs_its_browser_out_instead_of_locking_it_out() {
+    let harness = Harness::start(Backend::Sqlite, "pages_revoked", Options::default()).await;
+    let alice = harness.token("human:alice", &[]);
+    let session = sign_in(&harness, &alice).await;
+    let (status, _) = get(&harness, "/inbox", &session).await;
+    assert_eq!(status, 200);
+    let jti = countersign::token::unverified_jti(&alice).expect("a jti");
+    assert!(
+        harness
+            .store
+            .revoke_token(&jti, "ops:dana", Some("leaked"), harness.clock.now())
+            .await
+            .expect("listed")
+    );
+
+    let response = client()
+        .get(harness.url("/inbox"))
+        .header("cookie", &session)
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(
+        cookie_value(&response, "countersign_session").as_deref(),
+        Some(""),
+        "the session cookie is removed"
+    );
+    let (status, html) = page(response).await;
+    assert_eq!(status, 401, "{html}");
+    assert!(
+        html.contains("was revoked") && html.contains(&jti),
+        "{html}"
+    );
+    assert!(html.contains("name=\"token\""), "the sign-in form: {html}");
+
+    // The session is over: the old cookie now opens nothing, and the form takes a new token.
+    let (status, html) = get(&harness, "/signin", &session).await;
+    assert_eq!(status, 200, "{html}");
+    let response = client()
+        .get(harness.url("/history"))
+        .header("cookie", &session)
+        .send()
+        .await
+        .expect("an answer");
+    assert_eq!(response.status(), 303);
+    assert_eq!(response.headers()["location"], "/signin");
+    let bob = harness.token("human:bob", &[]);
+    let again = sign_in(&harness, &bob).await;
+    let (status, _) = get(&harness, "/inbox", &again).await;
+    assert_eq!(status, 200);
+    harness.stop().await;
+}
