@@ -242,6 +242,7 @@ pub fn init(global: &Global, _args: &InitArgs, out: &mut dyn Write) -> Result<Ex
 #[derive(Debug, Args)]
 pub struct EvaluateArgs {
     /// The action name, as the policy lists it (`stripe.refund`, `Bash`, `mcp__files__write`).
+    #[arg(value_parser = crate::args::action_name)]
     action: String,
     /// The action's arguments: a JSON object (canonicalized as the kernel does; duplicate keys,
     /// `-0` and integers beyond ±(2^53−1) are refused).

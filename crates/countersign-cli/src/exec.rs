@@ -31,16 +31,11 @@ pub const NOT_FOUND: u8 = 127;
 /// The exit status when `--timeout` ended the command (as `timeout(1)`).
 pub const TIMED_OUT: u8 = 124;
 
-fn duration(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text)
-        .map_err(|error| format!("{error}: write a number and a unit, such as 30s, 5m or 1h"))
-}
-
 /// Arguments of `exec`.
 #[derive(Debug, Args)]
 pub struct ExecArgs {
     /// The action name the policy decides (`deploy`, `db.migrate`).
-    #[arg(long, value_name = "NAME")]
+    #[arg(long, value_name = "NAME", value_parser = crate::args::action_name)]
     action: String,
     /// The action's arguments: a JSON object. They are what the policy's conditions and the
     /// effect-key template read and what an approver sees; the command gets them, canonical, in
@@ -52,16 +47,17 @@ pub struct ExecArgs {
     #[arg(
         long = "not-executed-exit",
         value_name = "CODE",
-        allow_negative_numbers = true
+        allow_negative_numbers = true,
+        value_parser = crate::args::failure_exit_code
     )]
     not_executed: Vec<i32>,
     /// End the command after this long (`30s`, `5m`, `1h`): killed, and recorded `ambiguous`
     /// (it may have done its work); exit status 124.
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::args::positive_duration)]
     timeout: Option<Duration>,
     /// When the call needs approval, wait this long for the answer (`10m`) instead of exiting
     /// at once; the command runs as soon as it is granted.
-    #[arg(long, value_name = "DURATION", value_parser = duration)]
+    #[arg(long, value_name = "DURATION", value_parser = crate::args::positive_duration)]
     wait: Option<Duration>,
     /// Present this granted approval request (`apr_…`) [default: a grant for this exact call
     /// is found by its action hash].

@@ -53,7 +53,7 @@ pub struct GatewayArgs {
     max_sessions: usize,
     /// How long the upstream has to answer a tools/call (then: ambiguous, cancelled, never
     /// re-sent).
-    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = crate::args::positive_duration)]
     call_timeout: Duration,
     /// When approval is needed, wait this long for `countersign approve` before answering.
     #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]

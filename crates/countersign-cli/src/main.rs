@@ -5,6 +5,7 @@
 //! to do next; usage errors end with status 2.
 #![forbid(unsafe_code)]
 
+mod args;
 mod commands;
 mod demo;
 mod everyday;

@@ -116,6 +116,19 @@ pub async fn verify(
     args: &VerifyArgs,
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
+    if let (Some(from), Some(to)) = (args.from, args.to)
+        && from > to
+    {
+        // A usage error (exit status 2, as clap's own), not an unverifiable log: no store
+        // could make this range mean anything.
+        clap::Error::raw(
+            clap::error::ErrorKind::ValueValidation,
+            format!(
+                "`--from {from}` is after `--to {to}`: a range runs from its first receipt to its last, such as `--from {to} --to {from}`\n"
+            ),
+        )
+        .exit();
+    }
     if let Some(bundle) = &args.bundle {
         return crate::transparency::verify_bundle(global, bundle, args.key.as_deref(), out);
     }

@@ -349,3 +349,66 @@ fn with_json_an_error_is_one_json_object() {
         "{error}"
     );
 }
+
+/// A new user's trial: values no run could use are usage errors (exit status 2) that say what
+/// to give instead, before anything is decided or recorded: a zero timeout (it ended the
+/// command at random, `ambiguous`), an empty action name (a receipt with a blank action), and
+/// a "did nothing" exit status outside 1–255 (0 was silently ignored).
+#[test]
+fn refuses_values_no_run_could_use() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let before = StoreFiles::read(&sandbox.store_path());
+    for (args, expected) in [
+        (
+            &[
+                "exec",
+                "--action",
+                "backup",
+                "--timeout",
+                "0s",
+                "--",
+                "true",
+            ][..],
+            "must be longer than zero",
+        ),
+        (
+            &["exec", "--action", "backup", "--wait", "0s", "--", "true"][..],
+            "must be longer than zero",
+        ),
+        (
+            &["exec", "--action", "", "--", "true"][..],
+            "an action name cannot be empty",
+        ),
+        (&["evaluate", " "][..], "an action name cannot be empty"),
+        (
+            &[
+                "exec",
+                "--action",
+                "backup",
+                "--not-executed-exit",
+                "0",
+                "--",
+                "true",
+            ][..],
+            "`0` cannot be a failing exit status: they run from 1 to 255",
+        ),
+        (
+            &[
+                "exec",
+                "--action",
+                "backup",
+                "--not-executed-exit",
+                "-3",
+                "--",
+                "true",
+            ][..],
+            "`-3` cannot be a failing exit status",
+        ),
+    ] {
+        let run = sandbox.run(args);
+        assert_eq!(run.status, Some(2), "{run:?}");
+        assert!(run.stderr.contains(expected), "{run:?}");
+    }
+    assert_eq!(StoreFiles::read(&sandbox.store_path()), before);
+}
