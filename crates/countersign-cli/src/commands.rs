@@ -291,13 +291,19 @@ pub async fn answer(
         )?;
         return Ok(ExitCode::SUCCESS);
     }
-    let shown = format!(
+    // What the approver answered about, in the one rendering every surface uses (SPEC 1.9):
+    // hidden characters and look-alikes marked as `pending` and `inspect` mark them.
+    let seen = display::render(&record, None);
+    let mut shown = format!(
         "{}: {} {} for {}",
-        record.id,
-        printable(&record.action),
-        printable(record.arguments.as_str()),
-        printable(&record.principal)
+        record.id, seen.action.text, seen.canonical_arguments.text, seen.principal.text
     );
+    if seen.finding_count > 0 {
+        shown.push_str(&format!(
+            " ({} hidden or look-alike character finding(s) marked; `countersign inspect {}` lists them)",
+            seen.finding_count, record.id
+        ));
+    }
     match record.state {
         ApprovalState::Pending => {
             let needed = record.rule.quorum.saturating_sub(record.approvals_given());

@@ -146,3 +146,20 @@ async fn b44_f_an_empty_command_is_flagged() {
         "{run:?}"
     );
 }
+
+/// A new user's trial: `approve` repeated the arguments it approved with a look-alike letter
+/// raw (`p\u{430}ypal` printed as Cyrillic). Its confirmation now uses the one rendering, as
+/// `pending` and `inspect` do, and says how many findings it marked.
+#[tokio::test]
+async fn approve_confirms_in_the_one_rendering() {
+    let (sandbox, id) = one_request(&tricky_arguments()).await;
+    let run = sandbox.run(&["approve", &id, "--as", "human:alice"]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    assert_nothing_raw(&run.stdout);
+    assert!(run.stdout.contains("p\\u{430}ypal.com"), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("(5 hidden or look-alike character finding(s) marked; `countersign inspect"),
+        "{run:?}"
+    );
+}
