@@ -51,6 +51,23 @@ pub(crate) fn failure_exit_code(text: &str) -> Result<i32, String> {
     Ok(code)
 }
 
+/// A note kept with an answer or a resolution: at most [`countersign::approval::MAX_NOTE_BYTES`]
+/// bytes, as every other surface allows.
+///
+/// # Errors
+///
+/// A sentence naming the limit and the note's length.
+pub(crate) fn note(text: &str) -> Result<String, String> {
+    let limit = countersign::approval::MAX_NOTE_BYTES;
+    if text.len() > limit {
+        return Err(format!(
+            "the note is {} bytes, longer than the {limit} every surface allows: shorten it, or link to the details",
+            text.len()
+        ));
+    }
+    Ok(text.to_owned())
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -71,6 +88,12 @@ mod tests {
         assert_eq!(action_name("deploy"), Ok("deploy".to_owned()));
         assert!(action_name(" ").unwrap_err().contains("cannot be empty"));
         assert_eq!(failure_exit_code("3"), Ok(3));
+        assert!(
+            note(&"x".repeat(4097))
+                .unwrap_err()
+                .contains("longer than the 4096")
+        );
+        assert_eq!(note("ok"), Ok("ok".to_owned()));
         for bad in ["0", "256", "-3"] {
             assert!(
                 failure_exit_code(bad).unwrap_err().contains("1 to 255"),

@@ -201,8 +201,8 @@ pub struct AnswerArgs {
     /// recorded with `hash_confirmed: false`.
     #[arg(long = "hash", value_name = "SHA256")]
     shown_hash: Option<String>,
-    /// A note kept with the answer (shown to the agent as data).
-    #[arg(long, value_name = "TEXT")]
+    /// A note kept with the answer (shown to the agent as data; at most 4096 bytes).
+    #[arg(long, value_name = "TEXT", value_parser = crate::args::note)]
     note: Option<String>,
 }
 
@@ -348,8 +348,8 @@ pub struct ResolveArgs {
     failed: bool,
     #[command(flatten)]
     identity: IdentityArgs,
-    /// How you found out (kept in the receipt).
-    #[arg(long, value_name = "TEXT")]
+    /// How you found out (kept in the receipt; at most 4096 bytes).
+    #[arg(long, value_name = "TEXT", value_parser = crate::args::note)]
     note: Option<String>,
 }
 

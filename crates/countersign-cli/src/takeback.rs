@@ -21,8 +21,8 @@ pub struct RevokeArgs {
     id: String,
     #[command(flatten)]
     identity: IdentityArgs,
-    /// Why, kept on the receipt (shown to the agent as data).
-    #[arg(long, value_name = "TEXT")]
+    /// Why, kept on the receipt (shown to the agent as data; at most 4096 bytes).
+    #[arg(long, value_name = "TEXT", value_parser = crate::args::note)]
     reason: Option<String>,
 }
 

@@ -47,8 +47,8 @@ const MAX_BODY: usize = 64 * 1024;
 const DEFAULT_LIMIT: usize = 50;
 /// The most items one page may hold.
 const MAX_LIMIT: usize = 500;
-/// The longest note accepted, in bytes.
-const MAX_NOTE: usize = 4096;
+/// The longest note kept with an answer: the kernel's one limit.
+const MAX_NOTE: usize = countersign::approval::MAX_NOTE_BYTES;
 /// How many receipts one call reads at most while looking for ones the caller may see.
 const RECEIPT_SCAN: usize = 10_000;
 

@@ -58,8 +58,8 @@ const INBOX_PAGE: usize = 100;
 const HISTORY_PAGE: usize = 100;
 /// Receipts per receipts page.
 const RECEIPTS_PAGE: usize = 100;
-/// The longest note accepted, in bytes (as the API).
-const MAX_NOTE: usize = 4096;
+/// The longest note kept with an answer: the kernel's one limit.
+const MAX_NOTE: usize = countersign::approval::MAX_NOTE_BYTES;
 /// The refusal banner's heading for an answer.
 const NOT_COUNTED: &str = "Your answer was not counted.";
 

@@ -32,6 +32,12 @@ use crate::clock::Timestamp;
 pub use crate::id::ApprovalId;
 use crate::id::{AttemptId, EffectKey, PolicyHash, Principal};
 
+/// The longest note a person may keep with an answer, a withdrawal or a resolution, in bytes
+/// (UTF-8): 4096. Every surface refuses a longer one before anything is recorded (the CLI's
+/// `--note`, the approval service's API and forms, a chat surface's `countersign.interrupt/v1`
+/// response), so a note never reads differently by where it was written.
+pub const MAX_NOTE_BYTES: usize = 4096;
+
 /// The state of an approval request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]

@@ -353,7 +353,8 @@ fn with_json_an_error_is_one_json_object() {
 /// A new user's trial: values no run could use are usage errors (exit status 2) that say what
 /// to give instead, before anything is decided or recorded: a zero timeout (it ended the
 /// command at random, `ambiguous`), an empty action name (a receipt with a blank action), and
-/// a "did nothing" exit status outside 1–255 (0 was silently ignored).
+/// a "did nothing" exit status outside 1–255 (0 was silently ignored), and a note longer than
+/// the API's and the forms' limit (the CLI kept it whole).
 #[test]
 fn refuses_values_no_run_could_use() {
     let sandbox = Sandbox::new();
@@ -404,6 +405,17 @@ fn refuses_values_no_run_could_use() {
                 "true",
             ][..],
             "`-3` cannot be a failing exit status",
+        ),
+        (
+            &[
+                "approve",
+                UNKNOWN_ID,
+                "--as",
+                "human:alice",
+                "--note",
+                &long_note,
+            ][..],
+            "the note is 5000 bytes, longer than the 4096 every surface allows",
         ),
     ] {
         let run = sandbox.run(args);

@@ -23,8 +23,8 @@ use super::{ApprovalDisplay, render};
 /// The `schema` of an [`InterruptObject`].
 pub const INTERRUPT_SCHEMA: &str = "countersign.interrupt/v1";
 
-/// The longest `note` a response may carry, in bytes (UTF-8).
-pub const MAX_RESPONSE_NOTE: usize = 4096;
+/// The longest `note` a response may carry, in bytes (UTF-8): [`crate::approval::MAX_NOTE_BYTES`].
+pub const MAX_RESPONSE_NOTE: usize = crate::approval::MAX_NOTE_BYTES;
 
 /// One pending approval as a chat surface shows it: serialized as the JSON object
 /// `countersign.interrupt/v1`.
