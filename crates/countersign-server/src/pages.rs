@@ -370,7 +370,16 @@ impl Service {
     async fn request_view(&self, viewer: &Viewer, id: &str) -> Result<RequestView, Problem> {
         let store = self.store().await?;
         let mut scope = Scope::new(&viewer.caller, self.inner.clock.now());
-        let record = api::visible_approval(store.as_ref(), id, &mut scope).await?;
+        // A person in a browser is sent back to the inbox, not to the API's listing.
+        let record = api::visible_approval(store.as_ref(), id, &mut scope)
+            .await
+            .map_err(|problem| {
+                if problem.reason == "unknown_request" {
+                    unknown_request(id)
+                } else {
+                    problem
+                }
+            })?;
         let may_answer = scope.may_answer(&record);
         let may_revoke = scope.may_revoke(&record);
         let may_cancel = scope.may_resolve(&record);

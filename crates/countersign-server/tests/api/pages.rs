@@ -727,3 +727,18 @@ async fn a_revoked_token_signs_its_browser_out_instead_of_locking_it_out() {
     assert_eq!(status, 200);
     harness.stop().await;
 }
+
+/// A new user's trial: a request page for an id that is not there (or not the viewer's)
+/// pointed a person in a browser at `GET /api/v1/approvals`; it leads back to the inbox.
+#[tokio::test]
+async fn an_unknown_request_page_leads_back_to_the_inbox() {
+    let harness = Harness::start(Backend::Sqlite, "pages_unknown", Options::default()).await;
+    let session = sign_in(&harness, &harness.token("human:alice", &[])).await;
+    for id in ["apr_aaaaaaaaaaaaaaaaaaaa", "not-an-id"] {
+        let (status, html) = get(&harness, &format!("/requests/{id}"), &session).await;
+        assert_eq!(status, 404, "{html}");
+        assert!(html.contains("go back to your inbox"), "{html}");
+        assert!(!html.contains("/api/v1"), "{html}");
+    }
+    harness.stop().await;
+}
