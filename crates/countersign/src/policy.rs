@@ -225,13 +225,46 @@ impl Policy {
                 String::new()
             };
             let mut specs: Vec<(String, &ApprovalSpec)> = Vec::new();
+            // An approval block that no `approve` decision can use is reported as that, not
+            // judged as if it could open requests.
+            let unused = |place: &str, decision: Decision| {
+                format!(
+                    "{place}: has an `approval:` block but decides `{}`: only an `approve` decision opens a request, so the block is never used; remove it, or make the decision `approve`",
+                    decision.as_str()
+                )
+            };
+            // A pattern entry's `allow` may be raised to `approve` ([`Raise`]): its approval
+            // block can then be used, so it counts as an `approve` here.
+            let approves = |decision: Decision| {
+                decision == Decision::Approve || (decision == Decision::Allow && entry.is_pattern())
+            };
+            let decides_approve = match &entry.body {
+                EntryBody::Shorthand(decision) => approves(*decision),
+                EntryBody::Rules(rules) => rules
+                    .iter()
+                    .any(|rule| approves(rule.decision) && rule.approval.is_none()),
+            };
             if let Some(spec) = &entry.approval {
-                specs.push((format!("{line}`{}`", entry.key), spec));
+                let place = format!("{line}`{}`", entry.key);
+                if decides_approve {
+                    specs.push((place, spec));
+                } else if let EntryBody::Shorthand(decision) = &entry.body {
+                    warnings.push(unused(&place, *decision));
+                } else {
+                    warnings.push(format!(
+                        "{place}: has an `approval:` block but none of its rules that decide `approve` uses it (each has its own, or none decides `approve`): the block is never used; remove it"
+                    ));
+                }
             }
             if let EntryBody::Rules(rules) = &entry.body {
                 for (index, rule) in rules.iter().enumerate() {
                     if let Some(spec) = &rule.approval {
-                        specs.push((format!("{line}`{}` rule {}", entry.key, index + 1), spec));
+                        let place = format!("{line}`{}` rule {}", entry.key, index + 1);
+                        if approves(rule.decision) {
+                            specs.push((place, spec));
+                        } else {
+                            warnings.push(unused(&place, rule.decision));
+                        }
                     }
                 }
             }

@@ -360,6 +360,7 @@ fn refuses_values_no_run_could_use() {
     let sandbox = Sandbox::new();
     sandbox.fill_with_demo();
     let before = StoreFiles::read(&sandbox.store_path());
+    let long_note = "n".repeat(5000);
     for (args, expected) in [
         (
             &[

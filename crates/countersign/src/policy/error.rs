@@ -457,7 +457,7 @@ impl fmt::Display for KeyPlace {
 
 /// What is wrong with an action key.
 #[non_exhaustive]
-#[derive(Debug, Clone, Copy, PartialEq, Eq, thiserror::Error)]
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum PatternProblem {
     /// The key is empty.
     #[error("an action key cannot be empty")]
@@ -465,6 +465,12 @@ pub enum PatternProblem {
     /// Whitespace or a control character.
     #[error("an action key cannot contain whitespace or control characters")]
     Whitespace,
+    /// An invisible or bidirectional formatting character (U+200B, U+202E, ...): the key
+    /// would look like a name it never matches.
+    #[error(
+        "an action key cannot contain an invisible or bidirectional formatting character ({0}): it looks like a name an agent sends but never matches it; retype the key"
+    )]
+    Invisible(String),
     /// A `*` that is not the last character.
     #[error("`*` may appear only at the end of a pattern, as in `mcp.files.read_*`")]
     StarNotAtEnd,

@@ -328,6 +328,11 @@ fn check_action_key<'a>(node: &Node, key: &'a str) -> Result<Option<&'a str>, Lo
         Some(PatternProblem::Empty)
     } else if key.chars().any(|c| c.is_whitespace() || c.is_control()) {
         Some(PatternProblem::Whitespace)
+    } else if let Some(hidden) = key.chars().find(|&c| crate::evidence::is_hidden(c)) {
+        Some(PatternProblem::Invisible(format!(
+            "U+{:04X}",
+            u32::from(hidden)
+        )))
     } else if key.matches('*').count() > 1 {
         Some(PatternProblem::SeveralStars)
     } else if key.contains('*') && !key.ends_with('*') {

@@ -503,6 +503,29 @@ fn refuses_a_rule_after_an_unconditional_rule_naming_its_line() {
 
 #[test]
 fn refuses_malformed_patterns() {
+    // A new user's trial: a zero-width space in a key loaded cleanly, and the action then
+    // matched nothing, with no hint why.
+    for (hidden, code) in [
+        ("\u{200b}", "U+200B"),
+        ("\u{202e}", "U+202E"),
+        ("\u{feff}", "U+FEFF"),
+    ] {
+        let error = check_error(
+            &format!(
+                "schema: countersign.policy/v1\nactions:\n  \"d\u{e9}ploy{hidden}\":\n    decision: allow\n"
+            ),
+            "invalid_pattern",
+            3,
+            3,
+        );
+        assert_eq!(
+            error.kind,
+            LoadErrorKind::InvalidPattern {
+                key: format!("d\u{e9}ploy{hidden}"),
+                problem: PatternProblem::Invisible(code.to_owned()),
+            }
+        );
+    }
     let error = check_error(
         "schema: countersign.policy/v1\nactions:\n  \"mcp.*.read\":\n    decision: allow\n",
         "invalid_pattern",
@@ -1634,6 +1657,41 @@ actions:
             .approval_warnings()
             .iter()
             .any(|warning| warning.contains("nobody can answer")),
+    );
+}
+
+/// A new user's trial: `decision: allow` with an `approval:` block loaded with the warning
+/// that its requests "will expire unanswered", although an `allow` never opens one. An
+/// approval block no `approve` decision can use is reported as unused, and only that; a
+/// pattern entry's `allow`, which a caller may raise to `approve`, keeps its block.
+#[test]
+fn an_approval_block_no_approve_can_use_is_reported_as_unused() {
+    let policy = "\
+schema: countersign.policy/v1
+actions:
+  deploy:
+    decision: allow
+    approval: { approvers: [\"group:nobody\"] }
+  refund:
+    rules:
+      - when: { amount: { lte: 10 } }
+        decision: deny
+        approval: { approvers: [\"group:nobody\"] }
+      - decision: approve
+  \"mcp.files.*\":
+    decision: allow
+    approval: { approvers: [\"human:bob\"] }
+";
+    let warnings = Policy::from_yaml_str(policy, None)
+        .expect("loads")
+        .approval_warnings();
+    assert_eq!(
+        warnings,
+        vec![
+            "line 3: `deploy`: has an `approval:` block but decides `allow`: only an `approve` decision opens a request, so the block is never used; remove it, or make the decision `approve`".to_owned(),
+            "line 6: `refund` rule 1: has an `approval:` block but decides `deny`: only an `approve` decision opens a request, so the block is never used; remove it, or make the decision `approve`".to_owned(),
+        ],
+        "{warnings:#?}"
     );
 }
 
