@@ -222,7 +222,7 @@ pub(crate) fn approver(given: &Option<String>) -> Result<String, Failure> {
         None => match std::env::var("USER").or_else(|_| std::env::var("USERNAME")) {
             Ok(user) if !user.trim().is_empty() => shaped(format!("human:{}", user.trim())),
             _ => Err(Failure(
-                "nobody to record as the answerer: `USER` is not set: say who is answering, for example `--as human:alice`".to_owned(),
+                "nobody to record as who did this: `USER` is not set: say who you are, for example `--as human:alice`".to_owned(),
             )),
         },
     }

@@ -261,13 +261,15 @@ fn prepare_policy(global: &Global) -> Result<PathBuf, Failure> {
 /// A new SQLite store at `path`. The demo's own default file is replaced; a file named with
 /// `--store-url` (or `COUNTERSIGN_STORE_URL`, which may point at the agent's real store) is
 /// never deleted.
-fn fresh_store(path: &Path, named_by_operator: bool) -> Result<SqliteStore, Failure> {
+/// Also says whether an earlier demo's store was replaced.
+fn fresh_store(path: &Path, named_by_operator: bool) -> Result<(SqliteStore, bool), Failure> {
     if named_by_operator && path.exists() {
         return Err(Failure(format!(
             "`{}` already exists and the demo needs a fresh store: pass `--store-url sqlite:NEW_PATH` (check `COUNTERSIGN_STORE_URL` too), or leave `--store-url` out",
             path.display()
         )));
     }
+    let replaced = path.exists();
     for suffix in ["", "-wal", "-shm"] {
         let file = PathBuf::from(format!("{}{suffix}", path.display()));
         match std::fs::remove_file(&file) {
@@ -281,7 +283,7 @@ fn fresh_store(path: &Path, named_by_operator: bool) -> Result<SqliteStore, Fail
             }
         }
     }
-    Ok(SqliteStore::open(path)?)
+    Ok((SqliteStore::open(path)?, replaced))
 }
 
 /// `countersign demo`.
@@ -315,7 +317,8 @@ pub async fn run(
             .join(".countersign")
             .join("demo.db"),
     };
-    let store: Arc<dyn Store> = Arc::new(fresh_store(&store_path, global.store_url.is_some())?);
+    let (fresh, replaced) = fresh_store(&store_path, global.store_url.is_some())?;
+    let store: Arc<dyn Store> = Arc::new(fresh);
     let control = Control::builder_shared(Arc::new(policy), Arc::clone(&store))
         .identity(StaticIdentity::new(Principal::new(AGENT)?))
         .build();
@@ -335,6 +338,12 @@ pub async fn run(
         "store: sqlite:{} (created fresh)",
         store_path.display()
     ))?;
+    if replaced {
+        // A `serve` started on the last demo's store keeps reading the file just deleted.
+        demo.say(
+            "note: this replaced the last demo's store and approver key: restart any `countersign serve` still running on them (it keeps reading the deleted file) and issue a new token",
+        )?;
+    }
     demo.say(if quorum.is_some() {
         "the agent is `agent:support-bot`; refunds up to 50000 are allowed, up to 200000 need a human, up to 1000000 two people from finance, larger are denied"
     } else {

@@ -112,7 +112,7 @@ pub fn keygen(
     writeln!(out, "             {} (key id {key_id})", files.public_key)?;
     writeln!(
         out,
-        "\nlist the public key under `approvers.keys` in the policy, then issue tokens with `countersign approver token --key {} --subject human:NAME`",
+        "\nfor approver tokens: list the public key under `approvers.keys` in the policy, then issue tokens with `countersign approver token --key {0} --subject human:NAME`\nfor signed log checkpoints: `countersign checkpoint --key {0}` (or `serve --checkpoint-key {0}`), and give auditors the public key",
         files.private_key_file.display()
     )?;
     Ok(ExitCode::SUCCESS)

@@ -425,9 +425,9 @@ pub async fn write_bundle(
     }
     if log.selected.is_empty() {
         return Err(Failure(format!(
-            "no receipt matches `{}`: check it with `countersign inspect {}`",
+            "no receipt matches `{}`: the log holds receipts 1 to {}; give a receipt's number in that range, an action hash (`sha256:…`) or an approval id (`apr_…`), as `countersign receipts` lists them",
             countersign::evidence::printable(selector_text),
-            countersign::evidence::printable(selector_text)
+            tree.size()
         )));
     }
     if let Some(newer) = log.selected.iter().find(|receipt| receipt.seq > head.size) {

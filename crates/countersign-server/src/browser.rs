@@ -274,7 +274,14 @@ fn open_session(service: &Service, headers: &HeaderMap, body: &Bytes) -> Result<
             "the sign-in form's check value does not match: reload /signin and try again",
         ));
     }
-    let jwt = fields.get("token").map_or("", |token| token.trim());
+    // A token copied from an `Authorization` header keeps its scheme: take the token itself.
+    let jwt = fields.get("token").map_or("", |token| {
+        let token = token.trim();
+        token
+            .strip_prefix("Bearer ")
+            .or_else(|| token.strip_prefix("bearer "))
+            .map_or(token, str::trim)
+    });
     let keys = &service.inner.sign_in.approver_keys;
     if keys.is_empty() {
         return Err(Problem::not_authenticated(

@@ -471,7 +471,7 @@ pub enum TokenError {
     )]
     NoKeysConfigured,
     /// A key (text or file) is not a usable Ed25519 key of the expected kind.
-    #[error("{}not a usable Ed25519 key: {problem}", key_place(path.as_deref()))]
+    #[error("{}: not a usable Ed25519 key: {problem}", key_subject(path.as_deref()))]
     InvalidKey {
         /// The file it came from, if any.
         path: Option<PathBuf>,
@@ -479,7 +479,7 @@ pub enum TokenError {
         problem: &'static str,
     },
     /// A private key was given where a public key belongs.
-    #[error("{}a private key: a policy lists public keys only, never a secret: list the `.pub` file `countersign keygen` wrote, or the `ed25519:` form it printed", key_place(path.as_deref()))]
+    #[error("{} holds a private key where a public key belongs (a policy's `approvers.keys`, `--approver-key`, `--key` of `verify`): never give a secret there; give the `.pub` file `countersign keygen` wrote, or the `ed25519:` form it printed", key_subject(path.as_deref()))]
     PrivateKeyGiven {
         /// The file it came from, if any.
         path: Option<PathBuf>,
@@ -537,10 +537,11 @@ fn describe_io(error: &std::io::Error) -> String {
 }
 
 /// The start of a key error message: "`PATH` holds " or "the key is ".
-fn key_place(path: Option<&Path>) -> String {
+/// What a key error is about: the file, or "the key" given as text.
+fn key_subject(path: Option<&Path>) -> String {
     match path {
-        Some(path) => format!("`{}` holds ", path.display()),
-        None => "the key is ".to_owned(),
+        Some(path) => format!("`{}`", path.display()),
+        None => "the key".to_owned(),
     }
 }
 

@@ -485,3 +485,28 @@ fn the_waiting_request_is_answered_in_the_web_inbox_as_printed() {
         "{body}"
     );
 }
+
+/// A new user's trial ran the demo again while the `serve` it had printed was still running:
+/// the inbox went silently stale (serve kept reading the deleted file). A run that replaces
+/// the last demo's store says so, and what to restart.
+#[test]
+fn a_second_run_on_the_same_store_says_what_to_restart() {
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        "example.yaml",
+        include_str!("../../../../examples/refunds/countersign.yaml"),
+    );
+    let note = "note: this replaced the last demo's store and approver key: restart any `countersign serve` still running on them";
+    let first = sandbox.run(&["demo", "--policy", "example.yaml"]);
+    assert_eq!(first.status, Some(0), "{first:?}");
+    assert!(!first.stdout.contains(note), "{first:?}");
+    let second = sandbox.run(&["demo", "--policy", "example.yaml"]);
+    assert_eq!(second.status, Some(0), "{second:?}");
+    assert!(second.stdout.contains(note), "{second:?}");
+    assert!(
+        sandbox
+            .work()
+            .join(".countersign/demo-approver.key")
+            .exists()
+    );
+}

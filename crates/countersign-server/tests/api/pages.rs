@@ -722,7 +722,8 @@ async fn a_revoked_token_signs_its_browser_out_instead_of_locking_it_out() {
     assert_eq!(response.status(), 303);
     assert_eq!(response.headers()["location"], "/signin");
     let bob = harness.token("human:bob", &[]);
-    let again = sign_in(&harness, &bob).await;
+    // Pasted as copied from an `Authorization` header, scheme and all: the token is taken.
+    let again = sign_in(&harness, &format!("Bearer {bob}")).await;
     let (status, _) = get(&harness, "/inbox", &again).await;
     assert_eq!(status, 200);
     harness.stop().await;

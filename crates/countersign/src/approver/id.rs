@@ -54,7 +54,7 @@ impl ApproverId {
             |character: char| character.is_ascii_alphanumeric() || ".:_-@+|".contains(character);
         if !text.chars().all(allowed) {
             return Err(fail(
-                "it contains a character other than letters, digits and `. _ - @ + | :`",
+                "it contains a character other than ASCII letters and digits and `. _ - @ + | :`",
             ));
         }
         Ok(ApproverId(text.to_owned()))
@@ -169,11 +169,11 @@ mod tests {
             ("human:bob\n", "it contains whitespace"),
             (
                 "human:b\u{f3}b",
-                "it contains a character other than letters, digits and `. _ - @ + | :`",
+                "it contains a character other than ASCII letters and digits and `. _ - @ + | :`",
             ),
             (
                 "human:\"bob\"",
-                "it contains a character other than letters, digits and `. _ - @ + | :`",
+                "it contains a character other than ASCII letters and digits and `. _ - @ + | :`",
             ),
         ] {
             let error = ApproverId::parse(bad).unwrap_err();

@@ -537,7 +537,8 @@ fn refuses_a_private_key_file_given_as_a_public_key() {
     assert_eq!(error.reason(), "private_key_given");
     let message = error.to_string();
     assert!(
-        message.contains("public keys only, never a secret"),
+        message.contains("holds a private key where a public key belongs")
+            && message.contains("never give a secret there"),
         "{message}"
     );
     let private_text = std::fs::read_to_string(&out).unwrap();
