@@ -237,7 +237,7 @@ pub async fn exec(
         Err(ControlError::NotExecuted { message, .. }) => {
             let started = not_started.lock().ok().and_then(|slot| *slot);
             eprintln!(
-                "countersign: `{name}` did not run ({message}): recorded `failed`; a retry may run it"
+                "countersign: `{name}` did not run ({message}): recorded `failed`; a retry may run it (if this call needed an approval, the retry needs a new one: an approval authorizes one attempt)"
             );
             Ok(ExitCode::from(
                 started.unwrap_or_else(|| code_of(slot.get())),

@@ -150,7 +150,7 @@ pub async fn verify(
     let policy = Policy::load(&path).map_err(|error| match &error.kind {
         LoadErrorKind::Io { kind, .. } if *kind == std::io::ErrorKind::NotFound => {
             Failure(format!(
-                "no policy file at `{}`: pass one with `--policy FILE`",
+                "no policy file at `{}`: pass one with `--policy FILE`, or start one here with `countersign init`",
                 path.display()
             ))
         }

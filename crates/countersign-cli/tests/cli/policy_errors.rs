@@ -159,7 +159,7 @@ fn says_how_to_name_the_policy_when_there_is_none() {
     let run = sandbox.run(&["verify"]);
     assert_eq!(
         run.one_line_error(),
-        "no policy file at `countersign.yaml`: pass one with `--policy FILE`"
+        "no policy file at `countersign.yaml`: pass one with `--policy FILE`, or start one here with `countersign init`"
     );
     assert!(StoreFiles::read(&sandbox.store_path()).is_absent());
 }
