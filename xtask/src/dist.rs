@@ -484,6 +484,7 @@ fn npm_packages(root: &Path, dist: &Path) -> Result<()> {
 
 /// The crates.io packages, each verified by `cargo package` building it from its tarball.
 fn crates(root: &Path, dist: &Path) -> Result<()> {
+    forget_packaged_sources(root)?;
     let mut package = cargo();
     package
         .current_dir(root)
@@ -500,6 +501,45 @@ fn crates(root: &Path, dist: &Path) -> Result<()> {
             dist.join(&file),
         )
         .with_context(|| format!("cargo package left no {file}"))?;
+    }
+    Ok(())
+}
+
+/// Remove what an earlier `cargo package` on this machine unpacked of our own crates.
+///
+/// `cargo package -p A -p B` verifies B against A's new tarball through a temporary local
+/// registry, and cargo unpacks that registry's crates under `$CARGO_HOME/registry/src/<its
+/// id>/NAME-VERSION` once, keeping the folder while it exists. The version does not change
+/// between commits, so a later run would build B against the kernel of the first run: a kernel
+/// item added since is "not found" (seen in CI). Only folders of our published crates, in
+/// registries other than crates.io, are removed.
+fn forget_packaged_sources(root: &Path) -> Result<()> {
+    let home = std::env::var_os("CARGO_HOME")
+        .map(PathBuf::from)
+        .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")));
+    let Some(home) = home else {
+        return Ok(());
+    };
+    let sources = home.join("registry").join("src");
+    let Ok(registries) = std::fs::read_dir(&sources) else {
+        return Ok(());
+    };
+    let version = kernel_version(root)?;
+    for registry in registries.filter_map(|entry| entry.ok()) {
+        if registry
+            .file_name()
+            .to_string_lossy()
+            .starts_with("index.crates.io")
+        {
+            continue;
+        }
+        for (name, _) in PUBLISHED_CRATES {
+            let unpacked = registry.path().join(format!("{name}-{version}"));
+            if unpacked.exists() {
+                std::fs::remove_dir_all(&unpacked)
+                    .with_context(|| format!("removing the stale {}", unpacked.display()))?;
+            }
+        }
     }
     Ok(())
 }
