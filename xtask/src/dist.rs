@@ -505,15 +505,35 @@ fn crates(root: &Path, dist: &Path) -> Result<()> {
     Ok(())
 }
 
-/// Remove what an earlier `cargo package` on this machine unpacked of our own crates.
+/// Remove what an earlier `cargo package` on this machine kept of our own crates.
 ///
 /// `cargo package -p A -p B` verifies B against A's new tarball through a temporary local
-/// registry, and cargo unpacks that registry's crates under `$CARGO_HOME/registry/src/<its
-/// id>/NAME-VERSION` once, keeping the folder while it exists. The version does not change
-/// between commits, so a later run would build B against the kernel of the first run: a kernel
-/// item added since is "not found" (seen in CI). Only folders of our published crates, in
-/// registries other than crates.io, are removed.
+/// registry. Cargo treats a registry crate of a given name and version as never changing: it
+/// unpacks it under `$CARGO_HOME/registry/src/<registry id>/NAME-VERSION` once, and reuses
+/// its compiled library (fingerprinted by name, version and source, not by content) from the
+/// shared target folder's `debug/`. The version does not change between commits, so a later
+/// run built B against the kernel of the first run: a kernel item added since was "not found"
+/// (seen in CI). So the unpacked folders of our published crates (in registries other than
+/// crates.io) and the debug fingerprints of those crates are removed first; each is rebuilt
+/// from its new tarball (and the workspace's debug build of them once more, next time).
 fn forget_packaged_sources(root: &Path) -> Result<()> {
+    let fingerprints = target_dir(root).join("debug").join(".fingerprint");
+    if let Ok(entries) = std::fs::read_dir(&fingerprints) {
+        for entry in entries.filter_map(|entry| entry.ok()) {
+            let name = entry.file_name().to_string_lossy().into_owned();
+            let ours = name.rsplit_once('-').is_some_and(|(crate_name, hash)| {
+                hash.len() == 16
+                    && hash.bytes().all(|byte| byte.is_ascii_hexdigit())
+                    && PUBLISHED_CRATES
+                        .iter()
+                        .any(|(published, _)| *published == crate_name)
+            });
+            if ours {
+                std::fs::remove_dir_all(entry.path())
+                    .with_context(|| format!("removing the stale {}", entry.path().display()))?;
+            }
+        }
+    }
     let home = std::env::var_os("CARGO_HOME")
         .map(PathBuf::from)
         .or_else(|| std::env::var_os("HOME").map(|home| PathBuf::from(home).join(".cargo")));
