@@ -64,6 +64,7 @@ const NotRevocable = refusal('NotRevocable', ApprovalError, 'not_revocable')
 const InterruptFailed = refusal('InterruptFailed', ApprovalError, 'interrupt_failed', true)
 const AlreadyDecided = refusal('AlreadyDecided', ApprovalError, 'already_decided')
 const NoApprover = refusal('NoApprover', CountersignError, 'no_approver')
+const NoteTooLong = refusal('NoteTooLong', CountersignError, 'note_too_long', true)
 const AnswerRefused = refusal('AnswerRefused', CountersignError, 'answer_refused', true)
 const SelfApproval = refusal('SelfApproval', AnswerRefused, 'self_approval', true)
 const InvalidDecision = refusal('InvalidDecision', AnswerRefused, 'invalid_decision', true)
@@ -100,6 +101,7 @@ const classes = {
   InterruptFailed,
   AlreadyDecided,
   NoApprover,
+  NoteTooLong,
   AnswerRefused,
   SelfApproval,
   InvalidDecision,
@@ -178,6 +180,7 @@ const Reason = Object.freeze({
   NOT_AUTHENTICATED: 'not_authenticated',
   SELF_APPROVAL: 'self_approval',
   INVALID_DECISION: 'invalid_decision',
+  NOTE_TOO_LONG: 'note_too_long',
   ALREADY_DECIDED: 'already_decided',
   INVALID_APPROVER: 'invalid_approver',
   NO_APPROVER: 'no_approver',

@@ -231,6 +231,7 @@ export declare const Reason: {
   readonly NOT_AUTHENTICATED: 'not_authenticated'
   readonly SELF_APPROVAL: 'self_approval'
   readonly INVALID_DECISION: 'invalid_decision'
+  readonly NOTE_TOO_LONG: 'note_too_long'
   readonly ALREADY_DECIDED: 'already_decided'
   readonly INVALID_APPROVER: 'invalid_approver'
   readonly NO_APPROVER: 'no_approver'
@@ -282,6 +283,8 @@ export declare class NotRevocable extends ApprovalError { readonly state: string
 export declare class InterruptFailed extends ApprovalError { readonly framework: string; readonly detail: string }
 export declare class AlreadyDecided extends ApprovalError { readonly state: string; readonly approver: string | null }
 export declare class NoApprover extends CountersignError {}
+/** The note kept with an answer or a revocation is longer than 4,096 bytes (UTF-8): nothing was recorded. */
+export declare class NoteTooLong extends CountersignError { readonly bytes: number; readonly limit: number }
 export declare class AnswerRefused extends CountersignError { readonly requestId: string }
 export declare class SelfApproval extends AnswerRefused { readonly approver: string; readonly sharedGroup: string | null }
 export declare class InvalidDecision extends AnswerRefused { readonly given: string }

@@ -75,6 +75,7 @@ pub fn code_for(reason: Reason) -> i64 {
         | Reason::NotAuthenticated
         | Reason::SelfApproval
         | Reason::InvalidDecision
+        | Reason::NoteTooLong
         | Reason::AlreadyDecided
         | Reason::NoApprover
         | Reason::InvalidApprover

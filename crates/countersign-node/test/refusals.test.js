@@ -309,7 +309,7 @@ test('correlated calls get their own requests and read back; a reused call id is
   )
 })
 
-test('answers are judged: NoApprover, SelfApproval, InvalidDecision, NotEntitled, NotAuthenticated, AnswerMismatch, AlreadyDecided', async () => {
+test('answers are judged: NoApprover, SelfApproval, InvalidDecision, NoteTooLong, NotEntitled, NotAuthenticated, AnswerMismatch, AlreadyDecided', async () => {
   const { control } = await open()
   const id = await pending(control, { payment_id: 'pi_q', amount: 900 })
   await refused(control.approve(id), cs.NoApprover, { reason: 'no_approver', didRun: 'no' })
@@ -323,6 +323,10 @@ test('answers are judged: NoApprover, SelfApproval, InvalidDecision, NotEntitled
   }
   await refused(control.approve(id, { approver: 'human:alice', actionHash: `sha256:${'0'.repeat(64)}` }),
     cs.AnswerMismatch, { reason: 'mismatch', requestId: id })
+  // The kernel's note limit: 4,096 bytes of UTF-8 (2,049 two-byte characters are 4,098).
+  await refused(control.approve(id, { approver: 'human:alice', note: 'é'.repeat(2049) }), cs.NoteTooLong, {
+    reason: 'note_too_long', bytes: 4098, limit: 4096, mayRetry: true,
+  })
   assert.equal((await control.approval(id)).state, 'pending')
   await control.deny(id, { approver: 'human:alice' })
   await refused(control.approve(id, { approver: 'human:bob' }), cs.AlreadyDecided, {
@@ -365,7 +369,7 @@ test('every refusal class is exported with its default reason', () => {
     ApprovalExpired: 'expired', ApprovalUnknown: 'unknown_request', ApprovalVoid: 'policy_changed',
     ApprovalOtherRun: 'other_run', ApprovalRevoked: 'revoked', ApprovalCancelled: 'cancelled',
     NotRevocable: 'not_revocable', InterruptFailed: 'interrupt_failed', AlreadyDecided: 'already_decided',
-    NoApprover: 'no_approver', AnswerRefused: 'answer_refused', SelfApproval: 'self_approval',
+    NoApprover: 'no_approver', NoteTooLong: 'note_too_long', AnswerRefused: 'answer_refused', SelfApproval: 'self_approval',
     InvalidDecision: 'invalid_decision', NotAuthenticated: 'not_authenticated', NotEntitled: 'not_entitled',
     AnswerMismatch: 'mismatch', DuplicateEffect: 'duplicate', AmbiguousEffect: 'ambiguous',
     NotExecuted: 'not_executed', OutcomeUnknown: 'outcome_unknown', StoreError: 'store', InternalError: 'internal',

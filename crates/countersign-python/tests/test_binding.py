@@ -248,6 +248,20 @@ def test_only_the_closed_decisions_change_anything(control, decision) -> None:
     assert control.answer(request_id, "deny", approver="human:alice").state == "denied"
 
 
+def test_a_note_past_the_kernels_limit_is_refused_and_nothing_is_recorded(control) -> None:
+    # The limit is the kernel's (4,096 bytes of UTF-8), so the binding cannot store more than
+    # the CLI or the approval service would.
+    request_id = _pending_request(control, "pi_note")
+    with pytest.raises(countersign.NoteTooLong) as refused:
+        control.approve(request_id, approver="human:alice", note="é" * 2049)
+    assert refused.value.reason is countersign.Reason.NOTE_TOO_LONG
+    assert (refused.value.bytes, refused.value.limit) == (4098, 4096)
+    assert refused.value.may_retry is True
+    assert control.approval(request_id).state == "pending"
+    granted = control.approve(request_id, approver="human:alice", note="n" * 4096)
+    assert granted.state == "granted"
+
+
 @pytest.mark.parametrize("approver", ["human:", ":", "human: bob"])
 def test_a_malformed_approver_name_is_refused_with_the_expected_shape(control, approver) -> None:
     # Issue #19: one shape for approver ids; nothing changes and nothing reaches a receipt's

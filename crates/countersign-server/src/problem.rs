@@ -96,9 +96,9 @@ impl Problem {
             AnswerError::SelfApproval { .. }
             | AnswerError::NotAuthenticated { .. }
             | AnswerError::NotEntitled { .. } => StatusCode::FORBIDDEN,
-            AnswerError::InvalidDecision { .. } | AnswerError::InvalidApprover { .. } => {
-                StatusCode::UNPROCESSABLE_ENTITY
-            }
+            AnswerError::InvalidDecision { .. }
+            | AnswerError::InvalidApprover { .. }
+            | AnswerError::NoteTooLong(_) => StatusCode::UNPROCESSABLE_ENTITY,
             AnswerError::Store(store) => return Problem::from_store(store),
         };
         let mut problem = Problem::new(status, error.reason(), error.to_string());
@@ -141,6 +141,11 @@ impl Problem {
                 Problem::new(status, reason, error.to_string())
                     .with("effect_key", effect_key.as_str())
             }
+            ResolveError::NoteTooLong(_) => Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                countersign::Reason::NoteTooLong.as_str(),
+                error.to_string(),
+            ),
             ResolveError::Store(store) => Problem::from_store(store),
         }
     }

@@ -38,6 +38,30 @@ use crate::id::{AttemptId, EffectKey, PolicyHash, Principal};
 /// response), so a note never reads differently by where it was written.
 pub const MAX_NOTE_BYTES: usize = 4096;
 
+/// A note longer than [`MAX_NOTE_BYTES`]: refused before anything is judged or recorded (no
+/// receipt carries it), by the store's plan, so every surface (the bindings too) gets the same
+/// refusal.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "the note is {bytes} bytes long, and at most {MAX_NOTE_BYTES} bytes (UTF-8) are kept: shorten it and send the answer again"
+)]
+pub struct NoteTooLong {
+    /// The note's length, in bytes (UTF-8).
+    pub bytes: usize,
+}
+
+/// `Ok` when `note` is absent or at most [`MAX_NOTE_BYTES`] bytes long.
+///
+/// # Errors
+///
+/// [`NoteTooLong`] with the note's length otherwise.
+pub fn check_note(note: Option<&str>) -> Result<(), NoteTooLong> {
+    match note {
+        Some(note) if note.len() > MAX_NOTE_BYTES => Err(NoteTooLong { bytes: note.len() }),
+        _ => Ok(()),
+    }
+}
+
 /// The state of an approval request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
 #[serde(rename_all = "snake_case")]

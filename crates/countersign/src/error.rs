@@ -447,6 +447,9 @@ pub enum AnswerError {
         /// The request's action hash.
         action_hash: ActionHash,
     },
+    /// The note is longer than [`crate::approval::MAX_NOTE_BYTES`]; nothing was recorded.
+    #[error(transparent)]
+    NoteTooLong(#[from] crate::approval::NoteTooLong),
     /// The store failed; the answer may not be recorded: check with `countersign inspect`.
     #[error(transparent)]
     Store(#[from] StoreError),
@@ -522,7 +525,7 @@ impl AnswerError {
             | AnswerError::Revoked { request_id }
             | AnswerError::Consumed { request_id }
             | AnswerError::NotRevocable { request_id, .. } => Some(request_id),
-            AnswerError::NoApprover | AnswerError::Store(_) => None,
+            AnswerError::NoApprover | AnswerError::NoteTooLong(_) | AnswerError::Store(_) => None,
         }
     }
 
@@ -547,6 +550,7 @@ impl AnswerError {
             AnswerError::AlreadyDecided { .. } => Reason::AlreadyDecided,
             AnswerError::Expired { .. } => Reason::Expired,
             AnswerError::NoApprover => Reason::NoApprover,
+            AnswerError::NoteTooLong(_) => Reason::NoteTooLong,
             AnswerError::SelfApproval { .. } => Reason::SelfApproval,
             AnswerError::InvalidDecision { .. } => Reason::InvalidDecision,
             AnswerError::InvalidApprover { .. } => Reason::InvalidApprover,
@@ -599,6 +603,9 @@ pub enum ResolveError {
         /// What happened and what to do next.
         message: String,
     },
+    /// The note is longer than [`crate::approval::MAX_NOTE_BYTES`]; nothing was recorded.
+    #[error(transparent)]
+    NoteTooLong(#[from] crate::approval::NoteTooLong),
     /// The store failed.
     #[error(transparent)]
     Store(#[from] StoreError),

@@ -608,3 +608,77 @@ async fn the_hash_a_surface_showed_must_be_the_requests() {
         assert_eq!(receipt.channel.as_deref(), Some("service"));
     }
 }
+
+#[tokio::test]
+async fn a_note_past_the_limit_is_refused_before_anything_is_recorded() {
+    let limit = countersign::approval::MAX_NOTE_BYTES;
+    // 2,049 two-byte characters: under the limit in characters, over it in bytes.
+    let long = "é".repeat(limit / 2 + 1);
+    for world in World::each() {
+        let request = world.request("r10", 50).await;
+        let before = world.receipts().await.len();
+        let refused = world
+            .control
+            .answer(
+                &request.id,
+                AnswerDecision::Approve,
+                "human:sam",
+                Some(&long),
+            )
+            .await
+            .expect_err("the note is too long");
+        assert_eq!(refused.reason(), "note_too_long", "{refused:?}");
+        assert!(
+            refused
+                .to_string()
+                .contains(&format!("{} bytes", long.len())),
+            "{refused}"
+        );
+        assert!(refused.report().may_retry, "a shorter note may be sent");
+        assert_eq!(world.record(&request.id).await, request, "nothing changed");
+        assert_eq!(world.receipts().await.len(), before, "no receipt");
+        // Exactly the limit is kept, and the request is granted.
+        let at_limit = "n".repeat(limit);
+        let granted = world
+            .control
+            .answer(
+                &request.id,
+                AnswerDecision::Approve,
+                "human:sam",
+                Some(&at_limit),
+            )
+            .await
+            .expect("a note of exactly the limit is kept");
+        assert_eq!(granted.state, ApprovalState::Granted);
+        let receipt = world.receipts().await.pop().expect("the answer receipt");
+        assert_eq!(receipt.note.as_deref(), Some(at_limit.as_str()));
+        // A revocation's reason and a resolution's note are held to the same limit.
+        let before = world.receipts().await.len();
+        let refused = world
+            .control
+            .revoke(&request.id, "human:sam", Some(&long))
+            .await
+            .expect_err("the reason is too long");
+        assert_eq!(refused.reason(), "note_too_long", "{refused:?}");
+        assert_eq!(
+            world.record(&request.id).await.state,
+            ApprovalState::Granted
+        );
+        let key = countersign::EffectKey::new("refund:r10").expect("a key");
+        let refused = world
+            .control
+            .resolve(
+                &key,
+                countersign::EffectState::Failed,
+                "human:sam",
+                Some(&long),
+            )
+            .await
+            .expect_err("the note is too long");
+        assert!(
+            matches!(refused, countersign::error::ResolveError::NoteTooLong(_)),
+            "{refused:?}"
+        );
+        assert_eq!(world.receipts().await.len(), before, "no receipt");
+    }
+}

@@ -57,6 +57,7 @@ from .errors import (
     InterruptFailed,
     InvalidArguments,
     NoApprover,
+    NoteTooLong,
     NoPrincipal,
     NotExecuted,
     OutcomeUnknown,
@@ -589,7 +590,8 @@ class Control:
         distinct approvers said yes.
 
         Raises:
-            ApprovalUnknown, AlreadyDecided, ApprovalExpired, NoApprover, AnswerRefused (and its
+            ApprovalUnknown, AlreadyDecided, ApprovalExpired, NoApprover, NoteTooLong (``note``
+            longer than 4,096 bytes), AnswerRefused (and its
             subclasses SelfApproval, InvalidDecision, NotAuthenticated, NotEntitled,
             AnswerMismatch), StoreError.
         """
@@ -620,7 +622,7 @@ class Control:
         Raises:
             ApprovalConsumed (the grant was used: nothing changed), ApprovalRevoked,
             ApprovalCancelled, NotRevocable, ApprovalExpired, ApprovalUnknown, NoApprover,
-            AnswerRefused (NotEntitled, NotAuthenticated), StoreError.
+            NoteTooLong (``reason`` longer than 4,096 bytes), AnswerRefused (NotEntitled, NotAuthenticated), StoreError.
         """
         return ApprovalRequest._from_json(
             self._native.withdraw(request_id, False, approver, token, reason)

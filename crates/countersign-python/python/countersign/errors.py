@@ -42,6 +42,7 @@ __all__ = [
     "InterruptFailed",
     "AlreadyDecided",
     "NoApprover",
+    "NoteTooLong",
     "AnswerRefused",
     "SelfApproval",
     "InvalidApprover",
@@ -94,6 +95,7 @@ class Reason(str, enum.Enum):
     NOT_AUTHENTICATED = "not_authenticated"
     SELF_APPROVAL = "self_approval"
     INVALID_DECISION = "invalid_decision"
+    NOTE_TOO_LONG = "note_too_long"
     ALREADY_DECIDED = "already_decided"
     INVALID_APPROVER = "invalid_approver"
     NO_APPROVER = "no_approver"
@@ -357,6 +359,17 @@ class NoApprover(CountersignError):
     """An answer must say who is answering: an anonymous answer authorizes nothing."""
 
     default_reason = "no_approver"
+
+
+class NoteTooLong(CountersignError):
+    """The note kept with an answer or a revocation is longer than 4,096 bytes (UTF-8):
+    nothing was recorded and no receipt carries it; send it again with a shorter note.
+    Attributes: ``bytes`` (the note's length), ``limit`` (4,096)."""
+
+    default_reason = "note_too_long"
+    default_may_retry = True
+    bytes: int
+    limit: int
 
 
 class AnswerRefused(CountersignError):

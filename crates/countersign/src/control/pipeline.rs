@@ -474,7 +474,12 @@ impl Control {
             Ok(_) => Ok(Some(to)),
             // Someone else resolved it first: go by what is stored now. (The hook is never
             // judged as a person, so `NotPermitted` cannot come back; treat it the same.)
-            Err(ResolveError::Refused { .. } | ResolveError::NotPermitted { .. }) => Ok(None),
+            // (The hook keeps no note, so `NoteTooLong` cannot come back either.)
+            Err(
+                ResolveError::Refused { .. }
+                | ResolveError::NotPermitted { .. }
+                | ResolveError::NoteTooLong(_),
+            ) => Ok(None),
             Err(ResolveError::Store(source)) => Err(ControlError::Store {
                 after_run: false,
                 source,

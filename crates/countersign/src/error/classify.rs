@@ -151,6 +151,7 @@ impl ControlError {
                 }
             }
             refused @ (AnswerError::NoApprover
+            | AnswerError::NoteTooLong(_)
             | AnswerError::SelfApproval { .. }
             | AnswerError::InvalidDecision { .. }
             | AnswerError::InvalidApprover { .. }

@@ -57,6 +57,9 @@ pub enum Reason {
     SelfApproval,
     /// `invalid_decision`: the answer is not `approve` or `deny`.
     InvalidDecision,
+    /// `note_too_long`: the note kept with an answer, a withdrawal or a resolution is longer
+    /// than [`crate::approval::MAX_NOTE_BYTES`]; nothing was recorded.
+    NoteTooLong,
     /// `already_decided`: the request was already answered.
     AlreadyDecided,
     /// `invalid_approver`: the approver id is not of the one shape.
@@ -93,7 +96,7 @@ pub enum Reason {
 
 impl Reason {
     /// Every reason, in declaration order.
-    pub const ALL: [Reason; 38] = [
+    pub const ALL: [Reason; 39] = [
         Reason::InvalidArguments,
         Reason::BadTemplate,
         Reason::NoPrincipal,
@@ -116,6 +119,7 @@ impl Reason {
         Reason::NotAuthenticated,
         Reason::SelfApproval,
         Reason::InvalidDecision,
+        Reason::NoteTooLong,
         Reason::AlreadyDecided,
         Reason::InvalidApprover,
         Reason::NoApprover,
@@ -159,6 +163,7 @@ impl Reason {
             Reason::NotAuthenticated => "not_authenticated",
             Reason::SelfApproval => "self_approval",
             Reason::InvalidDecision => "invalid_decision",
+            Reason::NoteTooLong => "note_too_long",
             Reason::AlreadyDecided => "already_decided",
             Reason::InvalidApprover => "invalid_approver",
             Reason::NoApprover => "no_approver",

@@ -196,6 +196,10 @@ impl AnswerError {
                 json!({"request_id": request_id, "expires_at": expires_at}),
             ),
             AnswerError::NoApprover => ("NoApprover", json!({})),
+            AnswerError::NoteTooLong(too_long) => (
+                "NoteTooLong",
+                json!({"bytes": too_long.bytes, "limit": crate::approval::MAX_NOTE_BYTES}),
+            ),
             AnswerError::SelfApproval {
                 request_id,
                 approver,
@@ -252,6 +256,7 @@ impl AnswerError {
             AnswerError::Store(_) => ("StoreError", json!({"after_run": false})),
         };
         let may_retry = self.is_refused_answer()
+            || matches!(self, AnswerError::NoteTooLong(_))
             || matches!(self, AnswerError::Store(source) if source.is_transient());
         ErrorReport {
             class,

@@ -74,6 +74,12 @@ pub(crate) fn resolve_step(
     now: Timestamp,
     verified_at: Timestamp,
 ) -> ResolveStep {
+    if let Err(error) = crate::approval::check_note(resolve.note.as_deref()) {
+        return ResolveStep::Refuse {
+            error: error.into(),
+            receipt: None,
+        };
+    }
     let Some(mut record) = record else {
         return ResolveStep::Refuse {
             error: ResolveError::Refused {

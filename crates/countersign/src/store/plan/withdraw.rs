@@ -247,6 +247,12 @@ pub(crate) fn withdraw_step(
     now: Timestamp,
     verified_at: Timestamp,
 ) -> AnswerStep {
+    if let Err(error) = crate::approval::check_note(withdrawal.reason.as_deref()) {
+        return AnswerStep::Refuse {
+            error: error.into(),
+            receipt: None,
+        };
+    }
     let Some(mut record) = record else {
         return AnswerStep::Refuse {
             error: AnswerError::Unknown {
