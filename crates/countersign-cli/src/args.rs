@@ -10,12 +10,36 @@ use std::time::Duration;
 /// A sentence naming the problem: not a duration, or zero (a zero timeout would end every
 /// command before it starts, and a zero interval would spin).
 pub(crate) fn positive_duration(text: &str) -> Result<Duration, String> {
-    let duration = humantime::parse_duration(text)
-        .map_err(|error| format!("{error}: write a number and a unit, such as 30s, 5m or 1h"))?;
+    let duration = duration(text, "30s, 5m or 1h")?;
     if duration.is_zero() {
         return Err("must be longer than zero, such as 30s, 5m or 1h".to_owned());
     }
     Ok(duration)
+}
+
+/// A duration of zero or more (humantime's syntax); a flag taking one is declared with
+/// `allow_hyphen_values` so that `-5m` reaches this parser instead of reading as a flag.
+///
+/// # Errors
+///
+/// A sentence naming the problem (negative, or not a duration) with `examples` of the syntax.
+pub(crate) fn duration(text: &str, examples: &str) -> Result<Duration, String> {
+    if text.trim_start().starts_with('-') {
+        return Err(format!(
+            "a duration cannot be negative: write a number and a unit, such as {examples}"
+        ));
+    }
+    humantime::parse_duration(text.trim())
+        .map_err(|error| format!("{error}: write a number and a unit, such as {examples}"))
+}
+
+/// A duration of zero or more: [`duration`] with the usual examples (for `clap`).
+///
+/// # Errors
+///
+/// As [`duration`].
+pub(crate) fn any_duration(text: &str) -> Result<Duration, String> {
+    duration(text, "0s, 30s, 5m or 1h")
 }
 
 /// An action name: not empty, and not only whitespace.
@@ -75,6 +99,14 @@ mod tests {
     #[test]
     fn refuses_what_no_run_could_use() {
         assert_eq!(positive_duration("5m"), Ok(Duration::from_secs(300)));
+        assert_eq!(any_duration("0s"), Ok(Duration::ZERO));
+        for negative in ["-5m", " -1s"] {
+            let refused = positive_duration(negative).expect_err("negative");
+            assert!(
+                refused.starts_with("a duration cannot be negative"),
+                "{refused}"
+            );
+        }
         assert!(
             positive_duration("0s")
                 .unwrap_err()

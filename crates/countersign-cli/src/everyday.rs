@@ -435,8 +435,7 @@ fn write_explanation(
 /// Parse a `--since` duration: a number and a unit (`30m`, `24h`, `7d`, `2w`; several may be
 /// combined, `1h 30m`).
 fn parse_since(text: &str) -> Result<Duration, String> {
-    humantime::parse_duration(text)
-        .map_err(|error| format!("{error}: write a number and a unit, such as 30m, 24h, 7d or 2w"))
+    crate::args::duration(text, "30m, 24h, 7d or 2w")
 }
 
 /// Arguments of `stats`.
@@ -445,7 +444,7 @@ pub struct StatsArgs {
     /// Only receipts recorded in this window up to now: a number and a unit, `s` `m` `h` `d`
     /// `w` (also `min`, `hours`, `days`, `weeks`), such as `30m`, `24h`, `7d`, or combined,
     /// `1h 30m` [default: every receipt].
-    #[arg(long, value_name = "DURATION", value_parser = parse_since)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = parse_since)]
     since: Option<Duration>,
 }
 

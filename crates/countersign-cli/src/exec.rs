@@ -53,11 +53,11 @@ pub struct ExecArgs {
     not_executed: Vec<i32>,
     /// End the command after this long (`30s`, `5m`, `1h`): killed, and recorded `ambiguous`
     /// (it may have done its work); exit status 124.
-    #[arg(long, value_name = "DURATION", value_parser = crate::args::positive_duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = crate::args::positive_duration)]
     timeout: Option<Duration>,
     /// When the call needs approval, wait this long for the answer (`10m`) instead of exiting
     /// at once; the command runs as soon as it is granted.
-    #[arg(long, value_name = "DURATION", value_parser = crate::args::positive_duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = crate::args::positive_duration)]
     wait: Option<Duration>,
     /// Present this granted approval request (`apr_…`) [default: a grant for this exact call
     /// is found by its action hash].

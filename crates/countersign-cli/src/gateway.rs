@@ -53,10 +53,10 @@ pub struct GatewayArgs {
     max_sessions: usize,
     /// How long the upstream has to answer a tools/call (then: ambiguous, cancelled, never
     /// re-sent).
-    #[arg(long, value_name = "DURATION", default_value = "120s", value_parser = crate::args::positive_duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "120s", value_parser = crate::args::positive_duration)]
     call_timeout: Duration,
     /// When approval is needed, wait this long for `countersign approve` before answering.
-    #[arg(long, value_name = "DURATION", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, value_parser = crate::args::any_duration)]
     approval_wait: Option<Duration>,
     /// List every upstream tool, also those the policy can never permit.
     #[arg(long)]

@@ -69,7 +69,12 @@ pub struct TokenArgs {
     #[arg(long, value_name = "GROUP", value_delimiter = ',')]
     groups: Vec<String>,
     /// How long the token is valid: a duration such as `30m`, `8h` or `1day`; at most 24h.
-    #[arg(long, value_name = "DURATION", default_value = "8h")]
+    #[arg(
+        long,
+        value_name = "DURATION",
+        allow_hyphen_values = true,
+        default_value = "8h"
+    )]
     ttl: String,
 }
 
@@ -168,11 +173,8 @@ fn issue_token(
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
     let ttl_text = args.ttl.trim();
-    let ttl: Duration = humantime::parse_duration(ttl_text).map_err(|error| {
-        Failure(format!(
-            "`--ttl {ttl_text}` is not a duration: {error}: give one such as `30m` or `8h`"
-        ))
-    })?;
+    let ttl: Duration = crate::args::duration(ttl_text, "`30m` or `8h`")
+        .map_err(|error| Failure(format!("`--ttl {ttl_text}` is not a duration: {error}")))?;
     let groups: Vec<String> = args
         .groups
         .iter()

@@ -85,10 +85,10 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     webhook_secret_file: Vec<PathBuf>,
     /// How long one webhook delivery attempt may take before it is retried.
-    #[arg(long, value_name = "DURATION", default_value = "10s", value_parser = crate::args::positive_duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "10s", value_parser = crate::args::positive_duration)]
     webhook_timeout: std::time::Duration,
     /// How long delivered events are kept in the outbox.
-    #[arg(long, value_name = "DURATION", default_value = "7days", value_parser = humantime::parse_duration)]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "7days", value_parser = crate::args::any_duration)]
     outbox_retention: std::time::Duration,
     /// Post one message per request, with Approve and Deny buttons, to this Slack channel id
     /// (see docs/approvals.md); answers arrive at /slack/interactions.
@@ -125,7 +125,7 @@ pub struct ServeArgs {
     #[arg(long, value_name = "FILE")]
     checkpoint_key: Option<PathBuf>,
     /// How often --checkpoint-key signs the log (each checkpoint reads the whole log).
-    #[arg(long, value_name = "DURATION", default_value = "1m", value_parser = crate::args::positive_duration, requires = "checkpoint_key")]
+    #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "1m", value_parser = crate::args::positive_duration, requires = "checkpoint_key")]
     checkpoint_every: std::time::Duration,
 }
 

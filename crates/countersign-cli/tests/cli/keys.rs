@@ -232,6 +232,22 @@ fn refuses_a_ttl_that_is_not_a_duration() {
             .starts_with("`--ttl soon` is not a duration"),
         "{run:?}"
     );
+    // A negative duration reaches the parser (not clap's "unexpected argument") and says so.
+    let run = sandbox.run(&[
+        "approver",
+        "token",
+        "--key",
+        "approver.key",
+        "--subject",
+        "human:alice",
+        "--ttl",
+        "-5m",
+    ]);
+    assert!(
+        run.one_line_error()
+            .contains("a duration cannot be negative"),
+        "{run:?}"
+    );
 }
 
 #[test]
