@@ -128,6 +128,28 @@ fn tail_truncation_is_caught_only_against_an_anchor() {
 }
 
 #[test]
+fn an_edit_before_the_anchor_is_not_called_a_removal() {
+    let mut receipts = chain(10);
+    receipts[4].body = receipts[4].body.replace("action.4", "action.X");
+    let anchor = Anchor {
+        seq: 10,
+        hash: receipts[9].hash.to_string(),
+    };
+    let report = verify(&receipts, Some(&anchor));
+    assert_eq!(report.first_break.as_ref().map(ChainBreak::seq), Some(5));
+    match report.anchor {
+        AnchorCheck::Failed { detail } => {
+            assert!(
+                detail.contains("breaks before it, at receipt 5"),
+                "{detail}"
+            );
+            assert!(!detail.contains("removed"), "{detail}");
+        }
+        other => panic!("{other:?}"),
+    }
+}
+
+#[test]
 fn a_wrong_anchor_hash_fails() {
     let receipts = chain(3);
     let anchor = Anchor {

@@ -306,6 +306,14 @@ impl Verifier {
                         anchor.seq, anchor.hash
                     ),
                 },
+                // A break before the anchor's receipt hides whether it is there: say so, and
+                // leave the break (reported beside this) to say what was changed.
+                None if self.first_break.is_some() => AnchorCheck::Failed {
+                    detail: format!(
+                        "the anchor names receipt {} but the chain breaks before it, at receipt {}: the anchor cannot be checked until the break is explained",
+                        anchor.seq, self.expected_seq
+                    ),
+                },
                 None => AnchorCheck::Failed {
                     detail: format!(
                         "the anchor names receipt {} but the intact log ends at receipt {}: receipts were removed",
