@@ -22,6 +22,7 @@
 //! and a few lines of script (the expiry countdown) are served from `/static/`.
 
 mod forms;
+mod prose;
 mod takeback;
 pub(crate) mod views;
 
@@ -317,6 +318,9 @@ pub(crate) struct RequestView {
     pub policy_rule: Option<String>,
     /// A banner: the viewer's answer that just counted (`?answered=`).
     pub just_answered: bool,
+    /// With [`RequestView::just_answered`]: the answer repeated one the viewer had already
+    /// given (a second tab, a resubmitted form), so nothing changed (`?answered=again`).
+    pub answered_again: bool,
     /// A refusal of the viewer's last answer, shown above the form.
     pub refusal: Option<Problem>,
     /// A banner: the viewer just took it back (`?taken=`).
@@ -392,6 +396,7 @@ impl Service {
             may_answer,
             policy_rule: self.policy_rule(&record),
             just_answered: false,
+            answered_again: false,
             refusal: None,
             just_taken_back: false,
             refusal_heading: NOT_COUNTED,
@@ -419,6 +424,8 @@ async fn request_page(
     match service.request_view(&viewer, &id).await {
         Ok(mut view) => {
             view.just_answered = query.contains_key("answered") && view.answered;
+            view.answered_again =
+                view.just_answered && query.get("answered").map(String::as_str) == Some("again");
             view.just_taken_back = query.contains_key("taken");
             html(
                 StatusCode::OK,
@@ -578,7 +585,7 @@ impl Service {
                 .map(|attempt| attempt.principal.as_str());
             let (resolvers, may_resolve) = match &rule {
                 Some(rule) => (
-                    rule.resolver_patterns().join(", "),
+                    rule.resolver_summary(),
                     scope.approver_under(rule).is_some_and(|approver| {
                         approver.matches_any(rule.resolver_patterns())
                             && principal != Some(caller.id.as_str())

@@ -317,6 +317,17 @@ impl ApprovalRule {
         self.resolvers.as_deref().unwrap_or(&self.approvers)
     }
 
+    /// Who may resolve, in one line for people: `anyone but the requester` when a resolver
+    /// pattern is `*`, else the patterns, comma-separated (`group:sre, human:alice`).
+    pub fn resolver_summary(&self) -> String {
+        let patterns = self.resolver_patterns();
+        if patterns.iter().any(|pattern| pattern == "*") {
+            "anyone but the requester".to_owned()
+        } else {
+            patterns.join(", ")
+        }
+    }
+
     /// A one-line summary for listings: `group:finance (2 of them), authenticated`.
     pub fn summary(&self) -> String {
         let mut text = if self.approvers.iter().any(|pattern| pattern == "*") {

@@ -91,6 +91,12 @@ pub(super) async fn answer(
             return request_with_refusal(&service, &viewer, &id, problem, NOT_COUNTED).await;
         }
     };
+    // An identical repeat of the viewer's own answer succeeds and writes nothing (case B30):
+    // the record before and after tell the page to say so rather than repeat the banner.
+    let before = match service.store().await {
+        Ok(store) => store.approval(&request_id).await.ok().flatten(),
+        Err(_) => None,
+    };
     match service
         .answer_as(
             &viewer.caller,
@@ -101,6 +107,9 @@ pub(super) async fn answer(
         )
         .await
     {
+        Ok(after) if before.as_ref() == Some(&after) => {
+            see_other(&format!("/requests/{request_id}?answered=again"))
+        }
         Ok(_) => see_other(&format!("/requests/{request_id}?answered=1")),
         Err(problem) => request_with_refusal(&service, &viewer, &id, problem, NOT_COUNTED).await,
     }

@@ -9,6 +9,8 @@
 use axum::http::StatusCode;
 use countersign::ApprovalState;
 use countersign::Timestamp;
+
+use super::prose::prose;
 use countersign::approval::{AnswerDecision, ApprovalRecord};
 use countersign::display::{FindingKind, ShownText, ValueKind};
 use countersign::evidence::Receipt;
@@ -298,7 +300,12 @@ pub(crate) fn request(viewer: &Viewer, view: &RequestView, now: Timestamp) -> Ma
     let rule = &record.rule;
     let main = html! {
         h1 { "Request " code { (record.id.as_str()) } }
-        @if view.just_answered {
+        @if view.answered_again {
+            div.banner.ok role="status" id="answer-result" {
+                "You had already given this answer (from another tab or window): nothing changed. "
+                "The request is " strong { (record.state.as_str()) } "."
+            }
+        } @else if view.just_answered {
             div.banner.ok role="status" id="answer-result" {
                 @match record.state {
                     ApprovalState::Pending => {
@@ -326,7 +333,7 @@ pub(crate) fn request(viewer: &Viewer, view: &RequestView, now: Timestamp) -> Ma
         }
         @if let Some(problem) = &view.refusal {
             div.banner.error role="alert" id="answer-refused" {
-                p { strong { (view.refusal_heading) } " " (problem.detail) }
+                p { strong { (view.refusal_heading) } " " (prose(&problem.detail)) }
                 @if problem.reason == "mismatch" {
                     p { "The hash your form sent is not this request's. This page shows the request as it is now: read it again, then answer." }
                 }
@@ -382,7 +389,7 @@ pub(crate) fn request(viewer: &Viewer, view: &RequestView, now: Timestamp) -> Ma
         h2 { "Why it needs approval" }
         dl.fields id="rule" {
             @if let Some(policy_rule) = &view.policy_rule {
-                dt { "Policy rule" } dd id="policy-rule" { (policy_rule) }
+                dt { "Policy rule" } dd id="policy-rule" { (prose(policy_rule)) }
             }
             dt { "Who may approve" } dd id="who-may-approve" {
                 @if let Some(who) = &display.who_may_approve { (shown(who)) }
@@ -390,7 +397,7 @@ pub(crate) fn request(viewer: &Viewer, view: &RequestView, now: Timestamp) -> Ma
             dt { "Approvals needed" } dd { (rule.quorum) }
             dt { "Identity required" } dd { (rule.require.as_str()) }
             dt { "Requester's groups excluded" } dd { (if rule.distinct_from_requester { "yes" } else { "no" }) }
-            dt { "Who may resolve an ambiguous outcome" } dd { (rule.resolver_patterns().join(", ")) }
+            dt { "Who may resolve an ambiguous outcome" } dd { (rule.resolver_summary()) }
             dt { "Policy hash" } dd { code { (record.policy_hash) } }
             dt { "Policy entry fingerprint" } dd { code { (record.entry_fingerprint) } }
         }
@@ -628,7 +635,7 @@ pub(crate) fn effects(
         }
         @if let Some((key, problem)) = refusal {
             div.banner.error role="alert" id="resolve-refused" {
-                p { strong { "Not resolved: " code { (key) } "." } " " (problem.detail) }
+                p { strong { "Not resolved: " code { (key) } "." } " " (prose(&problem.detail)) }
                 p.reason { "Reason: " code { (problem.reason) } }
             }
         }
@@ -683,7 +690,7 @@ pub(crate) fn problem(viewer: Option<&Viewer>, problem: &Problem) -> Markup {
     let main = html! {
         h1 { (problem.status.canonical_reason().unwrap_or("Error")) }
         div.banner.error role="alert" id="problem" {
-            p { (problem.detail) }
+            p { (prose(&problem.detail)) }
             p.reason { "Reason: " code { (problem.reason) } }
         }
         p {
@@ -712,7 +719,7 @@ pub(crate) fn signin(csrf: &str, error: Option<&Problem>, signed_out: bool) -> M
         }
         @if let Some(problem) = error {
             div.banner.error role="alert" id="signin-refused" {
-                p { strong { "Not signed in." } " " (problem.detail) }
+                p { strong { "Not signed in." } " " (prose(&problem.detail)) }
                 p.reason { "Reason: " code { (problem.reason) } }
             }
         }

@@ -201,7 +201,7 @@ async fn every_html_response_carries_the_security_headers() {
     .await;
     assert_eq!(status, 404);
     assert!(html.starts_with("<!DOCTYPE html>"), "{html}");
-    assert!(html.contains("no page at `/inbx`"), "{html}");
+    assert!(html.contains("no page at <code>/inbx</code>"), "{html}");
     assert!(html.contains("href=\"/inbox\""), "{html}");
     let response = client()
         .get(harness.url("/api/v1/nope"))
@@ -324,6 +324,22 @@ async fn answers_from_the_page_go_through_the_kernel(backend: Backend, case: &st
     let (_, html) = get(&harness, &format!("/requests/{id}?answered=1"), &session).await;
     assert!(html.contains("Your approval counted"), "{html}");
     assert!(html.contains("1 of 2 approvals"), "{html}");
+    // The same form sent again (a stale second tab): an identical repeat changes nothing, and
+    // the page says so instead of showing the first answer's banner again.
+    let fields = [
+        ("csrf", csrf.as_str()),
+        ("decision", "approve"),
+        ("action_hash", hash.as_str()),
+    ];
+    let response = post_form(&harness, &path, &session, &fields).await;
+    assert_eq!(response.status(), 303);
+    let again = format!("/requests/{id}?answered=again");
+    assert_eq!(response.headers()["location"], again.as_str());
+    let unchanged = harness.store.approval(&id).await.expect("read");
+    assert_eq!(unchanged.as_ref(), Some(&record), "nothing changed");
+    let (_, html) = get(&harness, &again, &session).await;
+    assert!(html.contains("You had already given this answer"), "{html}");
+    assert!(!html.contains("Your approval counted"), "{html}");
     harness.stop().await;
 }
 
