@@ -4,7 +4,7 @@
 use countersign::token::{self, PublicKey};
 use countersign::{Clock, SystemClock};
 
-use crate::support::Sandbox;
+use crate::support::{Run, Sandbox};
 
 /// Settings that also redact what a fresh key pair and token change: the public key, its id and
 /// the token text.
@@ -17,6 +17,20 @@ fn key_settings(sandbox: &Sandbox) -> insta::Settings {
         "[TOKEN]",
     );
     settings
+}
+
+/// `countersign approver token --key approver.key --subject human:alice`, then `extra`.
+fn alice_token(sandbox: &Sandbox, extra: &[&str]) -> Run {
+    let mut args = vec![
+        "approver",
+        "token",
+        "--key",
+        "approver.key",
+        "--subject",
+        "human:alice",
+    ];
+    args.extend_from_slice(extra);
+    sandbox.run(&args)
 }
 
 #[test]
@@ -102,16 +116,7 @@ fn an_issued_token_verifies_under_the_public_key() {
         sandbox.run(&["keygen", "--out", "approver.key"]).status,
         Some(0)
     );
-    let run = sandbox.run(&[
-        "approver",
-        "token",
-        "--key",
-        "approver.key",
-        "--subject",
-        "human:alice",
-        "--groups",
-        "finance,ops",
-    ]);
+    let run = alice_token(&sandbox, &["--groups", "finance,ops"]);
     assert_eq!(run.status, Some(0), "{run:?}");
     assert_eq!(run.stderr, "", "{run:?}");
     let issued = run.stdout.strip_suffix('\n').expect("one line");
@@ -139,19 +144,7 @@ fn approver_token_prints_json_when_asked() {
         sandbox.run(&["keygen", "--out", "approver.key"]).status,
         Some(0)
     );
-    let run = sandbox.run(&[
-        "approver",
-        "token",
-        "--key",
-        "approver.key",
-        "--subject",
-        "human:alice",
-        "--groups",
-        "finance",
-        "--ttl",
-        "1h",
-        "--json",
-    ]);
+    let run = alice_token(&sandbox, &["--groups", "finance", "--ttl", "1h", "--json"]);
     assert_eq!(run.status, Some(0), "{run:?}");
     key_settings(&sandbox)
         .bind(|| insta::assert_snapshot!("approver_token_json", run.transcript()));
@@ -207,16 +200,7 @@ fn refuses_a_ttl_no_token_could_use() {
             "`--ttl -5m` is not a duration: a duration cannot be negative",
         ),
     ] {
-        let run = sandbox.run(&[
-            "approver",
-            "token",
-            "--key",
-            "approver.key",
-            "--subject",
-            "human:alice",
-            "--ttl",
-            ttl,
-        ]);
+        let run = alice_token(&sandbox, &["--ttl", ttl]);
         assert!(run.one_line_error().starts_with(says), "{ttl}: {run:?}");
     }
 }
