@@ -47,8 +47,6 @@ const MAX_BODY: usize = 64 * 1024;
 const DEFAULT_LIMIT: usize = 50;
 /// The most items one page may hold.
 const MAX_LIMIT: usize = 500;
-/// The longest note kept with an answer: the kernel's one limit.
-const MAX_NOTE: usize = countersign::approval::MAX_NOTE_BYTES;
 /// How many receipts one call reads at most while looking for ones the caller may see.
 const RECEIPT_SCAN: usize = 10_000;
 
@@ -641,10 +639,10 @@ fn body_object(
 fn note_of(object: &serde_json::Map<String, serde_json::Value>) -> Result<Option<String>, Problem> {
     match object.get("note") {
         None | Some(serde_json::Value::Null) => Ok(None),
-        Some(serde_json::Value::String(note)) if note.len() <= MAX_NOTE => Ok(Some(note.clone())),
-        Some(serde_json::Value::String(_)) => Err(Problem::invalid_body(format!(
-            "`note` is longer than {MAX_NOTE} bytes"
-        ))),
+        Some(serde_json::Value::String(note)) => {
+            Problem::check_note(Some(note))?;
+            Ok(Some(note.clone()))
+        }
         Some(_) => Err(Problem::invalid_body("`note` must be a string")),
     }
 }

@@ -59,8 +59,6 @@ const INBOX_PAGE: usize = 100;
 const HISTORY_PAGE: usize = 100;
 /// Receipts per receipts page.
 const RECEIPTS_PAGE: usize = 100;
-/// The longest note kept with an answer: the kernel's one limit.
-const MAX_NOTE: usize = countersign::approval::MAX_NOTE_BYTES;
 /// The refusal banner's heading for an answer.
 const NOT_COUNTED: &str = "Your answer was not counted.";
 
@@ -698,11 +696,7 @@ async fn resolve(
                     "say how you found out in the note: it is kept in the resolution's receipt",
                 )
             })?;
-        if note.len() > MAX_NOTE {
-            return Err(Problem::invalid_body(format!(
-                "the note is longer than {MAX_NOTE} bytes"
-            )));
-        }
+        Problem::check_note(Some(&note))?;
         service
             .resolve_as(&viewer.caller, effect_key, to, note, unknown)
             .await

@@ -55,6 +55,23 @@ impl Problem {
         Problem::new(StatusCode::UNPROCESSABLE_ENTITY, "invalid_body", detail)
     }
 
+    /// 422 `note_too_long`: the kernel's refusal of a note past
+    /// [`countersign::approval::MAX_NOTE_BYTES`], checked here before the store is touched;
+    /// `Ok` for no note or one within the limit.
+    ///
+    /// # Errors
+    ///
+    /// The problem, with the kernel's sentence (the note's length and the limit).
+    pub fn check_note(note: Option<&str>) -> Result<(), Problem> {
+        countersign::approval::check_note(note).map_err(|too_long| {
+            Problem::new(
+                StatusCode::UNPROCESSABLE_ENTITY,
+                countersign::Reason::NoteTooLong.as_str(),
+                too_long.to_string(),
+            )
+        })
+    }
+
     /// The status and problem for a store failure: 503 when the store is unreachable or busy
     /// (try again), 500 when it holds something this service cannot read. An unreachable or
     /// failing store is described to the caller only as unavailable (its location and the

@@ -42,17 +42,14 @@ impl Service {
     }
 }
 
-/// The form's `note`, trimmed (`None` when empty); refused past [`MAX_NOTE`] bytes.
+/// The form's `note`, trimmed (`None` when empty); refused `note_too_long` past the kernel's
+/// limit ([`Problem::check_note`]).
 pub(super) fn form_note(fields: &HashMap<String, String>) -> Result<Option<String>, Problem> {
     let note = fields
         .get("note")
         .map(|note| note.trim().to_owned())
         .filter(|note| !note.is_empty());
-    if note.as_ref().is_some_and(|note| note.len() > MAX_NOTE) {
-        return Err(Problem::invalid_body(format!(
-            "the note is longer than {MAX_NOTE} bytes"
-        )));
-    }
+    Problem::check_note(note.as_deref())?;
     Ok(note)
 }
 

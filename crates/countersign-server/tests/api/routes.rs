@@ -384,6 +384,26 @@ async fn refuses_malformed_decisions_and_bodies(backend: Backend, case: &str) {
         (status, problem["reason"].as_str()),
         (422, Some("invalid_body"))
     );
+    // A note past the kernel's limit is refused with the kernel's reason (nothing is recorded:
+    // the request is still pending below).
+    let (status, problem) = harness
+        .post(
+            &path,
+            Some(&alice),
+            json!({"decision": "approve", "action_hash": hash.as_str(), "note": "n".repeat(4097)}),
+        )
+        .await;
+    assert_eq!(
+        (status, problem["reason"].as_str()),
+        (422, Some("note_too_long")),
+        "{problem}"
+    );
+    assert!(
+        problem["detail"]
+            .as_str()
+            .is_some_and(|detail| detail.contains("4097 bytes")),
+        "{problem}"
+    );
     let raw = |body: String, media: &'static str| {
         harness
             .client
