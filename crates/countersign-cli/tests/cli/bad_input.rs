@@ -222,6 +222,23 @@ fn refuses_a_folder_named_as_the_store() {
 }
 
 #[test]
+fn refuses_a_file_that_is_not_a_database_and_leaves_it_as_it_was() {
+    let sandbox = Sandbox::new();
+    let file = sandbox.work().join("notes.txt");
+    std::fs::write(&file, "not a database, just notes\n".repeat(100)).expect("a file");
+    let before = std::fs::read(&file).expect("readable");
+    let url = format!("sqlite:{}", file.display());
+    let run = sandbox.run(&["--store-url", &url, "pending"]);
+    let error = run.one_line_error();
+    assert!(
+        error.contains("the file is not a SQLite database"),
+        "{error}"
+    );
+    assert!(error.contains("move this file aside"), "{error}");
+    assert_eq!(std::fs::read(&file).expect("readable"), before, "unchanged");
+}
+
+#[test]
 fn refuses_an_effect_key_that_cannot_exist() {
     let sandbox = Sandbox::new();
     sandbox.fill_with_demo();

@@ -11,6 +11,15 @@ pub(super) fn is_busy(error: &rusqlite::Error) -> bool {
 }
 
 pub(super) fn backend(error: rusqlite::Error) -> StoreError {
+    // SQLITE_NOTADB: the file holds something else (another program's file, a truncated copy).
+    // Nothing is written to it; say how to go on rather than only SQLite's words.
+    if error.sqlite_error_code() == Some(rusqlite::ErrorCode::NotADatabase) {
+        return StoreError::Backend {
+            message: format!(
+                "the file is not a SQLite database ({error}), so it was left as it is: pass the agent's store with `--store-url sqlite:PATH`, or move this file aside to start a new store there"
+            ),
+        };
+    }
     StoreError::Backend {
         message: error.to_string(),
     }
