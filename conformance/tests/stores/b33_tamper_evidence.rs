@@ -198,6 +198,7 @@ async fn truncation_against_an_anchor_fails(backend: &dyn StoreBackend) {
     let anchor = Anchor {
         seq: head.seq,
         hash: head.hash.into_string(),
+        lanes: Vec::new(),
     };
     tamper(&fresh, &["DELETE FROM receipts WHERE seq > 17".to_owned()]).await;
     let report = verify_store(fresh.store.as_ref(), Some(&anchor))

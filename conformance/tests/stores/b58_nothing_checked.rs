@@ -57,7 +57,10 @@ async fn b_null_hashes(backend: &dyn StoreBackend) {
         "{}: {report:?}",
         backend.name()
     );
-    assert_eq!(report.first_break, Some(ChainBreak::Unhashed { seq: 1 }));
+    assert_eq!(
+        report.first_break,
+        Some(ChainBreak::Unhashed { lane: 0, seq: 1 })
+    );
     assert_eq!(report.checked, 0);
     let head = report.log_head.expect("the head as stored");
     assert_eq!(head.seq, 20);
@@ -76,7 +79,10 @@ async fn b_null_hashes(backend: &dyn StoreBackend) {
         .await
         .expect("verify");
     assert_eq!(report.outcome, VerifyOutcome::Failed, "{}", backend.name());
-    assert_eq!(report.first_break, Some(ChainBreak::Unhashed { seq: 1 }));
+    assert_eq!(
+        report.first_break,
+        Some(ChainBreak::Unhashed { lane: 0, seq: 1 })
+    );
 }
 
 async fn c_range_past_the_head(backend: &dyn StoreBackend) {
@@ -122,7 +128,10 @@ async fn d_unhashed_rows_after_a_good_chain(backend: &dyn StoreBackend) {
         .await
         .expect("verify");
     assert_eq!(report.outcome, VerifyOutcome::Failed, "{}", backend.name());
-    assert_eq!(report.first_break, Some(ChainBreak::Unhashed { seq: 21 }));
+    assert_eq!(
+        report.first_break,
+        Some(ChainBreak::Unhashed { lane: 0, seq: 21 })
+    );
     assert_eq!(
         (report.checked, report.first_seq, report.last_seq),
         (20, Some(1), Some(20))

@@ -52,12 +52,17 @@ fn read_anchor(anchor_file: Option<&std::path::Path>) -> Result<Option<Anchor>, 
     };
     let text = std::fs::read_to_string(path)
         .map_err(|error| Failure(format!("cannot read anchor `{}`: {error}", path.display())))?;
-    let anchor = serde_json::from_str::<Anchor>(&text).map_err(|error| {
-        Failure(format!(
-            "`{}` is not an anchor ({error}): export one with `countersign receipts --export-anchor`",
-            path.display()
-        ))
-    })?;
+    // The kernel's one strict reader (duplicate keys, depth, number range), then the shape.
+    let anchor = countersign::json::read(&text)
+        .map_err(|error| error.to_string())
+        .and_then(|value| serde_json::from_value::<Anchor>(value).map_err(|error| error.to_string()))
+        .and_then(|anchor| anchor.check_shape().map(|()| anchor))
+        .map_err(|error| {
+            Failure(format!(
+                "`{}` is not an anchor ({error}): export one with `countersign receipts --export-anchor`",
+                path.display()
+            ))
+        })?;
     Ok(Some(anchor))
 }
 
@@ -146,6 +151,8 @@ pub async fn verify(
             "`--key` is for `--checkpoint FILE` or `--bundle FILE`: pass one of them, or leave `--key` out".to_owned(),
         ));
     }
+    // A bad anchor file is refused before anything is printed or opened.
+    let anchor = read_anchor(args.anchor.as_deref())?;
     let path = global.policy_path();
     let policy = Policy::load(&path).map_err(|error| match &error.kind {
         LoadErrorKind::Io { kind, .. } if *kind == std::io::ErrorKind::NotFound => {
@@ -186,7 +193,6 @@ pub async fn verify(
         return Ok(ExitCode::from(UNVERIFIABLE));
     }
     let store = open_for_reading(global).await?;
-    let anchor = read_anchor(args.anchor.as_deref())?;
     let range = args.range();
     let report =
         countersign::audit::verify_store_range(store.as_ref(), range, anchor.as_ref()).await?;

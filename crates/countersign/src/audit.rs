@@ -69,6 +69,7 @@ pub async fn verify_store_range(
             },
             // Receipts are numbered from 1 without gaps: a later one means it was removed.
             Some(later) => Verifier::broken(ChainBreak::SeqGap {
+                lane: 0,
                 expected: from - 1,
                 found: later.seq,
             }),
@@ -98,7 +99,7 @@ pub async fn verify_store_range(
     let mut report = verifier.finish(anchor);
     // A first receipt without a hash: is any receipt of the range hashed at all?
     if report.checked == 0
-        && let Some(ChainBreak::Unhashed { seq }) = &report.first_break
+        && let Some(ChainBreak::Unhashed { seq, .. }) = &report.first_break
     {
         let mut after = *seq;
         'scan: loop {

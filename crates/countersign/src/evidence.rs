@@ -4,7 +4,9 @@
 //! expiry writes one [`Receipt`], in the same store transaction as the state change it records.
 //! Receipts are chained: receipt `n` carries `prev_hash` = the hash of receipt `n − 1` (the first
 //! carries [`GENESIS_HASH`]), and its own `hash` = `sha256:` + hex SHA-256 over the RFC 8785 form
-//! of every field except `hash`.
+//! of every field except `hash`. A log may hold several such chains, one per writer lane
+//! ([`Receipt::lane`], issue #21): each lane's `seq` runs from 1 and its `prev_hash` points at
+//! the lane's previous receipt; a store that keeps one lane writes lane 0 only.
 //!
 //! [`verify`] walks the chain and names the first broken receipt. A chain alone cannot reveal
 //! that its newest receipts were deleted (case B33): verification says so plainly unless it is
@@ -26,7 +28,7 @@ pub mod note;
 mod seal;
 mod verify;
 
-pub use seal::seal;
+pub use seal::{seal, seal_in_lane};
 pub use verify::{
     Anchor, AnchorCheck, ChainBreak, Verifier, VerifyOutcome, VerifyRange, VerifyReport,
     check_alone, verify,
@@ -44,7 +46,8 @@ use crate::id::{ActionHash, ApprovalId, AttemptId, EffectKey, PolicyHash, Princi
 /// count), `approver_groups`, `channel`, `authentication` and `hash_confirmed` (who answered and
 /// how that was known), `approvers` (those whose yes granted the approval an attempt consumed)
 /// and `attempt_started_at`; later, the outcome `handed_off` ([`ReceiptOutcome::HandedOff`]),
-/// `exit_status` ([`ProcessExit`]), `raised_by` and `tool_schema` (issue #27). [`verify`] reads chains that mix `v1` and `v2` receipts:
+/// `exit_status` ([`ProcessExit`]), `raised_by` and `tool_schema` (issue #27); then `lane`
+/// (issue #21, [`Receipt::lane`]). [`verify`] reads chains that mix `v1` and `v2` receipts:
 /// each receipt's hash covers its own stored body, whatever its version, and a `v1` receipt
 /// carrying anything only `v2` has is unreadable.
 pub const RECEIPT_SCHEMA: &str = "countersign.receipt/v2";
@@ -169,8 +172,14 @@ impl ReceiptOutcome {
 pub struct Receipt {
     /// Always [`RECEIPT_SCHEMA`].
     pub schema: String,
-    /// Position in the chain, from 1, without gaps.
+    /// Position in its lane's chain, from 1, without gaps.
     pub seq: u64,
+    /// v2: the writer lane whose chain holds the receipt (issue #21; SPEC 1.5). A log is one or
+    /// more lanes, each its own `seq` from 1 and its own `prev_hash` chain; lane 0 is written
+    /// as no field at all, so a store that keeps one lane (SQLite, memory, and today every
+    /// store) writes the bodies it always wrote.
+    #[serde(default, skip_serializing_if = "is_lane_zero")]
+    pub lane: u32,
     /// The previous receipt's hash ([`GENESIS_HASH`] for the first).
     pub prev_hash: ReceiptHash,
     /// When it was written.
@@ -380,9 +389,25 @@ pub struct ChainHead {
     pub hash: ReceiptHash,
 }
 
+/// The newest receipt of one lane other than lane 0 ([`Receipt::lane`]): where a verification
+/// reached in it ([`VerifyReport::lanes`]) or what an anchor says it held ([`Anchor::lanes`]).
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LaneHead {
+    /// The lane (1 or more).
+    pub lane: u32,
+    /// Its newest receipt's `seq` (the number of receipts in the lane, when intact).
+    pub seq: u64,
+    /// That receipt's hash (`sha256:` + 64 lowercase hex).
+    pub hash: ReceiptHash,
+}
+
 /// A receipt as stored: the columns the chain is checked against and the canonical body.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredReceipt {
+    /// The lane it was stored in: 0 for a store that keeps one lane, which is every store
+    /// today ([`Receipt::lane`]). [`check_alone`] holds the body to it.
+    pub lane: u32,
     /// The `seq` column.
     pub seq: u64,
     /// The `prev_hash` column.
@@ -408,7 +433,13 @@ impl Receipt {
             || self.raised_by.is_some()
             || self.tool_schema.is_some()
             || self.outcome == ReceiptOutcome::HandedOff
+            || self.lane != 0
     }
+}
+
+/// Is `lane` the first lane (written as no `lane` field)?
+fn is_lane_zero(lane: &u32) -> bool {
+    *lane == 0
 }
 
 impl StoredReceipt {

@@ -150,6 +150,39 @@ fn a_file_that_is_not_an_anchor_is_refused() {
     );
 }
 
+/// An anchor is read with the kernel's strict reader and its shape checked: a key given twice,
+/// a `seq` of 0 and a lane named twice are each refused, saying which.
+#[test]
+fn an_anchor_that_cannot_mean_one_head_is_refused() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let hash = format!("sha256:{}", "a".repeat(64));
+    for (text, expected) in [
+        (
+            format!("{{\"seq\": 1, \"seq\": 3, \"hash\": \"{hash}\"}}"),
+            "key `seq` appears more than once",
+        ),
+        (
+            format!("{{\"seq\": 0, \"hash\": \"{hash}\"}}"),
+            "its `seq` is 0",
+        ),
+        (
+            format!(
+                "{{\"seq\": 1, \"hash\": \"{hash}\", \"lanes\": [{{\"lane\": 2, \"seq\": 1, \"hash\": \"{hash}\"}}, {{\"lane\": 2, \"seq\": 2, \"hash\": \"{hash}\"}}]}}"
+            ),
+            "names lane 2 twice",
+        ),
+    ] {
+        sandbox.write("anchor.json", &text);
+        let run = sandbox.run(&["verify", "--anchor", "anchor.json"]);
+        let message = run.one_line_error();
+        assert!(
+            message.starts_with("`anchor.json` is not an anchor (") && message.contains(expected),
+            "{text}: {message}"
+        );
+    }
+}
+
 #[test]
 fn an_empty_log_has_no_anchor_to_export() {
     let sandbox = Sandbox::new();

@@ -47,6 +47,7 @@ pub struct BundledReceipt {
 impl BundledReceipt {
     fn stored(&self) -> StoredReceipt {
         StoredReceipt {
+            lane: 0,
             seq: self.seq,
             prev_hash: self.prev_hash.clone(),
             hash: self.hash.clone(),

@@ -4,7 +4,9 @@
 //! **The order.** The log's one total order is, today, the receipt's `seq` (from 1, without
 //! gaps): leaf `i` (0-based) is receipt `seq = i + 1`. [`leaf_index`] and [`seq_of_leaf`] are
 //! the only places that say so; when the chain stops having one global `seq` (issue #21, no
-//! single hot chain head), they change and nothing else does.
+//! single hot chain head), they change and nothing else does. The receipts are lane 0's
+//! ([`super::Receipt::lane`]), the one lane every store keeps today: [`LogTree::push`] refuses
+//! any other lane's, whose place in one total order is not defined yet.
 //!
 //! **The leaf.** A receipt's leaf data is its stored canonical body ([`StoredReceipt::body`]):
 //! the UTF-8 bytes of the RFC 8785 JSON of every field but `hash`, exactly as stored, with no
@@ -56,10 +58,10 @@ impl LogTree {
     ///
     /// # Errors
     ///
-    /// [`OutOfOrder`] when it is not (nothing is appended).
+    /// [`OutOfOrder`] when it is not, or is not lane 0's (nothing is appended).
     pub fn push(&mut self, receipt: &StoredReceipt) -> Result<(), OutOfOrder> {
         let expected_index = self.tree.size();
-        if leaf_index(receipt.seq) != Some(expected_index) {
+        if receipt.lane != 0 || leaf_index(receipt.seq) != Some(expected_index) {
             return Err(OutOfOrder {
                 seq: receipt.seq,
                 expected_index,

@@ -3,7 +3,8 @@
 
 use super::*;
 
-/// Seal a draft into the next receipt of the chain whose head is `head`, at `now`.
+/// Seal a draft into the next receipt of the chain whose head is `head`, at `now`, in lane 0
+/// (the one lane of a store that keeps one: [`seal_in_lane`]).
 ///
 /// Returns the receipt and its stored form.
 ///
@@ -16,6 +17,22 @@ pub fn seal(
     head: Option<&ChainHead>,
     now: Timestamp,
 ) -> Result<(Receipt, StoredReceipt), canonical::CanonicalError> {
+    seal_in_lane(0, draft, head, now)
+}
+
+/// Seal a draft into the next receipt of lane `lane`'s chain, whose head is `head` (`None`: the
+/// lane is empty, so the receipt is its `seq` 1 and points at [`GENESIS_HASH`]), at `now`. A
+/// receipt of lane 0 carries no `lane` field ([`Receipt::lane`]).
+///
+/// # Errors
+///
+/// As [`seal`].
+pub fn seal_in_lane(
+    lane: u32,
+    draft: ReceiptDraft,
+    head: Option<&ChainHead>,
+    now: Timestamp,
+) -> Result<(Receipt, StoredReceipt), canonical::CanonicalError> {
     let (seq, prev_hash) = match head {
         Some(head) => (head.seq + 1, head.hash.clone()),
         None => (1, ReceiptHash::genesis()),
@@ -24,6 +41,7 @@ pub fn seal(
     let mut receipt = Receipt {
         schema: RECEIPT_SCHEMA.to_owned(),
         seq,
+        lane,
         prev_hash,
         recorded_at: now,
         kind: draft.kind.unwrap_or(ReceiptKind::Attempt),
@@ -61,6 +79,7 @@ pub fn seal(
     let body = body_of(&receipt, arguments.as_ref())?;
     receipt.hash = ReceiptHash::computed(canonical::sha256_prefixed(body.as_bytes()));
     let stored = StoredReceipt {
+        lane,
         seq,
         prev_hash: receipt.prev_hash.clone(),
         hash: receipt.hash.clone(),
@@ -171,6 +190,11 @@ pub(super) fn body_of(
     );
     out.push_str(",\"kind\":");
     canonical::write_string(receipt.kind.as_str(), &mut out);
+    present(
+        &mut out,
+        ",\"lane\":",
+        (receipt.lane != 0).then(|| receipt.lane.to_string()),
+    );
     optional(&mut out, ",\"mode\":", &receipt.mode);
     optional(&mut out, ",\"note\":", &receipt.note);
     out.push_str(",\"outcome\":");

@@ -1,5 +1,7 @@
 use super::*;
 
+mod lanes;
+
 fn draft(n: u64) -> ReceiptDraft {
     ReceiptDraft {
         kind: Some(ReceiptKind::Attempt),
@@ -95,6 +97,7 @@ fn a_forged_receipt_between_two_real_ones_is_named() {
         matches!(
             report.first_break,
             Some(ChainBreak::SeqGap {
+                lane: 0,
                 expected: 6,
                 found: 5
             })
@@ -110,6 +113,7 @@ fn tail_truncation_is_caught_only_against_an_anchor() {
     let anchor = Anchor {
         seq: 10,
         hash: receipts[9].hash.to_string(),
+        lanes: Vec::new(),
     };
     assert_eq!(
         verify(&receipts, Some(&anchor)).anchor,
@@ -134,6 +138,7 @@ fn an_edit_before_the_anchor_is_not_called_a_removal() {
     let anchor = Anchor {
         seq: 10,
         hash: receipts[9].hash.to_string(),
+        lanes: Vec::new(),
     };
     let report = verify(&receipts, Some(&anchor));
     assert_eq!(report.first_break.as_ref().map(ChainBreak::seq), Some(5));
@@ -155,6 +160,7 @@ fn a_wrong_anchor_hash_fails() {
     let anchor = Anchor {
         seq: 2,
         hash: GENESIS_HASH.to_owned(),
+        lanes: Vec::new(),
     };
     assert!(matches!(
         verify(&receipts, Some(&anchor)).anchor,
@@ -293,12 +299,16 @@ fn body_matches_the_generic_canonical_form() {
             seq: 41 + n as u64,
             hash: crate::id::ReceiptHash::from_stored("sha256:00".to_owned()),
         });
-        let (receipt, stored) = seal(
+        // Lanes 0 (no field), 1 and a large one, so the `lane` field's place is checked too.
+        let lane = [0, 1, u32::MAX][n % 3];
+        let (receipt, stored) = seal_in_lane(
+            lane,
             draft,
             head.as_ref(),
             Timestamp::from_millis(1_700_000_000_123),
         )
         .unwrap();
+        assert_eq!(stored.body.contains("\"lane\":"), lane != 0, "receipt {n}");
         let mut unhashed = receipt.clone();
         unhashed.hash = crate::id::ReceiptHash::default();
         let generic = canonical::to_canonical(&unhashed).unwrap().into_string();
@@ -370,6 +380,7 @@ fn an_empty_log_against_an_anchor_fails() {
     let anchor = Anchor {
         seq: 3,
         hash: "sha256:00".to_owned(),
+        lanes: Vec::new(),
     };
     let report = verify(&[], Some(&anchor));
     assert_eq!(report.outcome, VerifyOutcome::Failed);
@@ -396,6 +407,7 @@ fn a_receipt_without_a_hash_is_the_first_break_not_skipped() {
         assert_eq!(
             report.first_break,
             Some(ChainBreak::Unhashed {
+                lane: 0,
                 seq: position as u64 + 1
             })
         );

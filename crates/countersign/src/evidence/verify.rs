@@ -4,21 +4,94 @@
 use super::*;
 
 /// An externally kept reference point: the chain's head when it was exported.
+///
+/// JSON: `{"seq": 12, "hash": "sha256:…"}` for lane 0's head, and for a log of several lanes
+/// ([`Receipt::lane`]) `"lanes": [{"lane": 3, "seq": 4, "hash": "sha256:…"}, …]` naming every
+/// other lane that held receipts, so deleting the newest receipts of any lane is caught.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Anchor {
-    /// The number of receipts (the head's `seq`).
+    /// The number of receipts in lane 0 (its head's `seq`); 0, with [`GENESIS_HASH`], when lane
+    /// 0 held none but other lanes did.
     pub seq: u64,
-    /// The head's hash.
+    /// Lane 0's head's hash.
     pub hash: String,
+    /// The heads of the other lanes, each lane at most once; empty (and not written) for a log
+    /// of one lane.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub lanes: Vec<LaneHead>,
 }
 
-/// Where a chain first breaks.
+impl Anchor {
+    /// The `seq` and hash the anchor names for `lane`, if it names that lane.
+    pub fn head_of(&self, lane: u32) -> Option<(u64, &str)> {
+        if lane == 0 {
+            return Some((self.seq, self.hash.as_str()));
+        }
+        self.lanes
+            .iter()
+            .find(|head| head.lane == lane)
+            .map(|head| (head.seq, head.hash.as_str()))
+    }
+
+    /// Is the anchor well formed: lane 0's `seq` at least 1 (or 0 with [`GENESIS_HASH`] beside
+    /// other lanes), every other lane's at least 1, no lane named twice and none of `lanes`
+    /// lane 0?
+    ///
+    /// # Errors
+    ///
+    /// What is wrong, as a sentence.
+    pub fn check_shape(&self) -> Result<(), String> {
+        if self.seq == 0 && (self.lanes.is_empty() || self.hash != GENESIS_HASH) {
+            return Err(
+                "its `seq` is 0, but receipts are numbered from 1 (0 only says lane 0 was empty, beside other lanes' heads)"
+                    .to_owned(),
+            );
+        }
+        let mut seen = std::collections::BTreeSet::new();
+        for head in &self.lanes {
+            if head.lane == 0 {
+                return Err(
+                    "`lanes` names lane 0, whose head is the anchor's own `seq` and `hash`"
+                        .to_owned(),
+                );
+            }
+            if head.seq == 0 {
+                return Err(format!(
+                    "lane {}'s `seq` is 0, but receipts are numbered from 1",
+                    head.lane
+                ));
+            }
+            if !seen.insert(head.lane) {
+                return Err(format!("`lanes` names lane {} twice", head.lane));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// How a receipt is named to a person: `receipt 7`, or `receipt 7 of lane 3` outside lane 0.
+fn receipt_name(lane: u32, seq: u64) -> String {
+    if lane == 0 {
+        format!("receipt {seq}")
+    } else {
+        format!("receipt {seq} of lane {lane}")
+    }
+}
+
+fn is_lane_zero(lane: &u32) -> bool {
+    *lane == 0
+}
+
+/// Where a chain first breaks. Each names the lane it broke in (`lane`, not written for lane 0).
 #[derive(Clone, Debug, PartialEq, Eq, Serialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum ChainBreak {
     /// A receipt is missing or out of order.
     SeqGap {
+        /// The lane.
+        #[serde(skip_serializing_if = "is_lane_zero")]
+        lane: u32,
         /// The seq expected.
         expected: u64,
         /// The seq found.
@@ -26,6 +99,9 @@ pub enum ChainBreak {
     },
     /// A receipt does not point at its predecessor (a receipt was removed, inserted or forked).
     PrevHashMismatch {
+        /// The lane.
+        #[serde(skip_serializing_if = "is_lane_zero")]
+        lane: u32,
         /// The receipt.
         seq: u64,
         /// The predecessor's hash.
@@ -35,6 +111,9 @@ pub enum ChainBreak {
     },
     /// A receipt's content does not match its hash (it was edited).
     HashMismatch {
+        /// The lane.
+        #[serde(skip_serializing_if = "is_lane_zero")]
+        lane: u32,
         /// The receipt.
         seq: u64,
         /// The hash of its content now.
@@ -45,11 +124,17 @@ pub enum ChainBreak {
     /// A receipt has no hash (written outside Countersign, or before hashing existed): it cannot
     /// be checked, and nothing after it can be trusted (case B58).
     Unhashed {
+        /// The lane.
+        #[serde(skip_serializing_if = "is_lane_zero")]
+        lane: u32,
         /// The receipt.
         seq: u64,
     },
     /// A receipt's body is unreadable or disagrees with its columns.
     Unreadable {
+        /// The lane.
+        #[serde(skip_serializing_if = "is_lane_zero")]
+        lane: u32,
         /// The receipt.
         seq: u64,
         /// What is wrong.
@@ -58,14 +143,25 @@ pub enum ChainBreak {
 }
 
 impl ChainBreak {
-    /// The receipt where the chain breaks.
+    /// The receipt where the chain breaks (its `seq` in [`ChainBreak::lane`]).
     pub fn seq(&self) -> u64 {
         match self {
             ChainBreak::SeqGap { found, .. } => *found,
             ChainBreak::PrevHashMismatch { seq, .. }
             | ChainBreak::HashMismatch { seq, .. }
-            | ChainBreak::Unhashed { seq }
+            | ChainBreak::Unhashed { seq, .. }
             | ChainBreak::Unreadable { seq, .. } => *seq,
+        }
+    }
+
+    /// The lane the chain breaks in (0 for a log of one lane).
+    pub fn lane(&self) -> u32 {
+        match self {
+            ChainBreak::SeqGap { lane, .. }
+            | ChainBreak::PrevHashMismatch { lane, .. }
+            | ChainBreak::HashMismatch { lane, .. }
+            | ChainBreak::Unhashed { lane, .. }
+            | ChainBreak::Unreadable { lane, .. } => *lane,
         }
     }
 }
@@ -73,35 +169,45 @@ impl ChainBreak {
 impl std::fmt::Display for ChainBreak {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
-            ChainBreak::SeqGap { expected, found } => {
+            ChainBreak::SeqGap {
+                lane,
+                expected,
+                found,
+            } => {
                 write!(
                     f,
-                    "receipt {expected} is missing: the next one found is {found}"
+                    "{} is missing: the next one found is {found}",
+                    receipt_name(*lane, *expected)
                 )
             }
             ChainBreak::PrevHashMismatch {
+                lane,
                 seq,
                 expected,
                 found,
             } => write!(
                 f,
-                "receipt {seq} does not follow receipt {}: it points at {found}, expected {expected} (a receipt was removed, inserted or forked)",
+                "{} does not follow receipt {}: it points at {found}, expected {expected} (a receipt was removed, inserted or forked)",
+                receipt_name(*lane, *seq),
                 seq.saturating_sub(1)
             ),
             ChainBreak::HashMismatch {
+                lane,
                 seq,
                 computed,
                 stored,
             } => write!(
                 f,
-                "receipt {seq} was altered: its content hashes to {computed}, but {stored} is recorded"
+                "{} was altered: its content hashes to {computed}, but {stored} is recorded",
+                receipt_name(*lane, *seq)
             ),
-            ChainBreak::Unhashed { seq } => write!(
+            ChainBreak::Unhashed { lane, seq } => write!(
                 f,
-                "receipt {seq} has no hash: it was written outside Countersign, so it and everything after it cannot be trusted"
+                "{} has no hash: it was written outside Countersign, so it and everything after it cannot be trusted",
+                receipt_name(*lane, *seq)
             ),
-            ChainBreak::Unreadable { seq, detail } => {
-                write!(f, "receipt {seq} is unreadable: {detail}")
+            ChainBreak::Unreadable { lane, seq, detail } => {
+                write!(f, "{} is unreadable: {detail}", receipt_name(*lane, *seq))
             }
         }
     }
@@ -171,8 +277,12 @@ pub struct VerifyReport {
     pub first_seq: Option<u64>,
     /// The `seq` of the last receipt checked (`None`: none was); `head`'s `seq`.
     pub last_seq: Option<u64>,
-    /// The head reached (the last intact receipt), if any.
+    /// The head reached in lane 0 (its last intact receipt), if any.
     pub head: Option<ChainHead>,
+    /// The heads reached in the other lanes, by lane; empty (and not written) for a log of one
+    /// lane.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub lanes: Vec<LaneHead>,
     /// The store's newest receipt as stored (its `seq` and its `hash` column, checked or not),
     /// `None` for an empty log or when the report was made without a store
     /// ([`crate::audit::verify_store_range`] fills it).
@@ -194,42 +304,61 @@ impl VerifyReport {
     }
 }
 
-/// Verifies a chain page by page (so a log of any length is checked in bounded memory).
-#[derive(Clone, Debug)]
+/// Verifies a log page by page (so a log of any length is checked in bounded memory).
+///
+/// A log is one chain per lane ([`Receipt::lane`]); receipts may be fed with the lanes
+/// interleaved in any way, as long as each lane's come in its `seq` order. Each lane's chain is
+/// checked on its own: `seq` from 1 without gaps, `prev_hash` the lane's previous receipt's
+/// hash (the first's [`GENESIS_HASH`]), the body hashing to `hash`. Checking stops at the first
+/// break in any lane.
+#[derive(Clone, Debug, Default)]
 pub struct Verifier {
+    /// Each lane reached so far; a lane not in it starts at `seq` 1 and genesis.
+    lanes: std::collections::BTreeMap<u32, LaneProgress>,
+    checked: u64,
+    first_break: Option<ChainBreak>,
+    /// The hash of the receipt each lane's anchor names, once it was reached.
+    anchor_seen: std::collections::BTreeMap<u32, ReceiptHash>,
+}
+
+/// Where a [`Verifier`] stands in one lane.
+#[derive(Clone, Debug)]
+struct LaneProgress {
     expected_seq: u64,
     prev_hash: ReceiptHash,
     checked: u64,
-    first_break: Option<ChainBreak>,
-    anchor_seen: Option<ReceiptHash>,
 }
 
-impl Default for Verifier {
+impl Default for LaneProgress {
     fn default() -> Self {
-        Verifier {
+        LaneProgress {
             expected_seq: 1,
             prev_hash: ReceiptHash::genesis(),
             checked: 0,
-            first_break: None,
-            anchor_seen: None,
         }
     }
 }
 
 impl Verifier {
-    /// A verifier at the start of a chain.
+    /// A verifier at the start of a log.
     pub fn new() -> Verifier {
         Verifier::default()
     }
 
-    /// A verifier that starts after `before`, a receipt already known good: the next receipt
-    /// fed must be `before.seq + 1` and point at `before.hash`. For checking part of a chain.
+    /// A verifier that starts after `before`, a receipt of lane 0 already known good: the next
+    /// receipt fed in lane 0 must be `before.seq + 1` and point at `before.hash`. For checking
+    /// part of a chain.
     pub fn after(before: &ChainHead) -> Verifier {
-        Verifier {
-            expected_seq: before.seq + 1,
-            prev_hash: before.hash.clone(),
-            ..Verifier::default()
-        }
+        let mut verifier = Verifier::default();
+        verifier.lanes.insert(
+            0,
+            LaneProgress {
+                expected_seq: before.seq + 1,
+                prev_hash: before.hash.clone(),
+                checked: 0,
+            },
+        );
+        verifier
     }
 
     /// A verifier whose chain is already broken at `chain_break` (found before the part it was
@@ -241,9 +370,9 @@ impl Verifier {
         }
     }
 
-    /// The `seq` the next receipt fed must have.
+    /// The `seq` the next receipt fed in lane 0 must have.
     pub fn expected_seq(&self) -> u64 {
-        self.expected_seq
+        self.lanes.get(&0).map_or(1, |lane| lane.expected_seq)
     }
 
     /// Has it found a break (so further receipts need not be fed)?
@@ -251,77 +380,52 @@ impl Verifier {
         self.first_break.is_some()
     }
 
-    /// Check the next receipt, in `seq` order.
+    /// Check the next receipt of its lane, in `seq` order.
     pub fn feed(&mut self, receipt: &StoredReceipt, anchor: Option<&Anchor>) {
         if self.first_break.is_some() {
             return;
         }
-        let found = self.check(receipt).err();
-        if let Some(chain_break) = found {
+        let lane = self.lanes.entry(receipt.lane).or_default();
+        if let Err(chain_break) = check_next(lane, receipt) {
             self.first_break = Some(chain_break);
             return;
         }
-        if anchor.is_some_and(|anchor| anchor.seq == receipt.seq) {
-            self.anchor_seen = Some(receipt.hash.clone());
+        if anchor
+            .and_then(|anchor| anchor.head_of(receipt.lane))
+            .is_some_and(|(seq, _)| seq == receipt.seq)
+        {
+            self.anchor_seen.insert(receipt.lane, receipt.hash.clone());
         }
         self.checked += 1;
-        self.expected_seq += 1;
-        self.prev_hash = receipt.hash.clone();
-    }
-
-    fn check(&self, receipt: &StoredReceipt) -> Result<(), ChainBreak> {
-        if receipt.seq != self.expected_seq {
-            return Err(ChainBreak::SeqGap {
-                expected: self.expected_seq,
-                found: receipt.seq,
-            });
-        }
-        // An unhashed receipt (B58) is named as such, whatever else it lacks.
-        if receipt.hash.trim().is_empty() {
-            return Err(ChainBreak::Unhashed { seq: receipt.seq });
-        }
-        if receipt.prev_hash != self.prev_hash {
-            return Err(ChainBreak::PrevHashMismatch {
-                seq: receipt.seq,
-                expected: self.prev_hash.clone(),
-                found: receipt.prev_hash.clone(),
-            });
-        }
-        check_alone(receipt).map(|_| ())
+        lane.checked += 1;
+        lane.expected_seq += 1;
+        lane.prev_hash = receipt.hash.clone();
     }
 
     /// Finish: the report, judged against `anchor` if one is given.
     pub fn finish(self, anchor: Option<&Anchor>) -> VerifyReport {
-        let head = (self.checked > 0).then(|| ChainHead {
-            seq: self.expected_seq - 1,
-            hash: self.prev_hash.clone(),
-        });
+        let head_of = |progress: &LaneProgress| ChainHead {
+            seq: progress.expected_seq - 1,
+            hash: progress.prev_hash.clone(),
+        };
+        let first = self.lanes.get(&0).filter(|lane| lane.checked > 0);
+        let head = first.map(head_of);
+        let lanes = self
+            .lanes
+            .iter()
+            .filter(|(lane, progress)| **lane != 0 && progress.checked > 0)
+            .map(|(lane, progress)| {
+                let head = head_of(progress);
+                LaneHead {
+                    lane: *lane,
+                    seq: head.seq,
+                    hash: head.hash,
+                }
+            })
+            .collect();
         let anchor = match anchor {
             None => AnchorCheck::NotGiven,
-            Some(anchor) => match &self.anchor_seen {
-                Some(hash) if hash.as_str() == anchor.hash => AnchorCheck::Matched,
-                Some(hash) => AnchorCheck::Failed {
-                    detail: format!(
-                        "receipt {} hashes to {hash}, but the anchor says {}",
-                        anchor.seq, anchor.hash
-                    ),
-                },
-                // A break before the anchor's receipt hides whether it is there: say so, and
-                // leave the break (reported beside this) to say what was changed.
-                None if self.first_break.is_some() => AnchorCheck::Failed {
-                    detail: format!(
-                        "the anchor names receipt {} but the chain breaks before it, at receipt {}: the anchor cannot be checked until the break is explained",
-                        anchor.seq, self.expected_seq
-                    ),
-                },
-                None => AnchorCheck::Failed {
-                    detail: format!(
-                        "the anchor names receipt {} but the intact log ends at receipt {}: receipts were removed",
-                        anchor.seq,
-                        self.expected_seq - 1
-                    ),
-                },
-            },
+            Some(anchor) => self.judge_anchor(anchor),
         };
         let outcome = if self.first_break.is_some() || matches!(anchor, AnchorCheck::Failed { .. })
         {
@@ -331,68 +435,129 @@ impl Verifier {
         } else {
             VerifyOutcome::Verified
         };
-        let first_seq = (self.checked > 0).then(|| self.expected_seq - self.checked);
         VerifyReport {
             outcome,
             checked: self.checked,
-            first_seq,
+            first_seq: first.map(|lane| lane.expected_seq - lane.checked),
             last_seq: head.as_ref().map(|head| head.seq),
             head,
+            lanes,
             log_head: None,
             range: None,
             first_break: self.first_break,
             anchor,
         }
     }
+
+    /// Does the log reach every head `anchor` names, with the hash it names? The first lane
+    /// that does not is the one named.
+    fn judge_anchor(&self, anchor: &Anchor) -> AnchorCheck {
+        let named = std::iter::once(0).chain(anchor.lanes.iter().map(|head| head.lane));
+        for lane in named {
+            // A lane empty when the anchor was made has nothing to lose.
+            let Some((seq @ 1.., hash)) = anchor.head_of(lane) else {
+                continue;
+            };
+            let name = receipt_name(lane, seq);
+            let detail = match self.anchor_seen.get(&lane) {
+                Some(seen) if seen.as_str() == hash => continue,
+                Some(seen) => format!("{name} hashes to {seen}, but the anchor says {hash}"),
+                // A break before the anchor's receipt hides whether it is there: say so, and
+                // leave the break (reported beside this) to say what was changed.
+                None => match &self.first_break {
+                    Some(chain_break) => format!(
+                        "the anchor names {name} but the chain breaks before it, at {}: the anchor cannot be checked until the break is explained",
+                        receipt_name(chain_break.lane(), chain_break.seq())
+                    ),
+                    None => {
+                        let reached = self
+                            .lanes
+                            .get(&lane)
+                            .map_or(0, |lane| lane.expected_seq - 1);
+                        let lane_words = if lane == 0 {
+                            String::new()
+                        } else {
+                            format!(" of lane {lane}")
+                        };
+                        format!(
+                            "the anchor names {name} but the intact log ends at receipt {reached}{lane_words}: receipts were removed"
+                        )
+                    }
+                },
+            };
+            return AnchorCheck::Failed { detail };
+        }
+        AnchorCheck::Matched
+    }
+}
+
+/// Check `receipt` as the next of the lane `lane` stands at.
+fn check_next(lane: &LaneProgress, receipt: &StoredReceipt) -> Result<(), ChainBreak> {
+    if receipt.seq != lane.expected_seq {
+        return Err(ChainBreak::SeqGap {
+            lane: receipt.lane,
+            expected: lane.expected_seq,
+            found: receipt.seq,
+        });
+    }
+    // An unhashed receipt (B58) is named as such, whatever else it lacks.
+    if receipt.hash.trim().is_empty() {
+        return Err(ChainBreak::Unhashed {
+            lane: receipt.lane,
+            seq: receipt.seq,
+        });
+    }
+    if receipt.prev_hash != lane.prev_hash {
+        return Err(ChainBreak::PrevHashMismatch {
+            lane: receipt.lane,
+            seq: receipt.seq,
+            expected: lane.prev_hash.clone(),
+            found: receipt.prev_hash.clone(),
+        });
+    }
+    check_alone(receipt).map(|_| ())
 }
 
 /// Check one stored receipt on its own, without its neighbours: it has a hash, its body hashes to
-/// it, the body is a receipt of a schema this build reads, at the position its `seq` column
-/// says, and names the `prev_hash` its column says. Returns the parsed receipt. The chain links
+/// it, the body is a receipt of a schema this build reads, at the position its `lane` and `seq`
+/// columns say, and names the `prev_hash` its column says. Returns the parsed receipt. The chain links
 /// ([`Verifier`]) and inclusion proofs (bundles) are checked around it.
 ///
 /// # Errors
 ///
 /// The [`ChainBreak`] naming what does not hold.
 pub fn check_alone(receipt: &StoredReceipt) -> Result<Receipt, ChainBreak> {
+    let (lane, seq) = (receipt.lane, receipt.seq);
     if receipt.hash.trim().is_empty() {
-        return Err(ChainBreak::Unhashed { seq: receipt.seq });
+        return Err(ChainBreak::Unhashed { lane, seq });
     }
     let computed = ReceiptHash::computed(canonical::sha256_prefixed(receipt.body.as_bytes()));
     if computed != receipt.hash {
         return Err(ChainBreak::HashMismatch {
-            seq: receipt.seq,
+            lane,
+            seq,
             computed,
             stored: receipt.hash.clone(),
         });
     }
-    let parsed = receipt
-        .to_receipt()
-        .map_err(|detail| ChainBreak::Unreadable {
-            seq: receipt.seq,
-            detail,
-        })?;
-    if parsed.seq != receipt.seq || parsed.prev_hash != receipt.prev_hash {
-        return Err(ChainBreak::Unreadable {
-            seq: receipt.seq,
-            detail: "its body names a different position in the chain".to_owned(),
-        });
+    let unreadable = |detail: String| ChainBreak::Unreadable { lane, seq, detail };
+    let parsed = receipt.to_receipt().map_err(unreadable)?;
+    if parsed.seq != seq || parsed.prev_hash != receipt.prev_hash || parsed.lane != lane {
+        return Err(unreadable(
+            "its body names a different position in the chain".to_owned(),
+        ));
     }
     if !RECEIPT_SCHEMAS.contains(&parsed.schema.as_str()) {
-        return Err(ChainBreak::Unreadable {
-            seq: receipt.seq,
-            detail: format!(
-                "its schema `{}` is not one this Countersign reads ({}): upgrade Countersign",
-                parsed.schema,
-                RECEIPT_SCHEMAS.join(", ")
-            ),
-        });
+        return Err(unreadable(format!(
+            "its schema `{}` is not one this Countersign reads ({}): upgrade Countersign",
+            parsed.schema,
+            RECEIPT_SCHEMAS.join(", ")
+        )));
     }
     if parsed.schema == RECEIPT_SCHEMAS[0] && parsed.has_v2_fields() {
-        return Err(ChainBreak::Unreadable {
-            seq: receipt.seq,
-            detail: "it says `countersign.receipt/v1` but carries fields only v2 has".to_owned(),
-        });
+        return Err(unreadable(
+            "it says `countersign.receipt/v1` but carries fields only v2 has".to_owned(),
+        ));
     }
     Ok(parsed)
 }

@@ -108,6 +108,9 @@ pub(super) fn effect_from_row(row: &PgRow) -> Result<EffectRecord, StoreError> {
 pub(super) fn receipt_from_row(row: &PgRow) -> Result<StoredReceipt, StoreError> {
     let seq: i64 = row.try_get(0).map_err(decode)?;
     Ok(StoredReceipt {
+        // One lane, until lanes are built for PostgreSQL (issue #21): a body naming another is
+        // refused by `check_alone`.
+        lane: 0,
         seq: u64::try_from(seq).map_err(|_| corrupt("negative seq".to_owned()))?,
         // A NULL column (a row written outside Countersign) reads as empty, so verification
         // names the receipt (case B58) instead of failing to read the log.

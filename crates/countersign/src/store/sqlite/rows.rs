@@ -81,6 +81,8 @@ pub(super) fn effect_holder_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Resul
 
 pub(super) fn receipt_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredReceipt> {
     Ok(StoredReceipt {
+        // SQLite keeps one lane (issue #21): a body naming another is refused by `check_alone`.
+        lane: 0,
         seq: row
             .get::<_, i64>(0)?
             .try_into()
