@@ -22,7 +22,9 @@ use countersign::{
 use crate::everyday::{load_policy, parse_arguments, principal};
 use crate::{Failure, Global};
 
-/// The exit status when Countersign refused or failed and the command did not run.
+/// The exit status when Countersign refused or failed and the command did not run: a refusal,
+/// and also `exec`'s own errors (bad `--args`, a policy or store it cannot open), so none of
+/// them looks like the command's exit 1 (the convention of `env(1)` and `timeout(1)`).
 pub const REFUSED: u8 = 125;
 /// The exit status when the command could not be started because it is not executable.
 pub const NOT_EXECUTABLE: u8 = 126;

@@ -101,7 +101,8 @@ enum Command {
     /// retry may run); any other exit, a signal or `--timeout` is `ambiguous` (every retry on
     /// its effect key refused until resolved). The command's output passes through, and exec
     /// exits with the command's status (128+N for signal N, 124 after `--timeout`), or 125 when
-    /// Countersign refused and the command did not run (127/126: not found/not executable).
+    /// Countersign refused or failed (bad `--args`, no policy, no store) and the command did
+    /// not run (127/126: not found/not executable).
     Exec(exec::ExecArgs),
     /// Compare two policies, or replay the recorded attempts under a candidate policy.
     Policy(everyday::PolicyArgs),
@@ -219,21 +220,28 @@ fn main() -> ExitCode {
         closed: false,
     };
     let json = cli.global.json;
+    // `exec` exits with its command's status, so its own failures (bad `--args`, no policy, a
+    // store it cannot open) must not look like the command's exit 1: they exit 125, as
+    // `env(1)` and `timeout(1)` do for their own errors, and the command did not run.
+    let failure_status = match cli.command {
+        Command::Exec(_) => exec::REFUSED,
+        _ => 1,
+    };
     let result = runtime.block_on(run(cli, &mut stdout));
     match result {
         Ok(code) => code,
         Err(Failure(message)) if json => {
             // A script that asked for JSON reads the error as JSON too: one object on standard
-            // error, `{"error": MESSAGE, "exit_status": 1}`.
+            // error, `{"error": MESSAGE, "exit_status": N}`.
             eprintln!(
                 "{}",
-                serde_json::json!({"error": message, "exit_status": 1})
+                serde_json::json!({"error": message, "exit_status": failure_status})
             );
-            ExitCode::FAILURE
+            ExitCode::from(failure_status)
         }
         Err(Failure(message)) => {
             eprintln!("error: {message}");
-            ExitCode::FAILURE
+            ExitCode::from(failure_status)
         }
     }
 }

@@ -144,6 +144,56 @@ fn a_duplicate_run_is_refused_by_its_effect_key() {
     assert_eq!(receipt["reason"], "duplicate");
 }
 
+/// `exec`'s own failures (arguments that are not JSON, a policy file that is not there) exit
+/// 125, not 1, so a caller can tell them from the command's own exit 1; the command never ran
+/// and nothing was recorded. With `--json` the error object says the same status.
+#[test]
+fn execs_own_failures_exit_125_not_the_commands_1() {
+    let sandbox = Sandbox::new();
+    sandbox.with_agent_policy();
+    let not_json = sandbox.run(&[
+        "exec",
+        "--policy",
+        "agent.yaml",
+        "--action",
+        "job",
+        "--args",
+        "{id: 1}",
+        "--",
+        "sh",
+        "-c",
+        "echo ran >> runs",
+    ]);
+    assert_eq!(not_json.status, Some(125), "{not_json:?}");
+    assert!(not_json.stderr.starts_with("error: "), "{not_json:?}");
+    assert!(not_json.stderr.contains("--args"), "{not_json:?}");
+    let no_policy = sandbox.run(&[
+        "--json",
+        "exec",
+        "--policy",
+        "missing.yaml",
+        "--action",
+        "job",
+        "--",
+        "sh",
+        "-c",
+        "echo ran >> runs",
+    ]);
+    assert_eq!(no_policy.status, Some(125), "{no_policy:?}");
+    let error: Value = serde_json::from_str(no_policy.stderr.trim()).expect("one JSON object");
+    assert_eq!(error["exit_status"], 125, "{no_policy:?}");
+    assert!(
+        error["error"]
+            .as_str()
+            .is_some_and(|text| text.contains("missing.yaml")),
+        "{no_policy:?}"
+    );
+    assert_eq!(runs(&sandbox), 0, "the command never ran");
+    // The command's own exit 1 is still 1 (and `ambiguous`).
+    let own = job(&sandbox, "b", &[], "exit 1");
+    assert_eq!(own.status, Some(1), "{own:?}");
+}
+
 #[test]
 fn a_command_that_needs_approval_runs_after_the_grant() {
     let sandbox = Sandbox::new();
