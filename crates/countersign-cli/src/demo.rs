@@ -286,6 +286,44 @@ fn fresh_store(path: &Path, named_by_operator: bool) -> Result<(SqliteStore, boo
     Ok((SqliteStore::open(path)?, replaced))
 }
 
+/// Take the lock file `STORE.lock` beside the demo's store, so two demos never share (and
+/// delete) one store: the second is refused at once, naming the first, instead of failing
+/// midway on a file the other replaced. The lock is the operating system's (`flock` on Unix),
+/// released when the returned file is dropped or the process ends, however it ends; the file
+/// itself stays.
+///
+/// # Errors
+///
+/// A [`Failure`] when another process holds the lock, or the lock file cannot be made.
+fn lock_demo_store(store: &Path) -> Result<std::fs::File, Failure> {
+    let path = PathBuf::from(format!("{}.lock", store.display()));
+    if let Some(parent) = path
+        .parent()
+        .filter(|parent| !parent.as_os_str().is_empty())
+    {
+        std::fs::create_dir_all(parent)
+            .map_err(|error| Failure(format!("cannot create `{}`: {error}", parent.display())))?;
+    }
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .write(true)
+        .truncate(false)
+        .open(&path)
+        .map_err(|error| Failure(format!("cannot open `{}`: {error}", path.display())))?;
+    match file.try_lock() {
+        Ok(()) => Ok(file),
+        Err(std::fs::TryLockError::WouldBlock) => Err(Failure(format!(
+            "another `countersign demo` is running on `{}` (it holds `{}`): wait for it to finish, or give this one a store of its own with `--store-url sqlite:OTHER_PATH`",
+            store.display(),
+            path.display()
+        ))),
+        Err(std::fs::TryLockError::Error(error)) => Err(Failure(format!(
+            "cannot lock `{}`: {error}",
+            path.display()
+        ))),
+    }
+}
+
 /// `countersign demo`.
 pub async fn run(
     global: &Global,
@@ -317,6 +355,8 @@ pub async fn run(
             .join(".countersign")
             .join("demo.db"),
     };
+    // Held until the demo ends: a second demo on the same store would delete it under this one.
+    let _running = lock_demo_store(&store_path)?;
     let (fresh, replaced) = fresh_store(&store_path, global.store_url.is_some())?;
     let store: Arc<dyn Store> = Arc::new(fresh);
     let control = Control::builder_shared(Arc::new(policy), Arc::clone(&store))

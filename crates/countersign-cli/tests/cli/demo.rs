@@ -88,6 +88,31 @@ fn never_replaces_a_store_named_on_the_command_line() {
     assert_eq!(StoreFiles::read(&sandbox.store_path()), before);
 }
 
+/// Two demos on one store: the second is refused at once, naming the first, and touches nothing
+/// (before, it deleted the running demo's store, which then failed midway with a misleading
+/// error). The test holds the lock a running demo holds.
+#[test]
+fn a_second_demo_on_the_same_store_is_refused_while_the_first_runs() {
+    let sandbox = Sandbox::new();
+    let store = sandbox.tmp().join("shared.db");
+    let url = format!("sqlite:{}", store.display());
+    let lock = std::fs::File::create(sandbox.tmp().join("shared.db.lock")).expect("lock file");
+    lock.lock().expect("take the lock a running demo holds");
+    let run = sandbox.run(&["demo", "--store-url", &url]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(
+        run.one_line_error().starts_with(&format!(
+            "another `countersign demo` is running on `{}`",
+            store.display()
+        )),
+        "{run:?}"
+    );
+    assert!(StoreFiles::read(&store).is_absent(), "nothing was created");
+    drop(lock);
+    let after = sandbox.run(&["demo", "--store-url", &url]);
+    assert_eq!(after.status, Some(0), "{after:?}");
+}
+
 #[test]
 fn refuses_a_store_that_is_not_a_sqlite_file() {
     let sandbox = Sandbox::new();
