@@ -296,7 +296,7 @@ pub enum LoadErrorKind {
         action: String,
     },
     /// `quorum` is not a whole number from 1 to 100.
-    #[error("invalid `quorum` `{found}`: expected a whole number from 1 to 100")]
+    #[error("invalid `quorum` {found}: expected a whole number from 1 to 100, unquoted")]
     InvalidQuorum {
         /// The value as written.
         found: String,

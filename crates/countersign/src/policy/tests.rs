@@ -1775,3 +1775,28 @@ actions:
     assert!(policy.could_permit("t.nobody", "agent:a"));
     assert!(policy.could_permit("t.authenticated", "agent:a"));
 }
+
+/// A quorum written as text (`"2"`) is refused with its quotes shown, so the message does not
+/// read as refusing the count 2; a number out of range shows the number.
+#[test]
+fn a_quoted_quorum_is_named_as_text() {
+    let policy = |quorum: &str| {
+        format!(
+            "schema: countersign.policy/v1\nactions:\n  refund:\n    decision: approve\n    approval: {{ approvers: [\"human:*\"], quorum: {quorum} }}\n"
+        )
+    };
+    let quoted = check_error(&policy("\"2\""), "invalid_quorum", 5, 49);
+    assert!(
+        quoted
+            .to_string()
+            .contains("invalid `quorum` \"2\" (quoted, so text): expected a whole number from 1 to 100, unquoted"),
+        "{quoted}"
+    );
+    let zero = check_error(&policy("0"), "invalid_quorum", 5, 49);
+    assert!(zero.to_string().contains("invalid `quorum` `0`:"), "{zero}");
+    let list = load_error(&policy("[2]"));
+    assert!(
+        list.to_string().contains("invalid `quorum` (a list):"),
+        "{list}"
+    );
+}

@@ -34,10 +34,12 @@ pub(super) fn approval_spec(node: &Node) -> Result<(ApprovalSpec, Value), LoadEr
             }
             other => {
                 let found = match other {
-                    NodeValue::Integer(value) => value.to_string(),
-                    NodeValue::Float(value) => value.to_string(),
-                    NodeValue::String(text) => text.clone(),
-                    _ => node.value.kind_name().to_owned(),
+                    NodeValue::Integer(value) => format!("`{value}`"),
+                    NodeValue::Float(value) => format!("`{value}`"),
+                    // `"2"` is text, not the number 2: show the quotes, so the message does
+                    // not read as refusing a valid count.
+                    NodeValue::String(text) => format!("{text:?} (quoted, so text)"),
+                    _ => format!("({})", node.value.kind_name()),
                 };
                 return Err(error_at(node, LoadErrorKind::InvalidQuorum { found }));
             }
