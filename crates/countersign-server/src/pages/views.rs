@@ -476,6 +476,11 @@ pub(crate) fn history(
     let main = html! {
         h1 { "History" }
         p { "Requests you may see that no longer wait: answered, expired, used or void, the latest first." }
+        @if !viewer.caller.auditor {
+            // Why some requests are missing (a new user's trial: the demo's earlier requests,
+            // opened before its policy named the user's key, never showed, unexplained).
+            p.help id="history-scope" { "Each request keeps the approvers and resolvers its policy rule named when it was opened, and you see those that name you (and accept how you signed in). A request opened before the policy named you is not shown; an auditor (a member of the service's auditors group) sees every request." }
+        }
         @if records.is_empty() {
             p { "Nothing yet." }
         } @else {

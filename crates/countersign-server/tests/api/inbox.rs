@@ -276,6 +276,12 @@ async fn two_approvers_complete_a_quorum_and_the_retry_runs_once() {
             .expect("history");
         let row = text(&client, &format!("#history tr[data-request='{id}']")).await;
         assert!(row.contains("approved and used"), "{row}");
+        // And says why a request may be missing from it.
+        let scope = text(&client, "#history-scope").await;
+        assert!(
+            scope.contains("opened before the policy named you"),
+            "{scope}"
+        );
         harness.stop().await;
     })
     .await;
