@@ -11,6 +11,13 @@ use crate::support::{Run, Sandbox};
 fn job(sandbox: &Sandbox, id: &str, extra: &[&str], script: &str) -> Run {
     let arguments = format!("{{\"id\": \"{id}\"}}");
     let script = format!("echo {id} >> runs; {script}");
+    let mut tail = extra.to_vec();
+    tail.extend_from_slice(&["--", "sh", "-c", &script]);
+    exec_job(sandbox, &arguments, &tail)
+}
+
+/// `countersign exec --policy agent.yaml --action job --args ARGUMENTS TAIL…`.
+fn exec_job(sandbox: &Sandbox, arguments: &str, tail: &[&str]) -> Run {
     let mut args = vec![
         "exec",
         "--policy",
@@ -18,10 +25,9 @@ fn job(sandbox: &Sandbox, id: &str, extra: &[&str], script: &str) -> Run {
         "--action",
         "job",
         "--args",
-        &arguments,
+        arguments,
     ];
-    args.extend_from_slice(extra);
-    args.extend_from_slice(&["--", "sh", "-c", &script]);
+    args.extend_from_slice(tail);
     sandbox.run(&args)
 }
 
@@ -151,19 +157,7 @@ fn a_duplicate_run_is_refused_by_its_effect_key() {
 fn execs_own_failures_exit_125_not_the_commands_1() {
     let sandbox = Sandbox::new();
     sandbox.with_agent_policy();
-    let not_json = sandbox.run(&[
-        "exec",
-        "--policy",
-        "agent.yaml",
-        "--action",
-        "job",
-        "--args",
-        "{id: 1}",
-        "--",
-        "sh",
-        "-c",
-        "echo ran >> runs",
-    ]);
+    let not_json = exec_job(&sandbox, "{id: 1}", &["--", "sh", "-c", "echo ran >> runs"]);
     assert_eq!(not_json.status, Some(125), "{not_json:?}");
     assert!(not_json.stderr.starts_with("error: "), "{not_json:?}");
     assert!(not_json.stderr.contains("--args"), "{not_json:?}");
@@ -239,17 +233,7 @@ fn a_command_that_needs_approval_runs_after_the_grant() {
 fn a_command_that_cannot_start_is_failed_with_status_127() {
     let sandbox = Sandbox::new();
     sandbox.with_agent_policy();
-    let run = sandbox.run(&[
-        "exec",
-        "--policy",
-        "agent.yaml",
-        "--action",
-        "job",
-        "--args",
-        "{\"id\": \"g\"}",
-        "--",
-        "./no-such-command",
-    ]);
+    let run = exec_job(&sandbox, "{\"id\": \"g\"}", &["--", "./no-such-command"]);
     assert_eq!(run.status, Some(127), "{run:?}");
     assert_eq!(last_receipt(&sandbox)["outcome"], "failed");
 }
