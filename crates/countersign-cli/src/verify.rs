@@ -55,7 +55,15 @@ fn read_anchor(anchor_file: Option<&std::path::Path>) -> Result<Option<Anchor>, 
     // The kernel's one strict reader (duplicate keys, depth, number range), then the shape.
     let anchor = countersign::json::read(&text)
         .map_err(|error| error.to_string())
-        .and_then(|value| serde_json::from_value::<Anchor>(value).map_err(|error| error.to_string()))
+        .and_then(|value| {
+            if !value.is_object() {
+                return Err(
+                    "an anchor is one JSON object, such as {\"seq\": 12, \"hash\": \"sha256:…\"}"
+                        .to_owned(),
+                );
+            }
+            serde_json::from_value::<Anchor>(value).map_err(|error| error.to_string())
+        })
         .and_then(|anchor| anchor.check_shape().map(|()| anchor))
         .map_err(|error| {
             Failure(format!(

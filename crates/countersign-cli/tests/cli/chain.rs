@@ -151,7 +151,9 @@ fn a_file_that_is_not_an_anchor_is_refused() {
 }
 
 /// An anchor is read with the kernel's strict reader and its shape checked: a key given twice,
-/// a `seq` of 0 and a lane named twice are each refused, saying which.
+/// a `seq` of 0, a list, a malformed hash (which used to be blamed on the log: "receipt 18 hashes
+/// to …, but the anchor says not a hash at all") and a lane named twice are each refused, saying
+/// which.
 #[test]
 fn an_anchor_that_cannot_mean_one_head_is_refused() {
     let sandbox = Sandbox::new();
@@ -165,6 +167,14 @@ fn an_anchor_that_cannot_mean_one_head_is_refused() {
         (
             format!("{{\"seq\": 0, \"hash\": \"{hash}\"}}"),
             "its `seq` is 0",
+        ),
+        (
+            format!("[{{\"seq\": 1, \"hash\": \"{hash}\"}}]"),
+            "an anchor is one JSON object",
+        ),
+        (
+            "{\"seq\": 18, \"hash\": \"not a hash at all\"}".to_owned(),
+            "is not a receipt hash",
         ),
         (
             format!(

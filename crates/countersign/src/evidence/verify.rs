@@ -34,19 +34,32 @@ impl Anchor {
             .map(|head| (head.seq, head.hash.as_str()))
     }
 
-    /// Is the anchor well formed: lane 0's `seq` at least 1 (or 0 with [`GENESIS_HASH`] beside
-    /// other lanes), every other lane's at least 1, no lane named twice and none of `lanes`
-    /// lane 0?
+    /// Is the anchor well formed: every hash `sha256:` and 64 lowercase hex digits, lane 0's
+    /// `seq` at least 1 (or 0 with [`GENESIS_HASH`] beside other lanes), every other lane's at
+    /// least 1, no lane named twice and none of `lanes` lane 0?
     ///
     /// # Errors
     ///
     /// What is wrong, as a sentence.
     pub fn check_shape(&self) -> Result<(), String> {
-        if self.seq == 0 && (self.lanes.is_empty() || self.hash != GENESIS_HASH) {
-            return Err(
-                "its `seq` is 0, but receipts are numbered from 1 (0 only says lane 0 was empty, beside other lanes' heads)"
-                    .to_owned(),
-            );
+        let hashes = std::iter::once(self.hash.as_str())
+            .chain(self.lanes.iter().map(|head| head.hash.as_str()));
+        for hash in hashes {
+            if !crate::id::is_sha256(hash) {
+                return Err(format!(
+                    "its hash `{}` is not a receipt hash: {}",
+                    printable(hash),
+                    crate::id::SHA256_SHAPE
+                ));
+            }
+        }
+        if self.seq == 0 && self.lanes.is_empty() {
+            return Err("its `seq` is 0, but receipts are numbered from 1".to_owned());
+        }
+        if self.seq == 0 && self.hash != GENESIS_HASH {
+            return Err(format!(
+                "its `seq` is 0 (lane 0 held no receipt) but its hash is not the genesis hash `{GENESIS_HASH}`"
+            ));
         }
         let mut seen = std::collections::BTreeSet::new();
         for head in &self.lanes {

@@ -219,11 +219,11 @@ fn a_lanes_deleted_tail_is_caught_only_against_an_anchor_naming_every_lane() {
 fn an_anchor_is_read_strictly_and_written_as_before_for_one_lane() {
     let one = Anchor {
         seq: 4,
-        hash: "sha256:ab".to_owned(),
+        hash: format!("sha256:{}", "ab".repeat(32)),
         lanes: Vec::new(),
     };
     let text = serde_json::to_string(&one).unwrap();
-    assert_eq!(text, r#"{"seq":4,"hash":"sha256:ab"}"#);
+    assert_eq!(text, format!(r#"{{"seq":4,"hash":"{}"}}"#, one.hash));
     assert_eq!(serde_json::from_str::<Anchor>(&text).unwrap(), one);
     assert_eq!(one.check_shape(), Ok(()));
     // Lane 0 empty beside another lane's head is well formed.
@@ -233,14 +233,14 @@ fn an_anchor_is_read_strictly_and_written_as_before_for_one_lane() {
         lanes: vec![LaneHead {
             lane: 5,
             seq: 1,
-            hash: ReceiptHash::from_stored("sha256:ef".to_owned()),
+            hash: ReceiptHash::from_stored(format!("sha256:{}", "ef".repeat(32))),
         }],
     };
     assert_eq!(empty_first.check_shape(), Ok(()));
     let lane = |lane, seq| LaneHead {
         lane,
         seq,
-        hash: ReceiptHash::from_stored("sha256:cd".to_owned()),
+        hash: ReceiptHash::from_stored(format!("sha256:{}", "cd".repeat(32))),
     };
     let bad = [
         (
@@ -256,7 +256,21 @@ fn an_anchor_is_read_strictly_and_written_as_before_for_one_lane() {
                 lanes: vec![lane(2, 1)],
                 ..one.clone()
             },
-            "0 only says lane 0 was empty",
+            "is not the genesis hash",
+        ),
+        (
+            Anchor {
+                hash: "not a hash".to_owned(),
+                ..one.clone()
+            },
+            "`not a hash` is not a receipt hash",
+        ),
+        (
+            Anchor {
+                hash: one.hash.to_uppercase(),
+                ..one.clone()
+            },
+            "64 lowercase hex digits",
         ),
         (
             Anchor {
