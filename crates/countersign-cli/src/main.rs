@@ -240,7 +240,10 @@ fn main() -> ExitCode {
             ExitCode::from(failure_status)
         }
         Err(Failure(message)) => {
-            eprintln!("error: {message}");
+            // Whatever the message quotes (a policy key, a file name, an id) reaches a terminal:
+            // control and invisible formatting characters are shown as escapes, so a quoted
+            // value can neither hide a character nor forge a second line.
+            eprintln!("error: {}", countersign::evidence::printable(&message));
             ExitCode::from(failure_status)
         }
     }

@@ -180,3 +180,19 @@ fn checks_a_good_policy_before_any_store_exists_but_is_unverifiable() {
         .settings()
         .bind(|| insta::assert_snapshot!("verify_policy_without_store", run.transcript()));
 }
+
+/// A key with an invisible character in it (a zero-width space) is shown with the character
+/// escaped, so the person reading the error sees why `pa\u{200b}y` is not `pay` (a new user's
+/// trial: the error printed the key as it was, looking like a valid one).
+#[test]
+fn an_invisible_character_in_a_quoted_key_is_shown_escaped() {
+    let sandbox = Sandbox::new();
+    sandbox.write(
+        "bad.yaml",
+        "schema: countersign.policy/v1\nactions:\n  pay:\n    rules:\n      - wh\u{200b}en: { amount: { lte: 100 } }\n        decision: allow\n",
+    );
+    let run = sandbox.run(&["verify", "--policy", "bad.yaml"]);
+    let message = run.one_line_error();
+    assert!(message.contains("wh\\u{200b}en"), "{message}");
+    assert!(!message.contains('\u{200b}'), "{message}");
+}
