@@ -12,10 +12,12 @@ mod stores {
     pub mod b57_transaction_pooler;
     pub mod b58_nothing_checked;
     pub mod kit;
+    pub mod lanes;
     pub mod legacy_ids;
     pub mod lost_commit;
     pub mod migration;
     pub mod migration_v4;
+    pub mod migration_v5;
     pub mod postgres_store;
     pub mod support;
 }

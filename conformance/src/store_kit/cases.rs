@@ -286,7 +286,9 @@ async fn effect_state(store: &dyn Store, key_text: &str) -> Result<Option<Effect
 async fn all_receipts(store: &dyn Store) -> Result<Vec<StoredReceipt>, KitError> {
     let mut receipts = Vec::new();
     loop {
-        let after = receipts.last().map_or(0, |last: &StoredReceipt| last.seq);
+        let after = receipts
+            .last()
+            .map_or(0, |last: &StoredReceipt| last.position);
         let page = store
             .receipts(after, 1_000)
             .await
@@ -298,7 +300,7 @@ async fn all_receipts(store: &dyn Store) -> Result<Vec<StoredReceipt>, KitError>
     }
 }
 
-/// The chain has `expected` receipts (if given), no gaps, no fork, and verifies.
+/// The log has `expected` receipts (if given), no gaps and no fork in any lane, and verifies.
 async fn check_chain(store: &dyn Store, expected: Option<usize>) -> Result<(), KitError> {
     let receipts = all_receipts(store).await?;
     if let Some(expected) = expected {
@@ -306,21 +308,35 @@ async fn check_chain(store: &dyn Store, expected: Option<usize>) -> Result<(), K
             format!("expected {expected} receipts, found {}", receipts.len())
         })?;
     }
+    // One chain per lane (SPEC 1.5): each lane's `seq` runs from 1 in log order, no two of its
+    // receipts share a `prev_hash`, and the log's places run from 1.
     let mut previous = HashSet::new();
+    let mut next_in_lane = std::collections::BTreeMap::new();
     for (index, receipt) in receipts.iter().enumerate() {
-        ensure(receipt.seq == index as u64 + 1, || {
+        ensure(receipt.position == index as u64 + 1, || {
             format!(
-                "receipt seq {} at position {}: a gap",
-                receipt.seq,
+                "the receipt at place {} comes {}th in the log: a gap",
+                receipt.position,
                 index + 1
             )
         })?;
-        ensure(previous.insert(receipt.prev_hash.clone()), || {
+        let next = next_in_lane.entry(receipt.lane).or_insert(1_u64);
+        ensure(receipt.seq == *next, || {
             format!(
-                "receipt {} shares its prev_hash with another: a fork",
-                receipt.seq
+                "receipt seq {} of lane {} where {} comes next: a gap",
+                receipt.seq, receipt.lane, next
             )
         })?;
+        *next += 1;
+        ensure(
+            previous.insert((receipt.lane, receipt.prev_hash.clone())),
+            || {
+                format!(
+                    "receipt {} of lane {} shares its prev_hash with another: a fork",
+                    receipt.seq, receipt.lane
+                )
+            },
+        )?;
     }
     let report = countersign::audit::verify_store(store, None)
         .await

@@ -77,7 +77,7 @@ async fn concurrent_appends_from_two_processes(backend: &dyn StoreBackend) {
     loop {
         let page = fresh
             .store
-            .receipts(receipts.last().map_or(0, |last| last.seq), 500)
+            .receipts(receipts.last().map_or(0, |last| last.position), 500)
             .await
             .expect("read");
         if page.is_empty() {
@@ -86,25 +86,27 @@ async fn concurrent_appends_from_two_processes(backend: &dyn StoreBackend) {
         receipts.extend(page);
     }
     assert_eq!(receipts.len(), 1000);
-    let mut previous: Vec<&str> = receipts
+    // No fork: no two receipts of a lane share a prev_hash.
+    let mut previous: Vec<(u32, &str)> = receipts
         .iter()
-        .map(|receipt| receipt.prev_hash.as_str())
+        .map(|receipt| (receipt.lane, receipt.prev_hash.as_str()))
         .collect();
     previous.sort_unstable();
     previous.dedup();
     assert_eq!(
         previous.len(),
         1000,
-        "{}: two receipts share a prev_hash (a fork)",
+        "{}: two receipts of a lane share a prev_hash (a fork)",
         backend.name()
     );
-    assert!(
-        receipts
-            .iter()
-            .enumerate()
-            .all(|(index, receipt)| receipt.seq == index as u64 + 1),
-        "a gap"
-    );
+    // No gap: the log's places run from 1, and each lane's `seq` from 1, in log order.
+    let mut next_in_lane = std::collections::BTreeMap::new();
+    for (index, receipt) in receipts.iter().enumerate() {
+        assert_eq!(receipt.position, index as u64 + 1, "a gap in the log");
+        let next = next_in_lane.entry(receipt.lane).or_insert(1_u64);
+        assert_eq!(receipt.seq, *next, "a gap in lane {}", receipt.lane);
+        *next += 1;
+    }
     let report = verify_store(fresh.store.as_ref(), None)
         .await
         .expect("verify");
@@ -161,7 +163,7 @@ async fn forged_insertion_is_named(backend: &dyn StoreBackend) {
     let drop_unique = if fresh.url.starts_with("sqlite:") {
         "CREATE TABLE receipts_copy (seq INTEGER PRIMARY KEY, prev_hash TEXT NOT NULL, hash TEXT NOT NULL, body TEXT NOT NULL); INSERT INTO receipts_copy SELECT * FROM receipts; DROP TABLE receipts; ALTER TABLE receipts_copy RENAME TO receipts;".to_owned()
     } else {
-        "ALTER TABLE receipts DROP CONSTRAINT receipts_prev_hash_key".to_owned()
+        "ALTER TABLE receipts DROP CONSTRAINT receipts_lane_prev_hash_key".to_owned()
     };
     tamper(
         &fresh,
@@ -189,17 +191,13 @@ async fn forged_insertion_is_named(backend: &dyn StoreBackend) {
 
 async fn truncation_against_an_anchor_fails(backend: &dyn StoreBackend) {
     let fresh = twenty_receipts(backend, "b33/e_anchor").await;
-    let head = fresh
+    let anchor: Anchor = fresh
         .store
-        .chain_head()
+        .anchor()
         .await
-        .expect("head")
-        .expect("a head");
-    let anchor = Anchor {
-        seq: head.seq,
-        hash: head.hash.into_string(),
-        lanes: Vec::new(),
-    };
+        .expect("anchor")
+        .expect("an anchor");
+    assert_eq!((anchor.seq, anchor.lanes.len()), (20, 0), "{anchor:?}");
     tamper(&fresh, &["DELETE FROM receipts WHERE seq > 17".to_owned()]).await;
     let report = verify_store(fresh.store.as_ref(), Some(&anchor))
         .await

@@ -36,8 +36,9 @@ fn plain(url: &str) -> &str {
     url.split('?').next().unwrap_or(url)
 }
 
-/// A `psql` in the middle of a transaction holding the chain head row and a transaction
-/// advisory lock, as a kernel killed mid-append would leave it.
+/// A `psql` in the middle of a transaction holding every lane's head row (so a writer has no
+/// free lane and waits) and a transaction advisory lock, as a kernel killed mid-append would
+/// leave it.
 fn hold_the_chain_head(url: &str, schema: &str) -> Child {
     let mut child = Command::new("psql")
         .args(["-X", "-q", "-v", "ON_ERROR_STOP=1", plain(url)])
@@ -49,18 +50,18 @@ fn hold_the_chain_head(url: &str, schema: &str) -> Child {
     let stdin = child.stdin.as_mut().expect("psql's stdin is piped");
     write!(
         stdin,
-        "BEGIN;\nSET LOCAL search_path TO \"{schema}\";\nSELECT pg_advisory_xact_lock(hashtextextended('countersign:b57', 0));\nSELECT seq FROM chain_head WHERE id = 1 FOR UPDATE;\n"
+        "BEGIN;\nSET LOCAL search_path TO \"{schema}\";\nSELECT pg_advisory_xact_lock(hashtextextended('countersign:b57', 0));\nSELECT seq FROM lane_heads ORDER BY lane FOR UPDATE;\n"
     )
     .expect("psql takes the statements");
     stdin.flush().expect("psql takes the statements");
     child
 }
 
-/// Wait until a server connection sits idle inside the transaction that locked the chain head.
+/// Wait until a server connection sits idle inside the transaction that locked the lane heads.
 async fn wait_until_held(direct: &sqlx::PgPool) {
     for _ in 0..200 {
         let held: i64 = sqlx::query_scalar(
-            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction' AND query LIKE '%FROM chain_head WHERE id = 1 FOR UPDATE%'",
+            "SELECT count(*) FROM pg_stat_activity WHERE datname = current_database() AND state = 'idle in transaction' AND query LIKE '%FROM lane_heads ORDER BY lane FOR UPDATE%'",
         )
         .fetch_one(direct)
         .await
@@ -176,12 +177,12 @@ async fn two_kernels_one_killed(backend: &PostgresBackend) {
         );
     }
     let forks: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT count(*) FROM (SELECT prev_hash FROM \"{schema}\".receipts GROUP BY prev_hash HAVING count(*) > 1) AS shared"
+        "SELECT count(*) FROM (SELECT lane, prev_hash FROM \"{schema}\".receipts GROUP BY lane, prev_hash HAVING count(*) > 1) AS shared"
     )))
     .fetch_one(&direct)
     .await
     .expect("receipts are readable");
-    assert_eq!(forks, 0, "{name}: receipts share a previous hash");
+    assert_eq!(forks, 0, "{name}: receipts of a lane share a previous hash");
     let report = verify_store(fresh.store.as_ref(), None)
         .await
         .expect("the log is readable");

@@ -16,7 +16,7 @@ fn allow_null_hashes(url: &str) -> String {
     if url.starts_with("sqlite:") {
         "CREATE TABLE receipts_loose (seq INTEGER PRIMARY KEY, prev_hash TEXT, hash TEXT, body TEXT); INSERT INTO receipts_loose SELECT * FROM receipts; DROP TABLE receipts; ALTER TABLE receipts_loose RENAME TO receipts;".to_owned()
     } else {
-        "ALTER TABLE receipts ALTER COLUMN hash DROP NOT NULL, ALTER COLUMN prev_hash DROP NOT NULL, DROP CONSTRAINT receipts_prev_hash_key".to_owned()
+        "ALTER TABLE receipts ALTER COLUMN hash DROP NOT NULL, ALTER COLUMN prev_hash DROP NOT NULL, DROP CONSTRAINT receipts_lane_prev_hash_key".to_owned()
     }
 }
 

@@ -7,7 +7,7 @@ use clap::Args;
 use countersign::approval::{self, AnswerDecision};
 use countersign::approver::{Channel, Credential};
 use countersign::display;
-use countersign::evidence::{Anchor, StoredReceipt, printable};
+use countersign::evidence::{StoredReceipt, printable};
 use countersign::store::{self, Store};
 use countersign::{
     ActionHash, ApprovalId, ApprovalState, Clock, EffectKey, EffectState, SystemClock,
@@ -471,20 +471,12 @@ pub async fn receipts(
     }
     let store = open_existing(global).await?;
     if args.export_anchor {
-        let Some(head) = store.chain_head().await? else {
+        let Some(anchor) = store.anchor().await? else {
             return Err(Failure(
                 "the receipt log is empty: there is nothing to anchor yet".to_owned(),
             ));
         };
-        write_json(
-            out,
-            &Anchor {
-                seq: head.seq,
-                hash: head.hash.into_string(),
-                // Every store keeps one lane today (issue #21).
-                lanes: Vec::new(),
-            },
-        )?;
+        write_json(out, &anchor)?;
         return Ok(ExitCode::SUCCESS);
     }
     let head = store.chain_head().await?.map_or(0, |head| head.seq);
@@ -605,7 +597,7 @@ pub async fn inspect(
     loop {
         let page = store.receipts(after, 2_000).await?;
         let Some(last) = page.last() else { break };
-        after = last.seq;
+        after = last.position;
         for receipt in parse_all(&page)? {
             let fields = [
                 receipt.attempt_id.as_deref(),

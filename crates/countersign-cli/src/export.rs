@@ -1,12 +1,13 @@
-//! `countersign receipts --export jsonl|ocsf [--after SEQ]` (issue #23): the receipt log as a
-//! stream for a SIEM or an archive, one receipt per line, resumable after the last `seq` a
-//! consumer saw.
+//! `countersign receipts --export jsonl|ocsf [--after POSITION]` (issue #23): the receipt log as
+//! a stream for a SIEM or an archive, one receipt per line, in log order, resumable after the
+//! last place in the log a consumer saw (a receipt's `seq` in a store of one lane; SPEC 1.5).
 //!
 //! The log is read a page at a time ([`PAGE`] receipts), so an export of any length holds one
 //! page in memory. It ends at the head the log had when the export started. Each row is checked
-//! as it passes (its body hashes to its stored hash, its `prev_hash` is the previous row's hash,
-//! no `seq` is missing); the first row that fails stops the export with exit status 1 after the
-//! intact lines before it, so a consumer never receives a receipt that does not re-check.
+//! as it passes by the kernel's [`Verifier`] (its body hashes to its stored hash, its
+//! `prev_hash` is its lane's previous row's hash, no `seq` of its lane and no place in the log
+//! is missing); the first row that fails stops the export with exit status 1 after the intact
+//! lines before it, so a consumer never receives a receipt that does not re-check.
 //!
 //! Formats and mappings: `docs/export.md`.
 
@@ -15,8 +16,7 @@ mod ocsf;
 use std::io::Write;
 use std::process::ExitCode;
 
-use countersign::evidence::StoredReceipt;
-use countersign::id::ReceiptHash;
+use countersign::evidence::Verifier;
 use countersign::store::Store;
 
 use crate::Failure;
@@ -34,8 +34,8 @@ pub enum Format {
     Ocsf,
 }
 
-/// Write every receipt with `seq > after` up to the head the log has now, in order, one line
-/// each in `format`.
+/// Write every receipt placed after `after` up to the head the log has now, in log order, one
+/// line each in `format`.
 ///
 /// # Errors
 ///
@@ -59,14 +59,14 @@ pub async fn export(
             )
         }));
     }
-    let mut expected_prev = match after {
-        0 => ReceiptHash::genesis(),
+    let mut verifier = match after {
+        0 => Verifier::new(),
         _ => store
             .receipts(after - 1, 1)
             .await?
             .into_iter()
-            .find(|receipt| receipt.seq == after)
-            .map(|receipt| receipt.hash)
+            .find(|receipt| receipt.position == after)
+            .map(|before| Verifier::after_receipt(&before))
             .ok_or_else(|| {
                 Failure(format!(
                     "receipt {after}, the one `--after {after}` resumes from, is missing from the log: the chain is broken; run `countersign receipts --verify`"
@@ -77,59 +77,31 @@ pub async fn export(
     while position < head && !crate::stdout_closed() {
         let page = store.receipts(position, PAGE).await?;
         if page.is_empty() {
-            return Err(missing(position + 1, None));
+            return Err(Failure(format!(
+                "the receipt at place {} in the log is missing (no receipt follows it, though the log's head is at {head}): the chain is broken there, so the export stops before it; run `countersign receipts --verify`",
+                position + 1
+            )));
         }
-        for receipt in page.iter().take_while(|receipt| receipt.seq <= head) {
-            check_link(receipt, position + 1, &expected_prev)?;
+        for receipt in page.iter().take_while(|receipt| receipt.position <= head) {
+            verifier.feed(receipt, None);
+            if verifier.is_broken() {
+                let report = verifier.finish(None);
+                let what = report
+                    .first_break
+                    .map_or_else(|| "the chain is broken".to_owned(), |at| at.to_string());
+                return Err(Failure(format!(
+                    "{what}; the chain is broken there, so the export stops before it: run `countersign receipts --verify`"
+                )));
+            }
             let line = match format {
                 Format::Jsonl => receipt.body.clone(),
                 Format::Ocsf => ocsf::line(receipt)?,
             };
             out.write_all(line.as_bytes())?;
             out.write_all(b"\n")?;
-            position = receipt.seq;
-            expected_prev = receipt.hash.clone();
+            position = receipt.position;
         }
         out.flush()?;
     }
     Ok(ExitCode::SUCCESS)
-}
-
-/// Does `receipt` sit at `expected_seq`, link to `expected_prev` and hash to its stored hash?
-fn check_link(
-    receipt: &StoredReceipt,
-    expected_seq: u64,
-    expected_prev: &ReceiptHash,
-) -> Result<(), Failure> {
-    if receipt.seq != expected_seq {
-        return Err(missing(expected_seq, Some(receipt.seq)));
-    }
-    if &receipt.prev_hash != expected_prev {
-        return Err(Failure(format!(
-            "receipt {} does not link to receipt {} (its prev_hash is {}, receipt {} hashes to {expected_prev}): the chain is broken there, so the export stops before it; run `countersign receipts --verify`",
-            receipt.seq,
-            receipt.seq - 1,
-            receipt.prev_hash,
-            receipt.seq - 1
-        )));
-    }
-    let computed = countersign::canonical::sha256_prefixed(receipt.body.as_bytes());
-    if computed != receipt.hash.as_str() {
-        return Err(Failure(format!(
-            "receipt {} was altered (its body hashes to {computed}, the log says {}): the export stops before it; run `countersign receipts --verify`",
-            receipt.seq, receipt.hash
-        )));
-    }
-    Ok(())
-}
-
-/// The refusal for a `seq` missing from the log.
-fn missing(expected: u64, found: Option<u64>) -> Failure {
-    let next = found.map_or_else(
-        || "no receipt follows it".to_owned(),
-        |seq| format!("the next stored receipt is {seq}"),
-    );
-    Failure(format!(
-        "receipt {expected} is missing from the log ({next}): the chain is broken there, so the export stops before it; run `countersign receipts --verify`"
-    ))
 }

@@ -624,7 +624,7 @@ impl NativeControl {
                 .await
                 .map_err(|error| store_error(&error))?;
             let Some(last) = page.last() else { break };
-            after = last.seq;
+            after = last.position;
             for stored in &page {
                 receipts.push(
                     stored.to_receipt().map_err(|detail| {

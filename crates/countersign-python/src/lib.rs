@@ -640,7 +640,7 @@ impl NativeControl {
                 loop {
                     let page = store.receipts(after, 500).await?;
                     let Some(last) = page.last() else { break };
-                    after = last.seq;
+                    after = last.position;
                     all.extend(page);
                 }
                 Ok::<_, countersign::StoreError>(all)

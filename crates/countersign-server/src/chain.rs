@@ -143,7 +143,7 @@ impl ChainCache {
                 if verifier.is_broken() {
                     break;
                 }
-                current.after = receipt.seq;
+                current.after = receipt.position;
             }
             if verifier.is_broken() {
                 if let Some(finished) = current.verifier.take()

@@ -8,8 +8,8 @@ pub mod checkpoint;
 use serde::Serialize;
 
 use crate::evidence::{
-    Anchor, ChainBreak, ChainHead, Receipt, ReceiptKind, ReceiptOutcome, Verifier, VerifyOutcome,
-    VerifyRange, VerifyReport, check_alone, printable,
+    Anchor, ChainBreak, Receipt, ReceiptKind, ReceiptOutcome, Verifier, VerifyOutcome, VerifyRange,
+    VerifyReport, check_alone, printable,
 };
 
 /// Verify the whole chain in `store`, page by page, against `anchor` if given
@@ -60,18 +60,23 @@ pub async fn verify_store_range(
     } else {
         // The receipt before the range anchors it: its own hash must hold.
         match store.receipts(from - 2, 1).await?.into_iter().next() {
-            Some(before) if before.seq == from - 1 => match check_alone(&before) {
-                Ok(_) => Verifier::after(&ChainHead {
-                    seq: before.seq,
-                    hash: before.hash,
-                }),
+            Some(before) if before.position == from - 1 => match check_alone(&before) {
+                Ok(_) => Verifier::after_receipt(&before),
                 Err(chain_break) => Verifier::broken(chain_break),
             },
-            // Receipts are numbered from 1 without gaps: a later one means it was removed.
-            Some(later) => Verifier::broken(ChainBreak::SeqGap {
-                lane: 0,
-                expected: from - 1,
-                found: later.seq,
+            // Places run from 1 without gaps: a later one means a receipt was removed.
+            Some(later) if later.lane == 0 && later.position == later.seq => {
+                Verifier::broken(ChainBreak::SeqGap {
+                    lane: 0,
+                    expected: from - 1,
+                    found: later.seq,
+                })
+            }
+            Some(later) => Verifier::broken(ChainBreak::Misplaced {
+                lane: later.lane,
+                seq: later.seq,
+                expected_position: from - 1,
+                position: later.position,
             }),
             // The log ends before the range: nothing to check.
             None => Verifier::new(),
@@ -82,9 +87,9 @@ pub async fn verify_store_range(
     'pages: while !verifier.is_broken() && after < to {
         let page = store.receipts(after, PAGE).await?;
         let Some(last) = page.last() else { break };
-        after = last.seq;
+        after = last.position;
         for receipt in &page {
-            if receipt.seq > to {
+            if receipt.position > to {
                 break 'pages;
             }
             verifier.feed(receipt, anchor);
@@ -99,15 +104,16 @@ pub async fn verify_store_range(
     let mut report = verifier.finish(anchor);
     // A first receipt without a hash: is any receipt of the range hashed at all?
     if report.checked == 0
-        && let Some(ChainBreak::Unhashed { seq, .. }) = &report.first_break
+        && let Some(ChainBreak::Unhashed { .. }) = &report.first_break
     {
-        let mut after = *seq;
+        // The first receipt of the range is the unhashed one.
+        let mut after = from - 1;
         'scan: loop {
             let page = store.receipts(after, PAGE).await?;
             let Some(last) = page.last() else { break };
-            after = last.seq;
+            after = last.position;
             for receipt in &page {
-                if receipt.seq > to {
+                if receipt.position > to {
                     break 'scan;
                 }
                 if !receipt.hash.trim().is_empty() {
@@ -167,10 +173,11 @@ pub async fn read_log(
     'pages: loop {
         let page = store.receipts(after, PAGE).await?;
         let Some(last) = page.last() else { break };
-        after = last.seq;
+        after = last.position;
         for receipt in &page {
             verifier.feed(receipt, None);
-            // INVARIANT (tree-follows-chain): the verifier accepted it, so it is the next seq.
+            // INVARIANT (tree-follows-chain): the verifier accepted it, so it is at the next
+            // place.
             if verifier.is_broken() || tree.push(receipt).is_err() {
                 break 'pages;
             }
@@ -359,7 +366,7 @@ async fn for_each_receipt(
     loop {
         let page = store.receipts(after, PAGE).await?;
         let Some(last) = page.last() else { break };
-        after = last.seq;
+        after = last.position;
         for stored in &page {
             visit(
                 stored

@@ -408,6 +408,12 @@ pub struct StoredReceipt {
     /// The lane it was stored in: 0 for a store that keeps one lane, which is every store
     /// today ([`Receipt::lane`]). [`check_alone`] holds the body to it.
     pub lane: u32,
+    /// Its place in the log's one total order (SPEC 1.5), from 1 without gaps: the
+    /// [`Store::receipts`](crate::store::Store::receipts) cursor and, less one, its Merkle leaf
+    /// index ([`log`]). A store of one lane places a receipt at its `seq`; a store of several
+    /// places each lane's receipts in `seq` order after they commit. 0 for a receipt not read
+    /// from a log (just sealed): [`Verifier`] checks the place of every receipt that has one.
+    pub position: u64,
     /// The `seq` column.
     pub seq: u64,
     /// The `prev_hash` column.

@@ -542,23 +542,44 @@ pub trait Store: Send + Sync + 'static {
         now: Timestamp,
     ) -> Result<EffectRecord, ResolveError>;
 
-    /// Up to `limit` receipts with `seq > after_seq`, in order.
+    /// Up to `limit` receipts placed after position `after` in the log's one total order
+    /// ([`StoredReceipt::position`], SPEC 1.5), in that order: the cursor to read on from is
+    /// the last one's `position`. In a store of one lane (memory, SQLite) a receipt's position
+    /// is its `seq`; a store of several lanes (PostgreSQL) first places every receipt committed
+    /// since it last did, so what a read returns includes every receipt committed before it.
     ///
     /// # Errors
     ///
     /// [`StoreError`] only.
-    async fn receipts(
-        &self,
-        after_seq: u64,
-        limit: usize,
-    ) -> Result<Vec<StoredReceipt>, StoreError>;
+    async fn receipts(&self, after: u64, limit: usize) -> Result<Vec<StoredReceipt>, StoreError>;
 
-    /// The newest receipt's position and hash.
+    /// The log's newest receipt: its position (in `seq`, which is also its `seq` in a store of
+    /// one lane) and its hash. `None` for an empty log.
     ///
     /// # Errors
     ///
     /// [`StoreError`] only.
     async fn chain_head(&self) -> Result<Option<ChainHead>, StoreError>;
+
+    /// The anchor of the log as it stands ([`crate::evidence::Anchor`]): every lane's head, as
+    /// `countersign receipts --export-anchor` writes it. `None` for an empty log.
+    ///
+    /// The default is the one-lane anchor of [`Store::chain_head`], right for a store whose
+    /// receipts all sit in lane 0 at their `seq`; a store of several lanes overrides it.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn anchor(&self) -> Result<Option<crate::evidence::Anchor>, StoreError> {
+        Ok(self
+            .chain_head()
+            .await?
+            .map(|head| crate::evidence::Anchor {
+                seq: head.seq,
+                hash: head.hash.into_string(),
+                lanes: Vec::new(),
+            }))
+    }
 
     /// Put the approver token id `jti` on the deny-list (issue #31): from now on a token with
     /// that id is refused `not_authenticated` by every answer and revocation, before it

@@ -394,7 +394,7 @@ pub(super) async fn replay(
     loop {
         let page = store.receipts(after, 2_000).await?;
         let Some(last) = page.last() else { break };
-        after = last.seq;
+        after = last.position;
         progress.inc(page.len() as u64);
         for stored in &page {
             let receipt = stored.to_receipt().map_err(|error| {

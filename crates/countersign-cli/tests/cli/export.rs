@@ -125,7 +125,7 @@ fn an_altered_receipt_stops_the_export_after_the_intact_lines() {
         );
         assert!(
             run.stderr
-                .starts_with("error: receipt 3 was altered (its body hashes to sha256:"),
+                .starts_with("error: receipt 3 was altered: its content hashes to sha256:"),
             "{run:?}"
         );
         assert!(
@@ -157,7 +157,7 @@ fn a_deleted_receipt_stops_the_export_at_the_gap() {
     );
     assert_eq!(
         run.stderr,
-        "error: receipt 6 is missing from the log (the next stored receipt is 7): the chain is broken there, so the export stops before it; run `countersign receipts --verify`\n"
+        "error: receipt 6 is missing: the next one found is 7; the chain is broken there, so the export stops before it: run `countersign receipts --verify`\n"
     );
     // Receipt 7 no longer links to what precedes it.
     let run = sandbox.run(&["receipts", "--export", "jsonl", "--after", "6"]);

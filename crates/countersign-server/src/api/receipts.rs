@@ -62,7 +62,7 @@ impl Service {
             let exhausted = stored.len() < batch;
             for row in stored {
                 scanned += 1;
-                after_seq = row.seq;
+                after_seq = row.position;
                 let receipt = row.to_receipt().map_err(|detail| {
                     Problem::from_store(&countersign::StoreError::Corrupt { detail })
                 })?;

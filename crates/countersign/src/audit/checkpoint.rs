@@ -124,14 +124,15 @@ impl LogFollower {
     pub async fn catch_up(&mut self, store: &dyn crate::store::Store) -> Result<(), StoreError> {
         const PAGE: usize = 2_000;
         while !self.verifier.is_broken() {
-            let after = self.verifier.expected_seq().saturating_sub(1);
+            let after = self.verifier.next_position().saturating_sub(1);
             let page = store.receipts(after, PAGE).await?;
             for receipt in &page {
-                if receipt.seq == 1 {
+                if receipt.position == 1 {
                     self.first = Some(receipt.clone());
                 }
                 self.verifier.feed(receipt, None);
-                // INVARIANT (tree-follows-chain): the verifier accepted it, so it is the next seq.
+                // INVARIANT (tree-follows-chain): the verifier accepted it, so it is at the next
+                // place.
                 if self.verifier.is_broken() || self.tree.push(receipt).is_err() {
                     return Ok(());
                 }

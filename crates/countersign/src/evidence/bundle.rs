@@ -32,7 +32,14 @@ pub struct Bundle {
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct BundledReceipt {
-    /// Its position in the chain.
+    /// Its lane ([`Receipt::lane`]); not written for lane 0.
+    #[serde(default, skip_serializing_if = "is_zero_lane")]
+    pub lane: u32,
+    /// Its place in the log ([`StoredReceipt::position`]), whose leaf its inclusion proof starts
+    /// from; not written when it is `seq` (every receipt of a log of one lane).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub position: Option<u64>,
+    /// Its `seq` in its lane.
     pub seq: u64,
     /// Its predecessor's hash.
     pub prev_hash: ReceiptHash,
@@ -44,10 +51,20 @@ pub struct BundledReceipt {
     pub inclusion_proof: Vec<NodeHash>,
 }
 
+fn is_zero_lane(lane: &u32) -> bool {
+    *lane == 0
+}
+
 impl BundledReceipt {
+    /// Its place in the log: `position`, or `seq` when it is not written.
+    pub fn log_position(&self) -> u64 {
+        self.position.unwrap_or(self.seq)
+    }
+
     fn stored(&self) -> StoredReceipt {
         StoredReceipt {
-            lane: 0,
+            lane: self.lane,
+            position: self.log_position(),
             seq: self.seq,
             prev_hash: self.prev_hash.clone(),
             hash: self.hash.clone(),
@@ -75,8 +92,10 @@ pub enum BundleError {
     #[error("{0}")]
     Receipt(ChainBreak),
     /// A receipt is not in the checkpoint's tree.
-    #[error("receipt {seq} is not in the log the checkpoint signs ({size} receipts): {error}")]
+    #[error("{} is not in the log the checkpoint signs ({size} receipts): {error}", super::verify::receipt_name(*lane, *seq))]
     NotIncluded {
+        /// The receipt's lane.
+        lane: u32,
         /// The receipt.
         seq: u64,
         /// The checkpoint's size.
@@ -119,11 +138,13 @@ pub fn make_bundle(
     let mut bundled = Vec::with_capacity(receipts.len());
     for receipt in receipts {
         bundled.push(BundledReceipt {
+            lane: receipt.lane,
+            position: (receipt.position != receipt.seq).then_some(receipt.position),
             seq: receipt.seq,
             prev_hash: receipt.prev_hash.clone(),
             hash: receipt.hash.clone(),
             body: receipt.body.clone(),
-            inclusion_proof: tree.inclusion_proof(receipt.seq, checkpoint.size)?,
+            inclusion_proof: tree.inclusion_proof(receipt.position, checkpoint.size)?,
         });
     }
     Ok(Bundle {
@@ -134,8 +155,9 @@ pub fn make_bundle(
 }
 
 /// Check a bundle with no store: its checkpoint is signed by `key` (under the checkpoint's
-/// origin), and each receipt hashes to its hash, is a readable receipt at its `seq`, and its
-/// inclusion proof leads from its leaf to the checkpoint's root.
+/// origin), and each receipt hashes to its hash, is a readable receipt at its lane and `seq`,
+/// and its inclusion proof leads from its leaf (at its place in the log) to the checkpoint's
+/// root.
 ///
 /// # Errors
 ///
@@ -162,15 +184,17 @@ pub fn verify_bundle(bytes: &[u8], key: &PublicKey) -> Result<VerifiedBundle, Bu
     for bundled in &bundle.receipts {
         let receipt = check_alone(&bundled.stored()).map_err(BundleError::Receipt)?;
         let not_included = |error| BundleError::NotIncluded {
+            lane: bundled.lane,
             seq: bundled.seq,
             size: checkpoint.size,
             error,
         };
-        let index =
-            log::leaf_index(bundled.seq).ok_or(not_included(ProofError::IndexOutOfRange {
+        let index = log::leaf_index(bundled.log_position()).ok_or(not_included(
+            ProofError::IndexOutOfRange {
                 index: 0,
                 size: checkpoint.size,
-            }))?;
+            },
+        ))?;
         let leaf = merkle::leaf_hash(bundled.body.as_bytes());
         merkle::verify_inclusion(
             index,

@@ -1,12 +1,12 @@
 //! The log a Merkle tree ([`super::merkle`]) is built over: which receipt is which leaf, and
 //! which bytes of it are hashed.
 //!
-//! **The order.** The log's one total order is, today, the receipt's `seq` (from 1, without
-//! gaps): leaf `i` (0-based) is receipt `seq = i + 1`. [`leaf_index`] and [`seq_of_leaf`] are
-//! the only places that say so; when the chain stops having one global `seq` (issue #21, no
-//! single hot chain head), they change and nothing else does. The receipts are lane 0's
-//! ([`super::Receipt::lane`]), the one lane every store keeps today: [`LogTree::push`] refuses
-//! any other lane's, whose place in one total order is not defined yet.
+//! **The order.** The log's one total order is the receipt's place in it,
+//! [`StoredReceipt::position`] (from 1, without gaps; SPEC 1.5): leaf `i` (0-based) is the
+//! receipt at position `i + 1`. A store of one lane places every receipt at its `seq`; a store
+//! of several lanes (PostgreSQL, issue #21) places each lane's receipts in their `seq` order
+//! after they commit. [`leaf_index`] and [`position_of_leaf`] are the only places that map
+//! places to leaves.
 //!
 //! **The leaf.** A receipt's leaf data is its stored canonical body ([`StoredReceipt::body`]):
 //! the UTF-8 bytes of the RFC 8785 JSON of every field but `hash`, exactly as stored, with no
@@ -16,14 +16,14 @@
 use super::StoredReceipt;
 use super::merkle::{ProofError, Tree};
 
-/// The 0-based leaf index of the receipt at chain position `seq` (`seq - 1`); `None` for `seq`
-/// 0, which no receipt has.
-pub fn leaf_index(seq: u64) -> Option<u64> {
-    seq.checked_sub(1)
+/// The 0-based leaf index of the receipt at log position `position` (`position - 1`); `None`
+/// for position 0, which no placed receipt has.
+pub fn leaf_index(position: u64) -> Option<u64> {
+    position.checked_sub(1)
 }
 
-/// The chain position (`seq`) of leaf `index` (`index + 1`); `None` past `u64::MAX`.
-pub fn seq_of_leaf(index: u64) -> Option<u64> {
+/// The log position of leaf `index` (`index + 1`); `None` past `u64::MAX`.
+pub fn position_of_leaf(index: u64) -> Option<u64> {
     index.checked_add(1)
 }
 
@@ -34,10 +34,12 @@ pub fn leaf_data(receipt: &StoredReceipt) -> &[u8] {
 
 /// A receipt that does not come next in the log.
 #[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("receipt {seq} is not the next one in the log: leaf {expected_index} comes next")]
+#[error(
+    "the receipt at position {position} is not the next one in the log: leaf {expected_index} comes next"
+)]
 pub struct OutOfOrder {
-    /// The receipt's `seq`.
-    pub seq: u64,
+    /// The receipt's position (0: it has none).
+    pub position: u64,
     /// The leaf index the tree expects next.
     pub expected_index: u64,
 }
@@ -58,12 +60,12 @@ impl LogTree {
     ///
     /// # Errors
     ///
-    /// [`OutOfOrder`] when it is not, or is not lane 0's (nothing is appended).
+    /// [`OutOfOrder`] when its position is not the next one (nothing is appended).
     pub fn push(&mut self, receipt: &StoredReceipt) -> Result<(), OutOfOrder> {
         let expected_index = self.tree.size();
-        if receipt.lane != 0 || leaf_index(receipt.seq) != Some(expected_index) {
+        if leaf_index(receipt.position) != Some(expected_index) {
             return Err(OutOfOrder {
-                seq: receipt.seq,
+                position: receipt.position,
                 expected_index,
             });
         }
@@ -81,17 +83,18 @@ impl LogTree {
         self.tree.size()
     }
 
-    /// The inclusion proof of the receipt at `seq` in the tree of the first `size` receipts.
+    /// The inclusion proof of the receipt at log position `position` in the tree of the first
+    /// `size` receipts.
     ///
     /// # Errors
     ///
-    /// [`ProofError`] when `seq` or `size` is outside the log.
+    /// [`ProofError`] when `position` or `size` is outside the log.
     pub fn inclusion_proof(
         &self,
-        seq: u64,
+        position: u64,
         size: u64,
     ) -> Result<Vec<super::merkle::NodeHash>, ProofError> {
-        let index = leaf_index(seq).ok_or(ProofError::IndexOutOfRange { index: 0, size })?;
+        let index = leaf_index(position).ok_or(ProofError::IndexOutOfRange { index: 0, size })?;
         self.tree.inclusion_proof(index, size)
     }
 }

@@ -80,6 +80,8 @@ pub fn seal_in_lane(
     receipt.hash = ReceiptHash::computed(canonical::sha256_prefixed(body.as_bytes()));
     let stored = StoredReceipt {
         lane,
+        // Placed by the store that appends it.
+        position: 0,
         seq,
         prev_hash: receipt.prev_hash.clone(),
         hash: receipt.hash.clone(),

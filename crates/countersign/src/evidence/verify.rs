@@ -84,7 +84,7 @@ impl Anchor {
 }
 
 /// How a receipt is named to a person: `receipt 7`, or `receipt 7 of lane 3` outside lane 0.
-fn receipt_name(lane: u32, seq: u64) -> String {
+pub(super) fn receipt_name(lane: u32, seq: u64) -> String {
     if lane == 0 {
         format!("receipt {seq}")
     } else {
@@ -143,6 +143,20 @@ pub enum ChainBreak {
         /// The receipt.
         seq: u64,
     },
+    /// A receipt is not at the next place in the log's total order ([`StoredReceipt::position`]):
+    /// a receipt before it was removed from the log, or its place was changed. Its own lane's
+    /// chain held up to it.
+    Misplaced {
+        /// The lane.
+        #[serde(skip_serializing_if = "is_lane_zero")]
+        lane: u32,
+        /// The receipt.
+        seq: u64,
+        /// The place that comes next in the log.
+        expected_position: u64,
+        /// The place it has.
+        position: u64,
+    },
     /// A receipt's body is unreadable or disagrees with its columns.
     Unreadable {
         /// The lane.
@@ -163,6 +177,7 @@ impl ChainBreak {
             ChainBreak::PrevHashMismatch { seq, .. }
             | ChainBreak::HashMismatch { seq, .. }
             | ChainBreak::Unhashed { seq, .. }
+            | ChainBreak::Misplaced { seq, .. }
             | ChainBreak::Unreadable { seq, .. } => *seq,
         }
     }
@@ -174,6 +189,7 @@ impl ChainBreak {
             | ChainBreak::PrevHashMismatch { lane, .. }
             | ChainBreak::HashMismatch { lane, .. }
             | ChainBreak::Unhashed { lane, .. }
+            | ChainBreak::Misplaced { lane, .. }
             | ChainBreak::Unreadable { lane, .. } => *lane,
         }
     }
@@ -217,6 +233,16 @@ impl std::fmt::Display for ChainBreak {
             ChainBreak::Unhashed { lane, seq } => write!(
                 f,
                 "{} has no hash: it was written outside Countersign, so it and everything after it cannot be trusted",
+                receipt_name(*lane, *seq)
+            ),
+            ChainBreak::Misplaced {
+                lane,
+                seq,
+                expected_position,
+                position,
+            } => write!(
+                f,
+                "{} is at place {position} in the log, but place {expected_position} comes next: a receipt was removed from the log or moved in it",
                 receipt_name(*lane, *seq)
             ),
             ChainBreak::Unreadable { lane, seq, detail } => {
@@ -328,6 +354,11 @@ impl VerifyReport {
 pub struct Verifier {
     /// Each lane reached so far; a lane not in it starts at `seq` 1 and genesis.
     lanes: std::collections::BTreeMap<u32, LaneProgress>,
+    /// The place in the log the next placed receipt must have (0: the first one fed sets it).
+    next_position: u64,
+    /// A lane not yet in `lanes` starts at whatever receipt of it comes first, checked on its
+    /// own (a range that starts after receipt 1, [`Verifier::after_receipt`]).
+    open_lanes: bool,
     checked: u64,
     first_break: Option<ChainBreak>,
     /// The hash of the receipt each lane's anchor names, once it was reached.
@@ -353,18 +384,28 @@ impl Default for LaneProgress {
 }
 
 impl Verifier {
-    /// A verifier at the start of a log.
+    /// A verifier at the start of a log: the first receipt fed of each lane is its receipt 1,
+    /// and the first placed one the log's place 1.
     pub fn new() -> Verifier {
-        Verifier::default()
+        Verifier {
+            next_position: 1,
+            ..Verifier::default()
+        }
     }
 
-    /// A verifier that starts after `before`, a receipt of lane 0 already known good: the next
-    /// receipt fed in lane 0 must be `before.seq + 1` and point at `before.hash`. For checking
-    /// part of a chain.
-    pub fn after(before: &ChainHead) -> Verifier {
-        let mut verifier = Verifier::default();
+    /// A verifier that starts after `before`, a receipt already known good, for checking part
+    /// of a log: the next receipt fed in `before`'s lane must be `before.seq + 1` and point at
+    /// `before.hash`, the next placed one must be at `before.position + 1`, and every other
+    /// lane starts at its first receipt fed, which is checked on its own
+    /// ([`check_alone`]): its link to the lane's receipts before the range is not checked.
+    pub fn after_receipt(before: &StoredReceipt) -> Verifier {
+        let mut verifier = Verifier {
+            next_position: before.position.saturating_add(1),
+            open_lanes: true,
+            ..Verifier::default()
+        };
         verifier.lanes.insert(
-            0,
+            before.lane,
             LaneProgress {
                 expected_seq: before.seq + 1,
                 prev_hash: before.hash.clone(),
@@ -388,6 +429,12 @@ impl Verifier {
         self.lanes.get(&0).map_or(1, |lane| lane.expected_seq)
     }
 
+    /// The place in the log the next placed receipt must have (1 for a new verifier): the
+    /// [`Store::receipts`](crate::store::Store::receipts) cursor to read on from is one less.
+    pub fn next_position(&self) -> u64 {
+        self.next_position.max(1)
+    }
+
     /// Has it found a break (so further receipts need not be fed)?
     pub fn is_broken(&self) -> bool {
         self.first_break.is_some()
@@ -398,10 +445,36 @@ impl Verifier {
         if self.first_break.is_some() {
             return;
         }
-        let lane = self.lanes.entry(receipt.lane).or_default();
+        let open_lanes = self.open_lanes;
+        let lane = self.lanes.entry(receipt.lane).or_insert_with(|| {
+            if open_lanes {
+                // The range starts inside this lane: its first receipt anchors it.
+                LaneProgress {
+                    expected_seq: receipt.seq,
+                    prev_hash: receipt.prev_hash.clone(),
+                    checked: 0,
+                }
+            } else {
+                LaneProgress::default()
+            }
+        });
         if let Err(chain_break) = check_next(lane, receipt) {
             self.first_break = Some(chain_break);
             return;
+        }
+        // The lane's chain holds (so a receipt removed from a lane is named as a gap in it
+        // first); now its place in the log.
+        if receipt.position != 0 {
+            if self.next_position != 0 && receipt.position != self.next_position {
+                self.first_break = Some(ChainBreak::Misplaced {
+                    lane: receipt.lane,
+                    seq: receipt.seq,
+                    expected_position: self.next_position,
+                    position: receipt.position,
+                });
+                return;
+            }
+            self.next_position = receipt.position.saturating_add(1);
         }
         if anchor
             .and_then(|anchor| anchor.head_of(receipt.lane))

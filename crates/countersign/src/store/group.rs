@@ -420,24 +420,46 @@ mod tests {
                             receipt.attempt_id.as_ref().map(AttemptId::as_str),
                             Some(attempt.as_str())
                         );
-                        got.push(receipt.seq);
+                        got.push((receipt.lane, receipt.seq));
                     }
                     got
                 }));
             }
-            let mut seen = BTreeSet::new();
+            let mut callers = Vec::new();
             for task in tasks {
-                let seqs = task.await.expect("a caller");
+                callers.push(task.await.expect("a caller"));
+            }
+            // Where the log placed each receipt (one lane in memory and SQLite; PostgreSQL's
+            // callers spread over lanes).
+            let placed: std::collections::BTreeMap<(u32, u64), u64> = store
+                .receipts(0, usize::MAX)
+                .await
+                .expect("the log")
+                .iter()
+                .map(|stored| ((stored.lane, stored.seq), stored.position))
+                .collect();
+            let mut seen = BTreeSet::new();
+            for got in &callers {
+                let positions: Vec<u64> = got
+                    .iter()
+                    .map(|at| *placed.get(at).expect("every receipt is in the log"))
+                    .collect();
                 assert!(
-                    seqs.windows(2).all(|pair| pair[0] < pair[1]),
-                    "one caller's receipts are in its call order: {seqs:?}"
+                    positions.windows(2).all(|pair| pair[0] < pair[1]),
+                    "one caller's receipts are in its call order in the log: {got:?} at {positions:?}"
                 );
-                for seq in seqs {
-                    assert!(seen.insert(seq), "seq {seq} given twice");
+                for at in got {
+                    assert!(seen.insert(*at), "{at:?} given twice");
                 }
             }
-            let expected: BTreeSet<u64> = (1..=(CALLERS * CALLS) as u64).collect();
-            assert_eq!(seen, expected, "{}: no gap, no duplicate", store.backend());
+            // No gap and no duplicate: each lane's `seq` runs from 1.
+            let mut next = std::collections::BTreeMap::new();
+            for (lane, seq) in &seen {
+                let expected = next.entry(*lane).or_insert(1_u64);
+                assert_eq!(seq, expected, "{}: lane {lane}", store.backend());
+                *expected += 1;
+            }
+            assert_eq!(seen.len(), CALLERS * CALLS, "{}", store.backend());
             assert_chain_verifies(store.as_ref(), CALLERS * CALLS).await;
         }
     }

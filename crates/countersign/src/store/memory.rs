@@ -168,7 +168,12 @@ impl State {
                 event,
             });
         }
-        self.receipts.extend(sealed.receipts);
+        // One lane: each receipt's place in the log is its `seq`.
+        self.receipts
+            .extend(sealed.receipts.into_iter().map(|mut receipt| {
+                receipt.position = receipt.seq;
+                receipt
+            }));
         Ok(sealed.done)
     }
 }
@@ -348,13 +353,9 @@ impl Store for MemoryStore {
         self.run(Operation::Resolve(resolve), now)?.resolved()
     }
 
-    async fn receipts(
-        &self,
-        after_seq: u64,
-        limit: usize,
-    ) -> Result<Vec<StoredReceipt>, StoreError> {
+    async fn receipts(&self, after: u64, limit: usize) -> Result<Vec<StoredReceipt>, StoreError> {
         self.read(|state| {
-            let start = usize::try_from(after_seq)
+            let start = usize::try_from(after)
                 .unwrap_or(usize::MAX)
                 .min(state.receipts.len());
             state.receipts[start..]

@@ -19,11 +19,14 @@
 //!   growing sleep (2 ms doubling to 200 ms, times a random factor in [0.5, 1.5)) until the retry
 //!   budget (default 10 s) is spent; then the caller gets [`StoreError::Busy`] and nothing was
 //!   written (case B25).
-//! - **One chain, no fork, no gap.** The chain head is one row (`chain_head`, id 1) locked with
-//!   `SELECT … FOR UPDATE` by every transaction that appends a receipt, after its other writes
-//!   (so it is held for the append and the `COMMIT` only), and updated by compare-and-set on its
-//!   `seq` in the statement that appends the receipts; `receipts.seq` is the primary key and
-//!   `receipts.prev_hash` is unique, so even a bug in the locking could not store a fork.
+//! - **Lanes, no fork, no gap** (issue #21, `postgres/log.rs`). The log is 16 chains (lanes),
+//!   each with its head row in `lane_heads`. A transaction that appends receipts locks the
+//!   lowest free lane's head with `SELECT … FOR UPDATE SKIP LOCKED`, after its other writes (so
+//!   it is held for the append and the `COMMIT` only), and moves it by compare-and-set on its
+//!   `seq` in the statement that appends the receipts; `(lane, seq)` is the primary key and
+//!   `(lane, prev_hash)` is unique, so even a bug in the locking could not store a fork. Reads
+//!   of the log first place newly committed receipts in one total order
+//!   (`receipt_positions`), which respects each lane's order and what each transaction saw.
 //! - **Group commit** (issue #21, `postgres/group.rs`): concurrent writing calls on one store
 //!   share a transaction, each operation under its own savepoint, so their receipts share the
 //!   head's lock and one commit flush. A lone caller runs its operation alone, as before.
@@ -79,6 +82,7 @@ mod commit;
 mod connect;
 mod failure;
 mod group;
+mod log;
 mod outbox;
 mod pooled;
 mod rows;
@@ -87,6 +91,7 @@ mod sql;
 mod url;
 
 use failure::*;
+use log::LANES;
 use rows::*;
 use schema::MIGRATIONS;
 use sql::*;
@@ -124,8 +129,9 @@ use crate::store::{
 
 /// The schema version this build migrates to, writes and reads (2: issue #12; 3: issue #31's
 /// token deny-list; 4: issue #17's outbox; 5: issue #23's `log.checkpoint` events and the index
-/// `outbox_by_kind`; see [`crate::store::sqlite::SCHEMA_VERSION`] for what each added).
-pub const SCHEMA_VERSION: i64 = 5;
+/// `outbox_by_kind`, as [`crate::store::sqlite::SCHEMA_VERSION`] says; 6: issue #21's lanes,
+/// PostgreSQL's alone, `postgres/log.rs`).
+pub const SCHEMA_VERSION: i64 = 6;
 
 /// The isolation level of the store's transactions.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -479,23 +485,8 @@ impl Store for PostgresStore {
         self.run(Operation::Resolve(resolve), now).await?.resolved()
     }
 
-    async fn receipts(
-        &self,
-        after_seq: u64,
-        limit: usize,
-    ) -> Result<Vec<StoredReceipt>, StoreError> {
-        let after = i64::try_from(after_seq).unwrap_or(i64::MAX);
-        let limit = i64::try_from(limit).unwrap_or(i64::MAX);
-        let rows = self
-            .read_rows(
-                sqlx::query(
-                    "SELECT seq, prev_hash, hash, body FROM receipts WHERE seq > $1 ORDER BY seq LIMIT $2",
-                )
-                .bind(after)
-                .bind(limit),
-            )
-            .await?;
-        rows.iter().map(receipt_from_row).collect()
+    async fn receipts(&self, after: u64, limit: usize) -> Result<Vec<StoredReceipt>, StoreError> {
+        self.placed_receipts(after, limit).await
     }
 
     async fn revoke_token(
@@ -611,23 +602,11 @@ impl Store for PostgresStore {
     }
 
     async fn chain_head(&self) -> Result<Option<ChainHead>, StoreError> {
-        let rows = self
-            .read_rows(sqlx::query(
-                "SELECT seq, hash FROM receipts ORDER BY seq DESC LIMIT 1",
-            ))
-            .await?;
-        let Some(row) = rows.first() else {
-            return Ok(None);
-        };
-        let seq: i64 = row.try_get(0).map_err(decode)?;
-        Ok(Some(ChainHead {
-            seq: u64::try_from(seq).map_err(|_| corrupt("negative seq".to_owned()))?,
-            hash: ReceiptHash::from_stored(
-                row.try_get::<Option<String>, _>(1)
-                    .map_err(decode)?
-                    .unwrap_or_default(),
-            ),
-        }))
+        self.placed_head().await
+    }
+
+    async fn anchor(&self) -> Result<Option<crate::evidence::Anchor>, StoreError> {
+        self.lanes_anchor().await
     }
 }
 

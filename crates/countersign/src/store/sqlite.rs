@@ -554,12 +554,9 @@ impl Store for SqliteStore {
         self.run(Operation::Resolve(resolve), now).await?.resolved()
     }
 
-    async fn receipts(
-        &self,
-        after_seq: u64,
-        limit: usize,
-    ) -> Result<Vec<StoredReceipt>, StoreError> {
-        let after = i64::try_from(after_seq).unwrap_or(i64::MAX);
+    async fn receipts(&self, after: u64, limit: usize) -> Result<Vec<StoredReceipt>, StoreError> {
+        // One lane: a receipt's place in the log is its `seq`.
+        let after = i64::try_from(after).unwrap_or(i64::MAX);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.read(|connection| {
             let mut statement = connection

@@ -19,12 +19,14 @@ fn chain(length: u64) -> Vec<StoredReceipt> {
             action: Some(format!("refund.{n}")),
             ..ReceiptDraft::default()
         };
-        let (_, next) = seal(
+        let (_, mut next) = seal(
             draft,
             head.as_ref(),
             Timestamp::from_millis(1_000 + n as i64),
         )
         .expect("seals");
+        // Placed at its `seq`, as a store of one lane reads it back.
+        next.position = next.seq;
         stored.push(next);
     }
     stored

@@ -142,7 +142,12 @@ impl Model {
             self.write(write);
         }
         self.events.extend(sealed.events);
-        self.receipts.extend(sealed.receipts);
+        // One lane, each receipt placed at its `seq`, as the stores read them back.
+        self.receipts
+            .extend(sealed.receipts.into_iter().map(|mut receipt| {
+                receipt.position = receipt.seq;
+                receipt
+            }));
         Ok(sealed.done)
     }
 }

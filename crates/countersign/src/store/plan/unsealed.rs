@@ -19,15 +19,22 @@ impl Unsealed {
 
     /// [`Plan::seal`] for the receipts alone (same errors): their rows, and the result.
     pub(crate) fn seal(self, head: Option<ChainHead>) -> Result<Sealing, StoreError> {
+        self.seal_in_lane(0, head)
+    }
+
+    /// [`Unsealed::seal`] onto `head`, the head of lane `lane` ([`evidence::seal_in_lane`]).
+    pub(crate) fn seal_in_lane(
+        self,
+        lane: u32,
+        head: Option<ChainHead>,
+    ) -> Result<Sealing, StoreError> {
         let mut head = head;
         let mut stored = Vec::with_capacity(self.receipts.len());
         let mut last = None;
         for draft in self.receipts {
-            let (receipt, row) =
-                evidence::seal(draft, head.as_ref(), self.now).map_err(|error| {
-                    StoreError::Corrupt {
-                        detail: format!("unsealable receipt: {error}"),
-                    }
+            let (receipt, row) = evidence::seal_in_lane(lane, draft, head.as_ref(), self.now)
+                .map_err(|error| StoreError::Corrupt {
+                    detail: format!("unsealable receipt: {error}"),
                 })?;
             head = Some(ChainHead {
                 seq: row.seq,

@@ -4,23 +4,22 @@
 //! A lone operation runs as [`PostgresStore::try_write`]. In a group, each operation's reads
 //! and row writes run under its own savepoint: one that loses a compare-and-set or a conflict
 //! is rolled back to its savepoint and retried in a later transaction; one that fails is rolled
-//! back alone and gets its error. Then the chain head row is locked once, every receipt of the
-//! group is sealed onto it in queue order and appended in one statement, and the group commits:
-//! the head is held only for that last statement and the one `COMMIT`, whose WAL flush the
-//! group shares — on PostgreSQL the commit's flush under the head's lock bounds throughput
-//! (docs/benchmarks.md). A store may run up to [`LEADERS`] groups at once, each on its own
-//! connection, so one group's reads and writes overlap another's commit; measured, one is best
-//! while every receipt goes through the one chain head.
+//! back alone and gets its error. Then a lane's head row is locked once (`postgres/log.rs`),
+//! every receipt of the group is sealed onto it in queue order and appended in one statement,
+//! and the group commits: the head is held only for that last statement and the one `COMMIT`,
+//! whose WAL flush the group shares. A store runs up to [`LEADERS`] groups at once, each on its
+//! own connection and, the lanes being several, each in its own lane, so one group's reads,
+//! writes and commit overlap another's.
 
 use super::*;
 use crate::store::group::{Apply, Job, Outcome, duplicate};
 use crate::store::plan::Unsealed;
 
 /// How many groups one store runs at once, at most (issue #21). Measured on the 2-core machine
-/// (docs/benchmarks.md): 2 and 4 leaders did worse than 1 with 16 callers, as smaller groups
-/// meant more commits, each taking the chain head through its flush; so 1 until the chain head
-/// is no longer one row.
-pub(super) const LEADERS: usize = 1;
+/// (docs/benchmarks.md): with one chain head, 2 and 4 leaders did worse than 1 with 16 callers,
+/// as each group took the one head through its own flush; with lanes each group commits in its
+/// own lane, and 4 leaders did best (the fourth pass's experiment, and the fifth pass).
+pub(super) const LEADERS: usize = 4;
 
 /// The leaders of a store whose pool holds `max_connections`: [`LEADERS`], fewer with a
 /// smaller pool, always leaving a connection for reads; at least one.

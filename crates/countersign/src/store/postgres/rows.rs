@@ -105,27 +105,29 @@ pub(super) fn effect_from_row(row: &PgRow) -> Result<EffectRecord, StoreError> {
     })
 }
 
+/// A receipt read with its place: columns `position, lane, seq, prev_hash, hash, body`.
 pub(super) fn receipt_from_row(row: &PgRow) -> Result<StoredReceipt, StoreError> {
-    let seq: i64 = row.try_get(0).map_err(decode)?;
+    let position: i64 = row.try_get(0).map_err(decode)?;
+    let lane: i32 = row.try_get(1).map_err(decode)?;
+    let seq: i64 = row.try_get(2).map_err(decode)?;
     Ok(StoredReceipt {
-        // One lane, until lanes are built for PostgreSQL (issue #21): a body naming another is
-        // refused by `check_alone`.
-        lane: 0,
+        lane: u32::try_from(lane).map_err(|_| corrupt(format!("negative lane {lane}")))?,
+        position: u64::try_from(position).map_err(|_| corrupt("negative position".to_owned()))?,
         seq: u64::try_from(seq).map_err(|_| corrupt("negative seq".to_owned()))?,
         // A NULL column (a row written outside Countersign) reads as empty, so verification
         // names the receipt (case B58) instead of failing to read the log.
         prev_hash: ReceiptHash::from_stored(
-            row.try_get::<Option<String>, _>(1)
+            row.try_get::<Option<String>, _>(3)
                 .map_err(decode)?
                 .unwrap_or_default(),
         ),
         hash: ReceiptHash::from_stored(
-            row.try_get::<Option<String>, _>(2)
+            row.try_get::<Option<String>, _>(4)
                 .map_err(decode)?
                 .unwrap_or_default(),
         ),
         body: row
-            .try_get::<Option<String>, _>(3)
+            .try_get::<Option<String>, _>(5)
             .map_err(decode)?
             .unwrap_or_default(),
     })

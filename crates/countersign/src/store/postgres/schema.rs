@@ -1,7 +1,8 @@
 //! The PostgreSQL store's schema: its forward-only migrations.
 
 /// The forward-only migrations: version `n` is applied to a database at version `n − 1`.
-/// Never edit an applied migration; add the next one.
+/// Never edit an applied migration; add the next one (and move
+/// [`SCHEMA_VERSION`](super::SCHEMA_VERSION) to it: a test holds the two together).
 pub(super) const MIGRATIONS: &[(i64, &str)] = &[
     (
         1,
@@ -117,4 +118,48 @@ CREATE INDEX deliveries_by_request ON deliveries (endpoint, request_id, state, e
      CREATE INDEX approvals_by_state ON approvals (state, created_at, id);
      CREATE INDEX effects_by_state ON effects (state, key);",
     ),
+    (
+        6,
+        // Lanes (issue #21, SPEC 1.5): 16 chain heads instead of one, so writers on several
+        // hosts do not all queue on one row lock. Every receipt so far is lane 0's and keeps
+        // its place in the log (its `seq`); `ticket` (drawn from a sequence when a receipt is
+        // inserted, after every read of its transaction) orders the receipts committed since
+        // the last placing, which `receipt_positions` records (`postgres/log.rs`).
+        "
+CREATE TABLE lane_heads (
+    lane INTEGER PRIMARY KEY CHECK (lane >= 0 AND lane < 16),
+    seq BIGINT NOT NULL,
+    hash TEXT NOT NULL
+);
+INSERT INTO lane_heads (lane, seq, hash) SELECT 0, seq, hash FROM chain_head WHERE id = 1;
+INSERT INTO lane_heads (lane, seq, hash) SELECT lane, 0, '' FROM generate_series(1, 15) AS lane;
+DROP TABLE chain_head;
+ALTER TABLE receipts ADD COLUMN lane INTEGER NOT NULL DEFAULT 0;
+ALTER TABLE receipts DROP CONSTRAINT receipts_pkey;
+ALTER TABLE receipts ADD PRIMARY KEY (lane, seq);
+ALTER TABLE receipts DROP CONSTRAINT receipts_prev_hash_key;
+ALTER TABLE receipts ADD CONSTRAINT receipts_lane_prev_hash_key UNIQUE (lane, prev_hash);
+CREATE SEQUENCE receipt_tickets;
+ALTER TABLE receipts ADD COLUMN ticket BIGINT;
+ALTER TABLE receipts ALTER COLUMN ticket SET DEFAULT nextval('receipt_tickets');
+CREATE TABLE receipt_positions (
+    position BIGINT PRIMARY KEY,
+    lane INTEGER NOT NULL,
+    seq BIGINT NOT NULL,
+    UNIQUE (lane, seq)
+);
+INSERT INTO receipt_positions (position, lane, seq) SELECT seq, 0, seq FROM receipts;
+",
+    ),
 ];
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_schema_version_is_the_last_migration() {
+        assert_eq!(
+            super::MIGRATIONS.last().map(|(version, _)| *version),
+            Some(super::super::SCHEMA_VERSION)
+        );
+    }
+}

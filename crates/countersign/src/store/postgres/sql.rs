@@ -48,24 +48,25 @@ impl PgTxn {
         Ok(unsealed)
     }
 
-    /// Lock the chain head (only if some plan has receipts), seal every plan's receipts onto it
-    /// in order, and append them all and move the head in one statement: one result per plan.
-    /// When any plan cannot be sealed (a bug, [`StoreError::Corrupt`]) nothing is appended and
-    /// the caller must roll the transaction back.
+    /// Lock a lane's head (only if some plan has receipts: [`PgTxn::lock_lane`]), seal every
+    /// plan's receipts onto it in order, and append them all and move the head in one
+    /// statement: one result per plan. When any plan cannot be sealed (a bug,
+    /// [`StoreError::Corrupt`]) nothing is appended and the caller must roll the transaction
+    /// back.
     pub(crate) async fn append(
         &mut self,
         pending: Vec<Unsealed>,
     ) -> Result<Vec<Result<Done, StoreError>>, PgFailure> {
-        let start = if pending.iter().any(Unsealed::has_receipts) {
-            self.chain_head().await?
+        let (lane, start) = if pending.iter().any(Unsealed::has_receipts) {
+            self.lock_lane().await?
         } else {
-            None
+            (0, None)
         };
         let mut head = start.clone();
         let mut rows = Vec::new();
         let mut results = Vec::with_capacity(pending.len());
         for unsealed in pending {
-            match unsealed.seal(head.clone()) {
+            match unsealed.seal_in_lane(lane, head.clone()) {
                 Ok((stored, done)) => {
                     if let Some(last) = stored.last() {
                         head = Some(ChainHead {
@@ -80,7 +81,7 @@ impl PgTxn {
             }
         }
         if !rows.is_empty() && results.iter().all(Result::is_ok) {
-            self.insert_receipts(start.map_or(0, |head| head.seq), &rows)
+            self.insert_receipts(lane, start.map_or(0, |head| head.seq), &rows)
                 .await?;
         }
         Ok(results)
@@ -323,35 +324,58 @@ impl PgTxn {
         Ok(())
     }
 
-    /// The chain head, locked until this transaction ends: no other writer can read the same
-    /// head (no fork) or skip a position (no gap).
-    async fn chain_head(&mut self) -> Result<Option<ChainHead>, PgFailure> {
-        let row = sqlx::query("SELECT seq, hash FROM chain_head WHERE id = 1 FOR UPDATE")
-            .persistent(self.persistent)
-            .fetch_optional(&mut *self.transaction)
-            .await
-            .map_err(classify)?;
-        let Some(row) = row else {
-            return Err(PgFailure::Store(corrupt(
-                "the chain head row is missing".to_owned(),
-            )));
+    /// A lane and its head, locked until this transaction ends: no other writer can read the
+    /// same head (no fork) or skip a `seq` in it (no gap). The lowest lane no other transaction
+    /// holds (`FOR UPDATE SKIP LOCKED`), so a lone writer keeps to lane 0 and concurrent ones
+    /// spread over the others; when all [`LANES`] are held, a random one, waited for.
+    async fn lock_lane(&mut self) -> Result<(u32, Option<ChainHead>), PgFailure> {
+        let free = sqlx::query(
+            "SELECT lane, seq, hash FROM lane_heads ORDER BY lane LIMIT 1 FOR UPDATE SKIP LOCKED",
+        )
+        .persistent(self.persistent)
+        .fetch_optional(&mut *self.transaction)
+        .await
+        .map_err(classify)?;
+        let row = match free {
+            Some(row) => row,
+            None => {
+                let lane = i32::try_from(rand::random_range(0..LANES)).unwrap_or(0);
+                sqlx::query("SELECT lane, seq, hash FROM lane_heads WHERE lane = $1 FOR UPDATE")
+                    .bind(lane)
+                    .persistent(self.persistent)
+                    .fetch_optional(&mut *self.transaction)
+                    .await
+                    .map_err(classify)?
+                    .ok_or_else(|| {
+                        PgFailure::Store(corrupt(format!(
+                            "the head row of lane {lane} is missing from `lane_heads`"
+                        )))
+                    })?
+            }
         };
-        let seq: i64 = row.try_get(0).map_err(decode)?;
-        let hash: String = row.try_get(1).map_err(decode)?;
+        let lane: i32 = row.try_get(0).map_err(decode)?;
+        let seq: i64 = row.try_get(1).map_err(decode)?;
+        let hash: String = row.try_get(2).map_err(decode)?;
+        let lane = u32::try_from(lane).map_err(|_| corrupt(format!("lane {lane}")))?;
         if seq == 0 {
-            return Ok(None);
+            return Ok((lane, None));
         }
-        Ok(Some(ChainHead {
-            seq: u64::try_from(seq).map_err(|_| corrupt("negative seq".to_owned()))?,
-            hash: ReceiptHash::from_stored(hash),
-        }))
+        Ok((
+            lane,
+            Some(ChainHead {
+                seq: u64::try_from(seq).map_err(|_| corrupt("negative seq".to_owned()))?,
+                hash: ReceiptHash::from_stored(hash),
+            }),
+        ))
     }
 
-    /// Append sealed receipts (in chain order, the first following `head_seq`) and move the
-    /// head to the last, in one statement (the head must be locked by [`PgTxn::chain_head`] in
-    /// this transaction).
+    /// Append sealed receipts of `lane` (in chain order, the first following `head_seq`) and
+    /// move the lane's head to the last, in one statement (the head must be locked by
+    /// [`PgTxn::lock_lane`] in this transaction). Each row draws its `ticket` as it is
+    /// inserted, after every read of the transaction (`postgres/log.rs`).
     async fn insert_receipts(
         &mut self,
+        lane: u32,
         head_seq: u64,
         rows: &[StoredReceipt],
     ) -> Result<(), PgFailure> {
@@ -374,7 +398,7 @@ impl PgTxn {
             return Ok(());
         };
         let moved = sqlx::query(
-            "WITH appended AS (INSERT INTO receipts (seq, prev_hash, hash, body) SELECT * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[])) UPDATE chain_head SET seq = $5, hash = $6 WHERE id = 1 AND seq = $7",
+            "WITH appended AS (INSERT INTO receipts (lane, seq, prev_hash, hash, body) SELECT $8::integer, * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[])) UPDATE lane_heads SET seq = $5, hash = $6 WHERE lane = $8 AND seq = $7",
         )
         .bind(&seqs)
         .bind(&prev_hashes)
@@ -383,6 +407,7 @@ impl PgTxn {
         .bind(last_seq)
         .bind(last_hash)
         .bind(head_seq)
+        .bind(i32::try_from(lane).map_err(|_| overflow())?)
         .persistent(self.persistent)
         .execute(&mut *self.transaction)
         .await;
@@ -391,7 +416,7 @@ impl PgTxn {
             Err(error) if sqlstate(&error).as_deref() == Some("23505") => {
                 // The head row is locked, so this is no race: the head and the log disagree.
                 return Err(PgFailure::Store(corrupt(format!(
-                    "a receipt numbered {}..={last_seq} (or with the same previous hash) already exists although the chain head is at {head_seq}: the receipts table was edited; run `countersign receipts --verify`",
+                    "a receipt of lane {lane} numbered {}..={last_seq} (or with the same previous hash) already exists although the lane's head is at {head_seq}: the receipts table was edited; run `countersign receipts --verify`",
                     head_seq + 1
                 ))));
             }

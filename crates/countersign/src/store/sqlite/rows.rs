@@ -80,13 +80,17 @@ pub(super) fn effect_holder_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Resul
 }
 
 pub(super) fn receipt_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<StoredReceipt> {
+    let seq: u64 = row
+        .get::<_, i64>(0)?
+        .try_into()
+        .map_err(|_| corrupt("negative seq".to_owned()))?;
     Ok(StoredReceipt {
-        // SQLite keeps one lane (issue #21): a body naming another is refused by `check_alone`.
+        // SQLite keeps one lane, its one writer at a time taking the one head (issue #21): a
+        // body naming another is refused by `check_alone`, and a receipt's place in the log is
+        // its `seq`.
         lane: 0,
-        seq: row
-            .get::<_, i64>(0)?
-            .try_into()
-            .map_err(|_| corrupt("negative seq".to_owned()))?,
+        position: seq,
+        seq,
         // A NULL column (a row written outside Countersign) reads as empty, so verification
         // names the receipt (case B58) instead of failing to read the log.
         prev_hash: ReceiptHash::from_stored(row.get::<_, Option<String>>(1)?.unwrap_or_default()),
