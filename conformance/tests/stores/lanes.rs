@@ -347,3 +347,52 @@ async fn a_lanes_deleted_tail_is_caught_by_the_places_after_it_or_by_an_anchor()
         assert_eq!(report.outcome, VerifyOutcome::Failed);
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn readers_placing_while_writers_write_never_skip_or_repeat_a_place() {
+    // At every isolation a store may run at: the placer reads at READ COMMITTED whatever it is.
+    for isolation in ["read_committed", "serializable"] {
+        let backend = postgres("lanes_read").with_options(&format!("isolation={isolation}"));
+        let fresh = fresh(&backend, &format!("lanes/readers_{isolation}")).await;
+        let mut writers = Vec::new();
+        for writer in 0..6 {
+            let store = std::sync::Arc::clone(&fresh.store);
+            writers.push(tokio::spawn(async move {
+                for index in 0..30 {
+                    store
+                        .append_receipt(note(writer * 100 + index), SystemClock.now())
+                        .await
+                        .expect("append");
+                }
+            }));
+        }
+        let mut readers = Vec::new();
+        for _ in 0..3 {
+            let store = std::sync::Arc::clone(&fresh.store);
+            readers.push(tokio::spawn(async move {
+                let mut longest = 0;
+                for _ in 0..20 {
+                    let log = store.receipts(0, 10_000).await.expect("read");
+                    // Every read is a prefix of the log: places 1..n, never fewer than before.
+                    for (index, receipt) in log.iter().enumerate() {
+                        assert_eq!(receipt.position, index as u64 + 1, "a skipped place");
+                    }
+                    assert!(log.len() >= longest, "a read lost receipts");
+                    longest = log.len();
+                }
+            }));
+        }
+        for task in writers.into_iter().chain(readers) {
+            task.await.expect("a task");
+        }
+        let report = verify_store(fresh.store.as_ref(), None)
+            .await
+            .expect("verify");
+        assert_eq!(
+            report.outcome,
+            VerifyOutcome::Verified,
+            "{isolation}: {report:?}"
+        );
+        assert_eq!(report.checked, 180, "{isolation}");
+    }
+}

@@ -420,8 +420,9 @@ pub struct ReceiptsArgs {
     /// receipt that breaks the chain (exit 1). Mappings: docs/export.md.
     #[arg(long, value_name = "FORMAT", hide_possible_values = true, conflicts_with_all = ["verify", "export_anchor", "last", "bundle"])]
     export: Option<crate::export::Format>,
-    /// With --export: only receipts after this seq (the last one a consumer saw), to resume.
-    #[arg(long, value_name = "SEQ", requires = "export")]
+    /// With --export: only receipts after this place in the log (the last one a consumer saw:
+    /// OCSF's metadata.sequence, a receipt's seq on a one-lane SQLite store), to resume.
+    #[arg(long, value_name = "POSITION", requires = "export")]
     after: Option<u64>,
     #[command(flatten)]
     bundle: crate::transparency::BundleArgs,

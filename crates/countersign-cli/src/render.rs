@@ -216,11 +216,37 @@ pub fn verify_report(report: &VerifyReport, out: &mut dyn Write) -> io::Result<(
             )?,
         },
     }
+    if !report.lanes.is_empty() {
+        // A log of several lanes (PostgreSQL, SPEC 1.5): each lane is its own chain.
+        let mut reached = vec![match &report.head {
+            Some(head) => format!("lane 0 to receipt {}", head.seq),
+            None => "lane 0 none".to_owned(),
+        }];
+        reached.extend(
+            report
+                .lanes
+                .iter()
+                .map(|lane| format!("lane {} to receipt {}", lane.lane, lane.seq)),
+        );
+        writeln!(
+            out,
+            "lanes: {} (each lane is its own chain; `--json` gives each head's hash)",
+            reached.join(", ")
+        )?;
+    }
+    // The log's head is its last place; in a log of one lane, that is its last receipt's seq.
+    let head_name = |place: u64| {
+        if report.lanes.is_empty() {
+            format!("receipt {place}")
+        } else {
+            format!("the receipt at place {place}")
+        }
+    };
     match &report.log_head {
         Some(head) if head.hash.trim().is_empty() => {
-            writeln!(out, "log head: receipt {} (no hash)", head.seq)?
+            writeln!(out, "log head: {} (no hash)", head_name(head.seq))?
         }
-        Some(head) => writeln!(out, "log head: receipt {}, {}", head.seq, head.hash)?,
+        Some(head) => writeln!(out, "log head: {}, {}", head_name(head.seq), head.hash)?,
         None => writeln!(out, "log head: none (no receipt in the store)")?,
     }
     match &report.anchor {
@@ -235,5 +261,75 @@ pub fn verify_report(report: &VerifyReport, out: &mut dyn Write) -> io::Result<(
             "anchor matched: the log still reaches the exported head"
         ),
         AnchorCheck::Failed { detail } => writeln!(out, "anchor FAILED: {detail}"),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use countersign::Timestamp;
+    use countersign::evidence::ReceiptDraft;
+    use countersign::evidence::{Anchor, ChainHead, LaneHead, StoredReceipt, seal_in_lane};
+
+    /// Three receipts in lane 0 and two in lane 2, placed 1 to 5, as a PostgreSQL store of
+    /// several lanes reads them back.
+    fn two_lanes() -> Vec<StoredReceipt> {
+        let mut heads: [Option<ChainHead>; 3] = [None, None, None];
+        let mut log = Vec::new();
+        for (place, lane) in [0_u32, 2, 0, 2, 0].into_iter().enumerate() {
+            let head = &mut heads[lane as usize];
+            let (_, mut stored) = seal_in_lane(
+                lane,
+                ReceiptDraft::default(),
+                head.as_ref(),
+                Timestamp::from_millis(1_000),
+            )
+            .expect("seals");
+            *head = Some(ChainHead {
+                seq: stored.seq,
+                hash: stored.hash.clone(),
+            });
+            stored.position = place as u64 + 1;
+            log.push(stored);
+        }
+        log
+    }
+
+    #[test]
+    fn a_report_of_several_lanes_names_each_lanes_head_and_the_log_head_by_its_place() {
+        let log = two_lanes();
+        let anchor = Anchor {
+            seq: 3,
+            hash: log[4].hash.to_string(),
+            lanes: vec![LaneHead {
+                lane: 2,
+                seq: 2,
+                hash: log[3].hash.clone(),
+            }],
+        };
+        let mut report = countersign::evidence::verify(&log, Some(&anchor));
+        report.log_head = Some(ChainHead {
+            seq: 5,
+            hash: log[4].hash.clone(),
+        });
+        let mut out = Vec::new();
+        super::verify_report(&report, &mut out).expect("written");
+        let text = String::from_utf8(out).expect("UTF-8");
+        let lines: Vec<&str> = text.lines().collect();
+        assert!(
+            lines[0].starts_with("chain verified: 5 receipt(s) checked"),
+            "{text}"
+        );
+        assert_eq!(
+            lines[1],
+            "lanes: lane 0 to receipt 3, lane 2 to receipt 2 (each lane is its own chain; `--json` gives each head's hash)"
+        );
+        assert_eq!(
+            lines[2],
+            format!("log head: the receipt at place 5, {}", log[4].hash)
+        );
+        assert_eq!(
+            lines[3],
+            "anchor matched: the log still reaches the exported head"
+        );
     }
 }

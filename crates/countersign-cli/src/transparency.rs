@@ -332,7 +332,8 @@ pub struct BundleArgs {
 
 /// Which receipts a bundle selector names.
 enum Selector {
-    Seq(u64),
+    /// A place in the log (a receipt's `seq` in a store of one lane).
+    Position(u64),
     ActionHash(String),
     ApprovalId(String),
 }
@@ -341,7 +342,7 @@ impl Selector {
     fn parse(text: &str) -> Result<Selector, Failure> {
         let text = text.trim();
         if let Ok(seq) = text.parse::<u64>() {
-            return Ok(Selector::Seq(seq));
+            return Ok(Selector::Position(seq));
         }
         if let Ok(hash) = countersign::ActionHash::parse(text) {
             return Ok(Selector::ActionHash(hash.as_str().to_owned()));
@@ -357,7 +358,7 @@ impl Selector {
 
     fn matches(&self, receipt: &StoredReceipt) -> bool {
         match self {
-            Selector::Seq(seq) => receipt.seq == *seq,
+            Selector::Position(position) => receipt.position == *position,
             Selector::ActionHash(hash) => receipt.to_receipt().is_ok_and(|parsed| {
                 parsed
                     .action_hash
@@ -430,10 +431,14 @@ pub async fn write_bundle(
             tree.size()
         )));
     }
-    if let Some(newer) = log.selected.iter().find(|receipt| receipt.seq > head.size) {
+    if let Some(newer) = log
+        .selected
+        .iter()
+        .find(|receipt| receipt.position > head.size)
+    {
         return Err(Failure(format!(
-            "receipt {} is newer than the checkpoint ({} receipts): make a new one with `countersign checkpoint --key FILE --out FILE` and bundle against it",
-            newer.seq, head.size
+            "the receipt at place {} in the log is newer than the checkpoint ({} receipts): make a new one with `countersign checkpoint --key FILE --out FILE` and bundle against it",
+            newer.position, head.size
         )));
     }
     let made = bundle::make_bundle(&signed, &head, &log.tree, &log.selected)?;

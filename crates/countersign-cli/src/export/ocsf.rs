@@ -42,11 +42,12 @@ pub(super) fn line(stored: &StoredReceipt) -> Result<String, Failure> {
     }
     let receipt: Receipt =
         serde_json::from_value(with_hash).map_err(|error| unreadable(error.to_string()))?;
-    Ok(Value::Object(event(&receipt, body)).to_string())
+    Ok(Value::Object(event(&receipt, body, stored.position)).to_string())
 }
 
-/// The event for `receipt`, whose stored body is `body` (kept whole under `unmapped`).
-fn event(receipt: &Receipt, body: Value) -> Map<String, Value> {
+/// The event for `receipt`, whose stored body is `body` (kept whole under `unmapped`), at
+/// `position` in the log.
+fn event(receipt: &Receipt, body: Value, position: u64) -> Map<String, Value> {
     let (activity_id, activity_name) = activity(receipt.kind);
     let (status_id, status) = status(receipt.kind, receipt.outcome);
     let (severity_id, severity) = severity(status_id);
@@ -79,7 +80,7 @@ fn event(receipt: &Receipt, body: Value) -> Map<String, Value> {
         event.insert("status_detail".into(), json!(detail));
     }
     event.insert("message".into(), json!(message(receipt)));
-    event.insert("metadata".into(), metadata(receipt));
+    event.insert("metadata".into(), metadata(receipt, position));
     event.insert("actor".into(), actor(receipt));
     event.insert("api".into(), api(receipt));
     event.insert("src_endpoint".into(), src_endpoint(receipt));
@@ -279,11 +280,12 @@ fn resources(receipt: &Receipt) -> Vec<Value> {
     resources
 }
 
-/// `metadata`: the OCSF version, the product, the receipt's hash as `uid`, its `seq` as
-/// `sequence` (when it fits OCSF's 32-bit integer), its kind as `event_code`, its schema as
+/// `metadata`: the OCSF version, the product, the receipt's hash as `uid`, its place in the log
+/// (`position`: its `seq` in a store of one lane, SPEC 1.5) as `sequence` (when it fits OCSF's
+/// 32-bit integer; the place `--after` resumes from), its kind as `event_code`, its schema as
 /// `log_version`, and the approval id (else the effect key, else the action hash) as
 /// `correlation_uid`.
-fn metadata(receipt: &Receipt) -> Value {
+fn metadata(receipt: &Receipt, position: u64) -> Value {
     let mut metadata = Map::new();
     metadata.insert("version".into(), json!(VERSION));
     metadata.insert(
@@ -296,7 +298,7 @@ fn metadata(receipt: &Receipt) -> Value {
     );
     metadata.insert("profiles".into(), json!(["security_control"]));
     metadata.insert("uid".into(), json!(receipt.hash.as_str()));
-    if let Ok(sequence) = i32::try_from(receipt.seq) {
+    if let Ok(sequence) = i32::try_from(position) {
         metadata.insert("sequence".into(), json!(sequence));
     }
     metadata.insert("log_name".into(), json!("receipts"));

@@ -2,7 +2,8 @@
 
 use super::*;
 
-/// `GET /api/v1/receipts`: oldest first; `cursor` is the last `seq` seen.
+/// `GET /api/v1/receipts`: in log order (SPEC 1.5); the opaque `cursor` is the last place in
+/// the log seen (a receipt's `seq` in a store of one lane).
 pub(super) async fn list_receipts(
     State(service): State<Service>,
     headers: HeaderMap,
@@ -10,14 +11,14 @@ pub(super) async fn list_receipts(
 ) -> Answer {
     let caller = service.caller(&headers, false)?;
     let listing = listing(query, false)?;
-    let after_seq: u64 = match &listing.cursor {
+    let after_position: u64 = match &listing.cursor {
         None => 0,
         Some(cursor) => decode_cursor(cursor)?
             .parse()
             .map_err(|_| invalid_cursor())?,
     };
     let (items, next_cursor) = service
-        .visible_receipts(&caller, after_seq, listing.limit)
+        .visible_receipts(&caller, after_position, listing.limit)
         .await?;
     json(
         StatusCode::OK,
@@ -29,9 +30,9 @@ pub(super) async fn list_receipts(
 }
 
 impl Service {
-    /// The receipts `caller` may read after `seq` `after_seq`, oldest first, at most `limit`;
-    /// and the `seq` to continue after when there may be more (at most [`RECEIPT_SCAN`]
-    /// receipts are read per call).
+    /// The receipts `caller` may read after place `after_position` in the log, in log order, at
+    /// most `limit`; and the place to continue after when there may be more (at most
+    /// [`RECEIPT_SCAN`] receipts are read per call).
     ///
     /// # Errors
     ///
@@ -43,7 +44,7 @@ impl Service {
     pub(crate) async fn visible_receipts(
         &self,
         caller: &Caller,
-        mut after_seq: u64,
+        mut after_position: u64,
         limit: usize,
     ) -> Result<(Vec<Receipt>, Option<u64>), Problem> {
         let store = self.store().await?;
@@ -56,13 +57,13 @@ impl Service {
         let batch = 256;
         let next_cursor = 'scan: loop {
             let stored = store
-                .receipts(after_seq, batch)
+                .receipts(after_position, batch)
                 .await
                 .map_err(|error| Problem::from_store(&error))?;
             let exhausted = stored.len() < batch;
             for row in stored {
                 scanned += 1;
-                after_seq = row.position;
+                after_position = row.position;
                 let receipt = row.to_receipt().map_err(|detail| {
                     Problem::from_store(&countersign::StoreError::Corrupt { detail })
                 })?;
@@ -115,11 +116,11 @@ impl Service {
                 if visible {
                     items.push(receipt);
                     if items.len() == limit {
-                        break 'scan Some(after_seq);
+                        break 'scan Some(after_position);
                     }
                 }
                 if scanned >= RECEIPT_SCAN {
-                    break 'scan Some(after_seq);
+                    break 'scan Some(after_position);
                 }
             }
             if exhausted {

@@ -67,6 +67,12 @@ impl PostgresStore {
     async fn place_batch(&self) -> Result<u64, sqlx::Error> {
         let mut transaction = self.begin_transaction().await?;
         let persistent = self.persistent();
+        // Whatever the store's isolation: each statement must see what the placer before this
+        // one committed while this one waited for the lock (at REPEATABLE READ or SERIALIZABLE
+        // the snapshot would be taken before the wait).
+        sqlx::raw_sql("SET TRANSACTION ISOLATION LEVEL READ COMMITTED")
+            .execute(&mut *transaction)
+            .await?;
         sqlx::query(
             "SELECT pg_advisory_xact_lock(hashtextextended('countersign:place:' || current_schema(), 0))",
         )
