@@ -80,7 +80,7 @@ pub async fn run(
     loop {
         let page = store.receipts(after, 2_000).await.map_err(read)?;
         let Some(last) = page.last() else { break };
-        after = last.seq;
+        after = last.position;
         for stored in &page {
             verifier.feed(stored, None);
             if let Ok(receipt) = stored.to_receipt() {

@@ -35,7 +35,7 @@ fn refunds_policy() -> Policy {
 async fn all_receipts(store: &dyn Store) -> Vec<StoredReceipt> {
     let mut all = Vec::new();
     loop {
-        let after = all.last().map_or(0, |last: &StoredReceipt| last.seq);
+        let after = all.last().map_or(0, |last: &StoredReceipt| last.position);
         let page = store.receipts(after, 500).await.expect("receipts");
         if page.is_empty() {
             return all;

@@ -95,9 +95,9 @@ pub struct VerifyArgs {
     #[arg(long, value_name = "FILE")]
     key: Option<std::path::PathBuf>,
     /// Check only the receipts from this place in the log on (default 1; a receipt's seq on a
-    /// one-lane SQLite store): the receipt before it must hash to its own hash and the range
-    /// must link to it; earlier receipts are not checked, and neither are the effects and
-    /// approvals tables. A start after the log's head checks nothing: exit 3.
+    /// one-lane SQLite store): the receipt before it must hash to its own hash and the next
+    /// receipt of its lane must link to it; earlier receipts are not checked, and neither are
+    /// the effects and approvals tables. A start after the log's head checks nothing: exit 3.
     #[arg(long, value_name = "POSITION", value_parser = clap::value_parser!(u64).range(1..), conflicts_with_all = ["anchor", "checkpoint", "bundle"])]
     from: Option<u64>,
     /// Check only the receipts up to this place in the log (default the log's head). An end

@@ -32,9 +32,11 @@ pub async fn verify_store(
 /// Verify the receipts of `range` in `store` (the whole log for `None`), page by page, against
 /// `anchor` if given, and note the store's head in [`VerifyReport::log_head`].
 ///
-/// A range starting after receipt 1 is checked from the receipt before it: that receipt's own
-/// hash must hold and the range's first receipt must point at it (the receipts before it are not
-/// checked). The outcome is [`VerifyOutcome::Unverifiable`] when nothing was checked (an empty
+/// `range` counts places in the log (SPEC 1.5; a receipt's `seq` in a store of one lane). A range
+/// starting after place 1 is checked from the receipt before it: that receipt's own hash must
+/// hold and the next receipt of its lane must point at it; in a log of several lanes every
+/// other lane's first receipt in the range is checked on its own (the receipts before the range
+/// are not checked). The outcome is [`VerifyOutcome::Unverifiable`] when nothing was checked (an empty
 /// log, a range past the head or an empty one, a log none of whose receipts has a hash: the
 /// first is named in [`VerifyReport::first_break`]) or when the range ends past the head, unless
 /// something checked failed (case B58: nothing checked is never a pass).

@@ -350,11 +350,11 @@ impl VerifyReport {
 /// checked on its own: `seq` from 1 without gaps, `prev_hash` the lane's previous receipt's
 /// hash (the first's [`GENESIS_HASH`]), the body hashing to `hash`. Checking stops at the first
 /// break in any lane.
-#[derive(Clone, Debug, Default)]
+#[derive(Clone, Debug)]
 pub struct Verifier {
     /// Each lane reached so far; a lane not in it starts at `seq` 1 and genesis.
     lanes: std::collections::BTreeMap<u32, LaneProgress>,
-    /// The place in the log the next placed receipt must have (0: the first one fed sets it).
+    /// The place in the log the next placed receipt must have (1 at the start of a log).
     next_position: u64,
     /// A lane not yet in `lanes` starts at whatever receipt of it comes first, checked on its
     /// own (a range that starts after receipt 1, [`Verifier::after_receipt`]).
@@ -383,14 +383,25 @@ impl Default for LaneProgress {
     }
 }
 
+impl Default for Verifier {
+    /// [`Verifier::new`].
+    fn default() -> Self {
+        Verifier {
+            lanes: std::collections::BTreeMap::new(),
+            next_position: 1,
+            open_lanes: false,
+            checked: 0,
+            first_break: None,
+            anchor_seen: std::collections::BTreeMap::new(),
+        }
+    }
+}
+
 impl Verifier {
     /// A verifier at the start of a log: the first receipt fed of each lane is its receipt 1,
     /// and the first placed one the log's place 1.
     pub fn new() -> Verifier {
-        Verifier {
-            next_position: 1,
-            ..Verifier::default()
-        }
+        Verifier::default()
     }
 
     /// A verifier that starts after `before`, a receipt already known good, for checking part
@@ -465,7 +476,7 @@ impl Verifier {
         // The lane's chain holds (so a receipt removed from a lane is named as a gap in it
         // first); now its place in the log.
         if receipt.position != 0 {
-            if self.next_position != 0 && receipt.position != self.next_position {
+            if receipt.position != self.next_position {
                 self.first_break = Some(ChainBreak::Misplaced {
                     lane: receipt.lane,
                     seq: receipt.seq,

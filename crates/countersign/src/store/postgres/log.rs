@@ -53,7 +53,7 @@ impl PostgresStore {
                 .await
                 .map_err(|error| StoreError::Backend {
                     message: format!(
-                        "cannot place the receipts committed since the log was last read ({error}); reading the log of a PostgreSQL store places them first, which needs INSERT on `receipt_positions`"
+                        "cannot place the receipts committed since the log was last read: {error} (reading the log of a PostgreSQL store places them first, which needs a writable primary and INSERT on `receipt_positions`)"
                     ),
                 })?;
             placed += batch;
@@ -99,7 +99,7 @@ impl PostgresStore {
             .map(|row| row.try_get(1))
             .collect::<Result<_, _>>()?;
         let fresh = sqlx::query(
-            "SELECT r.lane, r.seq FROM receipts r JOIN UNNEST($1::integer[], $2::bigint[]) AS c(lane, placed) ON r.lane = c.lane AND r.seq > c.placed ORDER BY r.ticket, r.lane, r.seq LIMIT $3",
+            "SELECT r.lane, r.seq FROM receipts r JOIN UNNEST($1::integer[], $2::bigint[]) AS c(lane, placed) ON r.lane = c.lane AND r.seq > c.placed ORDER BY r.ticket NULLS FIRST, r.lane, r.seq LIMIT $3",
         )
         .bind(&lanes)
         .bind(&after)

@@ -124,8 +124,11 @@ CREATE INDEX deliveries_by_request ON deliveries (endpoint, request_id, state, e
         // hosts do not all queue on one row lock. Every receipt so far is lane 0's and keeps
         // its place in the log (its `seq`); `ticket` (drawn from a sequence when a receipt is
         // inserted, after every read of its transaction) orders the receipts committed since
-        // the last placing, which `receipt_positions` records (`postgres/log.rs`).
+        // the last placing, which `receipt_positions` records (`postgres/log.rs`). The lock
+        // first: an older build still writing on another host appends under the old head until
+        // this commits, never between the head's copy and the receipts' placing.
         "
+LOCK TABLE chain_head, receipts IN ACCESS EXCLUSIVE MODE;
 CREATE TABLE lane_heads (
     lane INTEGER PRIMARY KEY CHECK (lane >= 0 AND lane < 16),
     seq BIGINT NOT NULL,
