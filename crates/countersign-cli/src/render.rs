@@ -157,9 +157,13 @@ pub fn verify_report(report: &VerifyReport, out: &mut dyn Write) -> io::Result<(
                 .map_or_else(String::new, |to| format!(" up to {to}"))
         )?,
         (Some(chain_break), _, _) => {
+            let lane = match chain_break.lane() {
+                0 => String::new(),
+                lane => format!(" of lane {lane}"),
+            };
             writeln!(
                 out,
-                "chain BROKEN at receipt {}: {chain_break}",
+                "chain BROKEN at receipt {}{lane}: {chain_break}",
                 chain_break.seq()
             )?;
             match (&report.head, report.first_seq) {
@@ -171,18 +175,42 @@ pub fn verify_report(report: &VerifyReport, out: &mut dyn Write) -> io::Result<(
                 _ => writeln!(out, "no receipt before it verified")?,
             }
         }
-        (None, Some(head), Some(first)) => {
+        (None, head, first) if report.checked > 0 => {
             let word = match report.outcome {
                 VerifyOutcome::Verified => "verified",
                 VerifyOutcome::Failed => "intact",
                 VerifyOutcome::Unverifiable => "unverifiable",
             };
-            write!(
-                out,
-                "chain {word}: {} receipt(s) checked (receipts {first} to {}), head {}",
-                report.checked, head.seq, head.hash
-            )?;
-            if first > 1 {
+            let first = first.unwrap_or(1);
+            match head {
+                Some(head) if report.lanes.is_empty() => write!(
+                    out,
+                    "chain {word}: {} receipt(s) checked (receipts {first} to {}), head {}",
+                    report.checked, head.seq, head.hash
+                )?,
+                // Several lanes: the counts per lane follow on the `lanes:` line.
+                Some(head) => write!(
+                    out,
+                    "chain {word}: {} receipt(s) checked in {} lanes (lane 0's receipts {first} to {}, its head {})",
+                    report.checked,
+                    report.lanes.len() + 1,
+                    head.seq,
+                    head.hash
+                )?,
+                None => write!(
+                    out,
+                    "chain {word}: {} receipt(s) checked in {} lane(s), none of them lane 0",
+                    report.checked,
+                    report.lanes.len()
+                )?,
+            }
+            if let Some(range) = range.filter(|range| range.from > 1 && !report.lanes.is_empty()) {
+                write!(
+                    out,
+                    "; linked to the receipt at place {} in the log, whose hash holds; receipts before it were not checked",
+                    range.from - 1
+                )?;
+            } else if first > 1 {
                 write!(
                     out,
                     "; linked to receipt {}, whose hash holds; receipts before it were not checked",
@@ -218,10 +246,11 @@ pub fn verify_report(report: &VerifyReport, out: &mut dyn Write) -> io::Result<(
     }
     if !report.lanes.is_empty() {
         // A log of several lanes (PostgreSQL, SPEC 1.5): each lane is its own chain.
-        let mut reached = vec![match &report.head {
-            Some(head) => format!("lane 0 to receipt {}", head.seq),
-            None => "lane 0 none".to_owned(),
-        }];
+        let mut reached: Vec<String> = report
+            .head
+            .iter()
+            .map(|head| format!("lane 0 to receipt {}", head.seq))
+            .collect();
         reached.extend(
             report
                 .lanes
@@ -330,6 +359,36 @@ mod tests {
         assert_eq!(
             lines[3],
             "anchor matched: the log still reaches the exported head"
+        );
+    }
+
+    #[test]
+    fn a_range_holding_no_receipt_of_lane_0_says_what_it_checked() {
+        let log = two_lanes();
+        // Place 2 alone: lane 2's first receipt, after lane 0's first at place 1.
+        let mut verifier = countersign::evidence::Verifier::after_receipt(&log[0]);
+        verifier.feed(&log[1], None);
+        let mut report = verifier.finish(None);
+        report.range = Some(countersign::evidence::VerifyRange {
+            from: 2,
+            to: Some(2),
+        });
+        report.log_head = Some(ChainHead {
+            seq: 5,
+            hash: log[4].hash.clone(),
+        });
+        let mut out = Vec::new();
+        super::verify_report(&report, &mut out).expect("written");
+        let text = String::from_utf8(out).expect("UTF-8");
+        let lines: Vec<&str> = text.lines().collect();
+        assert_eq!(
+            lines[0],
+            "chain verified: 1 receipt(s) checked in 1 lane(s), none of them lane 0; linked to the receipt at place 1 in the log, whose hash holds; receipts before it were not checked",
+            "{text}"
+        );
+        assert_eq!(
+            lines[1],
+            "lanes: lane 2 to receipt 1 (each lane is its own chain; `--json` gives each head's hash)"
         );
     }
 }

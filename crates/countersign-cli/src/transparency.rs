@@ -313,10 +313,11 @@ pub async fn verify_checkpoint(
 /// Arguments of `receipts --bundle`, flattened into `countersign receipts`.
 #[derive(Debug, Args)]
 pub struct BundleArgs {
-    /// Write an offline bundle of the receipts of one `seq`, action hash (`sha256:…`) or
-    /// approval id (`apr_…`): the receipts, their inclusion proofs and the signed checkpoint, in
-    /// one JSON file anyone can check with `countersign verify --bundle FILE --key PUB`.
-    #[arg(long, value_name = "SEQ|HASH|ID", requires = "checkpoint", conflicts_with_all = ["verify", "export_anchor"])]
+    /// Write an offline bundle of the receipt at one place in the log (a receipt's seq on a
+    /// one-lane SQLite store), or of every receipt of one action hash (`sha256:…`) or approval
+    /// id (`apr_…`): the receipts, their inclusion proofs and the signed checkpoint, in one JSON
+    /// file anyone can check with `countersign verify --bundle FILE --key PUB`.
+    #[arg(long, value_name = "POSITION|HASH|ID", requires = "checkpoint", conflicts_with_all = ["verify", "export_anchor"])]
     pub bundle: Option<String>,
     /// With --bundle: the signed checkpoint the proofs lead to (from `countersign checkpoint
     /// --out FILE`); every receipt bundled must be in it.
@@ -351,7 +352,7 @@ impl Selector {
             return Ok(Selector::ApprovalId(id.as_str().to_owned()));
         }
         Err(Failure(format!(
-            "`--bundle {}` is neither a receipt seq, an action hash (`sha256:` and 64 hex digits) nor an approval id (`apr_…`): pass one of those",
+            "`--bundle {}` is neither a place in the log (a receipt's number), an action hash (`sha256:` and 64 hex digits) nor an approval id (`apr_…`): pass one of those",
             countersign::evidence::printable(text)
         )))
     }

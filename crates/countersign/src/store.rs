@@ -35,6 +35,7 @@
 pub(crate) mod clock;
 mod columns;
 pub(crate) mod group;
+pub(crate) use group::jitter;
 pub mod memory;
 mod outbox;
 pub(crate) mod plan;
@@ -43,8 +44,6 @@ pub mod postgres;
 pub mod sqlite;
 mod stored;
 mod url;
-
-use rand::Rng;
 
 use crate::action::ActionHash;
 use crate::approval::{
@@ -542,43 +541,31 @@ pub trait Store: Send + Sync + 'static {
         now: Timestamp,
     ) -> Result<EffectRecord, ResolveError>;
 
-    /// Up to `limit` receipts placed after position `after` in the log's one total order
-    /// ([`StoredReceipt::position`], SPEC 1.5), in that order: the cursor to read on from is
-    /// the last one's `position`. In a store of one lane (memory, SQLite) a receipt's position
-    /// is its `seq`; a store of several lanes (PostgreSQL) first places every receipt committed
-    /// since it last did, so what a read returns includes every receipt committed before it.
+    /// Up to `limit` receipts placed after `after` in the log's one order (SPEC 1.5: the
+    /// cursor is the last one's [`StoredReceipt::position`], its `seq` in a one-lane store); a
+    /// store of several lanes (PostgreSQL) first places every receipt committed before the call.
     ///
     /// # Errors
     ///
     /// [`StoreError`] only.
     async fn receipts(&self, after: u64, limit: usize) -> Result<Vec<StoredReceipt>, StoreError>;
 
-    /// The log's newest receipt: its position (in `seq`, which is also its `seq` in a store of
-    /// one lane) and its hash. `None` for an empty log.
+    /// The log's newest receipt: its place (in `seq`) and hash; `None` for an empty log.
     ///
     /// # Errors
     ///
     /// [`StoreError`] only.
     async fn chain_head(&self) -> Result<Option<ChainHead>, StoreError>;
 
-    /// The anchor of the log as it stands ([`crate::evidence::Anchor`]): every lane's head, as
-    /// `countersign receipts --export-anchor` writes it. `None` for an empty log.
-    ///
-    /// The default is the one-lane anchor of [`Store::chain_head`], right for a store whose
-    /// receipts all sit in lane 0 at their `seq`; a store of several lanes overrides it.
+    /// Every lane's head as an anchor (`receipts --export-anchor`); `None` for an empty log.
+    /// The default, [`Store::chain_head`] as lane 0's, suits a one-lane store.
     ///
     /// # Errors
     ///
     /// [`StoreError`] only.
     async fn anchor(&self) -> Result<Option<crate::evidence::Anchor>, StoreError> {
-        Ok(self
-            .chain_head()
-            .await?
-            .map(|head| crate::evidence::Anchor {
-                seq: head.seq,
-                hash: head.hash.into_string(),
-                lanes: Vec::new(),
-            }))
+        let head = self.chain_head().await?;
+        Ok(head.map(|head| crate::evidence::Anchor::of_lane_0(head.seq, head.hash)))
     }
 
     /// Put the approver token id `jti` on the deny-list (issue #31): from now on a token with
@@ -808,10 +795,4 @@ pub trait Store: Send + Sync + 'static {
         let _ = kind;
         Err(outbox_unsupported(self.backend()))
     }
-}
-
-/// `delay` scaled by a random factor in [0.5, 1.5): the backoff both backends use between
-/// retries of a busy or conflicting transaction, so racing callers spread out.
-pub(crate) fn jitter(delay: std::time::Duration) -> std::time::Duration {
-    delay.mul_f64(rand::rng().random_range(0.5..1.5))
 }

@@ -23,6 +23,15 @@ pub struct Anchor {
 }
 
 impl Anchor {
+    /// The anchor of a log of one lane whose head is receipt `seq` with `hash`.
+    pub fn of_lane_0(seq: u64, hash: ReceiptHash) -> Anchor {
+        Anchor {
+            seq,
+            hash: hash.into_string(),
+            lanes: Vec::new(),
+        }
+    }
+
     /// The `seq` and hash the anchor names for `lane`, if it names that lane.
     pub fn head_of(&self, lane: u32) -> Option<(u64, &str)> {
         if lane == 0 {
@@ -576,9 +585,15 @@ impl Verifier {
                         } else {
                             format!(" of lane {lane}")
                         };
-                        format!(
-                            "the anchor names {name} but the intact log ends at receipt {reached}{lane_words}: receipts were removed"
-                        )
+                        if reached == 0 {
+                            format!(
+                                "the anchor names {name} but the log holds no receipt{lane_words}: receipts were removed"
+                            )
+                        } else {
+                            format!(
+                                "the anchor names {name} but the intact log ends at receipt {reached}{lane_words}: receipts were removed"
+                            )
+                        }
                     }
                 },
             };

@@ -246,6 +246,13 @@ pub(crate) fn duplicate(error: &StoreError) -> StoreError {
     }
 }
 
+/// `delay` scaled by a random factor in [0.5, 1.5): the backoff both backends use between
+/// retries of a busy or conflicting transaction, so racing callers spread out.
+pub(crate) fn jitter(delay: std::time::Duration) -> std::time::Duration {
+    use rand::Rng;
+    delay.mul_f64(rand::rng().random_range(0.5..1.5))
+}
+
 #[cfg(test)]
 mod tests {
     //! Group commit through the real backends: every caller gets its own result and receipt,
