@@ -212,7 +212,10 @@ fn a_lanes_deleted_tail_is_caught_only_against_an_anchor_naming_every_lane() {
     let AnchorCheck::Failed { detail } = verify(&log, Some(&anchor)).anchor else {
         panic!("a vanished lane must fail the anchor")
     };
-    assert!(detail.contains("the log holds no receipt of lane 7"), "{detail}");
+    assert!(
+        detail.contains("the log holds no receipt of lane 7"),
+        "{detail}"
+    );
 }
 
 #[test]
