@@ -45,8 +45,10 @@ pub fn run(quick: bool) -> Result<()> {
                 arguments: Some(canonical::to_canonical(&crate::ten_arguments(n as usize))?),
                 ..ReceiptDraft::default()
             };
-            let (_, receipt) = seal(draft, head.as_ref(), Timestamp::from_millis(n as i64))
+            let (_, mut receipt) = seal(draft, head.as_ref(), Timestamp::from_millis(n as i64))
                 .context("seal a receipt")?;
+            // Placed at its `seq`, as a one-lane store reads it back.
+            receipt.position = receipt.seq;
             head = Some(ChainHead {
                 seq: receipt.seq,
                 hash: receipt.hash.clone(),
