@@ -1,7 +1,8 @@
 //! Issue #21: a PostgreSQL store's log in several lanes. A writer takes the lowest lane no
 //! other transaction holds; the log places each lane's receipts in order and after what their
-//! transactions saw; `verify` names an edit, a deletion, a forged insertion and a moved receipt
-//! in any lane, and a lane's deleted tail against an anchor naming every lane.
+//! transactions saw; `verify` names an edit, a deletion (by the place that still lists it, the
+//! newest included), a forged insertion and a moved receipt in any lane, and a lane's deleted
+//! tail whose places were renumbered too against an anchor naming every lane.
 //!
 //! The lanes are made deterministic by holding lane heads from another transaction, as a
 //! concurrent writer would, while the store appends.
@@ -181,8 +182,9 @@ async fn an_edit_in_any_lane_is_named_with_its_lane() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deletion_in_any_lane_is_a_gap_in_that_lane() {
-    for lane in [0, 1, 2] {
+async fn a_deletion_in_any_lane_is_named_by_the_place_that_lists_it() {
+    // Lane 0's receipt 2 is at place 2, lane 1's at 5, lane 2's at 8.
+    for (lane, position) in [(0, 2), (1, 5), (2, 8)] {
         let first = first_break_after(
             &format!("lanes/delete{lane}"),
             &[&format!(
@@ -192,14 +194,68 @@ async fn a_deletion_in_any_lane_is_a_gap_in_that_lane() {
         .await;
         assert_eq!(
             first,
-            ChainBreak::SeqGap {
+            ChainBreak::Missing {
                 lane,
-                expected: 2,
-                found: 3
+                seq: 2,
+                position
             },
             "lane {lane}: {first}"
         );
+        assert!(
+            first
+                .to_string()
+                .contains(&format!("is missing: the log names it at place {position}")),
+            "{first}"
+        );
     }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deletion_with_its_place_is_a_gap_in_its_lane_or_in_the_places() {
+    // Lane 1's receipt 2 and its place: the next place read, 6, is lane 1's receipt 3.
+    let first = first_break_after(
+        "lanes/delete_place",
+        &[
+            "DELETE FROM receipts WHERE lane = 1 AND seq = 2",
+            "DELETE FROM receipt_positions WHERE position = 5",
+        ],
+    )
+    .await;
+    assert_eq!(
+        first,
+        ChainBreak::SeqGap {
+            lane: 1,
+            expected: 2,
+            found: 3
+        },
+        "{first}"
+    );
+    // Lane 1's receipt 3 and its place: the next place read, 7, is lane 2's first, whose own
+    // lane holds; the break is named by the place left empty, not by the receipt after it.
+    let first = first_break_after(
+        "lanes/delete_place_last",
+        &[
+            "DELETE FROM receipts WHERE lane = 1 AND seq = 3",
+            "DELETE FROM receipt_positions WHERE position = 6",
+        ],
+    )
+    .await;
+    assert_eq!(
+        first,
+        ChainBreak::Misplaced {
+            lane: 2,
+            seq: 1,
+            expected_position: 6,
+            position: 7
+        },
+        "{first}"
+    );
+    assert!(
+        first.to_string().starts_with(
+            "no receipt is at place 6 of the log: the next one, receipt 1 of lane 2, is at place 7"
+        ),
+        "{first}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -293,8 +349,8 @@ async fn a_receipt_moved_in_the_log_is_named() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_lanes_deleted_tail_is_caught_by_the_places_after_it_or_by_an_anchor() {
-    // Deleted alone, lane 1's last receipt leaves a hole in the log's places.
+async fn a_lanes_deleted_tail_is_caught_by_its_place_or_by_an_anchor() {
+    // Deleted alone, lane 1's last receipt is still listed at its place.
     let first = first_break_after(
         "lanes/hole",
         &["DELETE FROM receipts WHERE lane = 1 AND seq = 3"],
@@ -302,14 +358,44 @@ async fn a_lanes_deleted_tail_is_caught_by_the_places_after_it_or_by_an_anchor()
     .await;
     assert_eq!(
         first,
-        ChainBreak::Misplaced {
-            lane: 2,
-            seq: 1,
-            expected_position: 6,
-            position: 7
+        ChainBreak::Missing {
+            lane: 1,
+            seq: 3,
+            position: 6
         },
         "{first}"
     );
+    // So is the log's newest receipt, with no anchor and no write after it; the log's head
+    // is still its last place.
+    let fresh = three_lanes("lanes/newest").await;
+    assert_eq!(log_of(&fresh).await.len(), 11);
+    tamper(
+        &fresh,
+        &["DELETE FROM receipts WHERE lane = 0 AND seq = 5".to_owned()],
+    )
+    .await;
+    let report = verify_store(fresh.store.as_ref(), None)
+        .await
+        .expect("verify");
+    assert_eq!(report.outcome, VerifyOutcome::Failed, "{report:?}");
+    assert_eq!(
+        report.first_break,
+        Some(ChainBreak::Missing {
+            lane: 0,
+            seq: 5,
+            position: 11
+        })
+    );
+    assert_eq!(report.checked, 10);
+    let head = report.log_head.expect("the log's head");
+    assert_eq!(head.seq, 11);
+    assert!(head.hash.trim().is_empty(), "{head:?}");
+    // A reader of the receipts is told too, instead of getting a receipt that is not there.
+    let listed = log_of(&fresh).await;
+    let newest = listed.last().expect("the last place");
+    assert!(newest.missing);
+    let refused = newest.to_receipt().expect_err("no receipt to read");
+    assert!(refused.starts_with("receipt 5 is missing"), "{refused}");
     // Deleted with its place, and every later place moved down one, only the anchor, which
     // names every lane's head, can tell.
     for (lane, position) in [(1_u32, 6), (2, 9)] {

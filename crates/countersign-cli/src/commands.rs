@@ -500,10 +500,16 @@ fn parse_all(stored: &[StoredReceipt]) -> Result<Vec<countersign::Receipt>, Fail
         .iter()
         .map(|receipt| {
             receipt.to_receipt().map_err(|error| {
-                Failure(format!(
-                    "receipt {} is unreadable ({error}): run `countersign receipts --verify`",
-                    receipt.seq
-                ))
+                let name = match receipt.lane {
+                    0 => format!("receipt {}", receipt.seq),
+                    lane => format!("receipt {} of lane {lane}", receipt.seq),
+                };
+                Failure(if receipt.missing {
+                    // The message names the receipt and its place already.
+                    format!("{error}: run `countersign receipts --verify`")
+                } else {
+                    format!("{name} is unreadable ({error}): run `countersign receipts --verify`")
+                })
             })
         })
         .collect()

@@ -55,7 +55,7 @@ pub async fn export(
             )
         } else {
             format!(
-                "`--after {after}` is past the head of the receipt log (receipt {head}): this is not the store the position came from, or its newest receipts were deleted; run `countersign receipts --verify`, or export from the start without `--after`"
+                "`--after {after}` is past the head of the receipt log (place {head}): this is not the store the position came from, or its newest receipts were deleted; run `countersign receipts --verify`, or export from the start without `--after`"
             )
         }));
     }
@@ -65,11 +65,11 @@ pub async fn export(
             .receipts(after - 1, 1)
             .await?
             .into_iter()
-            .find(|receipt| receipt.position == after)
+            .find(|receipt| receipt.position == after && !receipt.missing)
             .map(|before| Verifier::after_receipt(&before))
             .ok_or_else(|| {
                 Failure(format!(
-                    "receipt {after}, the one `--after {after}` resumes from, is missing from the log: the chain is broken; run `countersign receipts --verify`"
+                    "the receipt at place {after}, the one `--after {after}` resumes from, is missing from the log: the chain is broken; run `countersign receipts --verify`"
                 ))
             })?,
     };

@@ -3,7 +3,7 @@
 use std::io::{self, Write};
 
 use countersign::Receipt;
-use countersign::evidence::{AnchorCheck, VerifyOutcome, VerifyReport};
+use countersign::evidence::{AnchorCheck, ChainBreak, VerifyOutcome, VerifyReport};
 
 /// A plain, left-aligned text table.
 pub struct Table {
@@ -88,18 +88,26 @@ pub fn truncate(text: &str, limit: usize) -> String {
     cut
 }
 
-/// The receipts listing.
+/// The receipts listing: one row per receipt; in a log of several lanes the SEQ column names
+/// each receipt's lane (`4 of lane 2`), since every lane numbers its receipts from 1.
 pub fn receipts_table(receipts: &[Receipt]) -> Table {
     let mut table = Table::new([
         "SEQ", "RECORDED", "KIND", "OUTCOME", "REASON", "ACTION", "EFFECT", "BY",
     ]);
+    // A log of several lanes (PostgreSQL, SPEC 1.5) numbers each lane from 1: name the lane.
+    let lanes = receipts.iter().any(|receipt| receipt.lane != 0);
     for receipt in receipts {
+        let seq = if lanes {
+            format!("{} of lane {}", receipt.seq, receipt.lane)
+        } else {
+            receipt.seq.to_string()
+        };
         let kind = serde_json::to_value(receipt.kind)
             .ok()
             .and_then(|value| value.as_str().map(str::to_owned))
             .unwrap_or_default();
         table.row([
-            receipt.seq.to_string(),
+            seq,
             receipt.recorded_at.to_string(),
             kind,
             receipt.outcome.as_str().to_owned(),
@@ -157,15 +165,22 @@ pub fn verify_report(report: &VerifyReport, out: &mut dyn Write) -> io::Result<(
                 .map_or_else(String::new, |to| format!(" up to {to}"))
         )?,
         (Some(chain_break), _, _) => {
-            let lane = match chain_break.lane() {
-                0 => String::new(),
-                lane => format!(" of lane {lane}"),
+            // Where the log breaks: the receipt, or the place a receipt left (the receipt seen
+            // next is not what was changed).
+            let at = match chain_break {
+                ChainBreak::Misplaced {
+                    expected_position,
+                    position,
+                    ..
+                } if position > expected_position => {
+                    format!("place {expected_position} of the log")
+                }
+                _ => match chain_break.lane() {
+                    0 => format!("receipt {}", chain_break.seq()),
+                    lane => format!("receipt {} of lane {lane}", chain_break.seq()),
+                },
             };
-            writeln!(
-                out,
-                "chain BROKEN at receipt {}{lane}: {chain_break}",
-                chain_break.seq()
-            )?;
+            writeln!(out, "chain BROKEN at {at}: {chain_break}")?;
             match (&report.head, report.first_seq) {
                 (Some(head), Some(first)) => writeln!(
                     out,
@@ -389,6 +404,38 @@ mod tests {
         assert_eq!(
             lines[1],
             "lanes: lane 2 to receipt 1 (each lane is its own chain; `--json` gives each head's hash)"
+        );
+    }
+
+    #[test]
+    fn a_break_names_the_place_left_empty_or_the_receipt_gone_from_its_place() {
+        // Place 2 (lane 2's first receipt) gone with its place: the receipt after it holds in
+        // its own lane, so the headline names the place, not that receipt.
+        let mut log = two_lanes();
+        log.remove(1);
+        let report = countersign::evidence::verify(&log, None);
+        let mut out = Vec::new();
+        super::verify_report(&report, &mut out).expect("written");
+        let text = String::from_utf8(out).expect("UTF-8");
+        assert!(
+            text.starts_with("chain BROKEN at place 2 of the log: no receipt is at place 2 of the log: the next one, receipt 2, is at place 3"),
+            "{text}"
+        );
+        assert!(
+            text.contains("\n1 receipt(s) before it verified (receipts 1 to 1, head "),
+            "{text}"
+        );
+        // Its row gone but its place kept: named as missing, with its lane.
+        let mut log = two_lanes();
+        log[3].missing = true;
+        log[3].body.clear();
+        let report = countersign::evidence::verify(&log, None);
+        let mut out = Vec::new();
+        super::verify_report(&report, &mut out).expect("written");
+        let text = String::from_utf8(out).expect("UTF-8");
+        assert!(
+            text.starts_with("chain BROKEN at receipt 2 of lane 2: receipt 2 of lane 2 is missing: the log names it at place 4, but the store no longer holds it"),
+            "{text}"
         );
     }
 }

@@ -405,8 +405,9 @@ pub struct LaneHead {
 /// A receipt as stored: the columns the chain is checked against and the canonical body.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct StoredReceipt {
-    /// The lane it was stored in: 0 for a store that keeps one lane, which is every store
-    /// today ([`Receipt::lane`]). [`check_alone`] holds the body to it.
+    /// The lane it was stored in ([`Receipt::lane`]): always 0 in a store that keeps one lane
+    /// (memory, SQLite), 0 to 15 in a PostgreSQL store (SPEC 1.5). [`check_alone`] holds the
+    /// body to it.
     pub lane: u32,
     /// Its place in the log's one total order (SPEC 1.5), from 1 without gaps: the
     /// [`Store::receipts`](crate::store::Store::receipts) cursor and, less one, its Merkle leaf
@@ -422,6 +423,12 @@ pub struct StoredReceipt {
     pub hash: ReceiptHash,
     /// The canonical JSON body (every field but `hash`).
     pub body: String,
+    /// True when the log's order names this receipt (its `lane`, `seq` and `position`) but the
+    /// store no longer holds its row: it was deleted after it was placed. `prev_hash`, `hash`
+    /// and `body` are empty then. Only a store that records places apart from the receipts
+    /// (PostgreSQL's `receipt_positions`) can tell; elsewhere a deleted receipt shows as a gap.
+    /// [`Verifier`] and [`check_alone`] report it as [`ChainBreak::Missing`].
+    pub missing: bool,
 }
 
 impl Receipt {
@@ -453,8 +460,17 @@ impl StoredReceipt {
     ///
     /// # Errors
     ///
-    /// A message when the body is not a receipt.
+    /// A message when the body is not a receipt, or when the receipt is
+    /// [`missing`](StoredReceipt::missing).
     pub fn to_receipt(&self) -> Result<Receipt, String> {
+        if self.missing {
+            return Err(ChainBreak::Missing {
+                lane: self.lane,
+                seq: self.seq,
+                position: self.position,
+            }
+            .to_string());
+        }
         let mut value: serde_json::Value =
             serde_json::from_str(&self.body).map_err(|error| error.to_string())?;
         if let serde_json::Value::Object(map) = &mut value {

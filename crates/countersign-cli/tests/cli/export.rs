@@ -91,7 +91,7 @@ fn a_position_past_the_head_is_refused_naming_the_head() {
     let message = run.one_line_error();
     assert!(
         message.starts_with(
-            "`--after 12` is past the head of the receipt log (receipt 11): this is not the store the position came from"
+            "`--after 12` is past the head of the receipt log (place 11): this is not the store the position came from"
         ),
         "{run:?}"
     );
@@ -163,7 +163,9 @@ fn a_deleted_receipt_stops_the_export_at_the_gap() {
     let run = sandbox.run(&["receipts", "--export", "jsonl", "--after", "6"]);
     let message = run.one_line_error();
     assert!(
-        message.starts_with("receipt 6, the one `--after 6` resumes from, is missing from the log"),
+        message.starts_with(
+            "the receipt at place 6, the one `--after 6` resumes from, is missing from the log"
+        ),
         "{run:?}"
     );
 }

@@ -69,6 +69,7 @@ impl BundledReceipt {
             prev_hash: self.prev_hash.clone(),
             hash: self.hash.clone(),
             body: self.body.clone(),
+            missing: false,
         }
     }
 }

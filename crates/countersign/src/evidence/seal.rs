@@ -86,6 +86,7 @@ pub fn seal_in_lane(
         prev_hash: receipt.prev_hash.clone(),
         hash: receipt.hash.clone(),
         body,
+        missing: false,
     };
     Ok((receipt, stored))
 }

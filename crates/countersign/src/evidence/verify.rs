@@ -153,8 +153,10 @@ pub enum ChainBreak {
         seq: u64,
     },
     /// A receipt is not at the next place in the log's total order ([`StoredReceipt::position`]):
-    /// a receipt before it was removed from the log, or its place was changed. Its own lane's
-    /// chain held up to it.
+    /// a receipt before it was removed from the log with its place, or places were changed. Its
+    /// own lane's chain held up to it, so the receipt named is where the break was seen, not
+    /// what was changed: the place expected is (its message starts with it when the log skips
+    /// a place).
     Misplaced {
         /// The lane.
         #[serde(skip_serializing_if = "is_lane_zero")]
@@ -164,6 +166,19 @@ pub enum ChainBreak {
         /// The place that comes next in the log.
         expected_position: u64,
         /// The place it has.
+        position: u64,
+    },
+    /// The log's order names a receipt the store no longer holds ([`StoredReceipt::missing`]):
+    /// its row was deleted after it was placed. Only a store that records places apart from
+    /// the receipts (PostgreSQL) can name it; elsewhere a deleted receipt is a
+    /// [`ChainBreak::SeqGap`] in its lane.
+    Missing {
+        /// The lane.
+        #[serde(skip_serializing_if = "is_lane_zero")]
+        lane: u32,
+        /// The receipt.
+        seq: u64,
+        /// Its place in the log.
         position: u64,
     },
     /// A receipt's body is unreadable or disagrees with its columns.
@@ -187,6 +202,7 @@ impl ChainBreak {
             | ChainBreak::HashMismatch { seq, .. }
             | ChainBreak::Unhashed { seq, .. }
             | ChainBreak::Misplaced { seq, .. }
+            | ChainBreak::Missing { seq, .. }
             | ChainBreak::Unreadable { seq, .. } => *seq,
         }
     }
@@ -199,6 +215,7 @@ impl ChainBreak {
             | ChainBreak::HashMismatch { lane, .. }
             | ChainBreak::Unhashed { lane, .. }
             | ChainBreak::Misplaced { lane, .. }
+            | ChainBreak::Missing { lane, .. }
             | ChainBreak::Unreadable { lane, .. } => *lane,
         }
     }
@@ -249,9 +266,28 @@ impl std::fmt::Display for ChainBreak {
                 seq,
                 expected_position,
                 position,
+            } if position > expected_position => write!(
+                f,
+                "no receipt is at place {expected_position} of the log: the next one, {}, is at place {position}, and its own lane holds up to it, so a receipt was removed from the log or moved in it",
+                receipt_name(*lane, *seq)
+            ),
+            ChainBreak::Misplaced {
+                lane,
+                seq,
+                expected_position,
+                position,
             } => write!(
                 f,
-                "{} is at place {position} in the log, but place {expected_position} comes next: a receipt was removed from the log or moved in it",
+                "{} is at place {position} of the log, but place {expected_position} comes next: the log's places were changed",
+                receipt_name(*lane, *seq)
+            ),
+            ChainBreak::Missing {
+                lane,
+                seq,
+                position,
+            } => write!(
+                f,
+                "{} is missing: the log names it at place {position}, but the store no longer holds it (its row was deleted after it was written)",
                 receipt_name(*lane, *seq)
             ),
             ChainBreak::Unreadable { lane, seq, detail } => {
@@ -331,8 +367,10 @@ pub struct VerifyReport {
     /// lane.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub lanes: Vec<LaneHead>,
-    /// The store's newest receipt as stored (its `seq` and its `hash` column, checked or not),
-    /// `None` for an empty log or when the report was made without a store
+    /// The store's newest receipt as stored: in `seq`, its place in the log (SPEC 1.5; its
+    /// `seq` in a store of one lane), and its `hash` column, checked or not (empty when its
+    /// row is [`missing`](StoredReceipt::missing)); `None` for an empty log or when the report
+    /// was made without a store
     /// ([`crate::audit::verify_store_range`] fills it).
     pub log_head: Option<ChainHead>,
     /// The range asked for, when only part of the log was checked.
@@ -478,7 +516,9 @@ impl Verifier {
                 LaneProgress::default()
             }
         });
-        if let Err(chain_break) = check_next(lane, receipt) {
+        // A receipt the log names but the store lost is named as such, before its lane's
+        // chain (whose next receipt it is) would call it anything else.
+        if let Err(chain_break) = check_present(receipt).and_then(|()| check_next(lane, receipt)) {
             self.first_break = Some(chain_break);
             return;
         }
@@ -603,6 +643,18 @@ impl Verifier {
     }
 }
 
+/// Is `receipt` still stored ([`StoredReceipt::missing`])?
+fn check_present(receipt: &StoredReceipt) -> Result<(), ChainBreak> {
+    if receipt.missing {
+        return Err(ChainBreak::Missing {
+            lane: receipt.lane,
+            seq: receipt.seq,
+            position: receipt.position,
+        });
+    }
+    Ok(())
+}
+
 /// Check `receipt` as the next of the lane `lane` stands at.
 fn check_next(lane: &LaneProgress, receipt: &StoredReceipt) -> Result<(), ChainBreak> {
     if receipt.seq != lane.expected_seq {
@@ -640,6 +692,7 @@ fn check_next(lane: &LaneProgress, receipt: &StoredReceipt) -> Result<(), ChainB
 /// The [`ChainBreak`] naming what does not hold.
 pub fn check_alone(receipt: &StoredReceipt) -> Result<Receipt, ChainBreak> {
     let (lane, seq) = (receipt.lane, receipt.seq);
+    check_present(receipt)?;
     if receipt.hash.trim().is_empty() {
         return Err(ChainBreak::Unhashed { lane, seq });
     }

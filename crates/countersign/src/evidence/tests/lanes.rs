@@ -111,6 +111,84 @@ fn a_deletion_in_the_middle_of_any_lane_is_a_gap_in_that_lane() {
     }
 }
 
+/// `log` placed at 1, 2, 3, … in its order, as a store of several lanes reads it.
+fn placed(mut log: Vec<StoredReceipt>) -> Vec<StoredReceipt> {
+    for (index, receipt) in log.iter_mut().enumerate() {
+        receipt.position = index as u64 + 1;
+    }
+    log
+}
+
+#[test]
+fn a_receipt_gone_from_its_place_is_named_missing_wherever_it_was() {
+    for (lane, seq) in [(0, 2), (1, 3), (7, 4)] {
+        let mut log = placed(log_of(&MIXED));
+        let index = at(&log, lane, seq);
+        // What a store that keeps its places apart reads for a deleted row.
+        let gone = &mut log[index];
+        gone.missing = true;
+        gone.hash = crate::id::ReceiptHash::default();
+        gone.prev_hash = crate::id::ReceiptHash::default();
+        gone.body.clear();
+        let position = gone.position;
+        let report = verify(&log, None);
+        let expected = ChainBreak::Missing {
+            lane,
+            seq,
+            position,
+        };
+        assert_eq!(report.first_break, Some(expected.clone()));
+        assert_eq!(report.outcome, VerifyOutcome::Failed);
+        assert_eq!(report.checked, index as u64);
+        // Read on its own (a bundle, the receipt before a range), and parsed, it is named too.
+        assert_eq!(check_alone(&log[index]).unwrap_err(), expected);
+        let refused = log[index].to_receipt().unwrap_err();
+        assert_eq!(refused, expected.to_string());
+        assert!(
+            refused.contains(&format!("is missing: the log names it at place {position}")),
+            "{refused}"
+        );
+        let json = serde_json::to_value(&expected).unwrap();
+        assert_eq!(json["kind"], "missing");
+        assert_eq!(json.get("lane").is_some(), lane != 0, "{json}");
+    }
+}
+
+#[test]
+fn a_place_left_empty_is_named_by_the_place_not_the_receipt_after_it() {
+    // Lane 7's receipt 1 (place 4) and its place are gone: the next place read, 5, is lane 0's
+    // receipt 2, whose own lane holds.
+    let mut log = placed(log_of(&MIXED));
+    log.remove(3);
+    let report = verify(&log, None);
+    let first = report.first_break.unwrap();
+    assert_eq!(
+        first,
+        ChainBreak::Misplaced {
+            lane: 0,
+            seq: 2,
+            expected_position: 4,
+            position: 5
+        }
+    );
+    assert!(
+        first.to_string().starts_with(
+            "no receipt is at place 4 of the log: the next one, receipt 2, is at place 5"
+        ),
+        "{first}"
+    );
+    // A place given twice (places changed by hand) reads differently.
+    let mut log = placed(log_of(&MIXED));
+    log[4].position = 4;
+    let first = verify(&log, None).first_break.unwrap();
+    assert!(
+        first.to_string().ends_with(
+            "is at place 4 of the log, but place 5 comes next: the log's places were changed"
+        ),
+        "{first}"
+    );
+}
+
 #[test]
 fn a_fork_or_an_insertion_in_a_lane_is_named_there() {
     // A fork: a second receipt 3 of lane 1, chained on receipt 2, placed after the first.

@@ -24,7 +24,9 @@
 //! - *A placer that crashes midway* leaves nothing: its positions commit in one transaction.
 //!
 //! Nothing here is trusted by verification: `verify` checks every lane's chain and that the
-//! positions run from 1 without gaps ([`crate::evidence::Verifier`]).
+//! positions run from 1 without gaps ([`crate::evidence::Verifier`]). Reads join the positions
+//! to the receipts with a left join, so a receipt deleted after it was placed is read as
+//! [`StoredReceipt::missing`] at its place and named exactly, the newest one included.
 
 use super::*;
 
@@ -132,7 +134,9 @@ impl PostgresStore {
         Ok(u64::try_from(fresh.len()).unwrap_or(u64::MAX))
     }
 
-    /// [`Store::receipts`]: place, then read by position.
+    /// [`Store::receipts`]: place, then read by position. A place whose receipt row is gone
+    /// (deleted after it was placed) is read as a [`StoredReceipt::missing`] receipt, so
+    /// `verify` names exactly that receipt, even at the tail of the log.
     pub(super) async fn placed_receipts(
         &self,
         after: u64,
@@ -144,7 +148,7 @@ impl PostgresStore {
         let rows = self
             .read_rows(
                 sqlx::query(
-                    "SELECT p.position, r.lane, r.seq, r.prev_hash, r.hash, r.body FROM receipt_positions p JOIN receipts r ON r.lane = p.lane AND r.seq = p.seq WHERE p.position > $1 ORDER BY p.position LIMIT $2",
+                    "SELECT p.position, p.lane, p.seq, r.prev_hash, r.hash, r.body, r.seq IS NULL FROM receipt_positions p LEFT JOIN receipts r ON r.lane = p.lane AND r.seq = p.seq WHERE p.position > $1 ORDER BY p.position LIMIT $2",
                 )
                 .bind(after)
                 .bind(limit),
@@ -153,12 +157,13 @@ impl PostgresStore {
         rows.iter().map(receipt_from_row).collect()
     }
 
-    /// [`Store::chain_head`]: place, then the receipt at the highest position.
+    /// [`Store::chain_head`]: place, then the receipt at the highest position (its hash empty
+    /// when its row is gone).
     pub(super) async fn placed_head(&self) -> Result<Option<ChainHead>, StoreError> {
         self.place().await?;
         let rows = self
             .read_rows(sqlx::query(
-                "SELECT p.position, r.hash FROM receipt_positions p JOIN receipts r ON r.lane = p.lane AND r.seq = p.seq ORDER BY p.position DESC LIMIT 1",
+                "SELECT p.position, r.hash FROM receipt_positions p LEFT JOIN receipts r ON r.lane = p.lane AND r.seq = p.seq ORDER BY p.position DESC LIMIT 1",
             ))
             .await?;
         let Some(row) = rows.first() else {

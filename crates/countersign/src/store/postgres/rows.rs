@@ -105,11 +105,14 @@ pub(super) fn effect_from_row(row: &PgRow) -> Result<EffectRecord, StoreError> {
     })
 }
 
-/// A receipt read with its place: columns `position, lane, seq, prev_hash, hash, body`.
+/// A receipt read with its place: columns `position, lane, seq, prev_hash, hash, body,
+/// missing`, the last true when the place names a receipt whose row is gone
+/// ([`StoredReceipt::missing`]).
 pub(super) fn receipt_from_row(row: &PgRow) -> Result<StoredReceipt, StoreError> {
     let position: i64 = row.try_get(0).map_err(decode)?;
     let lane: i32 = row.try_get(1).map_err(decode)?;
     let seq: i64 = row.try_get(2).map_err(decode)?;
+    let missing: bool = row.try_get(6).map_err(decode)?;
     Ok(StoredReceipt {
         lane: u32::try_from(lane).map_err(|_| corrupt(format!("negative lane {lane}")))?,
         position: u64::try_from(position).map_err(|_| corrupt("negative position".to_owned()))?,
@@ -130,5 +133,6 @@ pub(super) fn receipt_from_row(row: &PgRow) -> Result<StoredReceipt, StoreError>
             .try_get::<Option<String>, _>(5)
             .map_err(decode)?
             .unwrap_or_default(),
+        missing,
     })
 }

@@ -96,6 +96,8 @@ pub(super) fn receipt_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Stor
         prev_hash: ReceiptHash::from_stored(row.get::<_, Option<String>>(1)?.unwrap_or_default()),
         hash: ReceiptHash::from_stored(row.get::<_, Option<String>>(2)?.unwrap_or_default()),
         body: row.get::<_, Option<String>>(3)?.unwrap_or_default(),
+        // Its place is its `seq`: a deleted receipt leaves no row to name it, only a gap.
+        missing: false,
     })
 }
 
