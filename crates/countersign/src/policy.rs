@@ -335,6 +335,35 @@ impl Policy {
                 spec.approvers.len()
             ));
         }
+        // Groups without a key: only the directory's members can answer a token-less surface,
+        // so a quorum larger than the people it lists can never be met from it (a key's tokens,
+        // or the approval service's sign-in, may carry `groups` claims naming more people).
+        let wildcard = spec.approvers.iter().any(|pattern| pattern.contains('*'));
+        if !named_only && !wildcard && self.keys.is_empty() {
+            let mut people: std::collections::BTreeSet<&str> = std::collections::BTreeSet::new();
+            for pattern in &spec.approvers {
+                match pattern.strip_prefix("group:") {
+                    Some(group) => people.extend(
+                        self.directory
+                            .iter()
+                            .filter(|(_, groups)| groups.iter().any(|member_of| member_of == group))
+                            .map(|(principal, _)| principal.as_str()),
+                    ),
+                    None => {
+                        people.insert(pattern.as_str());
+                    }
+                }
+            }
+            // No one at all is the "nobody can answer" warning's case.
+            if !people.is_empty() && spec.quorum as usize > people.len() {
+                warnings.push(format!(
+                    "{place}: `quorum: {}` but only {} approver(s) can answer ({}: the named approvers and the members `directory` lists in its groups): no request can be granted unless an approver's sign-in carries a `groups` claim; add members to `directory`, or lower the quorum",
+                    spec.quorum,
+                    people.len(),
+                    people.iter().copied().collect::<Vec<_>>().join(", ")
+                ));
+            }
+        }
         if spec.require == Requirement::Authenticated && self.keys.is_empty() {
             warnings.push(format!(
                 "{place}: `require: authenticated` but `approvers.keys` lists no key: no approver token can verify, so only the approval service's OIDC or proxy sign-in can answer; add a key with `countersign keygen`"

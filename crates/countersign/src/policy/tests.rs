@@ -1589,6 +1589,43 @@ actions:
     assert!(clean.approval_warnings().is_empty());
 }
 
+/// A quorum over groups that the directory's members can never reach (no key, so no token can
+/// name more members) is reported, counting each person once; a key, a wildcard or enough
+/// members draws no warning.
+#[test]
+fn warns_when_a_groups_quorum_exceeds_the_people_who_can_answer() {
+    let short = "schema: countersign.policy/v1
+directory:
+  human:ann: [finance]
+  human:bob: [finance, risk]
+  human:eve: [support]
+actions:
+  wire:
+    decision: approve
+    approval: { approvers: [\"group:finance\", \"group:risk\", \"human:bob\"], quorum: 3 }
+";
+    let warnings = Policy::from_yaml_str(short, None)
+        .expect("warnings are not load errors")
+        .approval_warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
+    assert!(
+        warnings[0].starts_with(
+            "line 7: `wire`: `quorum: 3` but only 2 approver(s) can answer (human:ann, human:bob: "
+        ),
+        "{warnings:#?}"
+    );
+    let enough = short.replace("human:eve: [support]", "human:eve: [risk]");
+    let warnings = Policy::from_yaml_str(&enough, None)
+        .expect("loads")
+        .approval_warnings();
+    assert!(warnings.is_empty(), "{warnings:#?}");
+    let wildcard = short.replace("\"human:bob\"]", "\"human:*\"]");
+    let warnings = Policy::from_yaml_str(&wildcard, None)
+        .expect("loads")
+        .approval_warnings();
+    assert!(warnings.is_empty(), "{warnings:#?}");
+}
+
 /// Issue #31: an approval whose approvers match nobody configured is reported at once, with
 /// the entry's line; a directory member or a key (tokens carry groups) makes it answerable.
 #[test]
