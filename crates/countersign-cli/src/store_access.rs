@@ -33,17 +33,28 @@ pub(crate) fn missing_store_message(global: &Global, path: &str) -> String {
 }
 
 /// The `--policy` and `--store-url` the operator passed, as flags to repeat in a command this
-/// one suggests (` --store-url sqlite:x.db`), so that the suggestion works when run as shown;
-/// empty when both are the defaults.
+/// one suggests (` --store-url sqlite:x.db`), each value quoted for a POSIX shell where it needs
+/// it (` --store-url 'postgres://db/app?schema=agents'`), so that the suggestion works when
+/// pasted as shown; empty when both are the defaults.
 pub(crate) fn store_flags(global: &Global) -> String {
     let mut flags = String::new();
     if let Some(policy) = &global.policy {
-        flags.push_str(&format!(" --policy {}", policy.display()));
+        flags.push_str(&format!(
+            " --policy {}",
+            shell_word(&policy.display().to_string())
+        ));
     }
     if let Some(url) = &global.store_url {
-        flags.push_str(&format!(" --store-url {url}"));
+        flags.push_str(&format!(" --store-url {}", shell_word(url)));
     }
     flags
+}
+
+/// `word` as one word of a POSIX shell command line: as it is when nothing in it is special to
+/// the shell, otherwise quoted (`shlex`). A word with a NUL byte, which no command line can
+/// carry, is shown as it is.
+pub(crate) fn shell_word(word: &str) -> std::borrow::Cow<'_, str> {
+    shlex::try_quote(word).unwrap_or(std::borrow::Cow::Borrowed(word))
 }
 
 /// Open the store a command that records (`exec`, `check`) writes to: created on first use, but
@@ -65,7 +76,7 @@ pub(crate) async fn open_for_recording(global: &Global) -> Result<Arc<dyn Store>
         return Err(Failure(format!(
             "the store's folder `{}` does not exist, so `--store-url {url}` is probably mistyped: give the store the humans look at, or create the folder first (`mkdir -p {}`)",
             folder.display(),
-            folder.display()
+            shell_word(&folder.display().to_string())
         )));
     }
     Ok(store::open_url_async(&url).await?)
