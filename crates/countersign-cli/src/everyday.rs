@@ -283,7 +283,16 @@ pub fn evaluate(
     let control = Control::builder(policy, MemoryStore::new())
         .identity(StaticIdentity::new(principal.clone()))
         .build();
-    let evaluation = control.evaluate(&ActionRequest::new(args.action.clone(), &arguments))?;
+    // `evaluate` runs nothing, so the kernel's "not executed" wording would mislead here.
+    let evaluation = control
+        .evaluate(&ActionRequest::new(args.action.clone(), &arguments))
+        .map_err(|error| match error {
+            countersign::ControlError::Template { action, source } => Failure(format!(
+                "cannot evaluate `{}` with these arguments: {source} (its effect key or resource template reads it): add it to `--args`",
+                countersign::evidence::printable(&action)
+            )),
+            other => Failure(other.to_string()),
+        })?;
     if global.json {
         write_json(
             out,

@@ -87,6 +87,14 @@ fn evaluate_says_which_entry_rule_and_condition_decided_and_writes_nothing() {
     );
     let bad = sandbox.run(&["evaluate", "stripe.refund", "--args", "[1, 2]"]);
     assert!(bad.one_line_error().contains("JSON object"), "{bad:?}");
+    // An argument the effect key needs is missing: said as such, not as "not executed" (nothing
+    // ever runs here).
+    let short = sandbox.run(&["evaluate", "stripe.refund", "--args", r#"{"amount": 10}"#]);
+    let message = short.one_line_error();
+    assert_eq!(
+        message,
+        "cannot evaluate `stripe.refund` with these arguments: missing argument `payment_id` needed by the template (its effect key or resource template reads it): add it to `--args`"
+    );
     let bad = sandbox.run(&["evaluate", "stripe.refund", "--args", r#"{"a": 1, "a": 2}"#]);
     assert!(bad.one_line_error().contains("not valid JSON"), "{bad:?}");
 }
