@@ -98,7 +98,11 @@ pub async fn exec(
     // Issue #31: an approval nobody can give is said when the store opens, not after the
     // request it opens has expired.
     for warning in policy.approval_warnings() {
-        eprintln!("warning: {}", countersign::evidence::printable(&warning));
+        if global.json {
+            say_json(&Said::new("warning", warning));
+        } else {
+            eprintln!("warning: {}", countersign::evidence::printable(&warning));
+        }
     }
     let control = Control::builder_shared(Arc::new(policy), store)
         .identity(StaticIdentity::new(principal))
@@ -134,13 +138,17 @@ pub async fn exec(
                     record.expires_at
                 )
             };
-            eprintln!(
-                "countersign: `{}` needs a human's approval: request {} is waiting; answer it from another shell with `countersign approve {}{}`; waiting {until}",
-                args.action,
+            let message = format!(
+                "`{}` needs a human's approval: request {} is waiting; answer it from another shell with `countersign approve {}{}`; waiting {until}",
+                countersign::evidence::printable(&args.action),
                 record.id,
                 record.id,
                 crate::store_access::store_flags(global),
             );
+            let mut said = Said::new("waiting", message);
+            said.request_id = Some(record.id.to_string());
+            said.expires_at = Some(record.expires_at.to_string());
+            say(global.json, &said);
         }
         request = request.with_wait(wait);
     }
@@ -217,33 +225,32 @@ pub async fn exec(
         }
     };
     let name = countersign::evidence::printable(&args.action).into_owned();
-    if let Some(signal) = stopped_by.lock().ok().and_then(|slot| *slot) {
-        // Stopped from outside: the outcome is recorded (the lines below say which); exit as a
-        // process killed by that signal would, 128 + its number (143 for SIGTERM).
-        eprintln!(
-            "countersign: stopped by signal {signal} while `{name}` ran: passed it on to the command, waited for it to end, and recorded its outcome"
-        );
-        let exit = ExitCode::from(u8::try_from(128 + signal).unwrap_or(1));
-        if let Err(ControlError::OutcomeUnknown { effect_key, .. }) = &result {
-            match effect_key {
-                Some(key) => eprintln!(
-                    "countersign: recorded `ambiguous`: every retry is refused until someone finds out what happened and runs `countersign resolve {key} --committed` or `--failed`"
-                ),
-                None => eprintln!("countersign: recorded `ambiguous`"),
-            }
+    let stopped = stopped_by.lock().ok().and_then(|slot| *slot);
+    let (mut said, status) = match result {
+        Ok(executed) => {
+            let mut said = Said::new("committed", format!("`{name}` ran: recorded `committed`"));
+            said.effect_key = executed
+                .receipt
+                .effect_key
+                .as_ref()
+                .map(ToString::to_string);
+            said.receipt = Some(executed.receipt);
+            (said, 0)
         }
-        return Ok(exit);
-    }
-    match result {
-        Ok(_) => Ok(ExitCode::SUCCESS),
-        Err(ControlError::NotExecuted { message, .. }) => {
+        Err(ControlError::NotExecuted {
+            message,
+            effect_key,
+            ..
+        }) => {
             let started = not_started.lock().ok().and_then(|slot| *slot);
-            eprintln!(
-                "countersign: `{name}` did not run ({message}): recorded `failed`; a retry may run it (if this call needed an approval, the retry needs a new one: an approval authorizes one attempt)"
+            let mut said = Said::new(
+                "failed",
+                format!(
+                    "`{name}` did not run ({message}): recorded `failed`; a retry may run it (if this call needed an approval, the retry needs a new one: an approval authorizes one attempt)"
+                ),
             );
-            Ok(ExitCode::from(
-                started.unwrap_or_else(|| code_of(slot.get())),
-            ))
+            said.effect_key = effect_key.as_ref().map(ToString::to_string);
+            (said, started.unwrap_or_else(|| code_of(slot.get())))
         }
         Err(ControlError::OutcomeUnknown {
             effect_key, cause, ..
@@ -254,14 +261,17 @@ pub async fn exec(
                 ),
                 None => "it has no effect key, so nothing refuses a retry".to_owned(),
             };
-            eprintln!(
-                "countersign: `{name}` may have done its work ({cause}): recorded `ambiguous`; {next}"
+            let mut said = Said::new(
+                "ambiguous",
+                format!("`{name}` may have done its work ({cause}): recorded `ambiguous`; {next}"),
             );
+            said.effect_key = effect_key.as_ref().map(ToString::to_string);
             let exit = slot.get();
-            Ok(ExitCode::from(match (exit, args.timeout) {
+            let status = match (exit, args.timeout) {
                 (None, Some(_)) => TIMED_OUT,
                 _ => code_of(exit),
-            }))
+            };
+            (said, status)
         }
         Err(ControlError::ApprovalRequired {
             request_id,
@@ -274,27 +284,138 @@ pub async fn exec(
             } else {
                 ", or add `--wait 10m` to wait for the answer"
             };
-            eprintln!(
-                "countersign: `{name}` needs a human's approval: request {request_id} is waiting (see `countersign pending{flags}`); once `countersign approve {request_id}{flags}` grants it, run this same command again (until {expires_at}){wait_hint}; the command did not run"
+            let mut said = Said::new(
+                "approval_required",
+                format!(
+                    "`{name}` needs a human's approval: request {request_id} is waiting (see `countersign pending{flags}`); once `countersign approve {request_id}{flags}` grants it, run this same command again (until {expires_at}){wait_hint}; the command did not run"
+                ),
             );
-            Ok(ExitCode::from(REFUSED))
+            said.reason = Some(countersign::Reason::ApprovalRequired.as_str());
+            said.request_id = Some(request_id.to_string());
+            said.expires_at = Some(expires_at.to_string());
+            (said, REFUSED)
         }
         Err(ControlError::Store {
             after_run: true,
             source,
-        }) => {
-            eprintln!(
-                "countersign: `{name}` ran, but its outcome could not be recorded ({source}): its effect stays reserved and becomes `ambiguous` when the lease lapses"
-            );
-            Ok(ExitCode::from(code_of(slot.get())))
-        }
+        }) => (
+            Said::new(
+                "not_recorded",
+                format!(
+                    "`{name}` ran, but its outcome could not be recorded ({source}): its effect stays reserved and becomes `ambiguous` when the lease lapses"
+                ),
+            ),
+            code_of(slot.get()),
+        ),
         Err(refusal) => {
-            eprintln!(
-                "countersign: `{name}` refused ({}): {refusal}; the command did not run",
-                refusal.reason()
+            let mut said = Said::new(
+                "refused",
+                format!(
+                    "`{name}` refused ({}): {refusal}; the command did not run",
+                    refusal.reason()
+                ),
             );
-            Ok(ExitCode::from(REFUSED))
+            said.reason = Some(refusal.reason());
+            said.effect_key = match &refusal {
+                ControlError::DuplicateEffect { effect_key, .. }
+                | ControlError::AmbiguousEffect { effect_key, .. } => Some(effect_key.to_string()),
+                _ => None,
+            };
+            (said, REFUSED)
         }
+    };
+    let status = match stopped {
+        // Stopped from outside: the outcome is recorded (as above); exit as a process killed
+        // by that signal would, 128 + its number (143 for SIGTERM).
+        Some(signal) => {
+            said.message = format!(
+                "stopped by signal {signal} while `{name}` ran: passed it on to the command, waited for it to end, and recorded its outcome: {}",
+                said.message
+            );
+            said.signal = Some(signal);
+            u8::try_from(128 + signal).unwrap_or(1)
+        }
+        None => status,
+    };
+    // Nothing to add on an ordinary success in text: the command's own output said it.
+    if global.json || said.event != "committed" || stopped.is_some() {
+        said.exit_status = Some(status);
+        say(global.json, &said);
+    }
+    Ok(ExitCode::from(status))
+}
+
+/// One thing `exec` says about itself on standard error, which it shares with the command:
+/// a line `countersign: MESSAGE` (`warning: MESSAGE` for a warning), or with `--json` one JSON
+/// object per line (JSON Lines) with the fields below, the command's own output passing through
+/// untouched. The last object is the ending, the one with `exit_status`.
+#[derive(Debug, serde::Serialize)]
+struct Said {
+    /// `warning` (an approval nobody can give), `waiting` (for an answer, with `--wait`), or
+    /// how it ended: `committed`, `failed`, `ambiguous` (recorded so), `approval_required`,
+    /// `refused` (nothing ran), `not_recorded` (it ran; its outcome could not be written).
+    event: &'static str,
+    /// The text form's line, without its prefix.
+    message: String,
+    /// The kernel's reason code for a refusal (`denied`, `duplicate`, …: `Reason`'s wire
+    /// strings, docs/SPEC.md).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    reason: Option<&'static str>,
+    /// The approval request waiting.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    request_id: Option<String>,
+    /// When that request expires (RFC 3339).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    expires_at: Option<String>,
+    /// The call's effect key, if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    effect_key: Option<String>,
+    /// The signal that stopped `exec` while the command ran (the outcome was recorded).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    signal: Option<i32>,
+    /// The receipt that records a `committed` run.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    receipt: Option<countersign::Receipt>,
+    /// `exec`'s own exit status (the ending only).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    exit_status: Option<u8>,
+}
+
+impl Said {
+    fn new(event: &'static str, message: String) -> Said {
+        Said {
+            event,
+            message,
+            reason: None,
+            request_id: None,
+            expires_at: None,
+            effect_key: None,
+            signal: None,
+            receipt: None,
+            exit_status: None,
+        }
+    }
+}
+
+/// Say `said` on standard error, as text or as one JSON line.
+fn say(json: bool, said: &Said) {
+    if json {
+        say_json(said);
+    } else {
+        // What the message quotes reaches a terminal: control characters are shown escaped.
+        eprintln!(
+            "countersign: {}",
+            countersign::evidence::printable(&said.message)
+        );
+    }
+}
+
+/// Say `said` as one JSON line on standard error (`serde_json` escapes control characters).
+fn say_json(said: &Said) {
+    match serde_json::to_string(said) {
+        Ok(line) => eprintln!("{line}"),
+        // Not reachable (every field serializes); the text keeps the message anyway.
+        Err(_) => eprintln!("countersign: {}", said.message),
     }
 }
 

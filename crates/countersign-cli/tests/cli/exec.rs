@@ -188,6 +188,93 @@ fn execs_own_failures_exit_125_not_the_commands_1() {
     assert_eq!(own.status, Some(1), "{own:?}");
 }
 
+/// `countersign --json exec …`: what exec says about itself on standard error, one JSON object
+/// per line, the last (the ending) with `exit_status`; the command's own output passes through.
+fn endings(run: &Run) -> Vec<Value> {
+    run.stderr
+        .lines()
+        .filter(|line| line.starts_with('{'))
+        .map(|line| serde_json::from_str(line).expect("a JSON line"))
+        .collect()
+}
+
+#[test]
+fn with_json_exec_says_how_it_ended_as_one_json_line() {
+    let sandbox = Sandbox::new();
+    sandbox.with_agent_policy();
+    let json_job = |id: &str, extra: &[&str], script: &str| {
+        let arguments = format!("{{\"id\": \"{id}\"}}");
+        let script = format!("echo {id} >> runs; {script}");
+        let mut args = vec![
+            "--json",
+            "exec",
+            "--policy",
+            "agent.yaml",
+            "--action",
+            "job",
+            "--args",
+            &arguments,
+        ];
+        args.extend_from_slice(extra);
+        args.extend_from_slice(&["--", "sh", "-c", &script]);
+        sandbox.run(&args)
+    };
+    // Committed: the command's output untouched, and the receipt that records it.
+    let run = json_job("j1", &[], "echo out; echo err >&2");
+    assert_eq!(run.status, Some(0), "{run:?}");
+    assert_eq!(run.stdout, "out\n");
+    assert!(run.stderr.starts_with("err\n"), "{run:?}");
+    let said = endings(&run);
+    assert_eq!(said.len(), 1, "{run:?}");
+    assert_eq!(said[0]["event"], "committed");
+    assert_eq!(said[0]["exit_status"], 0);
+    assert_eq!(said[0]["effect_key"], "job:j1");
+    assert_eq!(said[0]["receipt"]["outcome"], "committed");
+    assert_eq!(
+        said[0]["receipt"]["exit_status"],
+        serde_json::json!({"code": 0})
+    );
+    // A duplicate: refused, with the kernel's reason code.
+    let duplicate = json_job("j1", &[], "exit 0");
+    assert_eq!(duplicate.status, Some(125), "{duplicate:?}");
+    let said = endings(&duplicate);
+    assert_eq!(said.len(), 1, "{duplicate:?}");
+    assert_eq!(said[0]["event"], "refused");
+    assert_eq!(said[0]["reason"], "duplicate");
+    assert_eq!(said[0]["exit_status"], 125);
+    assert_eq!(said[0]["effect_key"], "job:j1");
+    assert!(
+        said[0]["message"]
+            .as_str()
+            .is_some_and(|text| text.contains("the command did not run")),
+        "{duplicate:?}"
+    );
+    // Ambiguous: the command's own status, and the key every retry is refused on.
+    let unknown = json_job("j2", &[], "exit 3");
+    assert_eq!(unknown.status, Some(3), "{unknown:?}");
+    let said = endings(&unknown);
+    assert_eq!(said[0]["event"], "ambiguous");
+    assert_eq!(said[0]["effect_key"], "job:j2");
+    assert_eq!(said[0]["exit_status"], 3);
+    // Failed: a listed code.
+    let failed = json_job("j3", &["--not-executed-exit", "75"], "exit 75");
+    assert_eq!(failed.status, Some(75), "{failed:?}");
+    assert_eq!(endings(&failed)[0]["event"], "failed");
+    assert_eq!(endings(&failed)[0]["exit_status"], 75);
+    assert_eq!(
+        runs(&sandbox),
+        3,
+        "j1, j2 and j3 ran; the duplicate did not"
+    );
+    // Every line exec wrote is JSON: nothing else but the command's own `err`.
+    for run in [&duplicate, &unknown, &failed] {
+        assert!(
+            run.stderr.lines().all(|line| line.starts_with('{')),
+            "{run:?}"
+        );
+    }
+}
+
 #[test]
 fn a_command_that_needs_approval_runs_after_the_grant() {
     let sandbox = Sandbox::new();
