@@ -99,3 +99,31 @@ pub(crate) async fn open_for_reading(global: &Global) -> Result<Arc<dyn Store>, 
     }
     Ok(store::open_url_for_reading(&global.store_url()).await?)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::shell_word;
+
+    #[test]
+    fn a_suggested_word_is_quoted_only_where_a_shell_would_change_it() {
+        assert_eq!(
+            shell_word("sqlite:.countersign/countersign.db"),
+            "sqlite:.countersign/countersign.db"
+        );
+        for word in [
+            "postgres://db/app?schema=agents&sslmode=require",
+            "sqlite:my store.db",
+            "it's $HOME",
+            "*",
+        ] {
+            let quoted = shell_word(word);
+            assert_ne!(quoted, word, "{word} is special to a shell");
+            // A POSIX shell reads it back as the one word it was.
+            assert_eq!(
+                shlex::split(&quoted),
+                Some(vec![word.to_owned()]),
+                "{quoted}"
+            );
+        }
+    }
+}
