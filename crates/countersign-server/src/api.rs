@@ -327,6 +327,21 @@ impl Service {
             .await
             .map_err(|error| Problem::from_store(&error))
     }
+
+    /// The time `store` judges expiry by (issue #22, "one clock"; [`Store::store_now`]): the
+    /// PostgreSQL server's clock, or the service's own for SQLite. Every listing, request view
+    /// and countdown uses it, so a request the store holds expired is never shown as open, nor
+    /// an open one as expired, whatever this host's clock says. Sessions and tokens keep the
+    /// service's clock: they are the service's, not the store's.
+    pub(crate) async fn store_time(
+        &self,
+        store: &dyn Store,
+    ) -> Result<countersign::Timestamp, Problem> {
+        store
+            .store_now(self.inner.clock.now())
+            .await
+            .map_err(|error| Problem::from_store(&error))
+    }
 }
 
 /// A request as the API shows it: the stored record (as `countersign pending --json` prints
@@ -484,11 +499,32 @@ async fn list_approvals(
         }
     };
     let store = service.store().await?;
-    let now = service.inner.clock.now();
-    let mut records = store
-        .approvals(state)
-        .await
-        .map_err(|error| Problem::from_store(&error))?;
+    let now = service.store_time(store.as_ref()).await?;
+    let read = |state| {
+        let store = Arc::clone(&store);
+        async move {
+            store
+                .approvals(state)
+                .await
+                .map_err(|error| Problem::from_store(&error))
+        }
+    };
+    let mut records = read(state).await?;
+    if state == Some(ApprovalState::Expired) {
+        // A pending request past its expiry is expired whether or not the sweeper, which runs
+        // on a timer, has recorded it yet.
+        records.extend(
+            read(Some(ApprovalState::Pending))
+                .await?
+                .into_iter()
+                .filter(|record| record.is_expired_at(now)),
+        );
+    }
+    for record in &mut records {
+        if record.state == ApprovalState::Pending && record.is_expired_at(now) {
+            record.state = ApprovalState::Expired;
+        }
+    }
     records.sort_by(|a, b| {
         (a.created_at.as_millis(), a.id.as_str()).cmp(&(b.created_at.as_millis(), b.id.as_str()))
     });
@@ -573,7 +609,7 @@ async fn get_approval(
     let caller = service.caller(&headers, false)?;
     let Path(id) = path.map_err(|error| path_problem(&error))?;
     let store = service.store().await?;
-    let mut scope = Scope::new(&caller, service.inner.clock.now());
+    let mut scope = Scope::new(&caller, service.store_time(store.as_ref()).await?);
     let record = visible_approval(store.as_ref(), &id, &mut scope).await?;
     json(StatusCode::OK, &item(&record, &mut scope))
 }
@@ -684,11 +720,11 @@ async fn answer(
         Some(other) => Some(ActionHash::from_stored(other.to_string())),
     };
     let note = note_of(&object)?;
-    let now = service.inner.clock.now();
     let record = service
         .answer_as(&caller, request_id, decision, shown_hash, note)
         .await?;
-    let mut scope = Scope::new(&caller, now);
+    let store = service.store().await?;
+    let mut scope = Scope::new(&caller, service.store_time(store.as_ref()).await?);
     json(StatusCode::OK, &item(&record, &mut scope))
 }
 

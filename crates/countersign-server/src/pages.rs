@@ -250,30 +250,24 @@ async fn inbox(
         Err(problem) => return service.refused_page(None, problem, true),
     };
     match inbox_rows(&service, &viewer.caller, page_number(&query)).await {
-        Ok((rows, total, page)) => html(
+        Ok((rows, total, page, now)) => html(
             StatusCode::OK,
-            views::inbox(
-                &viewer,
-                &rows,
-                total,
-                page,
-                INBOX_PAGE,
-                service.inner.clock.now(),
-            ),
+            views::inbox(&viewer, &rows, total, page, INBOX_PAGE, now),
             &[],
         ),
         Err(problem) => service.refused_page(Some(&viewer), problem, true),
     }
 }
 
-/// The inbox's rows for `page`, how many requests wait in all, and the page shown.
+/// The inbox's rows for `page`, how many requests wait in all, the page shown, and the store's
+/// time they were judged at (their countdowns count from it).
 async fn inbox_rows(
     service: &Service,
     caller: &Caller,
     page: usize,
-) -> Result<(Vec<InboxRow>, usize, usize), Problem> {
+) -> Result<(Vec<InboxRow>, usize, usize, Timestamp), Problem> {
     let store = service.store().await?;
-    let now = service.inner.clock.now();
+    let now = service.store_time(store.as_ref()).await?;
     let mut records = store
         .approvals(Some(ApprovalState::Pending))
         .await
@@ -301,7 +295,7 @@ async fn inbox_rows(
             record,
         })
         .collect();
-    Ok((rows, total, page))
+    Ok((rows, total, page, now))
 }
 
 /// What the request page shows besides the request.
@@ -371,7 +365,7 @@ impl Service {
     /// The request page's view of `id` for `viewer`.
     async fn request_view(&self, viewer: &Viewer, id: &str) -> Result<RequestView, Problem> {
         let store = self.store().await?;
-        let mut scope = Scope::new(&viewer.caller, self.inner.clock.now());
+        let mut scope = Scope::new(&viewer.caller, self.store_time(store.as_ref()).await?);
         // A person in a browser is sent back to the inbox, not to the API's listing.
         let record = api::visible_approval(store.as_ref(), id, &mut scope)
             .await

@@ -17,6 +17,7 @@ on_both_stores!(
     refuses_a_mismatched_or_missing_hash,
     refuses_malformed_decisions_and_bodies,
     refuses_a_second_different_answer_and_an_expired_request,
+    lists_by_the_stores_clock_not_the_services,
     hides_another_teams_requests_and_receipts,
     lists_and_resolves_ambiguous_effects,
     signs_in_through_the_proxy_only_with_its_secret,
@@ -538,6 +539,37 @@ async fn refuses_a_second_different_answer_and_an_expired_request(backend: Backe
         .get("/api/v1/approvals?state=expired", Some(&alice))
         .await;
     assert_eq!(page["items"][0]["id"], late.as_str());
+    harness.stop().await;
+}
+
+/// Issue #22, one clock: the store judges expiry by its own clock (the PostgreSQL server's), so
+/// the listings and the request view judge it by that clock too. Here only the store's clock
+/// moves past the request's expiry, as when the service's host runs slow: the request is shown
+/// expired, as an answer to it would be refused.
+async fn lists_by_the_stores_clock_not_the_services(backend: Backend, case: &str) {
+    let harness = Harness::start(backend, case, Options::default()).await;
+    let (id, hash) = harness
+        .ask("finance.small", json!({"payment_id": "pi_clock"}))
+        .await;
+    let alice = harness.token("human:alice", &[]);
+    let (_, page) = harness.get("/api/v1/approvals", Some(&alice)).await;
+    assert_eq!(page["items"][0]["id"], id.as_str(), "{page}");
+    harness
+        .store
+        .shift_clock_for_tests(16 * 60 * 1000)
+        .expect("the store's clock moves");
+    let (_, page) = harness.get("/api/v1/approvals", Some(&alice)).await;
+    assert_eq!(page["items"], json!([]), "still listed as open: {page}");
+    let (_, page) = harness
+        .get("/api/v1/approvals?state=expired", Some(&alice))
+        .await;
+    assert_eq!(page["items"][0]["id"], id.as_str(), "{page}");
+    let (status, body) = harness.answer(&id, &alice, "approve", &hash).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (409, Some("expired")),
+        "{body}"
+    );
     harness.stop().await;
 }
 
