@@ -142,7 +142,8 @@ enum Command {
     /// Exit 0 verified (at least one receipt was checked and all of it holds), 1 failed (the
     /// first bad record is named), 3 unverifiable (nothing to check: no store yet, or an empty
     /// log). Prints how many receipts it checked, the first and last, and the head. Never
-    /// creates a store.
+    /// creates a store. With `--store-url` and no policy at the default path, checks the store
+    /// alone and says so.
     Verify(verify::VerifyArgs),
     /// Sign the receipt log's Merkle tree head (a C2SP checkpoint) with the log's key, so a
     /// third party can later check the log without trusting the store.

@@ -122,8 +122,10 @@ impl VerifyArgs {
 /// does not; 3 (unverifiable) when there is nothing to check: no store file yet at the default
 /// path (the policy is still checked and the output says so; `countersign policy check` checks
 /// only the policy), an empty log, a log without hashes, or a `--from`/`--to` range past the
-/// head, empty, or ending past it (case B58). With a range the state tables are not compared. Never creates a store; a store named with `--store-url`
-/// must exist.
+/// head, empty, or ending past it (case B58). With a range the state tables are not compared.
+/// Never creates a store; a store named with `--store-url` must exist, and is checked alone
+/// (the output says so; `--json` `"policy": null`) when no policy is at the default path and
+/// none was named with `--policy`.
 pub async fn verify(
     global: &Global,
     args: &VerifyArgs,
@@ -162,19 +164,35 @@ pub async fn verify(
     // A bad anchor file is refused before anything is printed or opened.
     let anchor = read_anchor(args.anchor.as_deref())?;
     let path = global.policy_path();
-    let policy = Policy::load(&path).map_err(|error| match &error.kind {
-        LoadErrorKind::Io { kind, .. } if *kind == std::io::ErrorKind::NotFound => {
-            Failure(format!(
-                "no policy file at `{}`: pass one with `--policy FILE`, or start one here with `countersign init`",
+    // A store named with `--store-url` is checked on its own when no policy is at the default
+    // path (an auditor's copy of a store, say): the policy is then not checked, and the output
+    // says so. A policy named with `--policy` must exist.
+    let unpoliced = global.policy.is_none() && global.store_url.is_some() && !path.exists();
+    let policy_summary = if unpoliced {
+        if !global.json {
+            writeln!(
+                out,
+                "policy: none at `{}`, so only the store is checked; pass `--policy FILE` to check the agent's policy too",
                 path.display()
-            ))
+            )?;
         }
-        _ => Failure(error.to_string()),
-    })?;
-    let policy_summary = crate::everyday::policy_summary(&path, &policy);
-    if !global.json {
-        crate::everyday::write_policy_summary(&policy_summary, out)?;
-    }
+        serde_json::Value::Null
+    } else {
+        let policy = Policy::load(&path).map_err(|error| match &error.kind {
+            LoadErrorKind::Io { kind, .. } if *kind == std::io::ErrorKind::NotFound => {
+                Failure(format!(
+                    "no policy file at `{}`: pass one with `--policy FILE`, start one here with `countersign init`, or check a store alone with `--store-url URL`",
+                    path.display()
+                ))
+            }
+            _ => Failure(error.to_string()),
+        })?;
+        let summary = crate::everyday::policy_summary(&path, &policy);
+        if !global.json {
+            crate::everyday::write_policy_summary(&summary, out)?;
+        }
+        summary
+    };
     if let Some(store_file) = missing_store_file(global) {
         if args.anchor.is_some() {
             return Err(Failure(format!(

@@ -159,9 +159,40 @@ fn says_how_to_name_the_policy_when_there_is_none() {
     let run = sandbox.run(&["verify"]);
     assert_eq!(
         run.one_line_error(),
-        "no policy file at `countersign.yaml`: pass one with `--policy FILE`, or start one here with `countersign init`"
+        "no policy file at `countersign.yaml`: pass one with `--policy FILE`, start one here with `countersign init`, or check a store alone with `--store-url URL`"
     );
     assert!(StoreFiles::read(&sandbox.store_path()).is_absent());
+}
+
+/// A store named with `--store-url` is checked alone when there is no policy at the default
+/// path (an auditor's copy): the exit status is the chain's, and the output says the policy was
+/// not checked. A policy named with `--policy` must still exist.
+#[test]
+fn verifies_a_named_store_alone_when_no_policy_is_there() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let store = format!("sqlite:{}", sandbox.store_path().display());
+    std::fs::remove_file(sandbox.policy_path()).expect("remove the policy");
+    let run = sandbox.run(&["verify", "--store-url", &store]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    assert!(
+        run.stdout.starts_with(
+            "policy: none at `countersign.yaml`, so only the store is checked; pass `--policy FILE` to check the agent's policy too\nchain verified: "
+        ),
+        "{run:?}"
+    );
+    let json = sandbox.run(&["verify", "--store-url", &store, "--json"]);
+    assert_eq!(json.status, Some(0), "{json:?}");
+    let report: serde_json::Value = serde_json::from_str(&json.stdout).expect("JSON");
+    assert_eq!(report["policy"], serde_json::Value::Null);
+    assert_eq!(report["outcome"], "verified");
+    let named = sandbox.run(&["verify", "--store-url", &store, "--policy", "gone.yaml"]);
+    assert!(
+        named
+            .one_line_error()
+            .starts_with("no policy file at `gone.yaml`"),
+        "{named:?}"
+    );
 }
 
 #[test]
