@@ -9,16 +9,27 @@ use crate::support::{Run, Sandbox};
 /// `countersign exec --policy agent.yaml --action job --args {"id": ID} EXTRA… -- sh -c SCRIPT`.
 /// The script appends a line to `work/runs` each time it runs.
 fn job(sandbox: &Sandbox, id: &str, extra: &[&str], script: &str) -> Run {
+    job_with(sandbox, &[], id, extra, script)
+}
+
+/// [`job`] with global flags before `exec` (`--json`).
+fn job_with(sandbox: &Sandbox, global: &[&str], id: &str, extra: &[&str], script: &str) -> Run {
     let arguments = format!("{{\"id\": \"{id}\"}}");
     let script = format!("echo {id} >> runs; {script}");
     let mut tail = extra.to_vec();
     tail.extend_from_slice(&["--", "sh", "-c", &script]);
-    exec_job(sandbox, &arguments, &tail)
+    exec_job_with(sandbox, global, &arguments, &tail)
 }
 
 /// `countersign exec --policy agent.yaml --action job --args ARGUMENTS TAIL…`.
 fn exec_job(sandbox: &Sandbox, arguments: &str, tail: &[&str]) -> Run {
-    let mut args = vec![
+    exec_job_with(sandbox, &[], arguments, tail)
+}
+
+/// [`exec_job`] with global flags before `exec`.
+fn exec_job_with(sandbox: &Sandbox, global: &[&str], arguments: &str, tail: &[&str]) -> Run {
+    let mut args = global.to_vec();
+    args.extend_from_slice(&[
         "exec",
         "--policy",
         "agent.yaml",
@@ -26,7 +37,7 @@ fn exec_job(sandbox: &Sandbox, arguments: &str, tail: &[&str]) -> Run {
         "job",
         "--args",
         arguments,
-    ];
+    ]);
     args.extend_from_slice(tail);
     sandbox.run(&args)
 }
@@ -202,23 +213,8 @@ fn endings(run: &Run) -> Vec<Value> {
 fn with_json_exec_says_how_it_ended_as_one_json_line() {
     let sandbox = Sandbox::new();
     sandbox.with_agent_policy();
-    let json_job = |id: &str, extra: &[&str], script: &str| {
-        let arguments = format!("{{\"id\": \"{id}\"}}");
-        let script = format!("echo {id} >> runs; {script}");
-        let mut args = vec![
-            "--json",
-            "exec",
-            "--policy",
-            "agent.yaml",
-            "--action",
-            "job",
-            "--args",
-            &arguments,
-        ];
-        args.extend_from_slice(extra);
-        args.extend_from_slice(&["--", "sh", "-c", &script]);
-        sandbox.run(&args)
-    };
+    let json_job =
+        |id: &str, extra: &[&str], script: &str| job_with(&sandbox, &["--json"], id, extra, script);
     // Committed: the command's output untouched, and the receipt that records it.
     let run = json_job("j1", &[], "echo out; echo err >&2");
     assert_eq!(run.status, Some(0), "{run:?}");

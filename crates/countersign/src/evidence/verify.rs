@@ -266,21 +266,20 @@ impl std::fmt::Display for ChainBreak {
                 seq,
                 expected_position,
                 position,
-            } if position > expected_position => write!(
-                f,
-                "no receipt is at place {expected_position} of the log: the next one, {}, is at place {position}, and its own lane holds up to it, so a receipt was removed from the log or moved in it",
-                receipt_name(*lane, *seq)
-            ),
-            ChainBreak::Misplaced {
-                lane,
-                seq,
-                expected_position,
-                position,
-            } => write!(
-                f,
-                "{} is at place {position} of the log, but place {expected_position} comes next: the log's places were changed",
-                receipt_name(*lane, *seq)
-            ),
+            } => {
+                let name = receipt_name(*lane, *seq);
+                if position > expected_position {
+                    write!(
+                        f,
+                        "no receipt is at place {expected_position} of the log: the next one, {name}, is at place {position}, and its own lane holds up to it, so a receipt was removed from the log or moved in it"
+                    )
+                } else {
+                    write!(
+                        f,
+                        "{name} is at place {position} of the log, but place {expected_position} comes next: the log's places were changed"
+                    )
+                }
+            }
             ChainBreak::Missing {
                 lane,
                 seq,
