@@ -30,7 +30,9 @@ pub async fn verify_store(
 }
 
 /// Verify the receipts of `range` in `store` (the whole log for `None`), page by page, against
-/// `anchor` if given, and note the store's head in [`VerifyReport::log_head`].
+/// `anchor` if given, and note the store's head in [`VerifyReport::log_head`]. The log is
+/// checked as it stood when the check began, up to that head: receipts written meanwhile (a
+/// store in use) are left for the next check.
 ///
 /// `range` counts places in the log (SPEC 1.5; a receipt's `seq` in a store of one lane). A range
 /// starting after place 1 is checked from the receipt before it: that receipt's own hash must
@@ -57,6 +59,9 @@ pub async fn verify_store_range(
     let log_head = store.chain_head().await?;
     let from = range.map_or(1, |range| range.from.max(1));
     let to = range.and_then(|range| range.to).unwrap_or(u64::MAX);
+    // The log as it stood when the check began: receipts written while it runs (a live store)
+    // are left for the next check, so what was checked and the head reported agree.
+    let walk_to = to.min(log_head.as_ref().map_or(0, |head| head.seq));
     let mut verifier = if from == 1 {
         Verifier::new()
     } else {
@@ -86,12 +91,12 @@ pub async fn verify_store_range(
     };
     let mut after = from - 1;
     let mut unhashed_only = true;
-    'pages: while !verifier.is_broken() && after < to {
+    'pages: while !verifier.is_broken() && after < walk_to {
         let page = store.receipts(after, PAGE).await?;
         let Some(last) = page.last() else { break };
         after = last.position;
         for receipt in &page {
-            if receipt.position > to {
+            if receipt.position > walk_to {
                 break 'pages;
             }
             verifier.feed(receipt, anchor);
@@ -115,7 +120,7 @@ pub async fn verify_store_range(
             let Some(last) = page.last() else { break };
             after = last.position;
             for receipt in &page {
-                if receipt.position > to {
+                if receipt.position > walk_to {
                     break 'scan;
                 }
                 if !receipt.hash.trim().is_empty() {
@@ -286,7 +291,8 @@ fn effect_state_after(receipt: &Receipt) -> Option<crate::effect::EffectState> {
 /// what the kernel consults before running an effect, and it is not hash-chained: an edited or
 /// deleted row could let an effect run again, and this is how `countersign verify` notices.
 /// Keys with `observed` receipts (observe mode) are skipped. Run it on an intact chain
-/// ([`verify_store`]).
+/// ([`verify_store`]). On a store being written, a disagreement counts only when a second
+/// check finds it again ([`settled`]).
 ///
 /// # Errors
 ///
@@ -297,6 +303,13 @@ fn effect_state_after(receipt: &Receipt) -> Option<crate::effect::EffectState> {
 ///
 /// Read-only.
 pub async fn cross_check_effects(
+    store: &dyn crate::store::Store,
+) -> Result<EffectCheck, crate::error::StoreError> {
+    settled(|| effects_once(store)).await
+}
+
+/// One pass of [`cross_check_effects`]: the receipts, then the table.
+async fn effects_once(
     store: &dyn crate::store::Store,
 ) -> Result<EffectCheck, crate::error::StoreError> {
     use std::collections::{BTreeMap, BTreeSet};
@@ -355,6 +368,32 @@ pub async fn cross_check_effects(
         .disagreements
         .sort_by(|a, b| a.effect_key.cmp(&b.effect_key));
     Ok(check)
+}
+
+/// A state check that holds on a store being written. One pass reads the receipts and then the
+/// table, so a row committed between the two reads (with its receipt, in one transaction) is
+/// in the table but not in the receipts read: for that moment it disagrees, though nothing is
+/// wrong. So when `check` finds any disagreement, it runs again, reading everything afresh,
+/// and only what both passes found, the same in both, counts: a row written during the first
+/// pass has its receipt in the second's read, and a row changed outside Countersign disagrees
+/// every time. (A live race repeating itself exactly, same key and same states, would need the
+/// row to change again between the second pass's two reads to the same states: not a
+/// transition the kernel makes.) The counts are the second pass's.
+async fn settled<D, F, Fut>(mut check: F) -> Result<StateCheck<D>, crate::error::StoreError>
+where
+    D: PartialEq,
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<StateCheck<D>, crate::error::StoreError>>,
+{
+    let first = check().await?;
+    if first.agrees() {
+        return Ok(first);
+    }
+    let mut second = check().await?;
+    second
+        .disagreements
+        .retain(|disagreement| first.disagreements.contains(disagreement));
+    Ok(second)
 }
 
 /// Every receipt in `store`, oldest first, parsed, handed to `visit` page by page (bounded
@@ -417,7 +456,9 @@ pub type ApprovalCheck = StateCheck<ApprovalDisagreement>;
 /// Compare the approvals table with the receipts: every `granted` row — the state that
 /// authorizes an action — must be backed by a `granted` answer receipt for that request that no
 /// later receipt superseded (an attempt that consumed it, an expiry, a voiding). Other states
-/// authorize nothing and are not compared. Run it on an intact chain ([`verify_store`]).
+/// authorize nothing and are not compared. Run it on an intact chain ([`verify_store`]). On a
+/// store being written, a disagreement counts only when a second check finds it again
+/// ([`settled`]).
 ///
 /// # Errors
 ///
@@ -427,6 +468,13 @@ pub type ApprovalCheck = StateCheck<ApprovalDisagreement>;
 ///
 /// Read-only.
 pub async fn cross_check_approvals(
+    store: &dyn crate::store::Store,
+) -> Result<ApprovalCheck, crate::error::StoreError> {
+    settled(|| approvals_once(store)).await
+}
+
+/// One pass of [`cross_check_approvals`]: the receipts, then the table.
+async fn approvals_once(
     store: &dyn crate::store::Store,
 ) -> Result<ApprovalCheck, crate::error::StoreError> {
     let mut ended: std::collections::BTreeMap<String, &'static str> = Default::default();
