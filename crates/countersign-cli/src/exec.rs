@@ -22,9 +22,11 @@ use countersign::{
 use crate::everyday::{load_policy, parse_arguments, principal};
 use crate::{Failure, Global};
 
-/// The exit status when Countersign refused or failed and the command did not run: a refusal,
-/// and also `exec`'s own errors (bad `--args`, a policy or store it cannot open), so none of
-/// them looks like the command's exit 1 (the convention of `env(1)` and `timeout(1)`).
+/// The exit status when Countersign refused or failed: a refusal and `exec`'s own errors before
+/// the command (bad `--args`, a policy or store it cannot open: the command did not run), and a
+/// command whose outcome could not be recorded after it ran (`not_recorded`: its effect stays
+/// reserved, then `ambiguous`, so no retry runs it again), so none of them looks like the
+/// command's exit 1 or its success (the convention of `env(1)` and `timeout(1)`).
 pub const REFUSED: u8 = 125;
 /// The exit status when the command could not be started because it is not executable.
 pub const NOT_EXECUTABLE: u8 = 126;
@@ -302,10 +304,15 @@ pub async fn exec(
             Said::new(
                 "not_recorded",
                 format!(
-                    "`{name}` ran, but its outcome could not be recorded ({source}): its effect stays reserved and becomes `ambiguous` when the lease lapses"
+                    "`{name}` ran ({}), but its outcome could not be recorded ({source}): its effect stays reserved and becomes `ambiguous` when the lease lapses, so no retry runs it again; exit status 125 (not the command's own), since nothing records that it ran",
+                    slot.get().map_or_else(
+                        || "its exit status unknown".to_owned(),
+                        |exit| format!("it ended with {exit}")
+                    )
                 ),
             ),
-            code_of(slot.get()),
+            // Not the command's status: a success there would hide that nothing was recorded.
+            REFUSED,
         ),
         Err(refusal) => {
             let mut said = Said::new(
@@ -328,8 +335,14 @@ pub async fn exec(
         // Stopped from outside: the outcome is recorded (as above); exit as a process killed
         // by that signal would, 128 + its number (143 for SIGTERM).
         Some(signal) => {
+            // SIGINT is not passed on: a terminal's Ctrl-C reaches the whole process group.
+            let passed = if signal == 2 {
+                "did not pass it on (a terminal's Ctrl-C reaches the command by itself)"
+            } else {
+                "passed it on to the command"
+            };
             said.message = format!(
-                "stopped by signal {signal} while `{name}` ran: passed it on to the command, waited for it to end, and recorded its outcome: {}",
+                "stopped by signal {signal} while `{name}` ran: {passed}, waited for it to end, and recorded its outcome: {}",
                 said.message
             );
             said.signal = Some(signal);

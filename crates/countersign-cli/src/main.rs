@@ -204,7 +204,16 @@ fn main() -> ExitCode {
             "error: internal error, please report it at https://github.com/countersign/countersign/issues: {payload}{place}"
         );
     }));
-    let cli = Cli::parse();
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        // `--json` asked for errors as JSON: a usage error is one too (exit status 2, clap's).
+        Err(error) if error.use_stderr() && json_asked() => {
+            let rendered = error.render().to_string();
+            let first = rendered.lines().next().unwrap_or_default();
+            usage_error_json(first.strip_prefix("error: ").unwrap_or(first))
+        }
+        Err(error) => error.exit(),
+    };
     style::init();
     let runtime = match tokio::runtime::Builder::new_current_thread()
         .enable_all()
@@ -248,6 +257,26 @@ fn main() -> ExitCode {
             ExitCode::from(failure_status)
         }
     }
+}
+
+/// Did the command line ask for `--json` (before any `--`, after which the words are a
+/// command's own)? Read from the raw arguments, for errors found before they parse.
+fn json_asked() -> bool {
+    std::env::args_os()
+        .skip(1)
+        .take_while(|word| word != "--")
+        .any(|word| word == "--json")
+}
+
+/// A usage error with `--json`: `{"error": MESSAGE, "exit_status": 2}` on standard error, the
+/// shape of every other error under `--json`, and exit status 2 (clap's, for a command line
+/// no run could use).
+pub(crate) fn usage_error_json(message: &str) -> ! {
+    eprintln!(
+        "{}",
+        serde_json::json!({"error": message, "exit_status": 2})
+    );
+    std::process::exit(2)
 }
 
 /// Set once standard output's reader has gone (see [`ClosablePipe`]).

@@ -136,6 +136,11 @@ pub async fn verify(
     {
         // A usage error (exit status 2, as clap's own), not an unverifiable log: no store
         // could make this range mean anything.
+        if global.json {
+            crate::usage_error_json(&format!(
+                "`--from {from}` is after `--to {to}`: a range runs from its first receipt to its last, such as `--from {to} --to {from}`"
+            ));
+        }
         clap::Error::raw(
             clap::error::ErrorKind::ValueValidation,
             format!(

@@ -262,6 +262,17 @@ fn with_json_exec_says_how_it_ended_as_one_json_line() {
         3,
         "j1, j2 and j3 ran; the duplicate did not"
     );
+    // An unusable command line is a usage error, as JSON too.
+    let unusable = json_job("j4", &["--timeout", "0s"], "exit 0");
+    assert_eq!(unusable.status, Some(2), "{unusable:?}");
+    let error: Value = serde_json::from_str(unusable.stderr.trim()).expect("one JSON object");
+    assert_eq!(error["exit_status"], 2, "{unusable:?}");
+    assert!(
+        error["error"]
+            .as_str()
+            .is_some_and(|text| text.starts_with("invalid value '0s' for '--timeout <DURATION>'")),
+        "{unusable:?}"
+    );
     // Every line exec wrote is JSON: nothing else but the command's own `err`.
     for run in [&duplicate, &unknown, &failed] {
         assert!(
@@ -269,6 +280,36 @@ fn with_json_exec_says_how_it_ended_as_one_json_line() {
             "{run:?}"
         );
     }
+}
+
+/// The command runs, but its outcome cannot be recorded (here the command itself deletes the
+/// effects table's rows, its own reservation among them, as a bad migration would): exec exits
+/// 125, not the command's 0, since nothing records that it ran, and says so in text and in
+/// `--json`.
+#[test]
+fn a_run_whose_outcome_cannot_be_recorded_exits_125_not_the_commands_0() {
+    let sandbox = Sandbox::new();
+    sandbox.with_agent_policy();
+    let wipe = format!(
+        "python3 -c \"import sqlite3; c = sqlite3.connect('{}'); c.execute('DELETE FROM effects'); c.commit()\"",
+        sandbox.store_path().display()
+    );
+    assert_eq!(job(&sandbox, "r0", &[], "exit 0").status, Some(0));
+    let run = job(&sandbox, "r1", &[], &wipe);
+    assert_eq!(run.status, Some(125), "{run:?}");
+    assert!(
+        run.stderr.contains(
+            "`job` ran (it ended with exit code 0), but its outcome could not be recorded"
+        ),
+        "{run:?}"
+    );
+    assert_eq!(runs(&sandbox), 2, "the command ran");
+    let json = job_with(&sandbox, &["--json"], "r2", &[], &wipe);
+    assert_eq!(json.status, Some(125), "{json:?}");
+    let said = endings(&json);
+    let ending = said.last().expect("an ending");
+    assert_eq!(ending["event"], "not_recorded", "{json:?}");
+    assert_eq!(ending["exit_status"], 125);
 }
 
 #[test]
