@@ -415,9 +415,13 @@ impl PgTxn {
             Ok(moved) => moved,
             Err(error) if sqlstate(&error).as_deref() == Some("23505") => {
                 // The head row is locked, so this is no race: the head and the log disagree.
+                let numbers = if last_seq == head_seq + 1 {
+                    format!("{last_seq}")
+                } else {
+                    format!("{} to {last_seq}", head_seq + 1)
+                };
                 return Err(PgFailure::Store(corrupt(format!(
-                    "a receipt of lane {lane} numbered {}..={last_seq} (or with the same previous hash) already exists although the lane's head is at {head_seq}: the receipts table was edited; run `countersign receipts --verify`",
-                    head_seq + 1
+                    "a receipt of lane {lane} numbered {numbers} (or one with the same previous hash) already exists although the lane's head is at {head_seq}: the receipts table was edited"
                 ))));
             }
             Err(error) => return Err(classify(error)),
