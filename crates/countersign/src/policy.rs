@@ -270,7 +270,10 @@ impl Policy {
             }
             for (place, spec) in specs {
                 if let Some(warning) = self.nobody_can_answer(&place, spec) {
+                    // It says all the others would (a group nobody is in, a quorum no one can
+                    // meet), and they would read as if someone could answer.
                     warnings.push(warning);
+                    continue;
                 }
                 self.warn_about(&place, spec, &mut warnings);
             }
@@ -286,11 +289,15 @@ impl Policy {
     /// that identity's token; it is `group:G` and someone in `directory` is in `G` (and the
     /// rule does not `require: authenticated`, or a key is configured), or a key is
     /// configured (a token's `groups` claim can name `G`). No patterns means the default
-    /// (anyone but the requester). The approval service's OIDC or proxy sign-in is not part of
-    /// the policy, so `require: authenticated` with no key is reported as answerable by nobody
-    /// the policy configures.
+    /// (anyone but the requester). `require: authenticated` with no key is left to its own
+    /// warning, which says that only the approval service's OIDC or proxy sign-in can answer
+    /// (that sign-in is not part of the policy, so this cannot say nobody can).
     fn nobody_can_answer(&self, place: &str, spec: &ApprovalSpec) -> Option<String> {
-        if spec.approvers.is_empty() {
+        // Under `require: authenticated` with no key, the approval service's own sign-in (OIDC
+        // or a proxy) can still answer: the `require: authenticated` warning says so instead.
+        if spec.approvers.is_empty()
+            || (spec.require == Requirement::Authenticated && self.keys.is_empty())
+        {
             return None;
         }
         let has_key = !self.keys.is_empty();
@@ -378,7 +385,7 @@ impl Policy {
                     .any(|groups| groups.iter().any(|member_of| member_of == group))
             {
                 warnings.push(format!(
-                    "{place}: nobody in `directory` is in group `{group}`: only a verified token whose `groups` claim names it can approve; check the spelling"
+                    "{place}: nobody in `directory` is in group `{group}`: only a sign-in whose `groups` claim names it (a verified approver token, or the approval service's OIDC or proxy sign-in) can approve; check the spelling"
                 ));
             }
         }

@@ -1565,20 +1565,27 @@ actions:
     )
     .expect("warnings are not load errors");
     let warnings = policy.approval_warnings();
-    assert_eq!(warnings.len(), 4, "{warnings:#?}");
+    assert_eq!(warnings.len(), 3, "{warnings:#?}");
     assert!(
         warnings[0].starts_with("line 5: `refund`: `quorum: 2` but only 1 approver(s) are named")
     );
+    // `require: authenticated` with no key: the approval service's sign-in may still answer,
+    // so this is said, and never "nobody can answer" beside it (a new user's trial).
     assert!(
-        warnings[1].starts_with("line 8: `wire` rule 1: nobody can answer: its approvers (group:finanse, group:finance) match no directory member and no key is configured"),
+        warnings[1].starts_with(
+            "line 8: `wire` rule 1: `require: authenticated` but `approvers.keys` lists no key"
+        ),
         "{warnings:#?}"
     );
-    assert!(warnings[2].starts_with(
-        "line 8: `wire` rule 1: `require: authenticated` but `approvers.keys` lists no key"
-    ));
     assert!(
-        warnings[3]
+        warnings[2]
             .starts_with("line 8: `wire` rule 1: nobody in `directory` is in group `finanse`")
+    );
+    assert!(
+        warnings
+            .iter()
+            .all(|warning| !warning.contains("nobody can answer")),
+        "{warnings:#?}"
     );
     // Patterns and known groups draw no warning.
     let clean = Policy::from_yaml_str(
@@ -1678,7 +1685,8 @@ actions:
             .all(|warning| !warning.contains("nobody can answer")),
         "{warnings:#?}"
     );
-    // A named approver can always be asserted; under `require: authenticated` only a key helps.
+    // A named approver can always be asserted; under `require: authenticated` with no key only
+    // the approval service's sign-in can answer, which is said instead of "nobody".
     let named = nobody.replace("group:finance", "human:bob");
     assert!(
         Policy::from_yaml_str(&named, None)
@@ -1688,13 +1696,19 @@ actions:
             .all(|warning| !warning.contains("nobody can answer"))
     );
     let named_authenticated = named.replace("\"] }", "\"], require: authenticated }");
+    let warnings = Policy::from_yaml_str(&named_authenticated, None)
+        .expect("loads")
+        .approval_warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
     assert!(
-        Policy::from_yaml_str(&named_authenticated, None)
-            .expect("loads")
-            .approval_warnings()
-            .iter()
-            .any(|warning| warning.contains("nobody can answer")),
+        warnings[0].contains("only the approval service's OIDC or proxy sign-in can answer"),
+        "{warnings:#?}"
     );
+    // Nobody at all: that one warning, not also the group's own.
+    let warnings = Policy::from_yaml_str(nobody, None)
+        .expect("loads")
+        .approval_warnings();
+    assert_eq!(warnings.len(), 1, "{warnings:#?}");
 }
 
 /// A new user's trial: `decision: allow` with an `approval:` block loaded with the warning
