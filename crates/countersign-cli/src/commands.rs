@@ -462,13 +462,8 @@ pub async fn receipts(
     }
     if args.verify {
         let store = crate::store_access::open_for_reading(global).await?;
-        return crate::verify::verify_chain(
-            store.as_ref(),
-            args.anchor.as_deref(),
-            global.json,
-            out,
-        )
-        .await;
+        return crate::verify::verify_chain(store.as_ref(), args.anchor.as_deref(), global, out)
+            .await;
     }
     let store = open_existing(global).await?;
     if args.export_anchor {

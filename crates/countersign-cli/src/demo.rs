@@ -559,7 +559,12 @@ pub async fn run(
     render::receipts_table(&receipts).write(demo.out)?;
     demo.say("")?;
     let report = demo.control.verify_receipts(None).await?;
-    render::verify_report(&report, demo.out)?;
+    // Suggested commands name the demo's store, wherever it is.
+    let flags = format!(
+        " --store-url {}",
+        crate::store_access::shell_word(&format!("sqlite:{}", store_path.display()))
+    );
+    render::verify_report(&report, &flags, demo.out)?;
     // One request is left waiting, so that `pending`, `approve` and the web inbox have
     // something to show on the demo's store (a waiting request holds nothing and writes no
     // receipt, so the chain above is unchanged). It is opened under the example policy plus a

@@ -152,7 +152,10 @@ pub fn state_check<D: std::fmt::Display>(
 
 /// The verification report as text: what was checked (how many receipts, the first and the
 /// last), the outcome and why, the log's head, and what an unanchored check cannot show.
-pub fn verify_report(report: &VerifyReport, out: &mut dyn Write) -> io::Result<()> {
+///
+/// `flags` are the `--store-url`/`--policy` flags to repeat in a command it suggests
+/// (`store_access::store_flags`), so the suggestion acts on the same store.
+pub fn verify_report(report: &VerifyReport, flags: &str, out: &mut dyn Write) -> io::Result<()> {
     let range = report.range;
     let head_seq = report.log_head.as_ref().map(|head| head.seq);
     match (&report.first_break, &report.head, report.first_seq) {
@@ -287,6 +290,19 @@ pub fn verify_report(report: &VerifyReport, out: &mut dyn Write) -> io::Result<(
         }
     };
     match &report.log_head {
+        // The newest receipt's row is gone but its place is not (named above as missing).
+        Some(head)
+            if matches!(
+                report.first_break,
+                Some(ChainBreak::Missing { position, .. }) if position == head.seq
+            ) =>
+        {
+            writeln!(
+                out,
+                "log head: {} (missing: its row was deleted)",
+                head_name(head.seq)
+            )?
+        }
         Some(head) if head.hash.trim().is_empty() => {
             writeln!(out, "log head: {} (no hash)", head_name(head.seq))?
         }
@@ -296,9 +312,11 @@ pub fn verify_report(report: &VerifyReport, out: &mut dyn Write) -> io::Result<(
     match &report.anchor {
         // A range leaves the tail out by design (`--anchor` is refused with one).
         AnchorCheck::NotGiven if range.is_some() => Ok(()),
+        // A broken chain is the news; the note is for a log that looks whole.
+        AnchorCheck::NotGiven if report.first_break.is_some() => Ok(()),
         AnchorCheck::NotGiven => writeln!(
             out,
-            "note: without an anchor, deleting the newest receipts cannot be detected; export one with `countersign receipts --export-anchor > anchor.json` and keep it elsewhere"
+            "note: without an anchor, deleting the newest receipts cannot be detected; export one with `countersign receipts --export-anchor{flags} > anchor.json` and keep it elsewhere"
         ),
         AnchorCheck::Matched => writeln!(
             out,
@@ -356,7 +374,7 @@ mod tests {
             hash: log[4].hash.clone(),
         });
         let mut out = Vec::new();
-        super::verify_report(&report, &mut out).expect("written");
+        super::verify_report(&report, "", &mut out).expect("written");
         let text = String::from_utf8(out).expect("UTF-8");
         let lines: Vec<&str> = text.lines().collect();
         assert!(
@@ -393,7 +411,7 @@ mod tests {
             hash: log[4].hash.clone(),
         });
         let mut out = Vec::new();
-        super::verify_report(&report, &mut out).expect("written");
+        super::verify_report(&report, "", &mut out).expect("written");
         let text = String::from_utf8(out).expect("UTF-8");
         let lines: Vec<&str> = text.lines().collect();
         assert_eq!(
@@ -415,7 +433,7 @@ mod tests {
         log.remove(1);
         let report = countersign::evidence::verify(&log, None);
         let mut out = Vec::new();
-        super::verify_report(&report, &mut out).expect("written");
+        super::verify_report(&report, "", &mut out).expect("written");
         let text = String::from_utf8(out).expect("UTF-8");
         assert!(
             text.starts_with("chain BROKEN at place 2 of the log: no receipt is at place 2 of the log: the next one, receipt 2, is at place 3"),
@@ -431,10 +449,48 @@ mod tests {
         log[3].body.clear();
         let report = countersign::evidence::verify(&log, None);
         let mut out = Vec::new();
-        super::verify_report(&report, &mut out).expect("written");
+        super::verify_report(&report, "", &mut out).expect("written");
         let text = String::from_utf8(out).expect("UTF-8");
         assert!(
             text.starts_with("chain BROKEN at receipt 2 of lane 2: receipt 2 of lane 2 is missing: the log names it at place 4, but the store no longer holds it"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn a_deleted_newest_receipt_is_the_missing_head_and_no_anchor_note_follows() {
+        let mut log = two_lanes();
+        log[4].missing = true;
+        log[4].hash = countersign::id::ReceiptHash::default();
+        log[4].body.clear();
+        let mut report = countersign::evidence::verify(&log, None);
+        report.log_head = Some(ChainHead {
+            seq: 5,
+            hash: countersign::id::ReceiptHash::default(),
+        });
+        let mut out = Vec::new();
+        super::verify_report(&report, " --store-url 'postgres://db/x?schema=a'", &mut out)
+            .expect("written");
+        let text = String::from_utf8(out).expect("UTF-8");
+        assert!(
+            text.starts_with(
+                "chain BROKEN at receipt 3: receipt 3 is missing: the log names it at place 5"
+            ),
+            "{text}"
+        );
+        assert!(
+            text.contains("\nlog head: the receipt at place 5 (missing: its row was deleted)\n"),
+            "{text}"
+        );
+        assert!(!text.contains("note: without an anchor"), "{text}");
+        // A whole log gets the note, with the store to export the anchor from.
+        let report = countersign::evidence::verify(&two_lanes(), None);
+        let mut out = Vec::new();
+        super::verify_report(&report, " --store-url 'postgres://db/x?schema=a'", &mut out)
+            .expect("written");
+        let text = String::from_utf8(out).expect("UTF-8");
+        assert!(
+            text.contains("`countersign receipts --export-anchor --store-url 'postgres://db/x?schema=a' > anchor.json`"),
             "{text}"
         );
     }

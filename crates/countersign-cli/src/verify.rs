@@ -12,22 +12,24 @@ use countersign::store::Store;
 
 use crate::commands::write_json;
 use crate::render;
-use crate::store_access::{missing_store_file, missing_store_message, open_for_reading};
+use crate::store_access::{
+    missing_store_file, missing_store_message, open_for_reading, store_flags,
+};
 use crate::{Failure, Global};
 
 /// Verify the chain and report; exit 1 on a break or a failed anchor, 3 when the log is empty.
 pub async fn verify_chain(
     store: &dyn Store,
     anchor_file: Option<&std::path::Path>,
-    json: bool,
+    global: &Global,
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
     let anchor = read_anchor(anchor_file)?;
     let report = countersign::audit::verify_store(store, anchor.as_ref()).await?;
-    if json {
+    if global.json {
         write_json(out, &report)?;
     } else {
-        render::verify_report(&report, out)?;
+        render::verify_report(&report, &store_flags(global), out)?;
     }
     Ok(exit_for(&report))
 }
@@ -253,7 +255,7 @@ pub async fn verify(
             &serde_json::json!({"outcome": overall.as_str(), "policy": policy_summary, "store": global.store_url(), "chain": report, "effects": effects, "approvals": approvals}),
         )?;
     } else {
-        render::verify_report(&report, out)?;
+        render::verify_report(&report, &store_flags(global), out)?;
         if range.is_some() {
             writeln!(
                 out,
@@ -264,7 +266,7 @@ pub async fn verify(
             render::state_check(
                 "effects",
                 check,
-                "the effects table was changed outside Countersign; the receipts are the record: find what wrote to the store, and restore the table from a backup before the agent runs again",
+                "the effects table and the receipts disagree, so one of them was changed outside Countersign: the receipts are the record once they are known whole (`verify --anchor`, or `--checkpoint`, against one kept elsewhere: a receipt rewritten with its hash passes a check without one); then find what wrote to the store, and restore the table from a backup before the agent runs again",
                 out,
             )?;
         }
@@ -272,7 +274,7 @@ pub async fn verify(
             render::state_check(
                 "granted approvals",
                 check,
-                "the approvals table was changed outside Countersign; the receipts are the record: stop the agent, find what wrote to the store, and restore the table from a backup",
+                "the approvals table and the receipts disagree, so one of them was changed outside Countersign: stop the agent; the receipts are the record once they are known whole (`verify --anchor`, or `--checkpoint`, against one kept elsewhere); then find what wrote to the store, and restore the table from a backup",
                 out,
             )?;
         }

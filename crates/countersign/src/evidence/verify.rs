@@ -706,7 +706,13 @@ pub fn check_alone(receipt: &StoredReceipt) -> Result<Receipt, ChainBreak> {
     }
     let unreadable = |detail: String| ChainBreak::Unreadable { lane, seq, detail };
     let parsed = receipt.to_receipt().map_err(unreadable)?;
-    if parsed.seq != seq || parsed.prev_hash != receipt.prev_hash || parsed.lane != lane {
+    if parsed.lane != lane {
+        return Err(unreadable(format!(
+            "its body names lane {}, but it is stored in lane {lane}: it was moved between lanes",
+            parsed.lane
+        )));
+    }
+    if parsed.seq != seq || parsed.prev_hash != receipt.prev_hash {
         return Err(unreadable(
             "its body names a different position in the chain".to_owned(),
         ));
