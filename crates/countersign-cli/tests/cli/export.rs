@@ -157,7 +157,7 @@ fn a_deleted_receipt_stops_the_export_at_the_gap() {
     );
     assert_eq!(
         run.stderr,
-        "error: receipt 6 is missing: the next one found is 7; the chain is broken there, so the export stops before it: run `countersign receipts --verify`\n"
+        "error: receipt 6 is missing where it belongs: the next one found is 7 (it was removed, or moved later in the log); the chain is broken there, so the export stops before it: run `countersign receipts --verify`\n"
     );
     // Receipt 7 no longer links to what precedes it.
     let run = sandbox.run(&["receipts", "--export", "jsonl", "--after", "6"]);

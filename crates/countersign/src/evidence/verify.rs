@@ -228,13 +228,29 @@ impl std::fmt::Display for ChainBreak {
                 lane,
                 expected,
                 found,
-            } => {
+            } if found > expected => {
+                // Read in the log's order, a receipt of its lane came first: the one expected
+                // was removed, or moved later (a swap of places reads the same way).
+                let of_lane = match lane {
+                    0 => String::new(),
+                    lane => format!("of lane {lane} "),
+                };
                 write!(
                     f,
-                    "{} is missing: the next one found is {found}",
+                    "{} is missing where it belongs: the next one {of_lane}found is {found} (it was removed, or moved later in the log)",
                     receipt_name(*lane, *expected)
                 )
             }
+            ChainBreak::SeqGap {
+                lane,
+                expected,
+                found,
+            } => write!(
+                f,
+                "{} is out of order: {} was expected next in its lane (receipts were moved, or numbered again)",
+                receipt_name(*lane, *found),
+                receipt_name(*lane, *expected)
+            ),
             ChainBreak::PrevHashMismatch {
                 lane,
                 seq,

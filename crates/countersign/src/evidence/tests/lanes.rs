@@ -190,6 +190,28 @@ fn a_place_left_empty_is_named_by_the_place_not_the_receipt_after_it() {
 }
 
 #[test]
+fn receipts_of_a_lane_read_out_of_order_are_named_so() {
+    // Lane 1's receipts 2 and 3 swapped in the log's order: 3 comes first.
+    let mut log = log_of(&MIXED);
+    let (two, three) = (at(&log, 1, 2), at(&log, 1, 3));
+    log.swap(two, three);
+    let first = verify(&log, None).first_break.unwrap();
+    assert_eq!(
+        first.to_string(),
+        "receipt 2 of lane 1 is missing where it belongs: the next one of lane 1 found is 3 (it was removed, or moved later in the log)"
+    );
+    // A lane's receipt read again after a later one.
+    let mut log = log_of(&MIXED);
+    let again = log[at(&log, 1, 1)].clone();
+    log.insert(at(&log, 1, 2) + 1, again);
+    let first = verify(&log, None).first_break.unwrap();
+    assert_eq!(
+        first.to_string(),
+        "receipt 1 of lane 1 is out of order: receipt 3 of lane 1 was expected next in its lane (receipts were moved, or numbered again)"
+    );
+}
+
+#[test]
 fn a_fork_or_an_insertion_in_a_lane_is_named_there() {
     // A fork: a second receipt 3 of lane 1, chained on receipt 2, placed after the first.
     let mut log = log_of(&MIXED);
