@@ -127,7 +127,7 @@ impl PostgresStore {
                 .map_err(|error| open_error(format!("cannot read its tables: {error}")))?;
             if present.is_none() {
                 return Err(open_error(format!(
-                    "no Countersign store here: there is no `{table}` table in this database (and `?schema=`); nothing was created: pass the agent's store URL, with its `?schema=` if it has one"
+                    "no Countersign store here: the schema it names (`?schema=`, or `public` without one) has no `{table}` table; nothing was created: pass the agent's store URL, with its `?schema=` if it has one"
                 )));
             }
         }
