@@ -437,7 +437,14 @@ pub async fn receipts(
     if let Some(format) = args.export {
         // Reads only: never creates or migrates a store.
         let store = crate::store_access::open_for_reading(global).await?;
-        return crate::export::export(store.as_ref(), format, args.after.unwrap_or(0), out).await;
+        return crate::export::export(
+            store.as_ref(),
+            format,
+            args.after.unwrap_or(0),
+            &store_flags(global),
+            out,
+        )
+        .await;
     }
     if args.bundle.bundle.is_some() {
         return crate::transparency::write_bundle(global, &args.bundle, out).await;
@@ -479,7 +486,7 @@ pub async fn receipts(
     let after = head.saturating_sub(args.last);
     let limit = usize::try_from(args.last).unwrap_or(usize::MAX);
     let stored = store.receipts(after, limit).await?;
-    let receipts = parse_all(&stored)?;
+    let receipts = parse_all(&stored, &store_flags(global))?;
     if global.json {
         write_json(out, &receipts)?;
     } else if receipts.is_empty() {
@@ -490,24 +497,31 @@ pub async fn receipts(
     Ok(ExitCode::SUCCESS)
 }
 
-fn parse_all(stored: &[StoredReceipt]) -> Result<Vec<countersign::Receipt>, Failure> {
+fn parse_all(stored: &[StoredReceipt], flags: &str) -> Result<Vec<countersign::Receipt>, Failure> {
     stored
         .iter()
-        .map(|receipt| {
-            receipt.to_receipt().map_err(|error| {
-                let name = match receipt.lane {
-                    0 => format!("receipt {}", receipt.seq),
-                    lane => format!("receipt {} of lane {lane}", receipt.seq),
-                };
-                Failure(if receipt.missing {
-                    // The message names the receipt and its place already.
-                    format!("{error}: run `countersign receipts --verify`")
-                } else {
-                    format!("{name} is unreadable ({error}): run `countersign receipts --verify`")
-                })
-            })
-        })
+        .map(|receipt| parse_receipt(receipt, flags))
         .collect()
+}
+
+/// `stored` parsed, or a [`Failure`] naming it (its lane outside lane 0) and the command that
+/// checks the chain, with `flags` (`store_access::store_flags`) so it checks the same store.
+pub(crate) fn parse_receipt(
+    stored: &StoredReceipt,
+    flags: &str,
+) -> Result<countersign::Receipt, Failure> {
+    stored.to_receipt().map_err(|error| {
+        let name = match stored.lane {
+            0 => format!("receipt {}", stored.seq),
+            lane => format!("receipt {} of lane {lane}", stored.seq),
+        };
+        Failure(if stored.missing {
+            // The message names the receipt and its place already.
+            format!("{error}: run `countersign receipts --verify{flags}`")
+        } else {
+            format!("{name} is unreadable ({error}): run `countersign receipts --verify{flags}`")
+        })
+    })
 }
 
 /// Arguments of `effects`.
@@ -600,7 +614,7 @@ pub async fn inspect(
         let page = store.receipts(after, 2_000).await?;
         let Some(last) = page.last() else { break };
         after = last.position;
-        for receipt in parse_all(&page)? {
+        for receipt in parse_all(&page, &store_flags(global))? {
             let fields = [
                 receipt.attempt_id.as_deref(),
                 receipt.approval_id.as_deref(),

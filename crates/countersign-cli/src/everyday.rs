@@ -510,12 +510,8 @@ pub async fn stats(
         after = last.position;
         progress.inc(page.len() as u64);
         for stored in &page {
-            let receipt = stored.to_receipt().map_err(|error| {
-                Failure(format!(
-                    "receipt {} is unreadable ({error}): run `countersign receipts --verify`",
-                    stored.seq
-                ))
-            })?;
+            let receipt =
+                crate::commands::parse_receipt(stored, &crate::store_access::store_flags(global))?;
             if from.is_some_and(|from| receipt.recorded_at < from) {
                 continue;
             }

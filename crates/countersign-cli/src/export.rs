@@ -35,7 +35,8 @@ pub enum Format {
 }
 
 /// Write every receipt placed after `after` up to the head the log has now, in log order, one
-/// line each in `format`.
+/// line each in `format`. `flags` (`store_access::store_flags`) go into the commands its errors
+/// suggest, so they act on the same store.
 ///
 /// # Errors
 ///
@@ -45,17 +46,18 @@ pub async fn export(
     store: &dyn Store,
     format: Format,
     after: u64,
+    flags: &str,
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
     let head = store.chain_head().await?.map_or(0, |head| head.seq);
     if after > head {
         return Err(Failure(if head == 0 {
             format!(
-                "`--after {after}` is past the head of the receipt log, which is empty: this is not the store the position came from, or its receipts were deleted; run `countersign receipts --verify`"
+                "`--after {after}` is past the head of the receipt log, which is empty: this is not the store the position came from, or its receipts were deleted; run `countersign receipts --verify{flags}`"
             )
         } else {
             format!(
-                "`--after {after}` is past the head of the receipt log (place {head}): this is not the store the position came from, or its newest receipts were deleted; run `countersign receipts --verify`, or export from the start without `--after`"
+                "`--after {after}` is past the head of the receipt log (place {head}): this is not the store the position came from, or its newest receipts were deleted; run `countersign receipts --verify{flags}`, or export from the start without `--after`"
             )
         }));
     }
@@ -69,7 +71,7 @@ pub async fn export(
             .map(|before| Verifier::after_receipt(&before))
             .ok_or_else(|| {
                 Failure(format!(
-                    "the receipt at place {after}, the one `--after {after}` resumes from, is missing from the log: the chain is broken; run `countersign receipts --verify`"
+                    "the receipt at place {after}, the one `--after {after}` resumes from, is missing from the log: the chain is broken; run `countersign receipts --verify{flags}`"
                 ))
             })?,
     };
@@ -78,7 +80,7 @@ pub async fn export(
         let page = store.receipts(position, PAGE).await?;
         if page.is_empty() {
             return Err(Failure(format!(
-                "the receipt at place {} in the log is missing (no receipt follows it, though the log's head is at {head}): the chain is broken there, so the export stops before it; run `countersign receipts --verify`",
+                "the receipt at place {} in the log is missing (no receipt follows it, though the log's head is at {head}): the chain is broken there, so the export stops before it; run `countersign receipts --verify{flags}`",
                 position + 1
             )));
         }
@@ -90,7 +92,7 @@ pub async fn export(
                     .first_break
                     .map_or_else(|| "the chain is broken".to_owned(), |at| at.to_string());
                 return Err(Failure(format!(
-                    "{what}; the chain is broken there, so the export stops before it: run `countersign receipts --verify`"
+                    "{what}; the chain is broken there, so the export stops before it: run `countersign receipts --verify{flags}`"
                 )));
             }
             let line = match format {
