@@ -118,6 +118,7 @@ async fn writers_take_free_lanes_and_the_log_places_them_in_the_order_they_were_
     assert_eq!(report.outcome, VerifyOutcome::Verified, "{report:?}");
     assert_eq!(report.checked, 11);
     assert_eq!(report.anchor, AnchorCheck::Matched);
+    assert_eq!(report.recorded_heads, AnchorCheck::Matched);
     let reached: Vec<(u32, u64)> = report
         .lanes
         .iter()
@@ -420,6 +421,30 @@ async fn a_lanes_deleted_tail_is_caught_by_its_place_or_by_an_anchor() {
             .expect("verify");
         assert_eq!(bare.first_break, None, "{bare:?}");
         assert_eq!(bare.anchor, AnchorCheck::NotGiven);
+        // The chain alone holds, but the head the store recorded for the lane is gone (a
+        // deletion by hand; one that also edits `lane_heads` needs the anchor below).
+        let AnchorCheck::Failed { detail } = &bare.recorded_heads else {
+            panic!("lane {lane}: the recorded heads did not catch it: {bare:?}")
+        };
+        assert!(
+            detail.starts_with(&format!(
+                "the store records receipt 3 of lane {lane} as its lane's newest, but the log ends at receipt 2 of lane {lane}"
+            )),
+            "{detail}"
+        );
+        assert_eq!(bare.outcome, VerifyOutcome::Failed);
+        tamper(
+            &fresh,
+            &[format!(
+                "UPDATE lane_heads SET seq = 2, hash = (SELECT hash FROM receipts WHERE lane = {lane} AND seq = 2) WHERE lane = {lane}"
+            )],
+        )
+        .await;
+        let edited = verify_store(fresh.store.as_ref(), None)
+            .await
+            .expect("verify");
+        assert_eq!(edited.recorded_heads, AnchorCheck::Matched, "{edited:?}");
+        assert_eq!(edited.outcome, VerifyOutcome::Verified);
         let report = verify_store(fresh.store.as_ref(), Some(&anchor))
             .await
             .expect("verify");

@@ -640,7 +640,7 @@ async fn reading_postgres_never_creates_or_migrates() {
     match store::open_url_for_reading(&empty_url).await {
         Err(error) => assert!(
             error.to_string().contains(
-                "no Countersign store here: there is no `countersign_schema_version` table"
+                "no Countersign store here: the schema it names (`?schema=`, or `public` without one) has no `countersign_schema_version` table"
             ),
             "{error}"
         ),

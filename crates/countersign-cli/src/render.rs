@@ -323,6 +323,15 @@ pub fn verify_report(report: &VerifyReport, flags: &str, out: &mut dyn Write) ->
             "anchor matched: the log still reaches the exported head"
         ),
         AnchorCheck::Failed { detail } => writeln!(out, "anchor FAILED: {detail}"),
+    }?;
+    // A store that records its heads apart (PostgreSQL): the log must reach them.
+    match &report.recorded_heads {
+        AnchorCheck::NotGiven => Ok(()),
+        AnchorCheck::Matched => writeln!(
+            out,
+            "recorded heads matched: every lane reaches the head the store records for it"
+        ),
+        AnchorCheck::Failed { detail } => writeln!(out, "recorded heads FAILED: {detail}"),
     }
 }
 

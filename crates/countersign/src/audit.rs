@@ -32,7 +32,9 @@ pub async fn verify_store(
 /// Verify the receipts of `range` in `store` (the whole log for `None`), page by page, against
 /// `anchor` if given, and note the store's head in [`VerifyReport::log_head`]. The log is
 /// checked as it stood when the check began, up to that head: receipts written meanwhile (a
-/// store in use) are left for the next check.
+/// store in use) are left for the next check. The whole log is also held to the heads the store
+/// records apart from its receipts, if it does ([`crate::store::Store::recorded_heads`],
+/// [`VerifyReport::recorded_heads`]).
 ///
 /// `range` counts places in the log (SPEC 1.5; a receipt's `seq` in a store of one lane). A range
 /// starting after place 1 is checked from the receipt before it: that receipt's own hash must
@@ -56,6 +58,11 @@ pub async fn verify_store_range(
     anchor: Option<&Anchor>,
 ) -> Result<VerifyReport, crate::error::StoreError> {
     const PAGE: usize = 2_000;
+    // Read before the head: every receipt they name is then placed at or before it.
+    let recorded_heads = match range {
+        None => store.recorded_heads().await?,
+        Some(_) => None,
+    };
     let log_head = store.chain_head().await?;
     let from = range.map_or(1, |range| range.from.max(1));
     let to = range.and_then(|range| range.to).unwrap_or(u64::MAX);
@@ -109,6 +116,9 @@ pub async fn verify_store_range(
         }
     }
     let mut report = verifier.finish(anchor);
+    if let Some(heads) = &recorded_heads {
+        report.judge_recorded_heads(heads);
+    }
     // A first receipt without a hash: is any receipt of the range hashed at all?
     if report.checked == 0
         && let Some(ChainBreak::Unhashed { .. }) = &report.first_break

@@ -20,6 +20,7 @@
 //! bytes of which receipt are which leaf), [`note`] (C2SP signed notes) and [`checkpoint`]
 //! (signed checkpoints of the tree).
 
+mod anchor;
 pub mod bundle;
 pub mod checkpoint;
 pub mod log;
@@ -28,10 +29,11 @@ pub mod note;
 mod seal;
 mod verify;
 
+pub use anchor::Anchor;
 pub use seal::{seal, seal_in_lane};
 pub use verify::{
-    Anchor, AnchorCheck, ChainBreak, Verifier, VerifyOutcome, VerifyRange, VerifyReport,
-    check_alone, verify,
+    AnchorCheck, ChainBreak, Verifier, VerifyOutcome, VerifyRange, VerifyReport, check_alone,
+    verify,
 };
 
 use serde::{Deserialize, Serialize};

@@ -32,6 +32,7 @@
 //! has taken it, it commits with its group or not at all, like a lone transaction dropped
 //! during `COMMIT`.
 
+mod begin;
 pub(crate) mod clock;
 mod columns;
 pub(crate) mod group;
@@ -48,18 +49,18 @@ mod url;
 use crate::action::ActionHash;
 use crate::approval::{
     AnswerDecision, ApprovalId, ApprovalRecord, ApprovalState, Correlation, InvalidDecision,
-    TakeRefusal,
 };
 use crate::approver::{Channel, Credential};
 use crate::clock::Timestamp;
 use crate::effect::{EffectKey, EffectRecord, EffectState, RetryDecision};
-use crate::error::{AnswerError, Reason, ResolveError, StoreError};
+use crate::error::{AnswerError, ResolveError, StoreError};
 use crate::evidence::{ChainHead, Receipt, ReceiptDraft, StoredReceipt};
 use crate::id::AttemptId;
 use crate::outbox::{
     ClaimedDelivery, Delivery, DeliveryState, EventKind, OutboxEvent, Settlement, StoredEvent,
 };
 
+pub use begin::{BeginOutcome, BeginRefusal};
 pub use memory::MemoryStore;
 pub use outbox::DeliveryClaim;
 use outbox::outbox_unsupported;
@@ -144,78 +145,6 @@ pub struct BeginAttempt {
     pub context: Option<crate::effect::AttemptContext>,
     /// The receipt to write if the attempt is refused (outcome and reason are filled in).
     pub refusal_draft: ReceiptDraft,
-}
-
-/// Why [`Store::begin_attempt`] refused.
-// A refusal is built once per refused attempt; boxing the record would cost more than the
-// size difference.
-#[allow(clippy::large_enum_variant)]
-#[derive(Clone, Debug)]
-pub enum BeginRefusal {
-    /// The presented approval authorizes nothing.
-    Approval {
-        /// Why.
-        refusal: TakeRefusal,
-        /// The stored request, if it exists.
-        record: Option<ApprovalRecord>,
-    },
-    /// The effect key may not be reserved.
-    Effect {
-        /// The retry table's answer.
-        decision: RetryDecision,
-        /// The stored record.
-        record: EffectRecord,
-    },
-}
-
-impl BeginRefusal {
-    /// The typed reason written on the refusal receipt.
-    pub fn kind(&self) -> Reason {
-        match self {
-            BeginRefusal::Approval { refusal, .. } => match refusal {
-                TakeRefusal::Unknown => Reason::UnknownRequest,
-                TakeRefusal::Pending => Reason::ApprovalRequired,
-                TakeRefusal::Denied => Reason::ApprovalDenied,
-                TakeRefusal::Consumed => Reason::Consumed,
-                TakeRefusal::Expired => Reason::Expired,
-                TakeRefusal::Mismatch => Reason::Mismatch,
-                TakeRefusal::OtherRun => Reason::OtherRun,
-                TakeRefusal::PolicyChanged => Reason::PolicyChanged,
-                TakeRefusal::Revoked => Reason::Revoked,
-                TakeRefusal::Cancelled => Reason::Cancelled,
-            },
-            BeginRefusal::Effect { decision, .. } => match decision {
-                RetryDecision::InProgress => Reason::InProgress,
-                RetryDecision::Committed => Reason::Duplicate,
-                RetryDecision::Ambiguous | RetryDecision::LeaseExpired => Reason::Ambiguous,
-                // A reservation is not a refusal: reaching here is a bug of ours.
-                RetryDecision::Reserve => Reason::Internal,
-            },
-        }
-    }
-
-    /// The stable reason code written on the refusal receipt: [`BeginRefusal::kind`]'s wire
-    /// string.
-    pub fn reason(&self) -> &'static str {
-        self.kind().as_str()
-    }
-}
-
-/// What [`Store::begin_attempt`] did.
-#[derive(Clone, Debug)]
-pub enum BeginOutcome {
-    /// The approval (if any) is consumed and the key (if any) reserved: run the executor.
-    Started {
-        /// The consumed approval.
-        approval: Option<ApprovalRecord>,
-    },
-    /// Refused; nothing was consumed or reserved, and the refusal receipt was written.
-    Refused {
-        /// Why.
-        refusal: BeginRefusal,
-        /// The refusal receipt.
-        receipt: Box<Receipt>,
-    },
 }
 
 /// Finish an attempt: record the outcome and its receipt, atomically.
@@ -566,6 +495,20 @@ pub trait Store: Send + Sync + 'static {
     async fn anchor(&self) -> Result<Option<crate::evidence::Anchor>, StoreError> {
         let head = self.chain_head().await?;
         Ok(head.map(|head| crate::evidence::Anchor::of_lane_0(head.seq, head.hash)))
+    }
+
+    /// The heads the store records apart from its receipts (PostgreSQL's `lane_heads`, written
+    /// in the transaction of each receipt), as an anchor, for [`crate::audit::verify_store`] to
+    /// check the log against; `None` for a store whose head is simply its newest receipt
+    /// (memory, SQLite: the default), or whose log is empty. They live in the same database as
+    /// the receipts, so they catch receipts deleted by hand or by a bad migration, not someone
+    /// who also rewrites them: an anchor kept elsewhere does that.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn recorded_heads(&self) -> Result<Option<crate::evidence::Anchor>, StoreError> {
+        Ok(None)
     }
 
     /// Put the approver token id `jti` on the deny-list (issue #31): from now on a token with

@@ -1,96 +1,7 @@
 //! Verifying a chain: [`Verifier`] folds stored receipts in order and names the first break;
-//! an [`Anchor`] makes truncation detectable.
+//! an [`Anchor`] (`anchor.rs`) makes truncation detectable.
 
 use super::*;
-
-/// An externally kept reference point: the chain's head when it was exported.
-///
-/// JSON: `{"seq": 12, "hash": "sha256:…"}` for lane 0's head, and for a log of several lanes
-/// ([`Receipt::lane`]) `"lanes": [{"lane": 3, "seq": 4, "hash": "sha256:…"}, …]` naming every
-/// other lane that held receipts, so deleting the newest receipts of any lane is caught.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct Anchor {
-    /// The number of receipts in lane 0 (its head's `seq`); 0, with [`GENESIS_HASH`], when lane
-    /// 0 held none but other lanes did.
-    pub seq: u64,
-    /// Lane 0's head's hash.
-    pub hash: String,
-    /// The heads of the other lanes, each lane at most once; empty (and not written) for a log
-    /// of one lane.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub lanes: Vec<LaneHead>,
-}
-
-impl Anchor {
-    /// The anchor of a log of one lane whose head is receipt `seq` with `hash`.
-    pub fn of_lane_0(seq: u64, hash: ReceiptHash) -> Anchor {
-        Anchor {
-            seq,
-            hash: hash.into_string(),
-            lanes: Vec::new(),
-        }
-    }
-
-    /// The `seq` and hash the anchor names for `lane`, if it names that lane.
-    pub fn head_of(&self, lane: u32) -> Option<(u64, &str)> {
-        if lane == 0 {
-            return Some((self.seq, self.hash.as_str()));
-        }
-        self.lanes
-            .iter()
-            .find(|head| head.lane == lane)
-            .map(|head| (head.seq, head.hash.as_str()))
-    }
-
-    /// Is the anchor well formed: every hash `sha256:` and 64 lowercase hex digits, lane 0's
-    /// `seq` at least 1 (or 0 with [`GENESIS_HASH`] beside other lanes), every other lane's at
-    /// least 1, no lane named twice and none of `lanes` lane 0?
-    ///
-    /// # Errors
-    ///
-    /// What is wrong, as a sentence.
-    pub fn check_shape(&self) -> Result<(), String> {
-        let hashes = std::iter::once(self.hash.as_str())
-            .chain(self.lanes.iter().map(|head| head.hash.as_str()));
-        for hash in hashes {
-            if !crate::id::is_sha256(hash) {
-                return Err(format!(
-                    "its hash `{}` is not a receipt hash: {}",
-                    printable(hash),
-                    crate::id::SHA256_SHAPE
-                ));
-            }
-        }
-        if self.seq == 0 && self.lanes.is_empty() {
-            return Err("its `seq` is 0, but receipts are numbered from 1".to_owned());
-        }
-        if self.seq == 0 && self.hash != GENESIS_HASH {
-            return Err(format!(
-                "its `seq` is 0 (lane 0 held no receipt) but its hash is not the genesis hash `{GENESIS_HASH}`"
-            ));
-        }
-        let mut seen = std::collections::BTreeSet::new();
-        for head in &self.lanes {
-            if head.lane == 0 {
-                return Err(
-                    "`lanes` names lane 0, whose head is the anchor's own `seq` and `hash`"
-                        .to_owned(),
-                );
-            }
-            if head.seq == 0 {
-                return Err(format!(
-                    "lane {}'s `seq` is 0, but receipts are numbered from 1",
-                    head.lane
-                ));
-            }
-            if !seen.insert(head.lane) {
-                return Err(format!("`lanes` names lane {} twice", head.lane));
-            }
-        }
-        Ok(())
-    }
-}
 
 /// How a receipt is named to a person: `receipt 7`, or `receipt 7 of lane 3` outside lane 0.
 pub(super) fn receipt_name(lane: u32, seq: u64) -> String {
@@ -327,6 +238,13 @@ pub enum AnchorCheck {
     },
 }
 
+impl AnchorCheck {
+    /// Was nothing checked against ([`AnchorCheck::NotGiven`])?
+    pub fn is_not_given(&self) -> bool {
+        matches!(self, AnchorCheck::NotGiven)
+    }
+}
+
 /// What a verification concluded. Nothing checked is never a success (case B58: a log with no
 /// records, or none with hashes, answered "valid" elsewhere).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -394,6 +312,12 @@ pub struct VerifyReport {
     pub first_break: Option<ChainBreak>,
     /// The tail check.
     pub anchor: AnchorCheck,
+    /// The log against the heads the store records apart from its receipts
+    /// ([`Store::recorded_heads`](crate::store::Store::recorded_heads), PostgreSQL): every lane
+    /// reaches the head recorded for it. Not written while [`AnchorCheck::NotGiven`]: a range,
+    /// a broken chain, or a store that records no heads apart.
+    #[serde(skip_serializing_if = "AnchorCheck::is_not_given")]
+    pub recorded_heads: AnchorCheck,
 }
 
 impl VerifyReport {
@@ -401,7 +325,61 @@ impl VerifyReport {
     /// log is intact but not verified: read [`VerifyReport::outcome`] to tell a pass from
     /// "nothing to check", and [`VerifyReport::anchor`] for what an unanchored check cannot show.
     pub fn is_intact(&self) -> bool {
-        self.first_break.is_none() && !matches!(self.anchor, AnchorCheck::Failed { .. })
+        self.first_break.is_none()
+            && !matches!(self.anchor, AnchorCheck::Failed { .. })
+            && !matches!(self.recorded_heads, AnchorCheck::Failed { .. })
+    }
+
+    /// Judge the log this report reached against the heads the store records apart from its
+    /// receipts (read before the log's head, so every receipt they name is in the part checked),
+    /// and set [`VerifyReport::recorded_heads`]: a lane that ends before its recorded head lost
+    /// receipts; one that ends at it must end with the recorded hash. A lane that goes past it
+    /// was written to since. Nothing is judged past a break.
+    pub fn judge_recorded_heads(&mut self, heads: &Anchor) {
+        if self.first_break.is_some() {
+            return;
+        }
+        let reached = |lane: u32| -> (u64, Option<&ReceiptHash>) {
+            if lane == 0 {
+                self.head
+                    .as_ref()
+                    .map_or((0, None), |head| (head.seq, Some(&head.hash)))
+            } else {
+                self.lanes
+                    .iter()
+                    .find(|head| head.lane == lane)
+                    .map_or((0, None), |head| (head.seq, Some(&head.hash)))
+            }
+        };
+        let mut check = AnchorCheck::Matched;
+        for lane in std::iter::once(0).chain(heads.lanes.iter().map(|head| head.lane)) {
+            let Some((seq @ 1.., hash)) = heads.head_of(lane) else {
+                continue;
+            };
+            let name = receipt_name(lane, seq);
+            let detail = match reached(lane) {
+                (at, _) if at < seq => Some(format!(
+                    "the store records {name} as its lane's newest, but the log ends {}: receipts were removed, or the head record edited",
+                    if at == 0 {
+                        "before its first receipt".to_owned()
+                    } else {
+                        format!("at {}", receipt_name(lane, at))
+                    }
+                )),
+                (at, Some(found)) if at == seq && found.as_str() != hash => Some(format!(
+                    "the store records {name} as its lane's newest with the hash {hash}, but that receipt hashes to {found}: it or the head record was edited"
+                )),
+                _ => None,
+            };
+            if let Some(detail) = detail {
+                check = AnchorCheck::Failed { detail };
+                break;
+            }
+        }
+        if matches!(check, AnchorCheck::Failed { .. }) {
+            self.outcome = VerifyOutcome::Failed;
+        }
+        self.recorded_heads = check;
     }
 }
 
@@ -607,6 +585,7 @@ impl Verifier {
             range: None,
             first_break: self.first_break,
             anchor,
+            recorded_heads: AnchorCheck::NotGiven,
         }
     }
 

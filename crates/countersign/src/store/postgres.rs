@@ -608,6 +608,10 @@ impl Store for PostgresStore {
     async fn anchor(&self) -> Result<Option<crate::evidence::Anchor>, StoreError> {
         self.lanes_anchor().await
     }
+
+    async fn recorded_heads(&self) -> Result<Option<crate::evidence::Anchor>, StoreError> {
+        self.lanes_anchor().await
+    }
 }
 
 /// Read a `postgres://` URL without connecting: sqlx's connection options, the store's options

@@ -212,6 +212,45 @@ fn receipts_of_a_lane_read_out_of_order_are_named_so() {
 }
 
 #[test]
+fn the_log_is_held_to_the_heads_the_store_records() {
+    let log = log_of(&MIXED);
+    let heads = anchor_of(&log);
+    let mut report = verify(&log, None);
+    report.judge_recorded_heads(&heads);
+    assert_eq!(report.recorded_heads, AnchorCheck::Matched);
+    assert_eq!(report.outcome, VerifyOutcome::Verified);
+    // Lane 1's newest receipt deleted, its recorded head left as it was.
+    let mut short = log.clone();
+    short.remove(at(&short, 1, 5));
+    let mut report = verify(&short, None);
+    assert_eq!(report.first_break, None);
+    report.judge_recorded_heads(&heads);
+    assert_eq!(
+        report.recorded_heads,
+        AnchorCheck::Failed {
+            detail: "the store records receipt 5 of lane 1 as its lane's newest, but the log ends at receipt 4 of lane 1: receipts were removed, or the head record edited".to_owned()
+        }
+    );
+    assert_eq!(report.outcome, VerifyOutcome::Failed);
+    assert!(!report.is_intact());
+    // A recorded head whose hash is not the receipt's.
+    let mut edited = heads.clone();
+    edited.hash = format!("sha256:{}", "ab".repeat(32));
+    let mut report = verify(&log, None);
+    report.judge_recorded_heads(&edited);
+    assert!(
+        matches!(&report.recorded_heads, AnchorCheck::Failed { detail } if detail.contains("but that receipt hashes to")),
+        "{report:?}"
+    );
+    // Past a break nothing is judged: the break is the news.
+    let mut broken = log.clone();
+    broken.remove(at(&broken, 7, 2));
+    let mut report = verify(&broken, None);
+    report.judge_recorded_heads(&heads);
+    assert_eq!(report.recorded_heads, AnchorCheck::NotGiven);
+}
+
+#[test]
 fn a_fork_or_an_insertion_in_a_lane_is_named_there() {
     // A fork: a second receipt 3 of lane 1, chained on receipt 2, placed after the first.
     let mut log = log_of(&MIXED);
