@@ -314,6 +314,12 @@ pub fn verify_report(report: &VerifyReport, flags: &str, out: &mut dyn Write) ->
         AnchorCheck::NotGiven if range.is_some() => Ok(()),
         // A broken chain is the news; the note is for a log that looks whole.
         AnchorCheck::NotGiven if report.first_break.is_some() => Ok(()),
+        // The store's own head records catch a deletion by hand (below), not one that edits
+        // them too.
+        AnchorCheck::NotGiven if !report.recorded_heads.is_not_given() => writeln!(
+            out,
+            "note: without an anchor, deleting the newest receipts and editing the store's head records to match cannot be detected; export one with `countersign receipts --export-anchor{flags} > anchor.json` and keep it elsewhere"
+        ),
         AnchorCheck::NotGiven => writeln!(
             out,
             "note: without an anchor, deleting the newest receipts cannot be detected; export one with `countersign receipts --export-anchor{flags} > anchor.json` and keep it elsewhere"

@@ -230,17 +230,17 @@ impl std::fmt::Display for EffectDisagreement {
         match (self.table, self.receipts) {
             (None, Some(receipts)) => write!(
                 f,
-                "effect `{key}` has no row in the effects table, but its receipts end `{}`: the row was deleted, so the effect could run again",
+                "effect `{key}` has no row in the effects table, but its receipts end `{}`: the row was deleted (so the effect could run again), or the receipts were forged",
                 receipts.as_str()
             ),
             (Some(table), None) => write!(
                 f,
-                "effect `{key}` is `{}` in the effects table, but no receipt records an outcome for it: the row was written outside Countersign",
+                "effect `{key}` is `{}` in the effects table, but no receipt records an outcome for it: the row was written outside Countersign, or its receipts were removed",
                 table.as_str()
             ),
             (Some(table), Some(receipts)) => write!(
                 f,
-                "effect `{key}` is `{}` in the effects table, but its receipts end `{}`: the table was edited",
+                "effect `{key}` is `{}` in the effects table, but its receipts end `{}`: the table or the receipts were edited",
                 table.as_str(),
                 receipts.as_str()
             ),
@@ -450,11 +450,11 @@ impl std::fmt::Display for ApprovalDisagreement {
         match self.receipts {
             None => write!(
                 f,
-                "approval `{id}` is `granted` in the approvals table, but no receipt records anyone answering it: the row was written outside Countersign and would authorize an action nobody approved"
+                "approval `{id}` is `granted` in the approvals table, but no receipt records anyone answering it: the row was written outside Countersign (and would authorize an action nobody approved), or its receipts were removed"
             ),
             Some(ended) => write!(
                 f,
-                "approval `{id}` is `granted` in the approvals table, but its receipts end `{ended}`: the table was edited and would authorize an action again"
+                "approval `{id}` is `granted` in the approvals table, but its receipts end `{ended}`: the table was edited (and would authorize an action again), or the receipts were"
             ),
         }
     }

@@ -1695,9 +1695,9 @@ async fn an_edited_or_deleted_effect_row_disagrees_with_its_receipts() {
     assert_eq!(
         found,
         [
-            "effect `refund:pi_1` is `failed` in the effects table, but its receipts end `committed`: the table was edited",
-            "effect `refund:pi_2` has no row in the effects table, but its receipts end `committed`: the row was deleted, so the effect could run again",
-            "effect `refund:pi_3` is `reserved` in the effects table, but its receipts end `committed`: the table was edited",
+            "effect `refund:pi_1` is `failed` in the effects table, but its receipts end `committed`: the table or the receipts were edited",
+            "effect `refund:pi_2` has no row in the effects table, but its receipts end `committed`: the row was deleted (so the effect could run again), or the receipts were forged",
+            "effect `refund:pi_3` is `reserved` in the effects table, but its receipts end `committed`: the table or the receipts were edited",
         ]
     );
     // The chain itself is intact: only the cross-check sees it.
