@@ -5,6 +5,8 @@
 //! PostgreSQL reads `COUNTERSIGN_TEST_POSTGRES_URL` and fails loudly without it (run
 //! `.ci/postgres.sh`).
 
+mod support;
+
 use std::sync::Arc;
 
 use countersign::audit;
@@ -45,17 +47,7 @@ async fn worlds() -> Vec<World> {
     let folder = tempfile::tempdir().expect("temp dir");
     let sqlite: Arc<dyn Store> =
         Arc::new(SqliteStore::open(folder.path().join("hand_off.db")).expect("sqlite"));
-    let url = std::env::var("COUNTERSIGN_TEST_POSTGRES_URL").unwrap_or_else(|_| {
-        panic!(
-            "COUNTERSIGN_TEST_POSTGRES_URL is not set: these tests need PostgreSQL; run `.ci/postgres.sh` and export the URL it prints"
-        )
-    });
-    let separator = if url.contains('?') { '&' } else { '?' };
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.subsec_nanos());
-    let schema = format!("hand_off_{}_{nanos}", std::process::id());
-    let postgres = store::open_url_async(&format!("{url}{separator}schema={schema}"))
+    let postgres = store::open_url_async(&support::fresh_postgres_url("hand_off"))
         .await
         .expect("the PostgreSQL store opens");
     vec![

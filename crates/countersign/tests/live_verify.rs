@@ -6,6 +6,8 @@
 //! PostgreSQL reads `COUNTERSIGN_TEST_POSTGRES_URL` and fails loudly without it (run
 //! `.ci/postgres.sh`).
 
+mod support;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 
@@ -93,17 +95,7 @@ async fn sqlite_checks_a_store_in_use_without_false_alarms() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 3)]
 async fn postgres_checks_a_store_in_use_without_false_alarms() {
-    let url = std::env::var("COUNTERSIGN_TEST_POSTGRES_URL").unwrap_or_else(|_| {
-        panic!(
-            "COUNTERSIGN_TEST_POSTGRES_URL is not set: these tests need PostgreSQL; run `.ci/postgres.sh` and export the URL it prints"
-        )
-    });
-    let separator = if url.contains('?') { '&' } else { '?' };
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.subsec_nanos());
-    let schema = format!("live_{}_{nanos}", std::process::id());
-    let store = store::open_url_async(&format!("{url}{separator}schema={schema}"))
+    let store = store::open_url_async(&support::fresh_postgres_url("live"))
         .await
         .expect("the PostgreSQL store opens");
     checks_while_writers_write(store).await;

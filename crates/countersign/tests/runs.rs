@@ -6,6 +6,8 @@
 //! PostgreSQL reads `COUNTERSIGN_TEST_POSTGRES_URL` and fails loudly without it (run
 //! `.ci/postgres.sh`).
 
+mod support;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
@@ -30,14 +32,7 @@ async fn worlds() -> Vec<World> {
     let folder = tempfile::tempdir().expect("temp dir");
     let sqlite: Arc<dyn Store> =
         Arc::new(SqliteStore::open(folder.path().join("runs.db")).expect("sqlite"));
-    let url = std::env::var("COUNTERSIGN_TEST_POSTGRES_URL").unwrap_or_else(|_| {
-        panic!(
-            "COUNTERSIGN_TEST_POSTGRES_URL is not set: these tests need PostgreSQL; run `.ci/postgres.sh` and export the URL it prints"
-        )
-    });
-    let separator = if url.contains('?') { '&' } else { '?' };
-    let schema = format!("runs_{}", rand_suffix());
-    let postgres = store::open_url_async(&format!("{url}{separator}schema={schema}"))
+    let postgres = store::open_url_async(&support::fresh_postgres_url("runs"))
         .await
         .expect("the PostgreSQL store opens");
     vec![
@@ -45,13 +40,6 @@ async fn worlds() -> Vec<World> {
         World::new(sqlite, Some(folder)),
         World::new(postgres, None),
     ]
-}
-
-fn rand_suffix() -> String {
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.subsec_nanos());
-    format!("{}_{nanos}", std::process::id())
 }
 
 impl World {

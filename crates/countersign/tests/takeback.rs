@@ -6,6 +6,8 @@
 //! PostgreSQL reads `COUNTERSIGN_TEST_POSTGRES_URL` and fails loudly without it (run
 //! `.ci/postgres.sh`).
 
+mod support;
+
 use std::sync::Arc;
 
 use countersign::approval::withdraw::{Withdrawal, WithdrawalKind};
@@ -49,19 +51,7 @@ async fn backends() -> Vec<Backend> {
     let path = folder.path().join("takeback.db");
     let sqlite: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("sqlite"));
     let sqlite_again: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("sqlite again"));
-    let url = std::env::var("COUNTERSIGN_TEST_POSTGRES_URL").unwrap_or_else(|_| {
-        panic!(
-            "COUNTERSIGN_TEST_POSTGRES_URL is not set: these tests need PostgreSQL; run `.ci/postgres.sh` and export the URL it prints"
-        )
-    });
-    let separator = if url.contains('?') { '&' } else { '?' };
-    let nanos = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .map_or(0, |elapsed| elapsed.subsec_nanos());
-    let url = format!(
-        "{url}{separator}schema=takeback_{}_{nanos}",
-        std::process::id()
-    );
+    let url = support::fresh_postgres_url("takeback");
     let postgres = store::open_url_async(&url)
         .await
         .expect("the PostgreSQL store opens");
