@@ -20,7 +20,8 @@
 //! their operations, and whichever caller holds the store's lead applies every queued operation
 //! in one transaction, on its own task; each operation keeps its own result and receipt, the
 //! receipts are chained in queue order, and one that fails is rolled back alone (a savepoint
-//! each). A lone caller runs alone at once and never waits for company.
+//! each; on PostgreSQL only once one has failed after writing, `postgres/group.rs`). A lone
+//! caller runs alone at once and never waits for company.
 //!
 //! # Cancel safety
 //!
@@ -509,6 +510,14 @@ pub trait Store: Send + Sync + 'static {
     /// [`StoreError`] only.
     async fn recorded_heads(&self) -> Result<Option<crate::evidence::Anchor>, StoreError> {
         Ok(None)
+    }
+
+    /// How many lanes the store writes receipts in: lanes 0 to `lanes() - 1`. 1 (the default)
+    /// for a store of one chain (memory, SQLite); PostgreSQL's 16 (`postgres/log.rs`).
+    /// [`crate::audit::verify_store`] refuses a receipt stored in any other lane: no writer
+    /// put it there.
+    fn lanes(&self) -> u32 {
+        1
     }
 
     /// Put the approver token id `jti` on the deny-list (issue #31): from now on a token with

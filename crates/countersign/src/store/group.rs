@@ -7,7 +7,8 @@
 //! so the receipts of a group are chained in queue order onto the head the previous operation
 //! left; each keeps its own result. A backend applies the operations of a group of two or more
 //! each under its own savepoint, so one that fails is rolled back alone and never fails the
-//! others. A lone caller finds the lead free and its own operation alone in the queue, and runs
+//! others (PostgreSQL first tries the group without savepoints, which cost it a round trip
+//! each, and runs it again with them only when an operation failed after writing). A lone caller finds the lead free and its own operation alone in the queue, and runs
 //! exactly the transaction it ran before group commit (no savepoint): it never waits for
 //! company.
 //!
@@ -60,6 +61,7 @@ pub(crate) struct Job {
     clippy::large_enum_variant,
     reason = "an outcome is moved once, into its caller's channel; boxing would allocate per operation"
 )]
+#[derive(Debug)]
 pub(crate) enum Outcome {
     /// Final: committed (`Ok`), or refused with nothing of it written (`Err`).
     Final(Result<Done, StoreError>),
@@ -403,6 +405,106 @@ mod tests {
         assert_eq!((first.seq, last.seq), (1, 2));
         assert_eq!(last.prev_hash, first.hash);
         assert_chain_verifies(&store, 2).await;
+    }
+
+    /// A request `apr_dirty` for action `n` (its hash is `n` in hex).
+    fn open_request(n: u8) -> Operation {
+        use crate::approval::{ApprovalId, ApprovalRecord, ApprovalState};
+        use crate::id::{PolicyHash, Principal};
+        let now = Timestamp::from_millis(NOW);
+        Operation::Open(crate::store::NewApproval {
+            record: ApprovalRecord {
+                id: ApprovalId::from_stored("apr_dirty".to_owned()),
+                action_hash: crate::ActionHash::from_stored(format!("sha256:{n:064x}")),
+                action: format!("group.action{n}"),
+                arguments: crate::action::canonical::to_canonical(&serde_json::json!({ "n": n }))
+                    .expect("canonical arguments"),
+                principal: Principal::from_stored("agent:group".to_owned()),
+                resource: None,
+                environment: "test".to_owned(),
+                effect_key: None,
+                policy_hash: PolicyHash::from_stored("sha256:policy".to_owned()),
+                entry_fingerprint: "entry".to_owned(),
+                state: ApprovalState::Pending,
+                created_at: now,
+                expires_at: now.plus(std::time::Duration::from_secs(300)),
+                answered_at: None,
+                approver: None,
+                note: None,
+                consumed_at: None,
+                consumed_by: None,
+                run: None,
+                rule: crate::approver::ApprovalRule::default(),
+                answers: Vec::new(),
+            },
+            effect_key: None,
+            correlation: None,
+        })
+    }
+
+    /// A group [ok, a job whose write fails after its plan succeeded, ok]: the request id
+    /// `apr_dirty` is taken already (by action 1), so inserting it again for action 2 fails
+    /// with a unique violation, a statement error that aborts the whole transaction. That job
+    /// must fail alone and leave nothing behind, the others commit with their receipts.
+    async fn a_failing_write_fails_alone(store: &(impl Apply + Store)) {
+        let (opened, _o) = job(open_request(1));
+        let first = store.apply(&[opened]).await;
+        assert!(
+            matches!(&first[..], [Outcome::Final(Ok(_))]),
+            "{}: {first:?}",
+            store.backend()
+        );
+        let (before, _a) = job(Operation::Append(draft("att-before")));
+        let (bad, _b) = job(open_request(2));
+        let (after, _c) = job(Operation::Append(draft("att-after")));
+        let outcomes = store.apply(&[before, bad, after]).await;
+        assert_eq!(outcomes.len(), 3);
+        let before = receipt_of(&outcomes[0]);
+        assert!(
+            matches!(
+                &outcomes[1],
+                Outcome::Final(Err(StoreError::Backend { .. }))
+            ),
+            "{}: the failing write gets its own error: {:?}",
+            store.backend(),
+            outcomes[1]
+        );
+        let after = receipt_of(&outcomes[2]);
+        assert_eq!(after.prev_hash, before.hash, "{}", store.backend());
+        let stored = store
+            .approval(&crate::approval::ApprovalId::from_stored(
+                "apr_dirty".to_owned(),
+            ))
+            .await
+            .expect("readable")
+            .expect("the first request");
+        assert_eq!(stored.action, "group.action1", "{}", store.backend());
+        // Opening a request writes no receipt: the two appended are the log.
+        assert_chain_verifies(store, 2).await;
+    }
+
+    #[tokio::test]
+    async fn a_write_failing_in_a_group_fails_alone_on_sqlite() {
+        let dir = tempfile::tempdir().expect("a folder");
+        let store = SqliteStore::open(dir.path().join("dirty.db")).expect("sqlite");
+        a_failing_write_fails_alone(&store).await;
+    }
+
+    #[cfg(feature = "postgres")]
+    #[tokio::test]
+    async fn a_write_failing_in_a_group_fails_alone_on_postgres() {
+        let Ok(url) = std::env::var("COUNTERSIGN_TEST_POSTGRES_URL") else {
+            return; // the SQLite twin above always runs; CI sets the variable.
+        };
+        let separator = if url.contains('?') { '&' } else { '?' };
+        let url = format!(
+            "{url}{separator}schema=group_dirty_{}&max_connections=2",
+            std::process::id()
+        );
+        let store = crate::store::PostgresStore::connect(&url)
+            .await
+            .expect("postgres");
+        a_failing_write_fails_alone(&store).await;
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 4)]

@@ -28,10 +28,12 @@
 //!   of the log first place newly committed receipts in one total order
 //!   (`receipt_positions`), which respects each lane's order and what each transaction saw.
 //! - **Group commit** (issue #21, `postgres/group.rs`): concurrent writing calls on one store
-//!   share a transaction, each operation under its own savepoint, so their receipts share the
-//!   head's lock and one commit flush. A lone caller runs its operation alone, as before.
+//!   share a transaction, so their receipts share the head's lock and one commit flush. The
+//!   operations run with no savepoint between them unless one fails after writing; then the
+//!   group runs again with each under its own savepoint, so that one is undone alone. A lone
+//!   caller runs its operation alone, as before.
 //! - **An unknown commit is settled, never guessed.** Each writing transaction learns its
-//!   transaction id before `COMMIT`. If the connection fails during `COMMIT`, the store asks
+//!   transaction id before `COMMIT` (every write returns `txid_current()`). If the connection fails during `COMMIT`, the store asks
 //!   the server (`txid_status`) on another connection: `committed` returns the result,
 //!   `aborted` runs the operation again; if that cannot be learned the caller gets
 //!   [`StoreError::OutcomeUnknown`].
@@ -264,12 +266,7 @@ impl PostgresStore {
     /// One run of `operation`: commit, or say why not.
     async fn try_write(&self, operation: &Operation, now: Timestamp) -> Result<Done, PgFailure> {
         let transaction = self.begin().await?;
-        let mut pg = PgTxn {
-            transaction,
-            persistent: self.persistent(),
-            read_answers: HashMap::new(),
-            wrote: false,
-        };
+        let mut pg = PgTxn::new(transaction, self.persistent());
         // One clock (issue #22): judged by the server's clock, read inside the transaction.
         let store_now = self.transaction_now(&mut pg).await?;
         let (operation, now) = self.judged(operation, now, store_now);
@@ -611,6 +608,10 @@ impl Store for PostgresStore {
 
     async fn recorded_heads(&self) -> Result<Option<crate::evidence::Anchor>, StoreError> {
         self.lanes_anchor().await
+    }
+
+    fn lanes(&self) -> u32 {
+        LANES
     }
 }
 

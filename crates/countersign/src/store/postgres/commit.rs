@@ -9,7 +9,8 @@ use crate::error::StoreError;
 
 impl PostgresStore {
     /// Commit `pg`'s transaction (one operation's, or a group's). A connection lost during
-    /// `COMMIT` is settled by reading the transaction's status (`txid_status`) on another
+    /// `COMMIT` is settled by reading the status of the transaction whose id its writes returned
+    /// (`txid_status`; [`PgTxn::txid`], read here only when none did) on another
     /// connection: committed, aborted ([`PgFailure::Retry`]), or, when that cannot be read,
     /// [`StoreError::OutcomeUnknown`] naming `operation`.
     pub(super) async fn commit_settled(
@@ -20,16 +21,21 @@ impl PostgresStore {
         let PgTxn {
             mut transaction,
             wrote,
+            txid,
             ..
         } = pg;
         if !wrote {
             return transaction.commit().await.map_err(classify);
         }
-        let txid: i64 = sqlx::query_scalar("SELECT txid_current()")
-            .persistent(self.persistent())
-            .fetch_one(&mut *transaction)
-            .await
-            .map_err(classify)?;
+        let txid: i64 = match txid {
+            Some(txid) => txid,
+            // Only events written (a write returns the id, `PgTxn::apply`).
+            None => sqlx::query_scalar("SELECT txid_current()")
+                .persistent(self.persistent())
+                .fetch_one(&mut *transaction)
+                .await
+                .map_err(classify)?,
+        };
         match transaction.commit().await {
             Ok(()) => Ok(()),
             Err(error @ sqlx::Error::Database(_)) => Err(classify(error)),

@@ -64,6 +64,16 @@ impl PgTxn {
     }
 }
 
+/// How a group's jobs are kept apart in its transaction.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Jobs {
+    /// One after the other with nothing between them: a job that fails after writing rolls
+    /// the whole transaction back.
+    Together,
+    /// Each under its own savepoint: a job that fails is rolled back alone.
+    Savepoints,
+}
+
 /// Where a group's savepoint stands before the next job.
 #[derive(Clone, Copy, PartialEq, Eq)]
 enum Savepoint {
@@ -76,40 +86,56 @@ enum Savepoint {
 }
 
 impl PostgresStore {
-    /// Apply two or more jobs in one transaction, each under its own savepoint; then lock the
-    /// chain head once, seal every receipt of the group onto it in queue order and append them
-    /// in one statement ([`PgTxn::append`]), and commit.
+    /// Apply two or more jobs in one transaction; then lock a lane's head once, seal every
+    /// receipt of the group onto it in queue order and append them in one statement
+    /// ([`PgTxn::append`]), and commit.
+    ///
+    /// The jobs run first one after the other with nothing between them, as most groups have
+    /// no job that fails after writing. When one does (it lost a compare-and-set, or a
+    /// statement failed), the transaction is rolled back and the group runs again with each
+    /// job under its own savepoint, so that job alone is undone. A job whose plan refuses after
+    /// its reads wrote nothing and needs no savepoint. Skipping the savepoints saves one round
+    /// trip per job (issue #21).
     async fn try_group(&self, jobs: &[Job]) -> Vec<Outcome> {
+        match self.try_group_with(jobs, Jobs::Together).await {
+            Some(outcomes) => outcomes,
+            None => self
+                .try_group_with(jobs, Jobs::Savepoints)
+                .await
+                .unwrap_or_else(|| every(jobs, &PgFailure::Retry)),
+        }
+    }
+
+    /// One run of [`PostgresStore::try_group`]: `None` when, with [`Jobs::Together`], a job
+    /// left the transaction needing a rollback (it has been rolled back).
+    async fn try_group_with(&self, jobs: &[Job], isolation: Jobs) -> Option<Vec<Outcome>> {
         let transaction = match self.begin().await {
             Ok(transaction) => transaction,
-            Err(failure) => return every(jobs, &failure),
+            Err(failure) => return Some(every(jobs, &failure)),
         };
-        let mut pg = PgTxn {
-            transaction,
-            persistent: self.persistent(),
-            read_answers: HashMap::new(),
-            wrote: false,
-        };
+        let mut pg = PgTxn::new(transaction, self.persistent());
         // One clock (issue #22): one server time for the whole group.
         let store_now = match self.transaction_now(&mut pg).await {
             Ok(store_now) => store_now,
-            Err(failure) => return every(jobs, &failure),
+            Err(failure) => return Some(every(jobs, &failure)),
         };
         // Per job: `None` while its receipts and reply wait in `pending`, or its outcome.
         let mut decided: Vec<Option<Outcome>> = Vec::with_capacity(jobs.len());
         let mut pending: Vec<Unsealed> = Vec::with_capacity(jobs.len());
         let mut savepoint = Savepoint::None;
         for job in jobs {
-            let opened = match savepoint {
-                Savepoint::None => pg.savepoint("SAVEPOINT grouped").await,
-                Savepoint::Kept => {
-                    pg.savepoint("RELEASE SAVEPOINT grouped; SAVEPOINT grouped")
-                        .await
+            if isolation == Jobs::Savepoints {
+                let opened = match savepoint {
+                    Savepoint::None => pg.savepoint("SAVEPOINT grouped").await,
+                    Savepoint::Kept => {
+                        pg.savepoint("RELEASE SAVEPOINT grouped; SAVEPOINT grouped")
+                            .await
+                    }
+                    Savepoint::Empty => Ok(()),
+                };
+                if let Err(failure) = opened {
+                    return Some(every(jobs, &failure));
                 }
-                Savepoint::Empty => Ok(()),
-            };
-            if let Err(failure) = opened {
-                return every(jobs, &failure);
             }
             // Every update of an approval follows its read in the same operation; a rolled-back
             // operation must leave no remembered `answers` behind.
@@ -121,11 +147,22 @@ impl PostgresStore {
                     decided.push(None);
                     pending.push(unsealed);
                 }
-                Err(failure) => {
-                    if let Err(failure) = pg.savepoint("ROLLBACK TO SAVEPOINT grouped").await {
-                        return every(jobs, &failure);
+                Err(RunFailure { failure, dirty }) => {
+                    match isolation {
+                        Jobs::Together if dirty => {
+                            // Dropping the transaction rolls it back.
+                            return None;
+                        }
+                        Jobs::Together => {}
+                        Jobs::Savepoints => {
+                            if let Err(failure) =
+                                pg.savepoint("ROLLBACK TO SAVEPOINT grouped").await
+                            {
+                                return Some(every(jobs, &failure));
+                            }
+                            savepoint = Savepoint::Empty;
+                        }
                     }
-                    savepoint = Savepoint::Empty;
                     decided.push(Some(match failure {
                         PgFailure::Retry => Outcome::Retry,
                         PgFailure::Store(error) => Outcome::Final(Err(error)),
@@ -135,34 +172,38 @@ impl PostgresStore {
         }
         let sealed = match pg.append(pending).await {
             Ok(sealed) => sealed,
-            Err(failure) => return every(jobs, &failure),
+            Err(failure) => return Some(every(jobs, &failure)),
         };
         if sealed.iter().any(Result::is_err) {
             // Nothing was appended. Roll the whole transaction back (dropping it): the plan
             // that could not be sealed gets its error, every other applied job runs again.
             drop(pg);
             let mut sealed = sealed.into_iter();
-            return decided
-                .into_iter()
-                .map(|decided| match decided {
-                    Some(outcome) => outcome,
-                    None => match sealed.next() {
-                        Some(Err(error)) => Outcome::Final(Err(error)),
-                        Some(Ok(_)) | None => Outcome::Retry,
-                    },
-                })
-                .collect();
+            return Some(
+                decided
+                    .into_iter()
+                    .map(|decided| match decided {
+                        Some(outcome) => outcome,
+                        None => match sealed.next() {
+                            Some(Err(error)) => Outcome::Final(Err(error)),
+                            Some(Ok(_)) | None => Outcome::Retry,
+                        },
+                    })
+                    .collect(),
+            );
         }
         let committed = self.commit_group(pg).await;
         let mut sealed = sealed.into_iter();
-        decided
-            .into_iter()
-            .zip(jobs)
-            .map(|(decided, job)| match decided {
-                Some(outcome) => outcome,
-                None => sealed_outcome(sealed.next(), &committed, job),
-            })
-            .collect()
+        Some(
+            decided
+                .into_iter()
+                .zip(jobs)
+                .map(|(decided, job)| match decided {
+                    Some(outcome) => outcome,
+                    None => sealed_outcome(sealed.next(), &committed, job),
+                })
+                .collect(),
+        )
     }
 
     /// Commit a group's transaction; a connection lost during `COMMIT` is settled as for a

@@ -3,6 +3,31 @@
 
 use super::*;
 
+/// Why [`PgTxn::run`] gave no plan to seal, and what it left in the transaction.
+pub(crate) struct RunFailure {
+    pub(crate) failure: PgFailure,
+    /// Did the operation leave something behind that only a rollback clears: a row it wrote,
+    /// or a statement that failed (after which PostgreSQL refuses every statement until the
+    /// transaction, or the savepoint, is rolled back)? `false` when the plan refused after
+    /// its reads alone, which leaves nothing but row locks.
+    pub(crate) dirty: bool,
+}
+
+impl RunFailure {
+    fn dirty(failure: PgFailure) -> RunFailure {
+        RunFailure {
+            failure,
+            dirty: true,
+        }
+    }
+}
+
+impl From<RunFailure> for PgFailure {
+    fn from(failed: RunFailure) -> PgFailure {
+        failed.failure
+    }
+}
+
 /// One open PostgreSQL transaction running plans.
 ///
 /// Every row a plan reads is locked (`FOR UPDATE`); every write is a compare-and-set on the
@@ -19,9 +44,22 @@ pub(crate) struct PgTxn {
     pub(super) read_answers: HashMap<String, Option<String>>,
     /// Has this transaction written anything?
     pub(super) wrote: bool,
+    /// The transaction's id, as the last write returned it (`None` until one did).
+    pub(super) txid: Option<i64>,
 }
 
 impl PgTxn {
+    /// A transaction just begun, that has read and written nothing.
+    pub(super) fn new(transaction: Transaction<'static, Postgres>, persistent: bool) -> PgTxn {
+        PgTxn {
+            transaction,
+            persistent,
+            read_answers: HashMap::new(),
+            wrote: false,
+            txid: None,
+        }
+    }
+
     /// Plan `operation` inside this transaction and apply its row writes and events. Its
     /// receipts are sealed and appended afterwards by [`PgTxn::append`], so that the chain head
     /// is locked last, for the shortest span (issue #21); the caller commits.
@@ -29,21 +67,28 @@ impl PgTxn {
         &mut self,
         operation: &Operation,
         now: plan::Now,
-    ) -> Result<Unsealed, PgFailure> {
+    ) -> Result<Unsealed, RunFailure> {
         let mut reads = Reads::default();
         let plan = loop {
             match plan::plan(operation, &reads, now) {
                 Ok(plan) => break plan,
-                Err(Halt::Read(read)) => reads.insert(self.fetch(&read).await?),
-                Err(Halt::Fail(error)) => return Err(PgFailure::Store(error)),
+                Err(Halt::Read(read)) => {
+                    reads.insert(self.fetch(&read).await.map_err(RunFailure::dirty)?);
+                }
+                Err(Halt::Fail(error)) => {
+                    return Err(RunFailure {
+                        failure: PgFailure::Store(error),
+                        dirty: false,
+                    });
+                }
             }
         };
         let (writes, events, unsealed) = plan.split();
         for write in &writes {
-            self.apply(write).await?;
+            self.apply(write).await.map_err(RunFailure::dirty)?;
         }
         for event in &events {
-            self.insert_event(event).await?;
+            self.insert_event(event).await.map_err(RunFailure::dirty)?;
         }
         Ok(unsealed)
     }
@@ -190,7 +235,9 @@ impl PgTxn {
         Ok(record)
     }
 
-    /// One write of a plan, as a compare-and-set whose row count must be 1.
+    /// One write of a plan, as a compare-and-set whose row count must be 1. Each returns the
+    /// transaction's id (`txid_current()`, the top-level one even under a savepoint), which
+    /// settles a lost `COMMIT` (`postgres/commit.rs`) without a round trip of its own.
     async fn apply(&mut self, write: &Write) -> Result<(), PgFailure> {
         self.wrote = true;
         let done = match write {
@@ -199,7 +246,7 @@ impl PgTxn {
                 let done = sqlx::query(concat!(
                     "INSERT INTO approvals (",
                     approval_columns!(),
-                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21)"
+                    ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17, $18, $19, $20, $21) RETURNING txid_current()"
                 ))
                 .bind(record.id.as_str())
                 .bind(record.action_hash.as_str())
@@ -222,7 +269,7 @@ impl PgTxn {
                 .bind(stored::rule_text(&record.rule))
                 .bind(&answers)
                 .bind(&record.run)
-                .persistent(self.persistent).execute(&mut *self.transaction)
+                .persistent(self.persistent).fetch_optional(&mut *self.transaction)
                 .await;
                 self.read_answers
                     .insert(record.id.as_str().to_owned(), Some(answers));
@@ -237,7 +284,7 @@ impl PgTxn {
                 };
                 let answers = stored::answers_text(&record.answers);
                 let done = sqlx::query(
-                    "UPDATE approvals SET state = $2, answered_at = $3, approver = $4, note = $5, consumed_at = $6, consumed_by = $7, answers = $10 WHERE id = $1 AND state = $8 AND answers IS NOT DISTINCT FROM $9",
+                    "UPDATE approvals SET state = $2, answered_at = $3, approver = $4, note = $5, consumed_at = $6, consumed_by = $7, answers = $10 WHERE id = $1 AND state = $8 AND answers IS NOT DISTINCT FROM $9 RETURNING txid_current()",
                 )
                 .bind(record.id.as_str())
                 .bind(record.state.as_str())
@@ -249,7 +296,7 @@ impl PgTxn {
                 .bind(expected.state.as_str())
                 .bind(&expected_answers)
                 .bind(&answers)
-                .persistent(self.persistent).execute(&mut *self.transaction)
+                .persistent(self.persistent).fetch_optional(&mut *self.transaction)
                 .await;
                 self.read_answers
                     .insert(record.id.as_str().to_owned(), Some(answers));
@@ -259,16 +306,16 @@ impl PgTxn {
                 // INVARIANT (first-write-wins): a new mapping that finds one (another transaction
                 // mapped this call first) counts 0 rows: retry, and the re-run finds its request.
                 let sql = if mapping.replace {
-                    "INSERT INTO correlations (framework, run, call_id, request_id) VALUES ($1, $2, $3, $4) ON CONFLICT (framework, run, call_id) DO UPDATE SET request_id = excluded.request_id"
+                    "INSERT INTO correlations (framework, run, call_id, request_id) VALUES ($1, $2, $3, $4) ON CONFLICT (framework, run, call_id) DO UPDATE SET request_id = excluded.request_id RETURNING txid_current()"
                 } else {
-                    "INSERT INTO correlations (framework, run, call_id, request_id) VALUES ($1, $2, $3, $4) ON CONFLICT (framework, run, call_id) DO NOTHING"
+                    "INSERT INTO correlations (framework, run, call_id, request_id) VALUES ($1, $2, $3, $4) ON CONFLICT (framework, run, call_id) DO NOTHING RETURNING txid_current()"
                 };
                 sqlx::query(sql)
                     .bind(&mapping.correlation.framework)
                     .bind(mapping.correlation.run.as_deref().unwrap_or(""))
                     .bind(&mapping.correlation.call_id)
                     .bind(mapping.id.as_str())
-                    .persistent(self.persistent).execute(&mut *self.transaction)
+                    .persistent(self.persistent).fetch_optional(&mut *self.transaction)
                     .await
             }
             Write::ReserveEffect { record, expected } => {
@@ -277,10 +324,10 @@ impl PgTxn {
                     None => sqlx::query(concat!(
                         "INSERT INTO effects (",
                         effect_columns!(),
-                        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (key) DO NOTHING"
+                        ") VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10) ON CONFLICT (key) DO NOTHING RETURNING txid_current()"
                     )),
                     Some(_) => sqlx::query(
-                        "UPDATE effects SET state = $2, action_hash = $3, attempt_id = $4, attempts = $5, lease_until = $6, updated_at = $7, resolved_by = $8, detail = $9, attempt = $10 WHERE key = $1 AND state = $11 AND attempt_id = $12",
+                        "UPDATE effects SET state = $2, action_hash = $3, attempt_id = $4, attempts = $5, lease_until = $6, updated_at = $7, resolved_by = $8, detail = $9, attempt = $10 WHERE key = $1 AND state = $11 AND attempt_id = $12 RETURNING txid_current()",
                     ),
                 };
                 let mut query = query
@@ -299,11 +346,11 @@ impl PgTxn {
                         .bind(expected.state.as_str())
                         .bind(&expected.attempt_id);
                 }
-                query.persistent(self.persistent).execute(&mut *self.transaction).await
+                query.persistent(self.persistent).fetch_optional(&mut *self.transaction).await
             }
             Write::SettleEffect(change) => {
                 sqlx::query(
-                    "UPDATE effects SET state = $4, detail = $5, resolved_by = $6, updated_at = $7 WHERE key = $1 AND state = $2 AND attempt_id = $3",
+                    "UPDATE effects SET state = $4, detail = $5, resolved_by = $6, updated_at = $7 WHERE key = $1 AND state = $2 AND attempt_id = $3 RETURNING txid_current()",
                 )
                 .bind(change.key.as_str())
                 .bind(change.expected.state.as_str())
@@ -312,15 +359,18 @@ impl PgTxn {
                 .bind(&change.detail)
                 .bind(&change.resolved_by)
                 .bind(change.updated_at.as_millis())
-                .persistent(self.persistent).execute(&mut *self.transaction)
+                .persistent(self.persistent).fetch_optional(&mut *self.transaction)
                 .await
             }
         };
-        if done.map_err(classify)?.rows_affected() != 1 {
+        // Each write touches one row by its key and returns it, so no row is a count other
+        // than 1.
+        let Some(row) = done.map_err(classify)? else {
             // INVARIANT (compare-and-set): another transaction claimed or changed the row since
             // it was read; the re-run reads what it did and decides again.
             return Err(PgFailure::Retry);
-        }
+        };
+        self.txid = Some(row.try_get(0).map_err(decode)?);
         Ok(())
     }
 
@@ -398,7 +448,7 @@ impl PgTxn {
             return Ok(());
         };
         let moved = sqlx::query(
-            "WITH appended AS (INSERT INTO receipts (lane, seq, prev_hash, hash, body) SELECT $8::integer, * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[])) UPDATE lane_heads SET seq = $5, hash = $6 WHERE lane = $8 AND seq = $7",
+            "WITH appended AS (INSERT INTO receipts (lane, seq, prev_hash, hash, body) SELECT $8::integer, * FROM UNNEST($1::bigint[], $2::text[], $3::text[], $4::text[])) UPDATE lane_heads SET seq = $5, hash = $6 WHERE lane = $8 AND seq = $7 RETURNING txid_current()",
         )
         .bind(&seqs)
         .bind(&prev_hashes)
@@ -409,7 +459,7 @@ impl PgTxn {
         .bind(head_seq)
         .bind(i32::try_from(lane).map_err(|_| overflow())?)
         .persistent(self.persistent)
-        .execute(&mut *self.transaction)
+        .fetch_optional(&mut *self.transaction)
         .await;
         let moved = match moved {
             Ok(moved) => moved,
@@ -426,9 +476,10 @@ impl PgTxn {
             }
             Err(error) => return Err(classify(error)),
         };
-        if moved.rows_affected() != 1 {
+        let Some(moved) = moved else {
             return Err(PgFailure::Retry);
-        }
+        };
+        self.txid = Some(moved.try_get(0).map_err(decode)?);
         Ok(())
     }
 }
