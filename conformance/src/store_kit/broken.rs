@@ -174,6 +174,10 @@ impl Store for DangerBrokenStore {
         self.inner.backend()
     }
 
+    fn lanes(&self) -> u32 {
+        self.inner.lanes()
+    }
+
     async fn store_now(&self, now: Timestamp) -> Result<Timestamp, StoreError> {
         self.inner.store_now(now).await
     }

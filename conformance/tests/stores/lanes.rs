@@ -1,8 +1,9 @@
 //! Issue #21: a PostgreSQL store's log in several lanes. A writer takes the lowest lane no
 //! other transaction holds; the log places each lane's receipts in order and after what their
 //! transactions saw; `verify` names an edit, a deletion (by the place that still lists it, the
-//! newest included), a forged insertion and a moved receipt in any lane, and a lane's deleted
-//! tail whose places were renumbered too against an anchor naming every lane.
+//! newest included), a forged insertion and a moved receipt in any lane, a receipt in a lane
+//! the store never writes, and a lane's deleted tail whose places were renumbered too against
+//! an anchor naming every lane.
 //!
 //! The lanes are made deterministic by holding lane heads from another transaction, as a
 //! concurrent writer would, while the store appends.
@@ -313,6 +314,53 @@ async fn a_forged_insertion_in_a_lane_is_named_at_the_receipt_after_it() {
         ),
         "{first}"
     );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receipt_in_a_lane_no_writer_uses_is_named() {
+    let fresh = three_lanes("lanes/foreign").await;
+    assert_eq!(log_of(&fresh).await.len(), 11);
+    // A whole chain of its own, from genesis, in lane 99, placed at the end of the log: it
+    // holds on its own, and no recorded head names lane 99, as the store keeps lanes 0 to 15.
+    // (The placer places only the lanes the store keeps, so the forger places it too.)
+    let (_, forged) = seal_in_lane(99, note(999), None, SystemClock.now()).expect("seal");
+    tamper(
+        &fresh,
+        &[
+            format!(
+                "INSERT INTO receipts (lane, seq, prev_hash, hash, body) VALUES (99, 1, '{}', '{}', '{}')",
+                forged.prev_hash,
+                forged.hash,
+                forged.body.replace('\'', "''")
+            ),
+            "INSERT INTO receipt_positions (position, lane, seq) VALUES (12, 99, 1)".to_owned(),
+        ],
+    )
+    .await;
+    let report = verify_store(fresh.store.as_ref(), None)
+        .await
+        .expect("verify");
+    assert_eq!(report.outcome, VerifyOutcome::Failed, "{report:?}");
+    let first = report.first_break.expect("the forgery is found");
+    assert!(
+        matches!(
+            first,
+            ChainBreak::Unreadable {
+                lane: 99,
+                seq: 1,
+                ..
+            }
+        ),
+        "{first}"
+    );
+    assert!(
+        first
+            .to_string()
+            .contains("this store writes lanes 0 to 15 only"),
+        "{first}"
+    );
+    // Everything before it held.
+    assert_eq!(report.checked, 11);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

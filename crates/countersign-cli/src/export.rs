@@ -61,7 +61,7 @@ pub async fn export(
             )
         }));
     }
-    let mut verifier = match after {
+    let verifier = match after {
         0 => Verifier::new(),
         _ => store
             .receipts(after - 1, 1)
@@ -75,6 +75,7 @@ pub async fn export(
                 ))
             })?,
     };
+    let mut verifier = verifier.keeping_lanes(store.lanes());
     let mut position = after;
     while position < head && !crate::stdout_closed() {
         let page = store.receipts(position, PAGE).await?;

@@ -108,7 +108,7 @@ impl ChainCache {
         });
         if stale {
             *progress = Some(Progress {
-                verifier: Some(Verifier::new()),
+                verifier: Some(Verifier::new().keeping_lanes(store.lanes())),
                 after: 0,
                 started: now,
             });

@@ -69,7 +69,7 @@ pub async fn verify_store_range(
     // The log as it stood when the check began: receipts written while it runs (a live store)
     // are left for the next check, so what was checked and the head reported agree.
     let walk_to = to.min(log_head.as_ref().map_or(0, |head| head.seq));
-    let mut verifier = if from == 1 {
+    let verifier = if from == 1 {
         Verifier::new()
     } else {
         // The receipt before the range anchors it: its own hash must hold.
@@ -96,6 +96,7 @@ pub async fn verify_store_range(
             None => Verifier::new(),
         }
     };
+    let mut verifier = verifier.keeping_lanes(store.lanes());
     let mut after = from - 1;
     let mut unhashed_only = true;
     'pages: while !verifier.is_broken() && after < walk_to {
@@ -183,7 +184,7 @@ pub async fn read_log(
     mut select: impl FnMut(&crate::evidence::StoredReceipt) -> bool + Send,
 ) -> Result<LogRead, crate::error::StoreError> {
     const PAGE: usize = 2_000;
-    let mut verifier = Verifier::new();
+    let mut verifier = Verifier::new().keeping_lanes(store.lanes());
     let mut tree = crate::evidence::log::LogTree::new();
     let mut selected = Vec::new();
     let mut after = 0;

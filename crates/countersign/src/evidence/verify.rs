@@ -403,6 +403,8 @@ pub struct Verifier {
     first_break: Option<ChainBreak>,
     /// The hash of the receipt each lane's anchor names, once it was reached.
     anchor_seen: std::collections::BTreeMap<u32, ReceiptHash>,
+    /// The lanes the log's store writes, when known ([`Verifier::keeping_lanes`]).
+    kept_lanes: Option<u32>,
 }
 
 /// Where a [`Verifier`] stands in one lane.
@@ -433,6 +435,7 @@ impl Default for Verifier {
             checked: 0,
             first_break: None,
             anchor_seen: std::collections::BTreeMap::new(),
+            kept_lanes: None,
         }
     }
 }
@@ -475,6 +478,15 @@ impl Verifier {
         }
     }
 
+    /// The same verifier, for a log whose store writes lanes 0 to `lanes - 1` only
+    /// ([`Store::lanes`](crate::store::Store::lanes)): a receipt stored in any other lane is a
+    /// break ([`ChainBreak::Unreadable`]), since no writer put it there. Without it, a receipt
+    /// forged in a lane of its own chains from genesis and holds on its own.
+    pub fn keeping_lanes(mut self, lanes: u32) -> Verifier {
+        self.kept_lanes = Some(lanes);
+        self
+    }
+
     /// The `seq` the next receipt fed in lane 0 must have.
     pub fn expected_seq(&self) -> u64 {
         self.lanes.get(&0).map_or(1, |lane| lane.expected_seq)
@@ -511,7 +523,10 @@ impl Verifier {
         });
         // A receipt the log names but the store lost is named as such, before its lane's
         // chain (whose next receipt it is) would call it anything else.
-        if let Err(chain_break) = check_present(receipt).and_then(|()| check_next(lane, receipt)) {
+        if let Err(chain_break) = check_present(receipt)
+            .and_then(|()| check_kept(self.kept_lanes, receipt))
+            .and_then(|()| check_next(lane, receipt))
+        {
             self.first_break = Some(chain_break);
             return;
         }
@@ -647,6 +662,22 @@ fn check_present(receipt: &StoredReceipt) -> Result<(), ChainBreak> {
         });
     }
     Ok(())
+}
+
+/// Is `receipt` in a lane its store writes (`kept`, when known)?
+fn check_kept(kept: Option<u32>, receipt: &StoredReceipt) -> Result<(), ChainBreak> {
+    match kept {
+        Some(kept) if receipt.lane >= kept => Err(ChainBreak::Unreadable {
+            lane: receipt.lane,
+            seq: receipt.seq,
+            detail: format!(
+                "it is stored in lane {}, but this store writes lanes 0 to {} only: no writer put it there, it was inserted by hand",
+                receipt.lane,
+                kept.saturating_sub(1)
+            ),
+        }),
+        _ => Ok(()),
+    }
 }
 
 /// Check `receipt` as the next of the lane `lane` stands at.
