@@ -221,12 +221,18 @@ impl Options {
 
 async fn bench(options: Options) -> Result<(), String> {
     let total = options.total;
-    let postgres = PostgresBackend::from_env("bench")?;
+    let wants = |row: &str| options.only.iter().any(|only| only == row);
+    // PostgreSQL is needed only for its rows: `--only sqlite` runs without a server.
+    let postgres = if wants("postgres") || wants("postgres-processes") {
+        Some(PostgresBackend::from_env("bench")?)
+    } else {
+        None
+    };
     let mut backends: Vec<Arc<dyn StoreBackend>> = Vec::new();
-    if options.only.iter().any(|row| row == "sqlite") {
+    if wants("sqlite") {
         backends.push(Arc::new(SqliteBackend));
     }
-    if options.only.iter().any(|row| row == "postgres") {
+    if let Some(postgres) = postgres.as_ref().filter(|_| wants("postgres")) {
         backends.push(Arc::new(
             postgres.clone().with_options("max_connections=20"),
         ));
@@ -243,9 +249,9 @@ async fn bench(options: Options) -> Result<(), String> {
             );
         }
     }
-    if !options.only.iter().any(|row| row == "postgres-processes") {
+    let Some(postgres) = postgres.filter(|_| wants("postgres-processes")) else {
         return Ok(());
-    }
+    };
     let workers = postgres.with_options("max_connections=4");
     println!("# postgres-processes: `callers` counts worker processes, one caller each");
     for processes in options.counts(&PROCESSES) {
