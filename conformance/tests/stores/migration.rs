@@ -638,12 +638,14 @@ async fn reading_postgres_never_creates_or_migrates() {
     let separator = if base.contains('?') { '&' } else { '?' };
     let empty_url = format!("{base}{separator}schema={empty}");
     match store::open_url_for_reading(&empty_url).await {
-        Err(error) => assert!(
-            error.to_string().contains(
-                "no Countersign store here: the schema it names (`?schema=`, or `public` without one) has no `countersign_schema_version` table"
-            ),
+        // Nothing recorded here yet (`verify` says unverifiable), not a broken store.
+        Err(error @ StoreError::NoStore { .. }) => assert!(
+            error.to_string().contains(&format!(
+                "no Countersign store here: the schema `{empty}` (`?schema=`) has none of its tables"
+            )),
             "{error}"
         ),
+        Err(error) => panic!("an empty schema is not `NoStore`: {error:?}"),
         Ok(_) => panic!("an empty schema was opened for reading"),
     }
     let tables: i64 = sqlx::query_scalar(
@@ -663,4 +665,47 @@ async fn set_store_time(store: &dyn countersign::Store, time: countersign::Times
     store
         .shift_clock_for_tests(time.as_millis() - current.as_millis())
         .expect("the store's clock moves");
+}
+
+/// Behind a transaction pooler the schema is set per transaction (`SET LOCAL`), so the reader's
+/// check for a store must run in one: a store in `?schema=` opens for reading through
+/// PgBouncer, and an empty schema there is `NoStore`, not the server's default schema judged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reading_through_a_transaction_pooler_looks_in_the_named_schema() {
+    use countersign_conformance::store_kit::PostgresBackend;
+    let backend = PostgresBackend::pgbouncer_from_env("reading_pooled")
+        .unwrap_or_else(|message| panic!("{message}"));
+    let fresh = super::support::fresh(&backend, "reading_pooled").await;
+    assert!(fresh.url.contains("pooler=transaction"), "{}", fresh.url);
+    fresh
+        .store
+        .append_receipt(
+            countersign::evidence::ReceiptDraft {
+                action: Some("reading.pooled".to_owned()),
+                ..countersign::evidence::ReceiptDraft::default()
+            },
+            SystemClock.now(),
+        )
+        .await
+        .expect("append");
+    let reader = store::open_url_for_reading(&fresh.url)
+        .await
+        .unwrap_or_else(|error| panic!("the store did not open for reading: {error}"));
+    let report = countersign::audit::verify_store(reader.as_ref(), None)
+        .await
+        .expect("verify");
+    assert_eq!(report.checked, 1, "{report:?}");
+    let schema = super::support::schema_of(&fresh.url);
+    let empty = fresh.url.replace(
+        &format!("schema={schema}"),
+        &format!("schema={schema}_none"),
+    );
+    match store::open_url_for_reading(&empty).await {
+        Err(error @ StoreError::NoStore { .. }) => assert!(
+            error.to_string().contains(&format!("`{schema}_none`")),
+            "{error}"
+        ),
+        Err(error) => panic!("an empty schema is not `NoStore`: {error:?}"),
+        Ok(_) => panic!("an empty schema was opened for reading"),
+    }
 }

@@ -468,7 +468,24 @@ pub async fn receipts(
         return Ok(ExitCode::from(crate::verify::UNVERIFIABLE));
     }
     if args.verify {
-        let store = crate::store_access::open_for_reading(global).await?;
+        let store = match crate::store_access::open_or_nothing(global).await? {
+            Ok(store) => store,
+            Err(nothing) => {
+                // No store in that PostgreSQL database or schema: unverifiable, as above.
+                if global.json {
+                    write_json(
+                        out,
+                        &serde_json::json!({"outcome": "unverifiable", "checked": 0, "detail": nothing}),
+                    )?;
+                } else {
+                    writeln!(
+                        out,
+                        "unverifiable: no receipt was checked (exit status 3): {nothing}"
+                    )?;
+                }
+                return Ok(ExitCode::from(crate::verify::UNVERIFIABLE));
+            }
+        };
         return crate::verify::verify_chain(store.as_ref(), args.anchor.as_deref(), global, out)
             .await;
     }

@@ -100,6 +100,28 @@ pub(crate) async fn open_for_reading(global: &Global) -> Result<Arc<dyn Store>, 
     Ok(store::open_url_for_reading(&global.store_url()).await?)
 }
 
+/// [`open_for_reading`] for a command whose outcome "nothing to check" is its own
+/// (`verify`, `receipts --verify`: exit 3, unverifiable): `Ok(Err(why))` when a PostgreSQL URL
+/// names a database or schema holding none of a store's tables
+/// ([`countersign::StoreError::NoStore`]), as a SQLite file that does not exist is (which the
+/// caller checks first, with [`missing_store_file`]).
+///
+/// # Errors
+///
+/// As [`open_for_reading`], for every other failure.
+pub(crate) async fn open_or_nothing(
+    global: &Global,
+) -> Result<Result<Arc<dyn Store>, String>, Failure> {
+    if let Some(path) = missing_store_file(global) {
+        return Err(Failure(missing_store_message(global, &path)));
+    }
+    match store::open_url_for_reading(&global.store_url()).await {
+        Ok(store) => Ok(Ok(store)),
+        Err(error @ countersign::StoreError::NoStore { .. }) => Ok(Err(error.to_string())),
+        Err(error) => Err(error.into()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::shell_word;

@@ -13,7 +13,7 @@ use countersign::store::Store;
 use crate::commands::write_json;
 use crate::render;
 use crate::store_access::{
-    missing_store_file, missing_store_message, open_for_reading, store_flags,
+    missing_store_file, missing_store_message, open_or_nothing, store_flags,
 };
 use crate::{Failure, Global};
 
@@ -225,7 +225,35 @@ pub async fn verify(
         }
         return Ok(ExitCode::from(UNVERIFIABLE));
     }
-    let store = open_for_reading(global).await?;
+    let store = match open_or_nothing(global).await? {
+        Ok(store) => store,
+        // A PostgreSQL database or schema with no store in it: nothing recorded there yet, as
+        // for a SQLite file that does not exist (above).
+        Err(nothing) => {
+            if args.anchor.is_some() {
+                return Err(Failure(format!(
+                    "{nothing}; so there is nothing to check the anchor against"
+                )));
+            }
+            if global.json {
+                write_json(
+                    out,
+                    &serde_json::json!({"outcome": "unverifiable", "policy": policy_summary, "store": null, "chain": null}),
+                )?;
+            } else {
+                let policy = if policy_summary.is_null() {
+                    ""
+                } else {
+                    " the policy loads."
+                };
+                writeln!(
+                    out,
+                    "unverifiable: no receipt was checked (exit status 3);{policy} {nothing}"
+                )?;
+            }
+            return Ok(ExitCode::from(UNVERIFIABLE));
+        }
+    };
     let range = args.range();
     let report =
         countersign::audit::verify_store_range(store.as_ref(), range, anchor.as_ref()).await?;

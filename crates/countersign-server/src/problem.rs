@@ -84,12 +84,13 @@ impl Problem {
             StoreError::Busy { .. }
             | StoreError::OutcomeUnknown { .. }
             | StoreError::Open { .. }
+            | StoreError::NoStore { .. }
             | StoreError::Backend { .. } => StatusCode::SERVICE_UNAVAILABLE,
         };
         let detail = match error {
             // Where the store is and what its server said are the operator's business, not every
             // caller's (this may answer before sign-in): the log has them, the caller a next step.
-            StoreError::Open { .. } | StoreError::Backend { .. } => {
+            StoreError::Open { .. } | StoreError::NoStore { .. } | StoreError::Backend { .. } => {
                 eprintln!("warning: the store failed: {error}");
                 "the approval service cannot reach its store: try again shortly; the service's log names the cause".to_owned()
             }

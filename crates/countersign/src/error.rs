@@ -656,6 +656,18 @@ pub enum StoreError {
         /// Why.
         message: String,
     },
+    /// No store is where a reader looked: a PostgreSQL database or `?schema=` that holds none
+    /// of a store's tables ([`crate::store::open_url_for_reading`], which never creates one).
+    /// Apart from [`StoreError::Open`] so that a reader can say "nothing recorded here yet"
+    /// (`countersign verify` exits 3, unverifiable, as for a SQLite file that does not exist)
+    /// instead of failing. Its reason is `store_open`.
+    #[error("cannot open store `{location}`: {message}")]
+    NoStore {
+        /// The URL, without its password.
+        location: String,
+        /// Where it looked, and what to do.
+        message: String,
+    },
     /// Any other failure of the database engine.
     #[error("store error: {message}")]
     Backend {
@@ -679,7 +691,7 @@ impl StoreError {
             StoreError::OutcomeUnknown { .. } => Reason::StoreOutcomeUnknown,
             StoreError::Incompatible { .. } => Reason::StoreIncompatible,
             StoreError::Corrupt { .. } => Reason::StoreCorrupt,
-            StoreError::Open { .. } => Reason::StoreOpen,
+            StoreError::Open { .. } | StoreError::NoStore { .. } => Reason::StoreOpen,
             StoreError::Backend { .. } => Reason::StoreError,
             StoreError::Internal { .. } => Reason::Internal,
         }

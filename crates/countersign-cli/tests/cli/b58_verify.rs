@@ -276,3 +276,44 @@ fn a_range_refuses_the_flags_that_check_the_whole_log() {
     assert_eq!(run.status, Some(2), "{run:?}");
     assert!(run.stderr.contains("cannot be used with"), "{run:?}");
 }
+
+/// A PostgreSQL URL whose schema holds no store is "nothing recorded here yet", as a SQLite file
+/// that does not exist is: unverifiable (3), naming the schema, and nothing is created. Needs
+/// `COUNTERSIGN_TEST_POSTGRES_URL` (fails loudly without it).
+#[test]
+fn a_postgres_schema_with_no_store_is_unverifiable_and_left_empty() {
+    let base = std::env::var("COUNTERSIGN_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+        panic!(
+            "COUNTERSIGN_TEST_POSTGRES_URL is not set: this test needs PostgreSQL; run `.ci/postgres.sh` and export the URL it prints"
+        )
+    });
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let schema = format!("cli_nothing_{}", std::process::id());
+    let url = format!("{base}{separator}schema={schema}");
+    let sandbox = Sandbox::new();
+    let run = sandbox.run(&["verify", "--store-url", &url]);
+    run.assert_no_panic();
+    assert_eq!(run.status, Some(3), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("unverifiable: no receipt was checked (exit status 3)")
+            && run.stdout.contains(&format!("the schema `{schema}`"))
+            && run.stdout.contains("nothing has been recorded in it yet"),
+        "{run:?}"
+    );
+    let run = sandbox.run(&["verify", "--store-url", &url, "--json"]);
+    assert_eq!(run.status, Some(3), "{run:?}");
+    let report = json_of(&run);
+    assert_eq!(report["outcome"], "unverifiable");
+    assert_eq!(report["store"], serde_json::Value::Null);
+    let run = sandbox.run(&["receipts", "--verify", "--store-url", &url, "--json"]);
+    assert_eq!(run.status, Some(3), "{run:?}");
+    let report = json_of(&run);
+    assert_eq!(report["outcome"], "unverifiable");
+    assert_eq!(report["checked"], 0);
+    // Reading created nothing: a later verify still finds no store (a created schema with its
+    // tables would verify as an empty log instead, with its own message).
+    let run = sandbox.run(&["verify", "--store-url", &url]);
+    assert_eq!(run.status, Some(3), "{run:?}");
+    assert!(run.stdout.contains("no Countersign store here"), "{run:?}");
+}

@@ -279,6 +279,7 @@ impl StoreError {
             | StoreError::Incompatible { .. }
             | StoreError::Corrupt { .. }
             | StoreError::Open { .. }
+            | StoreError::NoStore { .. }
             | StoreError::Backend { .. } => "StoreError",
         };
         ErrorReport {

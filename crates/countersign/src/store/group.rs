@@ -239,6 +239,10 @@ pub(crate) fn duplicate(error: &StoreError) -> StoreError {
             location: location.clone(),
             message: message.clone(),
         },
+        StoreError::NoStore { location, message } => StoreError::NoStore {
+            location: location.clone(),
+            message: message.clone(),
+        },
         StoreError::Backend { message } => StoreError::Backend {
             message: message.clone(),
         },
@@ -314,19 +318,32 @@ mod tests {
             SqliteStore::open(dir.join(format!("{name}.db"))).expect("sqlite"),
         )];
         #[cfg(feature = "postgres")]
-        if let Ok(url) = std::env::var("COUNTERSIGN_TEST_POSTGRES_URL") {
-            let separator = if url.contains('?') { '&' } else { '?' };
-            let url = format!(
-                "{url}{separator}schema=group_{name}_{}&max_connections=4",
-                std::process::id()
-            );
-            stores.push(Arc::new(
-                crate::store::PostgresStore::connect(&url)
-                    .await
-                    .expect("postgres"),
-            ));
-        }
+        stores.push(Arc::new(postgres(name, 4).await));
         stores
+    }
+
+    /// A PostgreSQL store in a schema of its own (`group_{name}_{pid}`) with a pool of
+    /// `connections`.
+    ///
+    /// # Panics
+    ///
+    /// When `COUNTERSIGN_TEST_POSTGRES_URL` is not set, saying how to set it: these tests need
+    /// PostgreSQL, and fail loudly rather than skip.
+    #[cfg(feature = "postgres")]
+    async fn postgres(name: &str, connections: u32) -> crate::store::PostgresStore {
+        let url = std::env::var("COUNTERSIGN_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+            panic!(
+                "COUNTERSIGN_TEST_POSTGRES_URL is not set: the group commit tests need PostgreSQL; run `.ci/postgres.sh` and export the URL it prints"
+            )
+        });
+        let separator = if url.contains('?') { '&' } else { '?' };
+        let url = format!(
+            "{url}{separator}schema=group_{name}_{}&max_connections={connections}",
+            std::process::id()
+        );
+        crate::store::PostgresStore::connect(&url)
+            .await
+            .expect("postgres")
     }
 
     async fn assert_chain_verifies(store: &dyn Store, receipts: usize) {
@@ -381,17 +398,7 @@ mod tests {
     #[cfg(feature = "postgres")]
     #[tokio::test]
     async fn a_failing_operation_in_a_group_fails_alone_on_postgres() {
-        let Ok(url) = std::env::var("COUNTERSIGN_TEST_POSTGRES_URL") else {
-            return; // the SQLite twin above always runs; CI sets the variable.
-        };
-        let separator = if url.contains('?') { '&' } else { '?' };
-        let url = format!(
-            "{url}{separator}schema=group_fail_{}&max_connections=2",
-            std::process::id()
-        );
-        let store = crate::store::PostgresStore::connect(&url)
-            .await
-            .expect("postgres");
+        let store = postgres("fail", 2).await;
         let outcomes = failing_operation_leaves_the_others(&store).await;
         let first = receipt_of(&outcomes[0]);
         assert!(
@@ -493,17 +500,7 @@ mod tests {
     #[cfg(feature = "postgres")]
     #[tokio::test]
     async fn a_write_failing_in_a_group_fails_alone_on_postgres() {
-        let Ok(url) = std::env::var("COUNTERSIGN_TEST_POSTGRES_URL") else {
-            return; // the SQLite twin above always runs; CI sets the variable.
-        };
-        let separator = if url.contains('?') { '&' } else { '?' };
-        let url = format!(
-            "{url}{separator}schema=group_dirty_{}&max_connections=2",
-            std::process::id()
-        );
-        let store = crate::store::PostgresStore::connect(&url)
-            .await
-            .expect("postgres");
+        let store = postgres("dirty", 2).await;
         a_failing_write_fails_alone(&store).await;
     }
 

@@ -114,28 +114,56 @@ impl PostgresStore {
             location: self.location.clone(),
             message,
         };
-        for table in [
+        const TABLES: [&str; 4] = [
             "countersign_schema_version",
             "receipts",
             "effects",
             "approvals",
-        ] {
+        ];
+        // In a transaction, which sets the schema behind a transaction pooler too (`SET LOCAL`,
+        // `pooled.rs`); rolled back, as nothing is written.
+        let mut transaction = self
+            .begin_transaction()
+            .await
+            .map_err(|error| open_error(format!("cannot read its tables: {error}")))?;
+        let mut missing = Vec::new();
+        for table in TABLES {
             let present: Option<String> = sqlx::query_scalar("SELECT to_regclass($1)::text")
                 .bind(table)
-                .fetch_one(&self.pool)
+                .persistent(self.persistent())
+                .fetch_one(&mut *transaction)
                 .await
                 .map_err(|error| open_error(format!("cannot read its tables: {error}")))?;
             if present.is_none() {
-                return Err(open_error(format!(
-                    "no Countersign store here: the schema it names (`?schema=`, or `public` without one) has no `{table}` table; nothing was created: pass the agent's store URL, with its `?schema=` if it has one"
-                )));
+                missing.push(table);
             }
+        }
+        let where_ = match &self.options.schema {
+            Some(schema) => format!("the schema `{schema}` (`?schema=`)"),
+            None => "the schema on the server's `search_path` (`public` unless set; `?schema=` names another)".to_owned(),
+        };
+        if missing.len() == TABLES.len() {
+            // Nothing of a store: nothing has been recorded here (or the URL is not the
+            // agent's), as for a SQLite file that does not exist.
+            return Err(StoreError::NoStore {
+                location: self.location.clone(),
+                message: format!(
+                    "no Countersign store here: {where_} has none of its tables, so nothing has been recorded in it yet; nothing was created: pass the agent's store URL, with its `?schema=` if it has one"
+                ),
+            });
+        }
+        if let Some(table) = missing.first() {
+            return Err(open_error(format!(
+                "not a whole Countersign store: {where_} has no `{table}` table, though it has others of a store's; nothing was created: restore it from a backup, or pass the agent's store URL"
+            )));
         }
         let found: Option<i64> =
             sqlx::query_scalar("SELECT max(version) FROM countersign_schema_version")
-                .fetch_one(&self.pool)
+                .persistent(self.persistent())
+                .fetch_one(&mut *transaction)
                 .await
                 .map_err(|error| open_error(format!("cannot read its schema version: {error}")))?;
+        drop(transaction);
         match found.unwrap_or(0) {
             found if found == SCHEMA_VERSION => Ok(()),
             found if found > SCHEMA_VERSION => Err(StoreError::Incompatible {
