@@ -449,29 +449,16 @@ pub async fn receipts(
     if args.bundle.bundle.is_some() {
         return crate::transparency::write_bundle(global, &args.bundle, out).await;
     }
-    if args.verify
-        && let Some(store_file) = missing_store_file(global)
-    {
-        // Nothing to check is unverifiable (exit 3), as for `verify`; the file is not created.
-        let message = missing_store_message(global, &store_file);
-        if global.json {
-            write_json(
-                out,
-                &serde_json::json!({"outcome": "unverifiable", "checked": 0, "detail": message}),
-            )?;
-        } else {
-            writeln!(
-                out,
-                "unverifiable: no receipt was checked (exit status 3): {message}"
-            )?;
-        }
-        return Ok(ExitCode::from(crate::verify::UNVERIFIABLE));
-    }
     if args.verify {
-        let store = match crate::store_access::open_or_nothing(global).await? {
+        // Nothing to check is unverifiable (exit 3), as for `verify`: a SQLite file that does
+        // not exist (it is not created), a PostgreSQL schema with none of a store's tables.
+        let opened = match missing_store_file(global) {
+            Some(store_file) => Err(missing_store_message(global, &store_file)),
+            None => crate::store_access::open_or_nothing(global).await?,
+        };
+        let store = match opened {
             Ok(store) => store,
             Err(nothing) => {
-                // No store in that PostgreSQL database or schema: unverifiable, as above.
                 if global.json {
                     write_json(
                         out,

@@ -118,6 +118,12 @@ impl VerifyArgs {
     }
 }
 
+/// What `verify` says when no store is where it looked: with an anchor (a refusal), without.
+struct NoStore {
+    anchor: String,
+    text: String,
+}
+
 /// `countersign verify`: the policy loads, and the chain is intact.
 ///
 /// Exit 0 only when at least one receipt was checked and everything holds; 1 when something
@@ -200,56 +206,49 @@ pub async fn verify(
         }
         summary
     };
-    if let Some(store_file) = missing_store_file(global) {
-        if args.anchor.is_some() {
-            return Err(Failure(format!(
+    // Nothing recorded where the store should be (a SQLite file that does not exist, a
+    // PostgreSQL database or schema with none of a store's tables): unverifiable, never created.
+    let loads = if policy_summary.is_null() {
+        ""
+    } else {
+        " the policy loads."
+    };
+    let opened = match missing_store_file(global) {
+        Some(store_file) => Err(NoStore {
+            anchor: format!(
                 "no store at `{store_file}` to check the anchor against: pass the agent's store with `--store-url sqlite:PATH`"
-            )));
-        }
-        if global.json {
-            write_json(
-                out,
-                &serde_json::json!({"outcome": "unverifiable", "policy": policy_summary, "store": null, "chain": null}),
-            )?;
-        } else if global.store_url.is_none() {
-            writeln!(
-                out,
-                "unverifiable: no store at `{store_file}` yet, so no receipt was checked (exit status 3); the policy loads. Pass the agent's store with `--store-url sqlite:PATH`, or check only the policy with `countersign policy check`"
-            )?;
-        } else {
-            writeln!(
-                out,
-                "unverifiable: no receipt was checked (exit status 3); the policy loads. {}",
-                missing_store_message(global, &store_file)
-            )?;
-        }
-        return Ok(ExitCode::from(UNVERIFIABLE));
-    }
-    let store = match open_or_nothing(global).await? {
+            ),
+            text: if global.store_url.is_none() {
+                format!(
+                    "unverifiable: no store at `{store_file}` yet, so no receipt was checked (exit status 3);{loads} Pass the agent's store with `--store-url sqlite:PATH`, or check only the policy with `countersign policy check`"
+                )
+            } else {
+                format!(
+                    "unverifiable: no receipt was checked (exit status 3);{loads} {}",
+                    missing_store_message(global, &store_file)
+                )
+            },
+        }),
+        None => open_or_nothing(global).await?.map_err(|nothing| NoStore {
+            anchor: format!("{nothing}; so there is nothing to check the anchor against"),
+            text: format!("unverifiable: no receipt was checked (exit status 3);{loads} {nothing}"),
+        }),
+    };
+    let store = match opened {
         Ok(store) => store,
-        // A PostgreSQL database or schema with no store in it: nothing recorded there yet, as
-        // for a SQLite file that does not exist (above).
-        Err(nothing) => {
-            if args.anchor.is_some() {
-                return Err(Failure(format!(
-                    "{nothing}; so there is nothing to check the anchor against"
-                )));
-            }
+        Err(NoStore {
+            anchor: refusal, ..
+        }) if args.anchor.is_some() => {
+            return Err(Failure(refusal));
+        }
+        Err(NoStore { text, .. }) => {
             if global.json {
                 write_json(
                     out,
                     &serde_json::json!({"outcome": "unverifiable", "policy": policy_summary, "store": null, "chain": null}),
                 )?;
             } else {
-                let policy = if policy_summary.is_null() {
-                    ""
-                } else {
-                    " the policy loads."
-                };
-                writeln!(
-                    out,
-                    "unverifiable: no receipt was checked (exit status 3);{policy} {nothing}"
-                )?;
+                writeln!(out, "{text}")?;
             }
             return Ok(ExitCode::from(UNVERIFIABLE));
         }
