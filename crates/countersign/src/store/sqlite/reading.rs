@@ -35,6 +35,8 @@ impl SqliteStore {
         Self::check_readable(&connection).map_err(open_error)?;
         connection.set_prepared_statement_cache_capacity(32);
         Ok(SqliteStore {
+            // A reader writes nothing, so it has no log to checkpoint.
+            checkpointer: None,
             connection: Mutex::new(connection),
             path,
             options,
