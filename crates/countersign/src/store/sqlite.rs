@@ -127,9 +127,9 @@ impl Default for SqliteOptions {
 
 /// The SQLite store. See the [module docs](self) for its design.
 pub struct SqliteStore {
-    /// Checkpoints the log off the write path (`None`: SQLite's automatic checkpoint). Dropping
-    /// it stops its thread and closes its connection, so the last connection to close (which
-    /// removes the `-wal` file) is the store's own.
+    /// Checkpoints the log off the write path (`None`: SQLite's automatic checkpoint). Dropped
+    /// with the store, it ends its thread and closes its connection, so nothing holds the file
+    /// once the store is gone.
     #[cfg_attr(
         not(test),
         expect(
@@ -223,12 +223,8 @@ impl SqliteStore {
         }
         // Every statement of the store stays prepared (rusqlite keeps 16 by default).
         connection.set_prepared_statement_cache_capacity(32);
-        let checkpointer = checkpoint::Checkpointer::start(
-            &path,
-            options.synchronous(),
-            &mut connection,
-            checkpoint::Thresholds::STORE,
-        );
+        let checkpointer =
+            checkpoint::Checkpointer::start(&path, &mut connection, checkpoint::Thresholds::STORE);
         Ok(SqliteStore {
             checkpointer,
             connection: Mutex::new(connection),
