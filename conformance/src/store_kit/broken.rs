@@ -178,6 +178,10 @@ impl Store for DangerBrokenStore {
         self.inner.lanes()
     }
 
+    async fn stray_receipt(&self) -> Result<Option<countersign::store::StrayReceipt>, StoreError> {
+        self.inner.stray_receipt().await
+    }
+
     async fn store_now(&self, now: Timestamp) -> Result<Timestamp, StoreError> {
         self.inner.store_now(now).await
     }

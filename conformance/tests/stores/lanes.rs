@@ -364,6 +364,61 @@ async fn a_receipt_in_a_lane_no_writer_uses_is_named() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unplaced_receipt_in_a_lane_no_writer_uses_is_named() {
+    let fresh = three_lanes("lanes/stray").await;
+    // Rows in lanes 99 and -1 with no place: no reader of the log sees them, so the walk
+    // checks the 11 receipts and finds nothing; the store is asked for such rows after it.
+    let mut statements = Vec::new();
+    for lane in [99, -1] {
+        let (_, forged) = seal_in_lane(99, note(999), None, SystemClock.now()).expect("seal");
+        statements.push(format!(
+            "INSERT INTO receipts (lane, seq, prev_hash, hash, body) VALUES ({lane}, 1, '{}', '{}', '{}')",
+            forged.prev_hash,
+            forged.hash,
+            forged.body.replace('\'', "''")
+        ));
+    }
+    tamper(&fresh, &statements).await;
+    let report = verify_store(fresh.store.as_ref(), None)
+        .await
+        .expect("verify");
+    assert_eq!(report.outcome, VerifyOutcome::Failed, "{report:?}");
+    assert_eq!(report.checked, 11);
+    let first = report.first_break.expect("the stray rows are found");
+    let text = first.to_string();
+    // The lowest first: lane -1, which has no `u32` and is named as stored.
+    assert!(
+        matches!(first, ChainBreak::Unreadable { seq: 1, .. }),
+        "{text}"
+    );
+    assert!(
+        text.contains("stored in lane -1, but this store writes lanes 0 to 15 only, and no place of the log holds it"),
+        "{text}"
+    );
+    assert!(
+        text.contains("(1 other receipt is stored the same way)"),
+        "{text}"
+    );
+    // Reading the whole log (export, `verify --checkpoint`) names it too.
+    let log = countersign::audit::read_log(fresh.store.as_ref(), |_| false)
+        .await
+        .expect("read");
+    assert_eq!(log.report.first_break, Some(first));
+    // A range is a span of places: a row with none is outside every range.
+    let ranged = countersign::audit::verify_store_range(
+        fresh.store.as_ref(),
+        Some(countersign::evidence::VerifyRange {
+            from: 1,
+            to: Some(11),
+        }),
+        None,
+    )
+    .await
+    .expect("verify a range");
+    assert_eq!(ranged.first_break, None, "{ranged:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_receipt_moved_in_the_log_is_named() {
     let first = first_break_after(
         "lanes/moved",

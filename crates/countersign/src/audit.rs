@@ -34,7 +34,9 @@ pub async fn verify_store(
 /// checked as it stood when the check began, up to that head: receipts written meanwhile (a
 /// store in use) are left for the next check. The whole log is also held to the heads the store
 /// records apart from its receipts, if it does ([`crate::store::Store::recorded_heads`],
-/// [`VerifyReport::recorded_heads`]).
+/// [`VerifyReport::recorded_heads`]), and a receipt stored outside the store's lanes with no
+/// place in the log, which no walk sees ([`crate::store::Store::stray_receipt`]), is its break
+/// when the walk found none.
 ///
 /// `range` counts places in the log (SPEC 1.5; a receipt's `seq` in a store of one lane). A range
 /// starting after place 1 is checked from the receipt before it: that receipt's own hash must
@@ -120,6 +122,9 @@ pub async fn verify_store_range(
     if let Some(heads) = &recorded_heads {
         report.judge_recorded_heads(heads);
     }
+    if range.is_none() {
+        judge_stray(store, &mut report).await?;
+    }
     // A first receipt without a hash: is any receipt of the range hashed at all?
     if report.checked == 0
         && let Some(ChainBreak::Unhashed { .. }) = &report.first_break
@@ -156,6 +161,38 @@ pub async fn verify_store_range(
     Ok(report)
 }
 
+/// Name a receipt stored outside the store's lanes with no place in the log
+/// ([`crate::store::Store::stray_receipt`]) as the log's break, when the walk found none: no
+/// reader of the log sees such a row, so the walk cannot.
+async fn judge_stray(
+    store: &dyn crate::store::Store,
+    report: &mut VerifyReport,
+) -> Result<(), crate::error::StoreError> {
+    if report.first_break.is_some() {
+        return Ok(());
+    }
+    let Some(stray) = store.stray_receipt().await? else {
+        return Ok(());
+    };
+    let others = match stray.count.saturating_sub(1) {
+        0 => String::new(),
+        1 => " (1 other receipt is stored the same way)".to_owned(),
+        more => format!(" ({more} other receipts are stored the same way)"),
+    };
+    report.first_break = Some(ChainBreak::Unreadable {
+        // A negative lane has no `u32`: the detail names it as stored.
+        lane: u32::try_from(stray.lane).unwrap_or(u32::MAX),
+        seq: u64::try_from(stray.seq).unwrap_or(0),
+        detail: format!(
+            "it is stored in lane {}, but this store writes lanes 0 to {} only, and no place of the log holds it: no writer put it there, it was inserted by hand{others}",
+            stray.lane,
+            store.lanes().saturating_sub(1)
+        ),
+    });
+    report.outcome = VerifyOutcome::Failed;
+    Ok(())
+}
+
 /// The whole log read once: its chain verified, its Merkle tree built, and the receipts a
 /// caller selected ([`read_log`]).
 #[derive(Debug)]
@@ -170,7 +207,9 @@ pub struct LogRead {
 }
 
 /// Read the whole log in `store` page by page: verify the chain, build its Merkle tree, and
-/// keep the receipts `select` chooses. Stops at the first break.
+/// keep the receipts `select` chooses. Stops at the first break. A receipt stored outside the
+/// store's lanes with no place in the log ([`crate::store::Store::stray_receipt`]) is the
+/// break when the walk found none.
 ///
 /// # Errors
 ///
@@ -207,8 +246,10 @@ pub async fn read_log(
             break;
         }
     }
+    let mut report = verifier.finish(None);
+    judge_stray(store, &mut report).await?;
     Ok(LogRead {
-        report: verifier.finish(None),
+        report,
         tree,
         selected,
     })

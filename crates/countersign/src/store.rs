@@ -72,6 +72,18 @@ pub use sqlite::SqliteStore;
 pub use url::read_url;
 pub use url::{open_url, open_url_async, open_url_for_reading, sqlite_path};
 
+/// A receipt stored in a lane its store never writes, with no place in the log
+/// ([`Store::stray_receipt`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct StrayReceipt {
+    /// Its lane as stored: negative, or [`Store::lanes`] and up.
+    pub lane: i64,
+    /// Its `seq` as stored.
+    pub seq: i64,
+    /// How many receipts the store holds outside its lanes with no place, this one included.
+    pub count: u64,
+}
+
 /// A new pending approval request, and the effect key to check before asking a human.
 #[derive(Clone, Debug)]
 pub struct NewApproval {
@@ -518,6 +530,22 @@ pub trait Store: Send + Sync + 'static {
     /// put it there.
     fn lanes(&self) -> u32 {
         1
+    }
+
+    /// The first receipt (by lane, then `seq`) stored in a lane this store never writes (below
+    /// 0, or [`Store::lanes`] and up) that no place of the log holds, with how many such
+    /// receipts there are; `None` when there is none. [`Store::receipts`] reads placed receipts
+    /// only, so no reader of the log ever sees such a row, and [`crate::audit::verify_store`]
+    /// asks for it: a row inserted by hand without a place is named too.
+    ///
+    /// The default is `None`: a store of one chain (memory, SQLite) has no lane to put a row in
+    /// and reads every row it holds. PostgreSQL overrides it.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError`] only.
+    async fn stray_receipt(&self) -> Result<Option<StrayReceipt>, StoreError> {
+        Ok(None)
     }
 
     /// Put the approver token id `jti` on the deny-list (issue #31): from now on a token with

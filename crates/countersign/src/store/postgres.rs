@@ -613,6 +613,10 @@ impl Store for PostgresStore {
     fn lanes(&self) -> u32 {
         LANES
     }
+
+    async fn stray_receipt(&self) -> Result<Option<crate::store::StrayReceipt>, StoreError> {
+        self.stray().await
+    }
 }
 
 /// Read a `postgres://` URL without connecting: sqlx's connection options, the store's options

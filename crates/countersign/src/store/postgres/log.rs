@@ -180,6 +180,32 @@ impl PostgresStore {
         }))
     }
 
+    /// [`Store::stray_receipt`]: the first row of `receipts` outside lanes 0 to [`LANES`] − 1
+    /// with no row in `receipt_positions`, and how many there are. Both ends of the primary
+    /// key `(lane, seq)`, so an index range, whatever the log's length.
+    pub(super) async fn stray(&self) -> Result<Option<crate::store::StrayReceipt>, StoreError> {
+        let lanes = i32::try_from(LANES).map_err(|_| corrupt(format!("{LANES} lanes")))?;
+        let rows = self
+            .read_rows(
+                sqlx::query(
+                    "SELECT r.lane::bigint, r.seq, count(*) OVER () FROM receipts r WHERE (r.lane < 0 OR r.lane >= $1) AND NOT EXISTS (SELECT 1 FROM receipt_positions p WHERE p.lane = r.lane AND p.seq = r.seq) ORDER BY r.lane, r.seq LIMIT 1",
+                )
+                .bind(lanes),
+            )
+            .await?;
+        let Some(row) = rows.first() else {
+            return Ok(None);
+        };
+        let lane: i64 = row.try_get(0).map_err(decode)?;
+        let seq: i64 = row.try_get(1).map_err(decode)?;
+        let count: i64 = row.try_get(2).map_err(decode)?;
+        Ok(Some(crate::store::StrayReceipt {
+            lane,
+            seq,
+            count: u64::try_from(count).unwrap_or(0),
+        }))
+    }
+
     /// [`Store::anchor`]: every lane's head as `lane_heads` records it (lane 0's in `seq` and
     /// `hash`, [`GENESIS_HASH`](crate::evidence::GENESIS_HASH) when it is empty and another is
     /// not); `None` when no lane holds a receipt.
