@@ -198,9 +198,11 @@ pub async fn run(
             "countersign gateway: listening on http://{bound}{}",
             countersign_gateway::HTTP_PATH
         );
+        let signal = Signal::default();
         gateway
-            .serve_http(listener, front, upstream.reconnecting()?)
+            .serve_http_until(listener, front, upstream.reconnecting()?, signal.shutdown())
             .await?;
+        signal.say_stopped();
         return Ok(ExitCode::SUCCESS);
     }
     // The command line holds the standard output lock while a command runs; write the
@@ -210,8 +212,35 @@ pub async fn run(
         .try_clone_to_owned()
         .map_err(|error| Failure(format!("cannot use standard output: {error}")))?;
     let stdout = tokio::fs::File::from_std(std::fs::File::from(stdout));
+    let signal = Signal::default();
     gateway
-        .serve_io(tokio::io::stdin(), stdout, upstream)
+        .serve_io_until(tokio::io::stdin(), stdout, upstream, signal.shutdown())
         .await?;
+    signal.say_stopped();
     Ok(ExitCode::SUCCESS)
+}
+
+/// `SIGINT` or `SIGTERM`, and whether one came: the gateway then stops at once (running tool
+/// calls cancelled and recorded), closes its store and exits 0, as `countersign serve` does.
+#[derive(Default)]
+struct Signal(Arc<std::sync::atomic::AtomicBool>);
+
+impl Signal {
+    /// Completes on the first signal.
+    fn shutdown(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
+        let came = Arc::clone(&self.0);
+        async move {
+            countersign_server::shutdown_signal().await;
+            came.store(true, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+
+    /// Say on standard error (standard output is the protocol's) that a signal stopped it.
+    fn say_stopped(&self) {
+        if self.0.load(std::sync::atomic::Ordering::SeqCst) {
+            eprintln!(
+                "countersign gateway: stopped by a signal: running tool calls were cancelled (each one already sent upstream is recorded `ambiguous`, never run again) and the store was closed"
+            );
+        }
+    }
 }

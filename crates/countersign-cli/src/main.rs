@@ -156,6 +156,11 @@ enum Command {
     Checkpoint(transparency::CheckpointArgs),
     /// Put Countersign in front of an MCP tool server: `countersign gateway --alias NAME
     /// --principal WHO -- UPSTREAM COMMAND…`, or `--upstream-url URL` for an HTTP upstream.
+    ///
+    /// Over stdio it runs until its input ends, then answers every request already read and
+    /// exits 0. SIGINT or SIGTERM stops it at once: running tool calls are cancelled, each one
+    /// already sent upstream is recorded `ambiguous` (never run again), and it exits 0. See
+    /// docs/gateway.md.
     Gateway(gateway::GatewayArgs),
     /// Make an Ed25519 key pair for approver tokens: FILE (private, mode 0600) and FILE.pub.
     ///
@@ -237,7 +242,14 @@ fn main() -> ExitCode {
         Command::Exec(_) => exec::REFUSED,
         _ => 1,
     };
+    // The stdio gateway reads its input on one of the runtime's blocking threads, which stays
+    // blocked until the client closes the pipe: stopped by a signal, it must not wait for that
+    // thread. It wrote and flushed everything, and closed its store, before `run` returned.
+    let gateway = matches!(cli.command, Command::Gateway(_));
     let result = runtime.block_on(run(cli, &mut stdout));
+    if gateway {
+        runtime.shutdown_background();
+    }
     match result {
         Ok(code) => code,
         Err(Failure(message)) if json => {

@@ -8,6 +8,7 @@
 
 mod gateway {
     pub mod filesystem;
+    pub mod lifecycle;
     pub mod modern;
     pub mod python_client;
     pub mod support;

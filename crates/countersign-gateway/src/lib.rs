@@ -484,7 +484,8 @@ impl Gateway {
     }
 
     /// Serve one client speaking newline-delimited JSON-RPC on `reader`/`writer` until either
-    /// side closes.
+    /// side closes. When `reader` ends, every request already read is answered first (as
+    /// [`Gateway::serve_io_until`] without a shutdown).
     ///
     /// # Errors
     ///
@@ -499,7 +500,38 @@ impl Gateway {
         R: AsyncRead + Send + Unpin + 'static,
         W: AsyncWrite + Send + Unpin + 'static,
     {
-        front::stdio::serve(Arc::clone(&self.shared), reader, writer, upstream).await
+        self.serve_io_until(reader, writer, upstream, std::future::pending())
+            .await
+    }
+
+    /// [`Gateway::serve_io`], until `shutdown` completes (for example on `SIGTERM`).
+    ///
+    /// - **The client's input ends** (how an MCP host stops a stdio server): nothing more is
+    ///   read, and this returns once every request already read has its reply written (tool
+    ///   calls run to their end; a `subscriptions/listen` stream is not waited for). The
+    ///   gateway asks the client nothing from then on: an approval it would have elicited stays
+    ///   pending and the call is answered as suspended.
+    /// - **`shutdown` completes**: nothing more is read, every running tool call is cancelled
+    ///   without a reply, and this returns once the kernel has recorded each one whose upstream
+    ///   request was sent as `ambiguous` (never released for a second run). Replies already made
+    ///   get up to 1 second to be written.
+    ///
+    /// # Errors
+    ///
+    /// As [`Gateway::serve_stdio`].
+    pub async fn serve_io_until<R, W, S>(
+        &self,
+        reader: R,
+        writer: W,
+        upstream: Upstream,
+        shutdown: S,
+    ) -> Result<(), GatewayError>
+    where
+        R: AsyncRead + Send + Unpin + 'static,
+        W: AsyncWrite + Send + Unpin + 'static,
+        S: std::future::Future<Output = ()> + Send,
+    {
+        front::stdio::serve(Arc::clone(&self.shared), reader, writer, upstream, shutdown).await
     }
 
     /// Serve MCP clients over Streamable HTTP on `listener`, at the path `/mcp`, until
@@ -525,11 +557,35 @@ impl Gateway {
     where
         F: Fn() -> Result<Upstream, GatewayError> + Send + Sync + 'static,
     {
+        self.serve_http_until(listener, front, upstream, std::future::pending())
+            .await
+    }
+
+    /// [`Gateway::serve_http`], until `shutdown` completes (for example on `SIGTERM`): then no
+    /// connection is accepted, every session's running tool calls are cancelled without a
+    /// reply, and this returns once the kernel has recorded each one whose upstream request
+    /// was sent as `ambiguous` (never released for a second run).
+    ///
+    /// # Errors
+    ///
+    /// As [`Gateway::serve_http`].
+    pub async fn serve_http_until<F, S>(
+        &self,
+        listener: tokio::net::TcpListener,
+        front: HttpFrontConfig,
+        upstream: F,
+        shutdown: S,
+    ) -> Result<(), GatewayError>
+    where
+        F: Fn() -> Result<Upstream, GatewayError> + Send + Sync + 'static,
+        S: std::future::Future<Output = ()> + Send,
+    {
         front::http::serve(
             Arc::clone(&self.shared),
             listener,
             front,
             Arc::new(upstream),
+            shutdown,
         )
         .await
     }

@@ -6,6 +6,7 @@
 //! taken as the answer to anything; it makes every tool call it may belong to ambiguous.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use countersign::approver::Credential;
@@ -130,6 +131,9 @@ struct State {
     /// `subscriptions/listen` requests the gateway serves itself (handshake-era upstream): the
     /// client's request id (as JSON text) to the listener.
     listeners: HashMap<String, modern::Listener>,
+    /// The client's input has ended ([`Session::drain`]): it can answer no request of the
+    /// gateway's, so none is sent.
+    input_closed: bool,
 }
 
 pub(crate) struct Inner {
@@ -146,6 +150,13 @@ pub(crate) struct Inner {
     upstream_info: tokio::sync::OnceCell<UpstreamInfo>,
     /// This session, for work it starts from a synchronous handler.
     this: Weak<Inner>,
+    /// Tool calls running on tasks of their own ([`Inner::spawn_call`]).
+    calls_running: AtomicUsize,
+    /// Woken when a tool call ends or an upstream event has been routed: [`Session::drain`]
+    /// and [`Session::stop`] look again.
+    progress: tokio::sync::Notify,
+    /// Set by [`Session::stop`]: every running tool call ends at once.
+    stopping: watch::Sender<bool>,
 }
 
 /// A running session. Cheap to clone.
@@ -208,6 +219,9 @@ impl Session {
                 principal,
                 upstream_info: tokio::sync::OnceCell::new(),
                 this: weak.clone(),
+                calls_running: AtomicUsize::new(0),
+                progress: tokio::sync::Notify::new(),
+                stopping: watch::Sender::new(false),
             }
         });
         let pump = Arc::downgrade(&inner);
@@ -215,6 +229,7 @@ impl Session {
             while let Some(event) = events.recv().await {
                 let Some(inner) = pump.upgrade() else { return };
                 inner.handle_upstream(event);
+                inner.progress.notify_waiters();
             }
         });
         (Session { inner }, outgoing)
@@ -229,6 +244,62 @@ impl Session {
     pub(crate) async fn upstream_closed(&self) {
         let mut closed = self.inner.closed.subscribe();
         let _ = closed.wait_for(|closed| *closed).await;
+    }
+
+    /// The client's input has ended: resolves once no request of the client's is left
+    /// unanswered (every running tool call has replied and every forwarded request has its
+    /// reply), or the upstream is gone. A `subscriptions/listen` stream, which only ends when
+    /// cancelled, is not waited for.
+    ///
+    /// From now on the gateway sends the client no request of its own: an approval it would
+    /// have asked for over elicitation stays pending and the call is answered as suspended, and
+    /// a question already asked ends the same way. This is how an MCP host shuts a stdio server
+    /// down (it closes the server's input, waits for it to exit, and sends `SIGTERM` after a
+    /// while: MCP 2025-06-18, "Lifecycle", "Shutdown").
+    pub(crate) async fn drain(&self) {
+        let unanswerable: Vec<oneshot::Sender<Value>> = {
+            let mut state = self.inner.state();
+            state.input_closed = true;
+            state
+                .own_requests
+                .drain()
+                .map(|(_, waiter)| waiter)
+                .collect()
+        };
+        drop(unanswerable);
+        tokio::select! {
+            () = self.inner.until(Inner::answered_all) => {}
+            () = self.upstream_closed() => {}
+        }
+    }
+
+    /// Stop at once (the gateway was signalled): every running tool call is cancelled, and this
+    /// resolves once the kernel has recorded each one whose upstream request had been sent as
+    /// `ambiguous` ([`Control::settled`]), so that no effect key is left to its lease. A
+    /// cancelled call gets no reply.
+    pub(crate) async fn stop(&self) {
+        let _ = self.inner.stopping.send(true);
+        self.inner
+            .until(|inner| inner.calls_running.load(Ordering::SeqCst) == 0)
+            .await;
+        self.inner.control.settled().await;
+    }
+}
+
+/// One tool call counted as running while it lives ([`Session::drain`]).
+struct Running(Arc<Inner>);
+
+impl Running {
+    fn start(inner: &Arc<Inner>) -> Running {
+        inner.calls_running.fetch_add(1, Ordering::SeqCst);
+        Running(Arc::clone(inner))
+    }
+}
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        self.0.calls_running.fetch_sub(1, Ordering::SeqCst);
+        self.0.progress.notify_waiters();
     }
 }
 
@@ -247,6 +318,59 @@ impl Inner {
 
     fn to_client(&self, message: Value, related: Option<Value>) {
         let _ = self.to_client.send(Outgoing { message, related });
+    }
+
+    /// Resolves once `done` holds, looking again each time [`Inner::progress`] is woken.
+    async fn until(&self, done: impl Fn(&Inner) -> bool) {
+        loop {
+            let progress = self.progress.notified();
+            tokio::pin!(progress);
+            // Registered before looking, so that a wake between the look and the wait counts.
+            progress.as_mut().enable();
+            if done(self) {
+                return;
+            }
+            progress.await;
+        }
+    }
+
+    /// Has every request of the client's been answered (subscriptions aside)?
+    fn answered_all(&self) -> bool {
+        self.calls_running.load(Ordering::SeqCst) == 0
+            && !self.state().forwarded.values().any(|entry| {
+                matches!(entry, Forwarded::Passthrough { method, .. } if method != "subscriptions/listen")
+            })
+    }
+
+    /// Run one `tools/call` on a task of its own and answer it. The task is counted for
+    /// [`Session::drain`] and ended by [`Session::stop`]; `modern` is the 2026-07-28 context.
+    fn spawn_call(self: Arc<Self>, client_id: Value, params: Value, modern: Option<ModernCall>) {
+        let mut stopping = self.stopping.subscribe();
+        if *stopping.borrow() {
+            let error = wire::error_object(
+                codes::NOT_EXECUTED,
+                "not executed: the gateway is stopping: send the identical call again once it is back",
+            );
+            self.to_client(
+                wire::error_response(client_id.clone(), error),
+                Some(client_id),
+            );
+            return;
+        }
+        let running = Running::start(&self);
+        tokio::spawn(async move {
+            let _running = running;
+            let call = CURRENT_CALL.scope(
+                client_id.clone(),
+                self.tool_call(client_id.clone(), params, modern),
+            );
+            tokio::select! {
+                response = call => self.to_client(response, Some(client_id)),
+                // Dropping the call cancels it: the kernel records an attempt whose executor
+                // had started as `ambiguous` (`Session::stop` waits for that record).
+                _ = stopping.wait_for(|stopping| *stopping) => {}
+            }
+        });
     }
 
     fn log(&self, line: std::fmt::Arguments<'_>) {
@@ -315,14 +439,7 @@ impl Inner {
         }
         if method == "tools/call" {
             let params = message.get("params").cloned().unwrap_or(Value::Null);
-            tokio::spawn(async move {
-                let response = CURRENT_CALL.scope(
-                    client_id.clone(),
-                    self.tool_call(client_id.clone(), params, None),
-                );
-                let response = response.await;
-                self.to_client(response, Some(client_id));
-            });
+            self.spawn_call(client_id, params, None);
             return;
         }
         self.forward(client_id, method, message, false).await;
@@ -349,6 +466,7 @@ impl Inner {
         forwarded["id"] = json!(upstream_id);
         if let Err(detail) = self.upstream.send(&forwarded, Some(upstream_id)).await {
             self.state().forwarded.remove(&upstream_id);
+            self.progress.notify_waiters();
             let error = wire::error_object(
                 codes::INTERNAL_ERROR,
                 format!("not sent: the upstream is unreachable: {detail}"),
@@ -1308,6 +1426,9 @@ async fn ask_over_elicitation(
     let (sender, answer) = oneshot::channel();
     let id = {
         let mut state = inner.state();
+        if state.input_closed {
+            return Err(InterruptError::Suspended);
+        }
         let id = format!("cs-approval-{}", state.next_id);
         state.next_id += 1;
         state.own_requests.insert(id.clone(), sender);

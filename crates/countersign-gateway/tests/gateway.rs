@@ -20,6 +20,7 @@ mod gateway {
     pub mod http_modern;
     pub mod modern;
     pub mod round_trips;
+    pub mod shutdown;
     pub mod tls_upstream;
     pub mod tool_lists;
     pub mod upstream_hygiene;

@@ -65,6 +65,9 @@ struct Inner {
     lease: Duration,
     environment: Option<String>,
     reconcile: Option<Arc<dyn ReconcileHook>>,
+    /// How many attempts dropped while their executors ran are not yet recorded `ambiguous`
+    /// (see [`Control::settled`]).
+    unrecorded: Arc<tokio::sync::watch::Sender<usize>>,
 }
 
 /// Builds a [`Control`].
@@ -172,8 +175,25 @@ impl Control {
                 lease: DEFAULT_LEASE,
                 environment: None,
                 reconcile: None,
+                unrecorded: Arc::new(tokio::sync::watch::Sender::new(0)),
             },
         }
+    }
+
+    /// Resolves once every attempt whose [`execute`](Control::execute) future was dropped
+    /// while its executor ran has been recorded `ambiguous` in the store.
+    ///
+    /// A dropped future cannot await, so that record is written on a task of its own on the
+    /// current Tokio runtime. A host that cancels calls as it shuts down (a signal, a closed
+    /// client) awaits this before it ends its runtime: a task the runtime drops unwritten
+    /// leaves the attempt to its lease, which makes it `ambiguous` only once it lapses
+    /// ([`ControlBuilder::lease`], 5 minutes by default), and until then the effect key is
+    /// refused `in_progress`. Resolves at once when nothing is pending. A record the store
+    /// refuses is not reported here: the lease makes the attempt ambiguous all the same.
+    pub async fn settled(&self) {
+        let mut unrecorded = self.inner.unrecorded.subscribe();
+        // The sender lives in `self.inner`: `wait_for` cannot see it closed.
+        let _ = unrecorded.wait_for(|count| *count == 0).await;
     }
 
     /// The policy.

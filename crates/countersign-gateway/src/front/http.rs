@@ -87,6 +87,7 @@ pub(crate) async fn serve(
     listener: tokio::net::TcpListener,
     config: HttpFrontConfig,
     upstream: UpstreamFactory,
+    shutdown: impl std::future::Future<Output = ()> + Send,
 ) -> Result<(), GatewayError> {
     let address = listener.local_addr().map_err(GatewayError::Listen)?;
     let loopback = address.ip().is_loopback();
@@ -105,10 +106,21 @@ pub(crate) async fn serve(
         modern: Mutex::new(HashMap::new()),
         next_id: std::sync::atomic::AtomicU64::new(1),
     });
+    tokio::pin!(shutdown);
+    // Every connection's task, so that stopping ends the ones a client keeps open.
+    let mut connections = tokio::task::JoinSet::new();
     loop {
-        let (stream, _) = listener.accept().await.map_err(GatewayError::Listen)?;
+        let (stream, _) = tokio::select! {
+            accepted = listener.accept() => accepted.map_err(GatewayError::Listen)?,
+            Some(_) = connections.join_next() => continue,
+            () = &mut shutdown => {
+                front.stop().await;
+                connections.shutdown().await;
+                return Ok(());
+            }
+        };
         let front = Arc::clone(&front);
-        tokio::spawn(async move {
+        connections.spawn(async move {
             let service = hyper::service::service_fn(move |request| {
                 let front = Arc::clone(&front);
                 async move { Ok::<_, Infallible>(front.handle(request).await) }
@@ -118,6 +130,17 @@ pub(crate) async fn serve(
                 .serve_connection(io, service)
                 .await;
         });
+    }
+}
+
+impl Front {
+    /// Stop every session: running tool calls are cancelled and recorded ([`Session::stop`]).
+    async fn stop(&self) {
+        let mut sessions: Vec<Arc<HttpSession>> = lock(&self.sessions).values().cloned().collect();
+        sessions.extend(lock(&self.modern).values().cloned());
+        for session in sessions {
+            session.session.stop().await;
+        }
     }
 }
 

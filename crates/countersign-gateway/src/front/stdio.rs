@@ -1,8 +1,11 @@
 //! One client over newline-delimited JSON-RPC (an MCP host launching the gateway as its
 //! server command).
 
+use std::future::Future;
 use std::sync::Arc;
+use std::time::Duration;
 
+use futures::FutureExt;
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
@@ -10,18 +13,26 @@ use crate::session::Session;
 use crate::wire;
 use crate::{GatewayError, GatewayShared, PrincipalSource, Upstream, codes};
 
-pub(crate) async fn serve<R, W>(
+/// Serve the client on `reader`/`writer` until its input ends (then every request already read
+/// is answered first: [`Session::drain`]), the upstream goes away, writing to the client fails,
+/// or `shutdown` completes (then running tool calls are cancelled: [`Session::stop`]). Replies
+/// already made are written before returning.
+pub(crate) async fn serve<R, W, S>(
     shared: Arc<GatewayShared>,
     reader: R,
     mut writer: W,
     upstream: Upstream,
+    shutdown: S,
 ) -> Result<(), GatewayError>
 where
     R: AsyncRead + Send + Unpin + 'static,
     W: AsyncWrite + Send + Unpin + 'static,
+    S: Future<Output = ()> + Send,
 {
     // The client on the gateway's own standard input is attested under this name.
     const STDIO_CLIENT: &str = "stdio";
+    // How long replies already made may take to be written once the gateway was told to stop.
+    const FLUSH_ON_STOP: Duration = Duration::from_secs(1);
     let principal = match &shared.config.principal {
         PrincipalSource::Fixed(principal) => Some(principal.clone()),
         PrincipalSource::Header(_) | PrincipalSource::Missing => None,
@@ -30,8 +41,29 @@ where
     let (link, events) = crate::connect(&shared, upstream)?;
     let (session, mut outgoing) = Session::start(shared, principal, STDIO_CLIENT, link, events);
     let (errors, mut write_failed) = tokio::sync::mpsc::unbounded_channel::<std::io::Error>();
-    let writer_task = tokio::spawn(async move {
-        while let Some(out) = outgoing.recv().await {
+    // Told to finish: write what is queued, then end (the session may outlive this function).
+    let (finish, mut finishing) = tokio::sync::oneshot::channel::<()>();
+    let mut writer_task = tokio::spawn(async move {
+        let mut closing = false;
+        loop {
+            let out = if closing {
+                match outgoing.try_recv() {
+                    Ok(out) => out,
+                    Err(_) => return,
+                }
+            } else {
+                tokio::select! {
+                    biased;
+                    out = outgoing.recv() => match out {
+                        Some(out) => out,
+                        None => return,
+                    },
+                    _ = &mut finishing => {
+                        closing = true;
+                        continue;
+                    }
+                }
+            };
             let mut line = match serde_json::to_vec(&out.message) {
                 Ok(line) => line,
                 Err(_) => continue,
@@ -48,6 +80,9 @@ where
             }
         }
     });
+    let shutdown = shutdown.fuse();
+    tokio::pin!(shutdown);
+    let mut stopped = false;
     let mut reader = BufReader::new(reader);
     let mut line = Vec::new();
     let result = loop {
@@ -58,9 +93,25 @@ where
             read = reader.read_until(b'\n', &mut line) => read,
             _ = session.upstream_closed() => break Ok(()),
             Some(error) = write_failed.recv() => break Err(GatewayError::Client(error)),
+            () = &mut shutdown => {
+                stopped = true;
+                session.stop().await;
+                break Ok(());
+            }
         };
         match read {
-            Ok(0) => break Ok(()),
+            Ok(0) => {
+                // The client closed its input: answer what it asked, unless told to stop.
+                tokio::select! {
+                    () = session.drain() => break Ok(()),
+                    Some(error) = write_failed.recv() => break Err(GatewayError::Client(error)),
+                    () = &mut shutdown => {
+                        stopped = true;
+                        session.stop().await;
+                        break Ok(());
+                    }
+                }
+            }
             Ok(_) => {}
             Err(error) => break Err(GatewayError::Client(error)),
         }
@@ -78,6 +129,20 @@ where
         }
     };
     drop(session);
+    let _ = finish.send(());
+    if result.is_ok() {
+        if stopped {
+            let _ = tokio::time::timeout(FLUSH_ON_STOP, &mut writer_task).await;
+        } else {
+            // A client that stops reading is stopped by a signal.
+            tokio::select! {
+                _ = &mut writer_task => {}
+                () = &mut shutdown => {
+                    let _ = tokio::time::timeout(FLUSH_ON_STOP, &mut writer_task).await;
+                }
+            }
+        }
+    }
     writer_task.abort();
     result
 }

@@ -15,7 +15,7 @@ use countersign::{ActionHash, ApprovalId, PendingApproval};
 use serde_json::{Map, Value, json};
 use tokio::sync::oneshot;
 
-use super::{CURRENT_CALL, Forwarded, Inner, id_text};
+use super::{Forwarded, Inner, id_text};
 use crate::request_state::{self, Claims};
 use crate::{codes, era, wire};
 
@@ -263,15 +263,7 @@ impl Inner {
                         .filter(|_| declares_url_elicitation(&message)),
                 };
                 let params = message.get("params").cloned().unwrap_or(Value::Null);
-                tokio::spawn(async move {
-                    let response = CURRENT_CALL
-                        .scope(
-                            client_id.clone(),
-                            self.tool_call(client_id.clone(), params, Some(call)),
-                        )
-                        .await;
-                    self.to_client(response, Some(client_id));
-                });
+                self.spawn_call(client_id, params, Some(call));
             }
             _ => {
                 let mut message = message;

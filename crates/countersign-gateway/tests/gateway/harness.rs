@@ -89,6 +89,25 @@ impl Client {
         self.request_with_id(id, method, params).await
     }
 
+    /// End the gateway's input, as an MCP host does to stop a stdio server.
+    pub async fn close_input(&mut self) {
+        self.writer
+            .shutdown()
+            .await
+            .expect("close the gateway's input");
+    }
+
+    /// The next message, or `None` once the gateway has closed its output.
+    pub async fn next_or_end(&mut self) -> Option<Value> {
+        let line = tokio::time::timeout(Duration::from_secs(20), self.lines.next_line())
+            .await
+            .expect("the gateway answers or ends within 20 s")
+            .expect("read")?;
+        let message: Value = serde_json::from_str(&line).expect("the gateway sends JSON");
+        self.received.push(message.clone());
+        Some(message)
+    }
+
     pub async fn call(&mut self, tool: &str, arguments: Value) -> Value {
         self.request("tools/call", json!({"name": tool, "arguments": arguments}))
             .await
@@ -140,6 +159,8 @@ pub struct Harness {
     pub fake: Arc<Fake>,
     pub gateway: Gateway,
     pub task: tokio::task::JoinHandle<()>,
+    /// Notified: the serving gateway's shutdown (`Gateway::serve_io_until`) completes.
+    pub stop: Arc<tokio::sync::Notify>,
 }
 
 impl Drop for Harness {
@@ -190,13 +211,17 @@ pub fn start_unopened(
     let (client_side, gateway_side) = tokio::io::duplex(1 << 20);
     let (gateway_reader, gateway_writer) = tokio::io::split(gateway_side);
     let serving = gateway.clone();
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::clone(&stop);
     let task = tokio::spawn(async move {
         let upstream = Upstream::Io {
             reader: Box::new(upstream_reader),
             writer: Box::new(upstream_writer),
         };
         let _ = serving
-            .serve_io(gateway_reader, gateway_writer, upstream)
+            .serve_io_until(gateway_reader, gateway_writer, upstream, async move {
+                stopped.notified().await;
+            })
             .await;
     });
     let (reader, writer) = tokio::io::split(client_side);
@@ -211,6 +236,7 @@ pub fn start_unopened(
         fake,
         gateway,
         task,
+        stop,
     }
 }
 

@@ -55,6 +55,8 @@ struct InFlight {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     finish: Option<FinishAttempt>,
+    /// The control's count of records not yet written ([`Control::settled`]).
+    unrecorded: Arc<tokio::sync::watch::Sender<usize>>,
 }
 
 impl Drop for InFlight {
@@ -66,10 +68,29 @@ impl Drop for InFlight {
         {
             let store = Arc::clone(&self.store);
             let now = self.clock.now();
+            let unwritten = Unwritten::count(&self.unrecorded);
             handle.spawn(async move {
                 let _ = store.finish_attempt(finish, now).await;
+                drop(unwritten);
             });
         }
+    }
+}
+
+/// One record of a dropped attempt not yet written: counted while it lives, so that
+/// [`Control::settled`] waits for it, and uncounted when its task ends or is dropped unrun.
+struct Unwritten(Arc<tokio::sync::watch::Sender<usize>>);
+
+impl Unwritten {
+    fn count(unrecorded: &Arc<tokio::sync::watch::Sender<usize>>) -> Unwritten {
+        unrecorded.send_modify(|count| *count += 1);
+        Unwritten(Arc::clone(unrecorded))
+    }
+}
+
+impl Drop for Unwritten {
+    fn drop(&mut self) {
+        self.0.send_modify(|count| *count = count.saturating_sub(1));
     }
 }
 
@@ -168,8 +189,9 @@ impl Control {
     ///
     /// Dropping the future before the reservation leaves nothing but what was already written
     /// (a pending approval request, a refusal receipt). Dropping it while the executor runs
-    /// records the effect `ambiguous` (on a Tokio runtime, at once; otherwise when the lease
-    /// lapses): it is never released for a second run.
+    /// records the effect `ambiguous` (on a Tokio runtime, at once, on a task of its own that
+    /// [`Control::settled`] waits for; otherwise when the lease lapses): it is never released
+    /// for a second run.
     pub async fn execute<T, F, Fut>(
         &self,
         request: ActionRequest,
@@ -366,6 +388,7 @@ impl Control {
         let mut guard = InFlight {
             store: Arc::clone(&self.inner.store),
             clock: Arc::clone(&self.inner.clock),
+            unrecorded: Arc::clone(&self.inner.unrecorded),
             finish: Some(FinishAttempt {
                 attempt_id: attempt_id.to_owned(),
                 effect_key: action.effect_key.clone(),

@@ -823,13 +823,55 @@ async fn a_timeout_is_ambiguous() {
 }
 
 #[tokio::test]
-async fn a_dropped_attempt_is_recorded_ambiguous() {
-    let world = World::new(Backend::Memory, REFUNDS);
+async fn a_dropped_attempt_is_recorded_ambiguous_before_settled_resolves() {
+    for backend in BACKENDS {
+        let world = World::new(backend, REFUNDS);
+        let control = world.control.clone();
+        let task = tokio::spawn(async move {
+            control
+                .execute(
+                    ActionRequest::new(
+                        "stripe.refund",
+                        &json!({"payment_id": "pi_7", "amount": 1}),
+                    ),
+                    |_| async {
+                        tokio::time::sleep(Duration::from_secs(60)).await;
+                        Ok::<(), ExecutorError>(())
+                    },
+                )
+                .await
+        });
+        let key = EffectKey::new("refund:pi_7").unwrap();
+        while world.store.effect(&key).await.unwrap().is_none() {
+            tokio::time::sleep(Duration::from_millis(2)).await;
+        }
+        task.abort();
+        let _ = task.await;
+        // No polling: `settled` is the promise that the record is written.
+        world.control.settled().await;
+        assert_eq!(
+            world.store.effect(&key).await.unwrap().unwrap().state,
+            EffectState::Ambiguous,
+            "{backend:?}"
+        );
+        let last = world.receipts().await.pop().unwrap();
+        assert_eq!(
+            (last.outcome, last.reason.as_deref()),
+            (ReceiptOutcome::Ambiguous, Some("cancelled")),
+            "{backend:?}"
+        );
+    }
+}
+
+#[tokio::test]
+async fn settled_waits_for_the_record_of_a_dropped_attempt_while_another_process_holds_the_store() {
+    let world = World::new(Backend::Sqlite, REFUNDS);
+    let path = world._dir.as_ref().unwrap().path().join("test.db");
     let control = world.control.clone();
     let task = tokio::spawn(async move {
         control
             .execute(
-                ActionRequest::new("stripe.refund", &json!({"payment_id": "pi_7", "amount": 1})),
+                ActionRequest::new("stripe.refund", &json!({"payment_id": "pi_9", "amount": 1})),
                 |_| async {
                     tokio::time::sleep(Duration::from_secs(60)).await;
                     Ok::<(), ExecutorError>(())
@@ -837,27 +879,30 @@ async fn a_dropped_attempt_is_recorded_ambiguous() {
             )
             .await
     });
-    let key = EffectKey::new("refund:pi_7").unwrap();
+    let key = EffectKey::new("refund:pi_9").unwrap();
     while world.store.effect(&key).await.unwrap().is_none() {
         tokio::time::sleep(Duration::from_millis(2)).await;
     }
+    // Another process holds the write lock: the record waits (asleep, retrying) until it lets go.
+    let other = rusqlite::Connection::open(&path).unwrap();
+    other.execute_batch("BEGIN IMMEDIATE").unwrap();
     task.abort();
     let _ = task.await;
-    for _ in 0..100 {
-        if world.store.effect(&key).await.unwrap().unwrap().state == EffectState::Ambiguous {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    assert_eq!(
+        world.store.effect(&key).await.unwrap().unwrap().state,
+        EffectState::Reserved,
+        "not recorded yet: the lock is held"
+    );
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        other.execute_batch("COMMIT").unwrap();
+    });
+    world.control.settled().await;
     assert_eq!(
         world.store.effect(&key).await.unwrap().unwrap().state,
         EffectState::Ambiguous
     );
-    let last = world.receipts().await.pop().unwrap();
-    assert_eq!(
-        (last.outcome, last.reason.as_deref()),
-        (ReceiptOutcome::Ambiguous, Some("cancelled"))
-    );
+    release.join().unwrap();
 }
 
 #[tokio::test]

@@ -1,0 +1,238 @@
+//! How a stdio gateway ends: its client closing its input (every request already read is
+//! answered first), or a shutdown such as `SIGTERM` (running calls cancelled, and recorded).
+
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use countersign::store::SqliteStore;
+use countersign::{EffectState, Store};
+use serde_json::{Value, json};
+
+use countersign_gateway::{Gateway, HttpFrontConfig, Upstream};
+
+use super::fake::{self, Behaviour, Fake};
+use super::harness::{Harness, config, http_client, memory_store, policy, start};
+use super::http_front::open_session;
+
+const INVOICES: &str = "schema: countersign.policy/v1\nactions:\n  mcp.billing.create_invoice:\n    effect: \"invoice:{customer}\"\n    decision: allow\n";
+
+/// The serving task ends within 10 s.
+async fn ends(harness: &mut Harness) {
+    tokio::time::timeout(Duration::from_secs(10), &mut harness.task)
+        .await
+        .expect("the gateway stops within 10 s")
+        .expect("the serving task ends without a panic");
+}
+
+#[tokio::test]
+async fn requests_read_before_the_input_ends_are_all_answered() {
+    let store = memory_store();
+    let mut harness = start(
+        config("billing"),
+        policy(INVOICES),
+        Arc::clone(&store),
+        &["create_invoice"],
+        Behaviour::Succeed,
+    )
+    .await;
+    for id in 10..15 {
+        harness
+            .client
+            .send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "create_invoice", "arguments": {"customer": format!("c{id}")}}}))
+            .await;
+    }
+    harness
+        .client
+        .send(json!({"jsonrpc": "2.0", "id": 20, "method": "tools/list", "params": {}}))
+        .await;
+    // The requests and the end of input arrive together: the gateway reads the end before any
+    // call has run.
+    harness.client.close_input().await;
+
+    let mut answered = Vec::new();
+    while let Some(message) = harness.client.next_or_end().await {
+        assert!(message.get("error").is_none(), "{message}");
+        answered.push(message["id"].as_i64().expect("a reply carries its id"));
+    }
+    answered.sort_unstable();
+    assert_eq!(answered, vec![10, 11, 12, 13, 14, 20]);
+    ends(&mut harness).await;
+    assert_eq!(harness.fake.calls(), 5);
+    let effects = store.effects(None).await.expect("effects");
+    assert_eq!(effects.len(), 5);
+    assert!(
+        effects
+            .iter()
+            .all(|effect| effect.state == EffectState::Committed),
+        "{effects:?}"
+    );
+}
+
+#[tokio::test]
+async fn a_shutdown_cancels_a_running_call_and_it_is_recorded_ambiguous_before_the_gateway_returns()
+{
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("store.db");
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("store"));
+    let mut harness = start(
+        config("billing"),
+        policy(INVOICES),
+        Arc::clone(&store),
+        &["create_invoice"],
+        Behaviour::HoldUntilCancelled,
+    )
+    .await;
+    harness
+        .client
+        .send(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "create_invoice", "arguments": {"customer": "c7"}}}))
+        .await;
+    // The upstream holds the call: it has been sent, so it may have run.
+    while harness.fake.calls() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Another process holds the store's write lock for a while: the gateway must wait for the
+    // record, not leave it to a task its runtime may never run.
+    let other = rusqlite::Connection::open(&path).expect("a second connection");
+    other
+        .execute_batch("BEGIN IMMEDIATE")
+        .expect("the write lock");
+    let release = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(200));
+        other.execute_batch("COMMIT").expect("let go");
+    });
+    harness.stop.notify_one();
+    ends(&mut harness).await;
+
+    // Recorded before the gateway returned: no polling, and not left to the lease.
+    let effects = store.effects(None).await.expect("effects");
+    assert_eq!(
+        effects
+            .iter()
+            .map(|effect| (effect.key.as_str(), effect.state))
+            .collect::<Vec<_>>(),
+        vec![("invoice:c7", EffectState::Ambiguous)]
+    );
+    let receipts = store.receipts(0, 100).await.expect("receipts");
+    let last: Value =
+        serde_json::from_str(&receipts.last().expect("a receipt").body).expect("receipt JSON");
+    assert_eq!(
+        (&last["outcome"], &last["reason"]),
+        (&json!("ambiguous"), &json!("cancelled")),
+        "{last}"
+    );
+    // The cancelled call gets no reply: the gateway's output ends.
+    assert_eq!(harness.client.next_or_end().await, None);
+    release.join().expect("the lock holder");
+}
+
+#[tokio::test]
+async fn a_shutdown_while_the_input_drains_stops_the_running_calls() {
+    let store = memory_store();
+    let mut harness = start(
+        config("billing"),
+        policy(INVOICES),
+        Arc::clone(&store),
+        &["create_invoice"],
+        Behaviour::HoldUntilCancelled,
+    )
+    .await;
+    harness
+        .client
+        .send(json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "create_invoice", "arguments": {"customer": "c8"}}}))
+        .await;
+    harness.client.close_input().await;
+    while harness.fake.calls() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    // Draining waits for the held call; the shutdown ends the wait.
+    tokio::time::sleep(Duration::from_millis(50)).await;
+    assert!(
+        !harness.task.is_finished(),
+        "the gateway waits for the call"
+    );
+    harness.stop.notify_one();
+    ends(&mut harness).await;
+    let effects = store.effects(None).await.expect("effects");
+    assert_eq!(effects[0].state, EffectState::Ambiguous);
+}
+
+#[tokio::test]
+async fn a_shutdown_of_the_http_front_cancels_running_calls_and_ends_open_connections() {
+    const POLICY: &str = "schema: countersign.policy/v1\nactions:\n  mcp.s.create_invoice:\n    effect: \"invoice:{customer}\"\n    decision: allow\n";
+    let store = memory_store();
+    let gateway = Gateway::new(config("s"), policy(POLICY), Arc::clone(&store)).expect("gateway");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+    let fakes: Arc<Mutex<Vec<Arc<Fake>>>> = Arc::default();
+    let made = Arc::clone(&fakes);
+    let factory = move || {
+        let (upstream_side, fake_side) = tokio::io::duplex(1 << 20);
+        let fake = fake::start(
+            "s",
+            &["create_invoice"],
+            Behaviour::HoldUntilCancelled,
+            fake_side,
+        );
+        made.lock().expect("fakes").push(fake);
+        let (reader, writer) = tokio::io::split(upstream_side);
+        Ok(Upstream::Io {
+            reader: Box::new(reader),
+            writer: Box::new(writer),
+        })
+    };
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::clone(&stop);
+    let mut task = tokio::spawn(async move {
+        gateway
+            .serve_http_until(listener, HttpFrontConfig::default(), factory, async move {
+                stopped.notified().await;
+            })
+            .await
+    });
+    let session = open_session(&url, json!({}), &[]).await;
+    let request = http_client()
+        .post(&url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .header("mcp-session-id", session)
+        .body(json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "create_invoice", "arguments": {"customer": "c1"}}}).to_string());
+    let held = tokio::spawn(async move {
+        match request.send().await {
+            Ok(response) => response.bytes().await.map(|_| ()),
+            Err(error) => Err(error),
+        }
+    });
+    let upstream_calls = || {
+        fakes
+            .lock()
+            .expect("fakes")
+            .iter()
+            .map(|fake| fake.calls())
+            .sum::<usize>()
+    };
+    while upstream_calls() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    stop.notify_one();
+    tokio::time::timeout(Duration::from_secs(10), &mut task)
+        .await
+        .expect("the gateway stops within 10 s")
+        .expect("no panic")
+        .expect("a stop is not an error");
+    let effects = store.effects(None).await.expect("effects");
+    assert_eq!(
+        effects
+            .iter()
+            .map(|effect| (effect.key.as_str(), effect.state))
+            .collect::<Vec<_>>(),
+        vec![("invoice:c1", EffectState::Ambiguous)]
+    );
+    // The client's request, held open on its connection, ends: the connection was closed.
+    tokio::time::timeout(Duration::from_secs(10), held)
+        .await
+        .expect("the held request ends with the gateway")
+        .expect("no panic")
+        .expect_err("a cancelled call gets no reply");
+}
