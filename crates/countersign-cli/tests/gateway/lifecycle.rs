@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncWriteExt, BufReader};
-use tokio::process::{Child, Command};
+use tokio::process::{Child, ChildStdin, Command};
 
 use super::support::{BIN, World};
 
@@ -35,26 +35,28 @@ fn write_ahead_log(world: &World) -> PathBuf {
         .join(".countersign/countersign.db-wal")
 }
 
-fn spawn(world: &World) -> Child {
-    Command::new(BIN)
+/// Start the gateway over pipes and write the session's requests; returns it and its input.
+async fn spawn(world: &World) -> (Child, ChildStdin) {
+    let mut gateway = Command::new(BIN)
         .args(world.gateway_args())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::piped())
         .kill_on_drop(true)
         .spawn()
-        .expect("start countersign gateway")
+        .expect("start countersign gateway");
+    let mut input = gateway.stdin.take().expect("stdin");
+    input
+        .write_all(session_lines(world).as_bytes())
+        .await
+        .expect("write the requests");
+    (gateway, input)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_piped_in_are_all_answered_before_the_gateway_exits() {
     let world = World::new();
-    let mut gateway = spawn(&world);
-    let mut input = gateway.stdin.take().expect("stdin");
-    input
-        .write_all(session_lines(&world).as_bytes())
-        .await
-        .expect("write the requests");
+    let (gateway, input) = spawn(&world).await;
     // The input ends at once, as when a file is piped in: nothing has been answered yet.
     drop(input);
     let output = tokio::time::timeout(Duration::from_secs(60), gateway.wait_with_output())
@@ -86,13 +88,8 @@ async fn a_signal_stops_the_gateway_at_once_and_closes_its_store() {
 
     for signal in [Signal::SIGINT, Signal::SIGTERM] {
         let world = World::new();
-        let mut gateway = spawn(&world);
         // The host keeps the input open: only the signal can end the gateway.
-        let mut input = gateway.stdin.take().expect("stdin");
-        input
-            .write_all(session_lines(&world).as_bytes())
-            .await
-            .expect("write the requests");
+        let (mut gateway, input) = spawn(&world).await;
         let mut lines = BufReader::new(gateway.stdout.take().expect("stdout")).lines();
         let mut answered = 0;
         while answered < 3 {

@@ -54,22 +54,7 @@ pub async fn serve(
         .expect("bind");
     let address = listener.local_addr().expect("address");
     let fakes: Arc<Mutex<Vec<Arc<Fake>>>> = Arc::default();
-    let made = Arc::clone(&fakes);
-    let factory = move || {
-        let (upstream_side, fake_side) = tokio::io::duplex(1 << 20);
-        let fake = fake::start(
-            "s",
-            &["read", "write", "locate"],
-            Behaviour::Succeed,
-            fake_side,
-        );
-        made.lock().expect("fakes").push(fake);
-        let (reader, writer) = tokio::io::split(upstream_side);
-        Ok(Upstream::Io {
-            reader: Box::new(reader),
-            writer: Box::new(writer),
-        })
-    };
+    let factory = fake_factory(&["read", "write", "locate"], Behaviour::Succeed, &fakes);
     let task = tokio::spawn(async move {
         let _ = gateway.serve_http(listener, front, factory).await;
     });
@@ -77,6 +62,26 @@ pub async fn serve(
         url: format!("http://{address}/mcp"),
         fakes,
         task,
+    }
+}
+
+/// An upstream factory for `serve_http`: a fresh fake server `s` offering `tools` per session,
+/// each kept in `fakes`.
+pub fn fake_factory(
+    tools: &'static [&'static str],
+    behaviour: Behaviour,
+    fakes: &Arc<Mutex<Vec<Arc<Fake>>>>,
+) -> impl Fn() -> Result<Upstream, GatewayError> + Send + Sync + 'static {
+    let made = Arc::clone(fakes);
+    move || {
+        let (upstream_side, fake_side) = tokio::io::duplex(1 << 20);
+        let fake = fake::start("s", tools, behaviour, fake_side);
+        made.lock().expect("fakes").push(fake);
+        let (reader, writer) = tokio::io::split(upstream_side);
+        Ok(Upstream::Io {
+            reader: Box::new(reader),
+            writer: Box::new(writer),
+        })
     }
 }
 

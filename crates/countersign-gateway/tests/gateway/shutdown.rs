@@ -8,11 +8,11 @@ use countersign::store::SqliteStore;
 use countersign::{EffectState, Store};
 use serde_json::{Value, json};
 
-use countersign_gateway::{Gateway, HttpFrontConfig, Upstream};
+use countersign_gateway::{Gateway, HttpFrontConfig};
 
-use super::fake::{self, Behaviour, Fake};
+use super::fake::{Behaviour, Fake};
 use super::harness::{Harness, config, http_client, memory_store, policy, start};
-use super::http_front::open_session;
+use super::http_front::{fake_factory, open_session};
 
 const INVOICES: &str = "schema: countersign.policy/v1\nactions:\n  mcp.billing.create_invoice:\n    effect: \"invoice:{customer}\"\n    decision: allow\n";
 
@@ -22,6 +22,31 @@ async fn ends(harness: &mut Harness) {
         .await
         .expect("the gateway stops within 10 s")
         .expect("the serving task ends without a panic");
+}
+
+/// A gateway over an upstream that holds every call until cancelled, with a client that has
+/// sent `create_invoice` for `customer` under `id` (not waiting for the reply).
+async fn holding_a_call(store: &Arc<dyn Store>, id: i64, customer: &str) -> Harness {
+    let mut harness = start(
+        config("billing"),
+        policy(INVOICES),
+        Arc::clone(store),
+        &["create_invoice"],
+        Behaviour::HoldUntilCancelled,
+    )
+    .await;
+    harness
+        .client
+        .send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "create_invoice", "arguments": {"customer": customer}}}))
+        .await;
+    harness
+}
+
+/// Wait until the upstream holds the call: it has been sent, so it may have run.
+async fn until_sent_upstream(harness: &Harness) {
+    while harness.fake.calls() == 0 {
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
 }
 
 #[tokio::test]
@@ -74,22 +99,8 @@ async fn a_shutdown_cancels_a_running_call_and_it_is_recorded_ambiguous_before_t
     let dir = tempfile::tempdir().expect("temp dir");
     let path = dir.path().join("store.db");
     let store: Arc<dyn Store> = Arc::new(SqliteStore::open(&path).expect("store"));
-    let mut harness = start(
-        config("billing"),
-        policy(INVOICES),
-        Arc::clone(&store),
-        &["create_invoice"],
-        Behaviour::HoldUntilCancelled,
-    )
-    .await;
-    harness
-        .client
-        .send(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call", "params": {"name": "create_invoice", "arguments": {"customer": "c7"}}}))
-        .await;
-    // The upstream holds the call: it has been sent, so it may have run.
-    while harness.fake.calls() == 0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let mut harness = holding_a_call(&store, 7, "c7").await;
+    until_sent_upstream(&harness).await;
     // Another process holds the store's write lock for a while: the gateway must wait for the
     // record, not leave it to a task its runtime may never run.
     let other = rusqlite::Connection::open(&path).expect("a second connection");
@@ -128,22 +139,9 @@ async fn a_shutdown_cancels_a_running_call_and_it_is_recorded_ambiguous_before_t
 #[tokio::test]
 async fn a_shutdown_while_the_input_drains_stops_the_running_calls() {
     let store = memory_store();
-    let mut harness = start(
-        config("billing"),
-        policy(INVOICES),
-        Arc::clone(&store),
-        &["create_invoice"],
-        Behaviour::HoldUntilCancelled,
-    )
-    .await;
-    harness
-        .client
-        .send(json!({"jsonrpc": "2.0", "id": 8, "method": "tools/call", "params": {"name": "create_invoice", "arguments": {"customer": "c8"}}}))
-        .await;
+    let mut harness = holding_a_call(&store, 8, "c8").await;
     harness.client.close_input().await;
-    while harness.fake.calls() == 0 {
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until_sent_upstream(&harness).await;
     // Draining waits for the held call; the shutdown ends the wait.
     tokio::time::sleep(Duration::from_millis(50)).await;
     assert!(
@@ -166,22 +164,7 @@ async fn a_shutdown_of_the_http_front_cancels_running_calls_and_ends_open_connec
         .expect("bind");
     let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
     let fakes: Arc<Mutex<Vec<Arc<Fake>>>> = Arc::default();
-    let made = Arc::clone(&fakes);
-    let factory = move || {
-        let (upstream_side, fake_side) = tokio::io::duplex(1 << 20);
-        let fake = fake::start(
-            "s",
-            &["create_invoice"],
-            Behaviour::HoldUntilCancelled,
-            fake_side,
-        );
-        made.lock().expect("fakes").push(fake);
-        let (reader, writer) = tokio::io::split(upstream_side);
-        Ok(Upstream::Io {
-            reader: Box::new(reader),
-            writer: Box::new(writer),
-        })
-    };
+    let factory = fake_factory(&["create_invoice"], Behaviour::HoldUntilCancelled, &fakes);
     let stop = Arc::new(tokio::sync::Notify::new());
     let stopped = Arc::clone(&stop);
     let mut task = tokio::spawn(async move {
