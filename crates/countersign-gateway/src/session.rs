@@ -257,16 +257,23 @@ impl Session {
     /// down (it closes the server's input, waits for it to exit, and sends `SIGTERM` after a
     /// while: MCP 2025-06-18, "Lifecycle", "Shutdown").
     pub(crate) async fn drain(&self) {
-        let unanswerable: Vec<oneshot::Sender<Value>> = {
+        let (unanswerable, forwarded): (Vec<oneshot::Sender<Value>>, Vec<Value>) = {
             let mut state = self.inner.state();
             state.input_closed = true;
-            state
-                .own_requests
-                .drain()
-                .map(|(_, waiter)| waiter)
-                .collect()
+            (
+                state
+                    .own_requests
+                    .drain()
+                    .map(|(_, waiter)| waiter)
+                    .collect(),
+                state.server_requests.drain().map(|(_, id)| id).collect(),
+            )
         };
         drop(unanswerable);
+        // The upstream's requests already passed to the client will get no answer from it.
+        for upstream_id in forwarded {
+            self.inner.answer_unanswerable(upstream_id);
+        }
         tokio::select! {
             () = self.inner.until(Inner::answered_all) => {}
             () = self.upstream_closed() => {}
@@ -332,6 +339,22 @@ impl Inner {
             }
             progress.await;
         }
+    }
+
+    /// Answer a request of the upstream's that the client can no longer answer (its input has
+    /// ended), so that a tool call waiting on it can finish.
+    fn answer_unanswerable(&self, upstream_id: Value) {
+        let refusal = wire::error_response(
+            upstream_id,
+            wire::error_object(
+                codes::INTERNAL_ERROR,
+                "the client has closed its connection and can answer no request",
+            ),
+        );
+        let link = Arc::clone(&self.upstream);
+        tokio::spawn(async move {
+            let _ = link.send(&refusal, None).await;
+        });
     }
 
     /// Has every request of the client's been answered (subscriptions aside)?
@@ -719,17 +742,29 @@ impl Inner {
             self.refuse_upstream_request(upstream_id);
             return;
         }
-        let (gateway_id, client_related) = {
+        let routed = {
             let mut state = self.state();
-            let id = format!("cs-up-{}", state.next_id);
-            state.next_id += 1;
-            state.server_requests.insert(id.clone(), upstream_id);
-            let client_related = related.and_then(|related| match state.forwarded.get(&related) {
-                Some(Forwarded::ToolCall { client_id, .. })
-                | Some(Forwarded::Passthrough { client_id, .. }) => Some(client_id.clone()),
-                _ => None,
-            });
-            (id, client_related)
+            // Once the client's input has ended, nobody can answer it (checked under the lock
+            // `Session::drain` takes, so no request slips in between).
+            (!state.input_closed).then(|| {
+                let id = format!("cs-up-{}", state.next_id);
+                state.next_id += 1;
+                state
+                    .server_requests
+                    .insert(id.clone(), upstream_id.clone());
+                let client_related =
+                    related.and_then(|related| match state.forwarded.get(&related) {
+                        Some(Forwarded::ToolCall { client_id, .. })
+                        | Some(Forwarded::Passthrough { client_id, .. }) => Some(client_id.clone()),
+                        _ => None,
+                    });
+                (id, client_related)
+            })
+        };
+        let Some((gateway_id, client_related)) = routed else {
+            // Say so at once, so that the call asking it can finish.
+            self.answer_unanswerable(upstream_id);
+            return;
         };
         message["id"] = json!(gateway_id);
         self.to_client(message, client_related);

@@ -28,6 +28,10 @@ pub enum Behaviour {
     /// Do the work, then a success reply whose result nests `levels` arrays deep (sent as raw
     /// text: no parser, no recursion on this side).
     DeepResult { levels: usize },
+    /// Ask the client `roots/list` first (a request of the server's, id `up-ask-<call id>`),
+    /// then, once answered, a success whose text is the answer (`{"result": …}` or
+    /// `{"error": …}`).
+    AskClientFirst,
 }
 
 /// The key of a message the fake's writer sends as the raw line it holds.
@@ -175,6 +179,8 @@ pub fn start_with_era(
     tokio::spawn(async move {
         let mut lines = BufReader::new(reader).lines();
         let mut held: Vec<Value> = Vec::new();
+        // The server's own requests to the client: its id, and the call waiting on it.
+        let mut asked: Vec<(Value, Value)> = Vec::new();
         while let Ok(Some(line)) = lines.next_line().await {
             let message: Value = serde_json::from_str(&line).expect("the gateway sends JSON");
             let id = message.get("id").cloned();
@@ -244,6 +250,13 @@ pub fn start_with_era(
                             held.push(id);
                             continue;
                         }
+                        Behaviour::AskClientFirst => {
+                            let ask = json!(format!("up-ask-{id}"));
+                            asked.push((ask.clone(), id));
+                            let _ = out
+                                .send(json!({"jsonrpc": "2.0", "id": ask, "method": "roots/list"}));
+                            continue;
+                        }
                         Behaviour::ErrorWithOtherId => {
                             json!({"jsonrpc": "2.0", "id": 999, "error": error})
                         }
@@ -272,6 +285,19 @@ pub fn start_with_era(
                         }
                     };
                     let _ = out.send(reply);
+                }
+                ("", Some(answered)) if asked.iter().any(|(ask, _)| *ask == answered) => {
+                    let position = asked
+                        .iter()
+                        .position(|(ask, _)| *ask == answered)
+                        .expect("asked");
+                    let (_, call) = asked.remove(position);
+                    let mut answer = message.clone();
+                    if let Some(answer) = answer.as_object_mut() {
+                        answer.remove("jsonrpc");
+                        answer.remove("id");
+                    }
+                    let _ = out.send(json!({"jsonrpc": "2.0", "id": call, "result": {"content": [{"type": "text", "text": answer.to_string()}]}}));
                 }
                 ("notifications/cancelled", None) => {
                     let request_id = message["params"]["requestId"].clone();

@@ -219,3 +219,54 @@ async fn a_shutdown_of_the_http_front_cancels_running_calls_and_ends_open_connec
         .expect("no panic")
         .expect_err("a cancelled call gets no reply");
 }
+
+/// The text of a tool call's result: here, the fake's record of how its question was answered.
+fn result_text(reply: &Value) -> String {
+    reply["result"]["content"][0]["text"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a result with text: {reply}"))
+        .to_owned()
+}
+
+#[tokio::test]
+async fn a_question_of_the_upstream_is_refused_once_the_input_has_ended_so_the_call_finishes() {
+    // Asked after the input ended, and asked before it ended but never answered.
+    for answered_before_the_end in [false, true] {
+        let store = memory_store();
+        let mut harness = start(
+            config("billing"),
+            policy(INVOICES),
+            Arc::clone(&store),
+            &["create_invoice"],
+            Behaviour::AskClientFirst,
+        )
+        .await;
+        harness
+            .client
+            .send(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "create_invoice", "arguments": {"customer": "c9"}}}))
+            .await;
+        if answered_before_the_end {
+            let asked = harness.client.next().await;
+            assert_eq!(asked["method"], "roots/list", "{asked}");
+        }
+        harness.client.close_input().await;
+        let reply = loop {
+            let message = harness
+                .client
+                .next_or_end()
+                .await
+                .expect("the call is answered before the output ends");
+            if message["id"] == 9 {
+                break message;
+            }
+        };
+        let answer = result_text(&reply);
+        assert!(
+            answer.contains("can answer no request"),
+            "{answered_before_the_end}: {answer}"
+        );
+        ends(&mut harness).await;
+        let effects = store.effects(None).await.expect("effects");
+        assert_eq!(effects[0].state, EffectState::Committed);
+    }
+}
