@@ -1,5 +1,6 @@
 //! `countersign gateway`: Countersign in front of an MCP tool server.
 
+use std::future::Future;
 use std::io::Write;
 use std::os::fd::AsFd;
 use std::process::ExitCode;
@@ -100,6 +101,7 @@ pub async fn run(
     args: &GatewayArgs,
     _out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
+    let mut signal = Signal::install();
     let policy_path = global.policy_path();
     let policy = Policy::load(&policy_path)?;
     let url = global.store_url();
@@ -198,7 +200,6 @@ pub async fn run(
             "countersign gateway: listening on http://{bound}{}",
             countersign_gateway::HTTP_PATH
         );
-        let signal = Signal::default();
         gateway
             .serve_http_until(listener, front, upstream.reconnecting()?, signal.shutdown())
             .await?;
@@ -212,7 +213,6 @@ pub async fn run(
         .try_clone_to_owned()
         .map_err(|error| Failure(format!("cannot use standard output: {error}")))?;
     let stdout = tokio::fs::File::from_std(std::fs::File::from(stdout));
-    let signal = Signal::default();
     gateway
         .serve_io_until(tokio::io::stdin(), stdout, upstream, signal.shutdown())
         .await?;
@@ -220,24 +220,39 @@ pub async fn run(
     Ok(ExitCode::SUCCESS)
 }
 
-/// `SIGINT` or `SIGTERM`, and whether one came: the gateway then stops at once (running tool
-/// calls cancelled and recorded), closes its store and exits 0, as `countersign serve` does.
-#[derive(Default)]
-struct Signal(Arc<std::sync::atomic::AtomicBool>);
+/// `SIGINT`, `SIGTERM` or `SIGHUP`, and whether one came: the gateway then stops at once
+/// (running tool calls cancelled and recorded), closes its store and exits 0, as `countersign
+/// serve` does. The handlers are installed when this is made, before the store is opened, so
+/// that a signal while starting is kept rather than killing the process half-open.
+struct Signal {
+    came: Arc<std::sync::atomic::AtomicBool>,
+    installed: Option<std::pin::Pin<Box<dyn Future<Output = ()> + Send>>>,
+}
 
 impl Signal {
-    /// Completes on the first signal.
-    fn shutdown(&self) -> impl std::future::Future<Output = ()> + Send + 'static {
-        let came = Arc::clone(&self.0);
+    fn install() -> Signal {
+        Signal {
+            came: Arc::default(),
+            installed: Some(Box::pin(countersign_server::shutdown_signal_from_now())),
+        }
+    }
+
+    /// Completes on the first signal (at once if one came since [`Signal::install`]).
+    fn shutdown(&mut self) -> impl Future<Output = ()> + Send + 'static {
+        let came = Arc::clone(&self.came);
+        let installed = self.installed.take();
         async move {
-            countersign_server::shutdown_signal().await;
+            match installed {
+                Some(signal) => signal.await,
+                None => std::future::pending::<()>().await,
+            }
             came.store(true, std::sync::atomic::Ordering::SeqCst);
         }
     }
 
     /// Say on standard error (standard output is the protocol's) that a signal stopped it.
     fn say_stopped(&self) {
-        if self.0.load(std::sync::atomic::Ordering::SeqCst) {
+        if self.came.load(std::sync::atomic::Ordering::SeqCst) {
             eprintln!(
                 "countersign gateway: stopped by a signal: running tool calls were cancelled (each one already sent upstream is recorded `ambiguous`, never run again) and the store was closed"
             );

@@ -158,9 +158,9 @@ enum Command {
     /// --principal WHO -- UPSTREAM COMMAND…`, or `--upstream-url URL` for an HTTP upstream.
     ///
     /// Over stdio it runs until its input ends, then answers every request already read and
-    /// exits 0. SIGINT or SIGTERM stops it at once: running tool calls are cancelled, each one
-    /// already sent upstream is recorded `ambiguous` (never run again), and it exits 0. See
-    /// docs/gateway.md.
+    /// exits 0. SIGINT, SIGTERM or SIGHUP stops it at once: running tool calls are cancelled,
+    /// each one already sent upstream is recorded `ambiguous` (never run again), and it exits
+    /// 0, or 1 if the store refused a record. See docs/gateway.md.
     Gateway(gateway::GatewayArgs),
     /// Make an Ed25519 key pair for approver tokens: FILE (private, mode 0600) and FILE.pub.
     ///

@@ -368,6 +368,10 @@ pub enum GatewayError {
     /// Accepting HTTP connections failed.
     #[error("the HTTP listener failed: {0}")]
     Listen(std::io::Error),
+    /// The gateway stopped on its shutdown, but the store refused to record some of the tool
+    /// calls it cancelled ([`countersign::Control::settled`]).
+    #[error("stopped, but {0}")]
+    Unrecorded(countersign::UnrecordedAttempts),
     /// The upstream URL is not an `http://` or `https://` URL.
     #[error(
         "the upstream URL `{0}` is not an http:// or https:// URL: give the server's Streamable HTTP endpoint, for example `https://mcp.example.com/mcp`"

@@ -284,12 +284,16 @@ impl Session {
     /// resolves once the kernel has recorded each one whose upstream request had been sent as
     /// `ambiguous` ([`Control::settled`]), so that no effect key is left to its lease. A
     /// cancelled call gets no reply.
-    pub(crate) async fn stop(&self) {
+    ///
+    /// # Errors
+    ///
+    /// [`countersign::UnrecordedAttempts`] when the store refused some of those records.
+    pub(crate) async fn stop(&self) -> Result<(), countersign::UnrecordedAttempts> {
         let _ = self.inner.stopping.send(true);
         self.inner
             .until(|inner| inner.calls_running.load(Ordering::SeqCst) == 0)
             .await;
-        self.inner.control.settled().await;
+        self.inner.control.settled().await
     }
 }
 

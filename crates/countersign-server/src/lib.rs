@@ -312,6 +312,46 @@ pub async fn shutdown_signal() {
     }
 }
 
+/// Completes on SIGINT, SIGTERM or SIGHUP (on other platforms, Ctrl-C), for a process whose
+/// client went away with its terminal too (`countersign gateway`).
+///
+/// Unlike [`shutdown_signal`], the handlers are installed when this is called, not when the
+/// future is first polled: a signal that comes while the caller is still starting (opening its
+/// store) is kept, and completes the future at its first poll, instead of killing the process
+/// by the default action. A signal whose handler cannot be installed is not waited for.
+pub fn shutdown_signal_from_now() -> impl Future<Output = ()> + Send + 'static {
+    #[cfg(unix)]
+    {
+        use tokio::signal::unix::{Signal, SignalKind, signal};
+        async fn next(signal: &mut Option<Signal>) {
+            match signal {
+                Some(signal) => {
+                    signal.recv().await;
+                }
+                None => std::future::pending::<()>().await,
+            }
+        }
+        let mut interrupt = signal(SignalKind::interrupt()).ok();
+        let mut terminate = signal(SignalKind::terminate()).ok();
+        let mut hangup = signal(SignalKind::hangup()).ok();
+        async move {
+            tokio::select! {
+                () = next(&mut interrupt) => {}
+                () = next(&mut terminate) => {}
+                () = next(&mut hangup) => {}
+            }
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        async {
+            if tokio::signal::ctrl_c().await.is_err() {
+                std::future::pending::<()>().await;
+            }
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -65,9 +65,34 @@ struct Inner {
     lease: Duration,
     environment: Option<String>,
     reconcile: Option<Arc<dyn ReconcileHook>>,
-    /// How many attempts dropped while their executors ran are not yet recorded `ambiguous`
-    /// (see [`Control::settled`]).
-    unrecorded: Arc<tokio::sync::watch::Sender<usize>>,
+    /// Records of attempts dropped while their executors ran (see [`Control::settled`]).
+    unrecorded: Arc<tokio::sync::watch::Sender<Unrecorded>>,
+}
+
+/// The records of dropped attempts ([`Control::settled`]): how many are being written, and how
+/// many the store refused.
+#[derive(Debug, Default)]
+pub(crate) struct Unrecorded {
+    pub(crate) writing: usize,
+    pub(crate) refused: usize,
+    pub(crate) last_refusal: Option<String>,
+}
+
+/// Attempts dropped while their executors ran that the store refused to record `ambiguous`
+/// ([`Control::settled`]). Each stays reserved (`in_progress` to a retry) until its lease
+/// lapses, and is `ambiguous` from then on: it is never released for a second run.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "{count} cancelled attempt(s) could not be recorded `ambiguous` (the store refused: {error}): each stays `in_progress` until its lease lapses ({}), then becomes `ambiguous`; list them with `countersign effects --state reserved`",
+    humantime::format_duration(*lease)
+)]
+pub struct UnrecordedAttempts {
+    /// How many records the store refused.
+    pub count: usize,
+    /// The last refusal, as the store worded it.
+    pub error: String,
+    /// The control's lease: how long until each becomes `ambiguous` on its own.
+    pub lease: Duration,
 }
 
 /// Builds a [`Control`].
@@ -175,25 +200,39 @@ impl Control {
                 lease: DEFAULT_LEASE,
                 environment: None,
                 reconcile: None,
-                unrecorded: Arc::new(tokio::sync::watch::Sender::new(0)),
+                unrecorded: Arc::new(tokio::sync::watch::Sender::new(Unrecorded::default())),
             },
         }
     }
 
     /// Resolves once every attempt whose [`execute`](Control::execute) future was dropped
-    /// while its executor ran has been recorded `ambiguous` in the store.
+    /// while its executor ran has been recorded `ambiguous` in the store, or refused by it.
     ///
     /// A dropped future cannot await, so that record is written on a task of its own on the
     /// current Tokio runtime. A host that cancels calls as it shuts down (a signal, a closed
     /// client) awaits this before it ends its runtime: a task the runtime drops unwritten
     /// leaves the attempt to its lease, which makes it `ambiguous` only once it lapses
     /// ([`ControlBuilder::lease`], 5 minutes by default), and until then the effect key is
-    /// refused `in_progress`. Resolves at once when nothing is pending. A record the store
-    /// refuses is not reported here: the lease makes the attempt ambiguous all the same.
-    pub async fn settled(&self) {
+    /// refused `in_progress`. Resolves at once when nothing is pending.
+    ///
+    /// # Errors
+    ///
+    /// [`UnrecordedAttempts`] when the store refused any such record since this control was
+    /// built (for example another process held a SQLite store's write lock past the busy
+    /// budget): each of those attempts is left to its lease.
+    pub async fn settled(&self) -> Result<(), UnrecordedAttempts> {
         let mut unrecorded = self.inner.unrecorded.subscribe();
         // The sender lives in `self.inner`: `wait_for` cannot see it closed.
-        let _ = unrecorded.wait_for(|count| *count == 0).await;
+        let _ = unrecorded.wait_for(|now| now.writing == 0).await;
+        let now = unrecorded.borrow();
+        match &now.last_refusal {
+            Some(error) if now.refused > 0 => Err(UnrecordedAttempts {
+                count: now.refused,
+                error: error.clone(),
+                lease: self.inner.lease,
+            }),
+            _ => Ok(()),
+        }
     }
 
     /// The policy.

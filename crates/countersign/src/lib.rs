@@ -66,7 +66,7 @@ pub use clock::{Clock, ManualClock, SystemClock, Timestamp};
 pub use control::{
     ActionRequest, ApprovalProvider, CommitNoteSlot, Control, ControlBuilder, Evaluation, Executed,
     ExitStatusSlot, HandedOff, IdentityProvider, InterruptApprovalProvider, Protected,
-    StaticIdentity, needs_approval,
+    StaticIdentity, UnrecordedAttempts, needs_approval,
 };
 pub use display::ApprovalDisplay;
 pub use effect::{EffectKey, EffectRecord, EffectState, ExecutorError, ReconcileHook};

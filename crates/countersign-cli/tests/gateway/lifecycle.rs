@@ -86,7 +86,7 @@ async fn a_signal_stops_the_gateway_at_once_and_closes_its_store() {
     use nix::sys::signal::{Signal, kill};
     use nix::unistd::Pid;
 
-    for signal in [Signal::SIGINT, Signal::SIGTERM] {
+    for signal in [Signal::SIGINT, Signal::SIGTERM, Signal::SIGHUP] {
         let world = World::new();
         // The host keeps the input open: only the signal can end the gateway.
         let (mut gateway, input) = spawn(&world).await;

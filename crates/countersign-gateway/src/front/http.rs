@@ -30,10 +30,9 @@ use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
 use countersign::Principal;
-use futures::StreamExt;
 use http_body_util::combinators::UnsyncBoxBody;
-use http_body_util::{BodyExt, Full, Limited, StreamBody};
-use hyper::body::{Frame, Incoming};
+use http_body_util::{BodyExt, Limited};
+use hyper::body::Incoming;
 use hyper::header::{HeaderMap, HeaderValue};
 use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
@@ -42,6 +41,10 @@ use tokio::sync::{Notify, mpsc};
 use crate::session::{Outgoing, Session};
 use crate::wire::{self, Kind};
 use crate::{GatewayError, GatewayShared, HttpFrontConfig, PrincipalSource, Upstream, codes, era};
+
+mod responses;
+
+use responses::{empty, event_stream, event_stream_mapped, json_response, refuse};
 
 use crate::HTTP_PATH as ENDPOINT;
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -114,9 +117,9 @@ pub(crate) async fn serve(
             accepted = listener.accept() => accepted.map_err(GatewayError::Listen)?,
             Some(_) = connections.join_next() => continue,
             () = &mut shutdown => {
-                front.stop().await;
+                let stopped = front.stop().await;
                 connections.shutdown().await;
-                return Ok(());
+                return stopped.map_err(GatewayError::Unrecorded);
             }
         };
         let front = Arc::clone(&front);
@@ -135,12 +138,23 @@ pub(crate) async fn serve(
 
 impl Front {
     /// Stop every session: running tool calls are cancelled and recorded ([`Session::stop`]).
-    async fn stop(&self) {
+    /// The records the store refused, summed over the sessions.
+    async fn stop(&self) -> Result<(), countersign::UnrecordedAttempts> {
         let mut sessions: Vec<Arc<HttpSession>> = lock(&self.sessions).values().cloned().collect();
         sessions.extend(lock(&self.modern).values().cloned());
+        let mut unrecorded: Option<countersign::UnrecordedAttempts> = None;
         for session in sessions {
-            session.session.stop().await;
+            if let Err(refused) = session.session.stop().await {
+                match &mut unrecorded {
+                    Some(sum) => {
+                        sum.count += refused.count;
+                        sum.error = refused.error;
+                    }
+                    None => unrecorded = Some(refused),
+                }
+            }
         }
+        unrecorded.map_or(Ok(()), Err)
     }
 }
 
@@ -149,34 +163,6 @@ fn lock<T>(mutex: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
     mutex
         .lock()
         .unwrap_or_else(|poisoned| poisoned.into_inner())
-}
-
-fn full(body: impl Into<Bytes>) -> Body {
-    Full::new(body.into()).boxed_unsync()
-}
-
-fn empty(status: StatusCode) -> Response<Body> {
-    let mut response = Response::new(full(Bytes::new()));
-    *response.status_mut() = status;
-    response
-}
-
-fn json_response(status: StatusCode, message: &Value) -> Response<Body> {
-    let mut response = Response::new(full(message.to_string()));
-    *response.status_mut() = status;
-    response.headers_mut().insert(
-        hyper::header::CONTENT_TYPE,
-        HeaderValue::from_static("application/json"),
-    );
-    response
-}
-
-/// An HTTP refusal: `status`, with a JSON-RPC error (id null) whose message says what to do.
-fn refuse(status: StatusCode, code: i64, message: &str) -> Response<Body> {
-    json_response(
-        status,
-        &wire::error_response(Value::Null, wire::error_object(code, message)),
-    )
 }
 
 fn header<'a>(headers: &'a HeaderMap, name: &str) -> Option<&'a str> {
@@ -199,41 +185,6 @@ fn accepts(headers: &HeaderMap, media_type: &str) -> bool {
         .flat_map(|value| value.split(','))
         .map(|item| item.split(';').next().unwrap_or_default().trim())
         .any(|item| item.eq_ignore_ascii_case(media_type) || item == "*/*")
-}
-
-fn sse_event(message: &Value) -> Bytes {
-    Bytes::from(format!("event: message\ndata: {message}\n\n"))
-}
-
-/// An event stream of `first` (if any) then everything `receiver` delivers until its sender is
-/// dropped.
-fn event_stream(first: Option<Value>, receiver: mpsc::UnboundedReceiver<Value>) -> Response<Body> {
-    event_stream_mapped(first, receiver, |message| message)
-}
-
-/// [`event_stream`], each message passed through `map` first.
-fn event_stream_mapped(
-    first: Option<Value>,
-    receiver: mpsc::UnboundedReceiver<Value>,
-    map: impl Fn(Value) -> Value + Send + 'static,
-) -> Response<Body> {
-    let rest = futures::stream::unfold(receiver, |mut receiver| async move {
-        receiver.recv().await.map(|message| (message, receiver))
-    });
-    let stream = futures::stream::iter(first)
-        .chain(rest)
-        .map(move |message| Ok::<_, Infallible>(Frame::data(sse_event(&map(message)))));
-    let mut response = Response::new(BodyExt::boxed_unsync(StreamBody::new(stream)));
-    let headers = response.headers_mut();
-    headers.insert(
-        hyper::header::CONTENT_TYPE,
-        HeaderValue::from_static("text/event-stream"),
-    );
-    headers.insert(
-        hyper::header::CACHE_CONTROL,
-        HeaderValue::from_static("no-cache"),
-    );
-    response
 }
 
 fn is_final_reply(message: &Value, related: &str) -> bool {

@@ -89,27 +89,28 @@ where
         line.clear();
         // Bytes, not a `String`: a line that is not UTF-8 is refused by the strict reader
         // (`invalid_utf8`, case B51) and the session goes on, instead of ending the gateway.
+        // A shutdown wins over anything else ready at the same moment.
         let read = tokio::select! {
+            biased;
+            () = &mut shutdown => {
+                stopped = true;
+                break session.stop().await.map_err(GatewayError::Unrecorded);
+            }
             read = reader.read_until(b'\n', &mut line) => read,
             _ = session.upstream_closed() => break Ok(()),
             Some(error) = write_failed.recv() => break Err(GatewayError::Client(error)),
-            () = &mut shutdown => {
-                stopped = true;
-                session.stop().await;
-                break Ok(());
-            }
         };
         match read {
             Ok(0) => {
                 // The client closed its input: answer what it asked, unless told to stop.
                 tokio::select! {
-                    () = session.drain() => break Ok(()),
-                    Some(error) = write_failed.recv() => break Err(GatewayError::Client(error)),
+                    biased;
                     () = &mut shutdown => {
                         stopped = true;
-                        session.stop().await;
-                        break Ok(());
+                        break session.stop().await.map_err(GatewayError::Unrecorded);
                     }
+                    () = session.drain() => break Ok(()),
+                    Some(error) = write_failed.recv() => break Err(GatewayError::Client(error)),
                 }
             }
             Ok(_) => {}
@@ -130,7 +131,7 @@ where
     };
     drop(session);
     let _ = finish.send(());
-    if result.is_ok() {
+    if result.is_ok() || stopped {
         if stopped {
             let _ = tokio::time::timeout(FLUSH_ON_STOP, &mut writer_task).await;
         } else {

@@ -5,7 +5,7 @@ use std::time::Duration;
 
 use countersign::store::MemoryStore;
 use countersign::{Policy, Principal, Store};
-use countersign_gateway::{Gateway, GatewayConfig, PrincipalSource, Upstream};
+use countersign_gateway::{Gateway, GatewayConfig, GatewayError, PrincipalSource, Upstream};
 use serde_json::{Value, json};
 use tokio::io::{
     AsyncBufReadExt, AsyncWriteExt, BufReader, DuplexStream, Lines, ReadHalf, WriteHalf,
@@ -158,7 +158,8 @@ pub struct Harness {
     pub client: Client,
     pub fake: Arc<Fake>,
     pub gateway: Gateway,
-    pub task: tokio::task::JoinHandle<()>,
+    /// The serving task: what `serve_io_until` returned.
+    pub task: tokio::task::JoinHandle<Result<(), GatewayError>>,
     /// Notified: the serving gateway's shutdown (`Gateway::serve_io_until`) completes.
     pub stop: Arc<tokio::sync::Notify>,
 }
@@ -218,11 +219,11 @@ pub fn start_unopened(
             reader: Box::new(upstream_reader),
             writer: Box::new(upstream_writer),
         };
-        let _ = serving
+        serving
             .serve_io_until(gateway_reader, gateway_writer, upstream, async move {
                 stopped.notified().await;
             })
-            .await;
+            .await
     });
     let (reader, writer) = tokio::io::split(client_side);
     let client = Client {

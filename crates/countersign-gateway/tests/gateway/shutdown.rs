@@ -5,10 +5,11 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use countersign::store::SqliteStore;
+use countersign::store::sqlite::SqliteOptions;
 use countersign::{EffectState, Store};
 use serde_json::{Value, json};
 
-use countersign_gateway::{Gateway, HttpFrontConfig};
+use countersign_gateway::{Gateway, GatewayError, HttpFrontConfig};
 
 use super::fake::{Behaviour, Fake};
 use super::harness::{Harness, config, http_client, memory_store, policy, start};
@@ -16,12 +17,17 @@ use super::http_front::{fake_factory, open_session};
 
 const INVOICES: &str = "schema: countersign.policy/v1\nactions:\n  mcp.billing.create_invoice:\n    effect: \"invoice:{customer}\"\n    decision: allow\n";
 
-/// The serving task ends within 10 s.
+/// The serving task ends within 10 s, without an error.
 async fn ends(harness: &mut Harness) {
+    ends_with(harness).await.expect("the gateway ends cleanly");
+}
+
+/// What the serving task ended with, within 10 s.
+async fn ends_with(harness: &mut Harness) -> Result<(), GatewayError> {
     tokio::time::timeout(Duration::from_secs(10), &mut harness.task)
         .await
         .expect("the gateway stops within 10 s")
-        .expect("the serving task ends without a panic");
+        .expect("the serving task ends without a panic")
 }
 
 /// A gateway over an upstream that holds every call until cancelled, with a client that has
@@ -269,4 +275,37 @@ async fn a_question_of_the_upstream_is_refused_once_the_input_has_ended_so_the_c
         let effects = store.effects(None).await.expect("effects");
         assert_eq!(effects[0].state, EffectState::Committed);
     }
+}
+
+#[tokio::test]
+async fn a_cancelled_call_the_store_cannot_record_is_reported_not_claimed() {
+    let dir = tempfile::tempdir().expect("temp dir");
+    let path = dir.path().join("store.db");
+    let options = SqliteOptions {
+        busy_budget: Duration::from_millis(200),
+        ..SqliteOptions::default()
+    };
+    let store: Arc<dyn Store> = Arc::new(SqliteStore::open_with(&path, options).expect("store"));
+    let mut harness = holding_a_call(&store, 10, "c10").await;
+    until_sent_upstream(&harness).await;
+    // Another process holds the write lock past the store's busy budget.
+    let other = rusqlite::Connection::open(&path).expect("a second connection");
+    other
+        .execute_batch("BEGIN IMMEDIATE")
+        .expect("the write lock");
+    harness.stop.notify_one();
+    let ended = ends_with(&mut harness).await;
+    other.execute_batch("ROLLBACK").expect("let go");
+    let Err(GatewayError::Unrecorded(refused)) = ended else {
+        panic!("the refusal is reported: {ended:?}");
+    };
+    assert_eq!(refused.count, 1);
+    let said = GatewayError::Unrecorded(refused).to_string();
+    assert!(
+        said.contains("could not be recorded") && said.contains("effects --state reserved"),
+        "{said}"
+    );
+    // Left to its lease, as the error says.
+    let effects = store.effects(None).await.expect("effects");
+    assert_eq!(effects[0].state, EffectState::Reserved);
 }

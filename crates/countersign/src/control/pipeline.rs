@@ -27,6 +27,7 @@ use crate::store::{
 
 use super::{
     ActionRequest, CommitNoteSlot, Control, DENIED_BY_POLICY, Executed, ExitStatusSlot, Prepared,
+    Unrecorded,
 };
 
 enum ExecutorOutcome<T> {
@@ -55,8 +56,8 @@ struct InFlight {
     store: Arc<dyn Store>,
     clock: Arc<dyn Clock>,
     finish: Option<FinishAttempt>,
-    /// The control's count of records not yet written ([`Control::settled`]).
-    unrecorded: Arc<tokio::sync::watch::Sender<usize>>,
+    /// The control's records of dropped attempts ([`Control::settled`]).
+    unrecorded: Arc<tokio::sync::watch::Sender<Unrecorded>>,
 }
 
 impl Drop for InFlight {
@@ -68,29 +69,39 @@ impl Drop for InFlight {
         {
             let store = Arc::clone(&self.store);
             let now = self.clock.now();
-            let unwritten = Unwritten::count(&self.unrecorded);
+            let writing = Writing::count(&self.unrecorded);
             handle.spawn(async move {
-                let _ = store.finish_attempt(finish, now).await;
-                drop(unwritten);
+                if let Err(error) = store.finish_attempt(finish, now).await {
+                    writing.refused(error.to_string());
+                }
             });
         }
     }
 }
 
-/// One record of a dropped attempt not yet written: counted while it lives, so that
+/// One record of a dropped attempt being written: counted while it lives, so that
 /// [`Control::settled`] waits for it, and uncounted when its task ends or is dropped unrun.
-struct Unwritten(Arc<tokio::sync::watch::Sender<usize>>);
+struct Writing(Arc<tokio::sync::watch::Sender<Unrecorded>>);
 
-impl Unwritten {
-    fn count(unrecorded: &Arc<tokio::sync::watch::Sender<usize>>) -> Unwritten {
-        unrecorded.send_modify(|count| *count += 1);
-        Unwritten(Arc::clone(unrecorded))
+impl Writing {
+    fn count(unrecorded: &Arc<tokio::sync::watch::Sender<Unrecorded>>) -> Writing {
+        unrecorded.send_modify(|now| now.writing += 1);
+        Writing(Arc::clone(unrecorded))
+    }
+
+    /// The store refused the record.
+    fn refused(&self, error: String) {
+        self.0.send_modify(|now| {
+            now.refused += 1;
+            now.last_refusal = Some(error);
+        });
     }
 }
 
-impl Drop for Unwritten {
+impl Drop for Writing {
     fn drop(&mut self) {
-        self.0.send_modify(|count| *count = count.saturating_sub(1));
+        self.0
+            .send_modify(|now| now.writing = now.writing.saturating_sub(1));
     }
 }
 

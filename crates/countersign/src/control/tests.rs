@@ -848,7 +848,7 @@ async fn a_dropped_attempt_is_recorded_ambiguous_before_settled_resolves() {
         task.abort();
         let _ = task.await;
         // No polling: `settled` is the promise that the record is written.
-        world.control.settled().await;
+        world.control.settled().await.expect("recorded");
         assert_eq!(
             world.store.effect(&key).await.unwrap().unwrap().state,
             EffectState::Ambiguous,
@@ -897,7 +897,7 @@ async fn settled_waits_for_the_record_of_a_dropped_attempt_while_another_process
         std::thread::sleep(Duration::from_millis(200));
         other.execute_batch("COMMIT").unwrap();
     });
-    world.control.settled().await;
+    world.control.settled().await.expect("recorded");
     assert_eq!(
         world.store.effect(&key).await.unwrap().unwrap().state,
         EffectState::Ambiguous

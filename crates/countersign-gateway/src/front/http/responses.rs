@@ -1,0 +1,81 @@
+//! The HTTP front's responses: JSON bodies, refusals and event streams.
+
+use std::convert::Infallible;
+
+use bytes::Bytes;
+use futures::StreamExt;
+use http_body_util::{BodyExt, Full, StreamBody};
+use hyper::body::Frame;
+use hyper::header::HeaderValue;
+use hyper::{Response, StatusCode};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use super::Body;
+use crate::wire;
+
+pub(super) fn full(body: impl Into<Bytes>) -> Body {
+    Full::new(body.into()).boxed_unsync()
+}
+
+pub(super) fn empty(status: StatusCode) -> Response<Body> {
+    let mut response = Response::new(full(Bytes::new()));
+    *response.status_mut() = status;
+    response
+}
+
+pub(super) fn json_response(status: StatusCode, message: &Value) -> Response<Body> {
+    let mut response = Response::new(full(message.to_string()));
+    *response.status_mut() = status;
+    response.headers_mut().insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
+    response
+}
+
+/// An HTTP refusal: `status`, with a JSON-RPC error (id null) whose message says what to do.
+pub(super) fn refuse(status: StatusCode, code: i64, message: &str) -> Response<Body> {
+    json_response(
+        status,
+        &wire::error_response(Value::Null, wire::error_object(code, message)),
+    )
+}
+
+pub(super) fn sse_event(message: &Value) -> Bytes {
+    Bytes::from(format!("event: message\ndata: {message}\n\n"))
+}
+
+/// An event stream of `first` (if any) then everything `receiver` delivers until its sender is
+/// dropped.
+pub(super) fn event_stream(
+    first: Option<Value>,
+    receiver: mpsc::UnboundedReceiver<Value>,
+) -> Response<Body> {
+    event_stream_mapped(first, receiver, |message| message)
+}
+
+/// [`event_stream`], each message passed through `map` first.
+pub(super) fn event_stream_mapped(
+    first: Option<Value>,
+    receiver: mpsc::UnboundedReceiver<Value>,
+    map: impl Fn(Value) -> Value + Send + 'static,
+) -> Response<Body> {
+    let rest = futures::stream::unfold(receiver, |mut receiver| async move {
+        receiver.recv().await.map(|message| (message, receiver))
+    });
+    let stream = futures::stream::iter(first)
+        .chain(rest)
+        .map(move |message| Ok::<_, Infallible>(Frame::data(sse_event(&map(message)))));
+    let mut response = Response::new(BodyExt::boxed_unsync(StreamBody::new(stream)));
+    let headers = response.headers_mut();
+    headers.insert(
+        hyper::header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    headers.insert(
+        hyper::header::CACHE_CONTROL,
+        HeaderValue::from_static("no-cache"),
+    );
+    response
+}
