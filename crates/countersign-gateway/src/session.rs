@@ -297,6 +297,13 @@ impl Session {
     }
 }
 
+impl Session {
+    /// End the upstream connection as a client should ([`Link::close`]): a few seconds at most.
+    pub(crate) async fn close_upstream(&self) {
+        self.inner.upstream.close().await;
+    }
+}
+
 /// One tool call counted as running while it lives ([`Session::drain`]).
 struct Running(Arc<Inner>);
 

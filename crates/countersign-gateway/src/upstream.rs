@@ -64,6 +64,12 @@ pub(crate) trait Link: Send + Sync {
         let _ = headers;
         self.send(message, related).await
     }
+
+    /// End the connection as an MCP client should when it is done (MCP 2025-06-18,
+    /// "Lifecycle", "Shutdown"): a child process's input is closed and it is given time to exit
+    /// before it is signalled; an HTTP session is ended with `DELETE`. Bounded: a few seconds at
+    /// most. Nothing can be sent afterwards.
+    async fn close(&self) {}
 }
 
 /// Classify one line or body of upstream text.

@@ -129,3 +129,115 @@ async fn a_signal_stops_the_gateway_at_once_and_closes_its_store() {
         drop(input);
     }
 }
+
+/// An MCP server that notes how it ended (`eof` when its input closed, `term` on `SIGTERM`) in
+/// the file named by its argument, after starting a process of its own (as an `npx` wrapper
+/// does) whose pid it writes beside it.
+const NOTING_SERVER: &str = r#"
+import json, signal, subprocess, sys
+marker = sys.argv[1]
+helper = subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+open(marker + ".pid", "w").write(str(helper.pid))
+def term(*_):
+    open(marker, "a").write("term\n")
+    sys.exit(0)
+signal.signal(signal.SIGTERM, term)
+for line in sys.stdin:
+    message = json.loads(line)
+    if "id" not in message or "method" not in message:
+        continue
+    result = {}
+    if message["method"] == "initialize":
+        result = {"protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+                  "serverInfo": {"name": "noting", "version": "0"}}
+    elif message["method"] == "tools/list":
+        result = {"tools": []}
+    print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": result}), flush=True)
+open(marker, "a").write("eof\n")
+"#;
+
+/// Is process `pid` gone (within 5 s)?
+#[cfg(unix)]
+async fn gone(pid: i32) -> bool {
+    for _ in 0..100 {
+        if nix::sys::signal::kill(nix::unistd::Pid::from_raw(pid), None).is_err() {
+            return true;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    false
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_upstream_sees_its_input_end_and_what_it_started_is_ended_too() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    // Ended by the client closing the gateway's input, then by a signal with it still open.
+    for signal in [None, Some(Signal::SIGTERM)] {
+        let world = World::new();
+        let folder = world.policy.parent().expect("the policy's folder");
+        let script = folder.join("noting_server.py");
+        std::fs::write(&script, NOTING_SERVER).expect("write the server");
+        let marker = folder.join("ended");
+        let mut gateway = Command::new(BIN)
+            .args([
+                "--policy",
+                &world.policy.display().to_string(),
+                "gateway",
+                "--alias",
+                "files",
+                "--principal",
+                "agent:e2e",
+                "--",
+                "python3",
+                &script.display().to_string(),
+                &marker.display().to_string(),
+            ])
+            .stdin(Stdio::piped())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .expect("start countersign gateway");
+        let mut input = gateway.stdin.take().expect("stdin");
+        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "lifecycle-test", "version": "0"}}});
+        input
+            .write_all(format!("{initialize}\n").as_bytes())
+            .await
+            .expect("write initialize");
+        let mut lines = BufReader::new(gateway.stdout.take().expect("stdout")).lines();
+        let reply = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("initialize is answered")
+            .expect("read")
+            .expect("a reply");
+        assert!(reply.contains("noting"), "{reply}");
+        let helper: i32 = std::fs::read_to_string(marker.with_extension("pid"))
+            .expect("the server's helper pid")
+            .parse()
+            .expect("a pid");
+        match signal {
+            None => drop(input),
+            Some(signal) => {
+                let pid = Pid::from_raw(i32::try_from(gateway.id().expect("pid")).expect("pid"));
+                kill(pid, signal).expect("signal the gateway");
+            }
+        }
+        let status = tokio::time::timeout(Duration::from_secs(20), gateway.wait())
+            .await
+            .expect("the gateway exits")
+            .expect("wait");
+        assert!(status.success(), "{signal:?}: {status:?}");
+        assert_eq!(
+            std::fs::read_to_string(&marker).expect("the server noted how it ended"),
+            "eof\n",
+            "{signal:?}: the server saw its input end, and was not killed"
+        );
+        assert!(
+            gone(helper).await,
+            "{signal:?}: what the server started ended with it"
+        );
+    }
+}

@@ -143,7 +143,7 @@ impl Front {
         let mut sessions: Vec<Arc<HttpSession>> = lock(&self.sessions).values().cloned().collect();
         sessions.extend(lock(&self.modern).values().cloned());
         let mut unrecorded: Option<countersign::UnrecordedAttempts> = None;
-        for session in sessions {
+        for session in &sessions {
             if let Err(refused) = session.session.stop().await {
                 match &mut unrecorded {
                     Some(sum) => {
@@ -154,6 +154,13 @@ impl Front {
                 }
             }
         }
+        // Every upstream at once: each close takes a few seconds at most.
+        futures::future::join_all(
+            sessions
+                .iter()
+                .map(|session| session.session.close_upstream()),
+        )
+        .await;
         unrecorded.map_or(Ok(()), Err)
     }
 }
@@ -714,6 +721,7 @@ impl Front {
         };
         lock(&self.sessions).remove(&id);
         session.ended.notify_one();
+        tokio::spawn(async move { session.session.close_upstream().await });
         empty(StatusCode::OK)
     }
 }

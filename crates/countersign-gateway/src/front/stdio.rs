@@ -129,7 +129,6 @@ where
             Err(error) => session.reply_directly(wire::unreadable(text, &error, "line")),
         }
     };
-    drop(session);
     let _ = finish.send(());
     if result.is_ok() || stopped {
         if stopped {
@@ -145,6 +144,9 @@ where
         }
     }
     writer_task.abort();
+    // The client has its replies; now the upstream is told, and given time to exit.
+    session.close_upstream().await;
+    drop(session);
     result
 }
 

@@ -212,7 +212,27 @@ impl Link for HttpLink {
             }
         }
     }
+
+    /// End the upstream's session with `DELETE` (the handshake revisions: a client that no
+    /// longer needs a session SHOULD). An upstream without sessions, or one that refuses (405),
+    /// is fine.
+    async fn close(&self) {
+        let Some(session) = read_header(&self.session) else {
+            return;
+        };
+        let mut request = self
+            .client
+            .delete(&self.url)
+            .header(SESSION_HEADER, session);
+        if let Some(version) = read_header(&self.version) {
+            request = request.header(VERSION_HEADER, version);
+        }
+        let _ = tokio::time::timeout(CLOSE_WAIT, request.send()).await;
+    }
 }
+
+/// How long ending an HTTP upstream session may take.
+const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl HttpLink {
     /// The GET stream for messages the upstream sends on its own (list changes, requests).

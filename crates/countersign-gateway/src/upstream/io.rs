@@ -2,6 +2,7 @@
 
 use std::process::Stdio;
 use std::sync::Arc;
+use std::time::Duration;
 
 use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
@@ -9,10 +10,15 @@ use tokio::sync::{Mutex, mpsc};
 
 use super::{Event, Link, parse_event};
 
+/// How long a child gets to exit once its input is closed, and again once it is sent `SIGTERM`.
+const EXIT_GRACE: Duration = Duration::from_secs(2);
+
 struct IoLink {
-    writer: Mutex<Box<dyn AsyncWrite + Send + Unpin>>,
-    // Keeps the child alive (and kills it when the link is dropped).
-    _child: Option<tokio::process::Child>,
+    /// `None` once closed ([`Link::close`]).
+    writer: Mutex<Option<Box<dyn AsyncWrite + Send + Unpin>>>,
+    /// The child, in a process group of its own; killed (with its group) if the link is dropped
+    /// before [`Link::close`] reaped it.
+    child: Mutex<Option<tokio::process::Child>>,
 }
 
 #[async_trait::async_trait]
@@ -21,6 +27,9 @@ impl Link for IoLink {
         let mut line = serde_json::to_vec(message).map_err(|error| error.to_string())?;
         line.push(b'\n');
         let mut writer = self.writer.lock().await;
+        let writer = writer
+            .as_mut()
+            .ok_or_else(|| "the connection to the upstream is closed".to_owned())?;
         writer
             .write_all(&line)
             .await
@@ -30,6 +39,61 @@ impl Link for IoLink {
             .await
             .map_err(|error| format!("cannot write to the upstream: {error}"))
     }
+
+    async fn close(&self) {
+        // Its input ends: a stdio server exits on that.
+        drop(self.writer.lock().await.take());
+        let Some(mut child) = self.child.lock().await.take() else {
+            return;
+        };
+        let group = child.id();
+        let exited = tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_ok();
+        // Whatever the server started in its group and left behind (an `npx` wrapper's
+        // children), and the server itself if it is still running, is asked to end.
+        signal_group(group, Ending::Terminate);
+        if !exited
+            && tokio::time::timeout(EXIT_GRACE, child.wait())
+                .await
+                .is_err()
+        {
+            signal_group(group, Ending::Kill);
+            let _ = child.kill().await;
+        }
+    }
+}
+
+impl Drop for IoLink {
+    fn drop(&mut self) {
+        // Dropped without `close` (an error, a runtime ending): the child is not reaped, so its
+        // group id is still its own; `kill_on_drop` ends the child, this its group.
+        if let Some(child) = self.child.get_mut().as_ref() {
+            signal_group(child.id(), Ending::Kill);
+        }
+    }
+}
+
+/// How [`signal_group`] ends a process group.
+#[derive(Clone, Copy)]
+enum Ending {
+    Terminate,
+    Kill,
+}
+
+/// Send `SIGTERM` or `SIGKILL` to the process group `group` (the child's own: it was spawned
+/// as its leader). A group already gone is fine. Elsewhere than Unix, nothing: the child is
+/// killed on drop.
+fn signal_group(group: Option<u32>, ending: Ending) {
+    #[cfg(unix)]
+    if let Some(group) = group.and_then(|group| i32::try_from(group).ok()) {
+        use nix::sys::signal::{Signal, killpg};
+        let signal = match ending {
+            Ending::Terminate => Signal::SIGTERM,
+            Ending::Kill => Signal::SIGKILL,
+        };
+        let _ = killpg(nix::unistd::Pid::from_raw(group), signal);
+    }
+    #[cfg(not(unix))]
+    let _ = (group, ending);
 }
 
 fn start(
@@ -61,8 +125,8 @@ fn start(
         let _ = events.send(Event::Closed { detail });
     });
     let link = IoLink {
-        writer: Mutex::new(writer),
-        _child: child,
+        writer: Mutex::new(Some(writer)),
+        child: Mutex::new(child),
     };
     (Arc::new(link), receiver)
 }
@@ -105,19 +169,24 @@ pub(crate) fn connect_io(
 }
 
 /// Spawn `program args…` and speak to it over its stdin and stdout; its stderr is the
-/// gateway's.
+/// gateway's. It leads a process group of its own, which [`Link::close`] ends.
 pub(crate) fn spawn_command(
     program: &str,
     args: &[String],
     max_line: usize,
 ) -> std::io::Result<(Arc<dyn Link>, mpsc::UnboundedReceiver<Event>)> {
-    let mut child = tokio::process::Command::new(program)
+    let mut command = tokio::process::Command::new(program);
+    command
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
         .stderr(Stdio::inherit())
-        .kill_on_drop(true)
-        .spawn()?;
+        .kill_on_drop(true);
+    // A process group of its own: a terminal's Ctrl-C reaches the gateway, which stops the
+    // calls first and then the server, and ending the group ends what the server started.
+    #[cfg(unix)]
+    command.process_group(0);
+    let mut child = command.spawn()?;
     let missing = || std::io::Error::other("the child's stdio was not captured");
     let stdin = child.stdin.take().ok_or_else(missing)?;
     let stdout = child.stdout.take().ok_or_else(missing)?;

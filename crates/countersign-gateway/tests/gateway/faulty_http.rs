@@ -16,6 +16,9 @@ use serde_json::{Value, json};
 /// What one request brought.
 #[derive(Clone, Debug)]
 pub struct Received {
+    /// The HTTP method (`POST`, `DELETE`, …).
+    pub http_method: String,
+    /// The JSON-RPC method of the body, or empty.
     pub method: String,
     pub body: Value,
     /// Every header, lowercase name and value.
@@ -85,6 +88,7 @@ async fn handle(
     faulty: Arc<Faulty>,
     request: hyper::Request<hyper::body::Incoming>,
 ) -> Result<hyper::Response<Body>, Infallible> {
+    let http_method = request.method().as_str().to_owned();
     let headers = request
         .headers()
         .iter()
@@ -109,6 +113,7 @@ async fn handle(
     let body: Value = serde_json::from_slice(&bytes).unwrap_or(Value::Null);
     let method = body["method"].as_str().unwrap_or_default().to_owned();
     faulty.received.lock().expect("received").push(Received {
+        http_method,
         method: method.clone(),
         body: body.clone(),
         headers,

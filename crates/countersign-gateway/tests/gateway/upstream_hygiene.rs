@@ -176,3 +176,24 @@ async fn parameters_a_2026_07_28_upstream_marks_are_mirrored_into_its_headers() 
     task.abort();
     server.abort();
 }
+
+#[tokio::test]
+async fn the_upstream_session_is_ended_with_delete_when_the_client_leaves() {
+    let (url, upstream, server) = faulty_http::start_in(Mode::Sessions).await;
+    let gateway = Gateway::new(config("billing"), policy(POLICY), memory_store()).expect("gateway");
+    let (mut client, task) = connect(&gateway, Upstream::Url(url));
+    client.initialize(json!({})).await;
+    client.close_input().await;
+    tokio::time::timeout(std::time::Duration::from_secs(10), task)
+        .await
+        .expect("the gateway ends with its client")
+        .expect("no panic");
+    let received = upstream.received.lock().expect("received").clone();
+    let last = received.last().expect("a request");
+    assert_eq!(
+        (last.http_method.as_str(), last.header("mcp-session-id")),
+        ("DELETE", Some("session-1")),
+        "{received:?}"
+    );
+    server.abort();
+}
