@@ -368,6 +368,12 @@ pub enum GatewayError {
     /// Accepting HTTP connections failed.
     #[error("the HTTP listener failed: {0}")]
     Listen(std::io::Error),
+    /// The stdio upstream connection ended while the client was still connected (the server
+    /// exited or closed its output): the gateway cannot serve, and says so.
+    #[error(
+        "the upstream ended while its client was still connected ({0}): look for the server's own messages above, then start the gateway again"
+    )]
+    UpstreamGone(String),
     /// The gateway stopped on its shutdown, but the store refused to record some of the tool
     /// calls it cancelled ([`countersign::Control::settled`]).
     #[error("stopped, but {0}")]

@@ -142,7 +142,8 @@ pub(crate) struct Inner {
     upstream: Arc<dyn Link>,
     to_client: mpsc::UnboundedSender<Outgoing>,
     state: Mutex<State>,
-    closed: watch::Sender<bool>,
+    /// Why the upstream connection is gone, once it is.
+    closed: watch::Sender<Option<String>>,
     /// The principal every call of this session is decided for.
     principal: Option<Principal>,
     /// The upstream's era and identity, learned once for a 2026-07-28 client.
@@ -184,7 +185,7 @@ impl Session {
         mut events: mpsc::UnboundedReceiver<Event>,
     ) -> (Session, mpsc::UnboundedReceiver<Outgoing>) {
         let (to_client, outgoing) = mpsc::unbounded_channel();
-        let (closed, _) = watch::channel(false);
+        let (closed, _) = watch::channel(None);
         let inner = Arc::new_cyclic(|weak: &Weak<Inner>| {
             let mut builder =
                 Control::builder_shared(Arc::clone(&shared.policy), Arc::clone(&shared.store))
@@ -240,10 +241,19 @@ impl Session {
         Arc::clone(&self.inner).handle_client(message).await;
     }
 
-    /// Resolves when the upstream connection is gone.
-    pub(crate) async fn upstream_closed(&self) {
+    /// Resolves when the upstream connection is gone, with why.
+    pub(crate) async fn upstream_closed(&self) -> String {
         let mut closed = self.inner.closed.subscribe();
-        let _ = closed.wait_for(|closed| *closed).await;
+        let detail = closed
+            .wait_for(Option::is_some)
+            .await
+            .ok()
+            .and_then(|detail| detail.clone());
+        match detail {
+            Some(detail) => detail,
+            // The sender lives in the session, which `self` holds: never reached.
+            None => std::future::pending().await,
+        }
     }
 
     /// The client's input has ended: resolves once no request of the client's is left
@@ -276,7 +286,7 @@ impl Session {
         }
         tokio::select! {
             () = self.inner.until(Inner::answered_all) => {}
-            () = self.upstream_closed() => {}
+            _ = self.upstream_closed() => {}
         }
     }
 
@@ -612,7 +622,7 @@ impl Inner {
                     );
                 }
                 self.log(format_args!("upstream closed: {detail}"));
-                let _ = self.closed.send(true);
+                let _ = self.closed.send(Some(detail));
             }
         }
     }

@@ -241,3 +241,41 @@ async fn the_upstream_sees_its_input_end_and_what_it_started_is_ended_too() {
         );
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_upstream_that_exits_ends_the_gateway_with_an_error() {
+    let world = World::new();
+    let mut gateway = Command::new(BIN)
+        .args([
+            "--policy",
+            &world.policy.display().to_string(),
+            "gateway",
+            "--alias",
+            "files",
+            "--principal",
+            "agent:e2e",
+            "--",
+            "sh",
+            "-c",
+            "echo 'the server could not start' >&2; exit 1",
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start countersign gateway");
+    // The client is still connected: its input stays open.
+    let _input = gateway.stdin.take().expect("stdin");
+    let output = tokio::time::timeout(Duration::from_secs(20), gateway.wait_with_output())
+        .await
+        .expect("the gateway exits once its upstream has")
+        .expect("wait");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(
+        stderr.contains("the server could not start")
+            && stderr.contains("error: the upstream ended while its client was still connected"),
+        "{stderr}"
+    );
+}

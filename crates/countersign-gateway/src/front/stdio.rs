@@ -97,7 +97,7 @@ where
                 break session.stop().await.map_err(GatewayError::Unrecorded);
             }
             read = reader.read_until(b'\n', &mut line) => read,
-            _ = session.upstream_closed() => break Ok(()),
+            detail = session.upstream_closed() => break Err(GatewayError::UpstreamGone(detail)),
             Some(error) = write_failed.recv() => break Err(GatewayError::Client(error)),
         };
         match read {
@@ -130,7 +130,8 @@ where
         }
     };
     let _ = finish.send(());
-    if result.is_ok() || stopped {
+    // Replies already made are written, unless the client's connection itself failed.
+    if !matches!(result, Err(GatewayError::Client(_))) {
         if stopped {
             let _ = tokio::time::timeout(FLUSH_ON_STOP, &mut writer_task).await;
         } else {
