@@ -19,5 +19,6 @@ mod stores {
     pub mod migration_v4;
     pub mod migration_v5;
     pub mod postgres_store;
+    pub mod sqlite_migration_v5;
     pub mod support;
 }

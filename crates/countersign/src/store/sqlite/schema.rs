@@ -64,6 +64,11 @@ pub(super) const MIGRATIONS: &[(i64, &str)] = &[
      CREATE INDEX approvals_by_state ON approvals (state, created_at, id);
      CREATE INDEX effects_by_state ON effects (state, key);",
     ),
+    (
+        6,
+        "DROP INDEX effects_by_state;
+     CREATE INDEX effects_by_state ON effects (state, key) WHERE state = 'reserved' OR state = 'ambiguous';",
+    ),
 ];
 
 pub(super) const SCHEMA: &str = "
@@ -110,3 +115,45 @@ CREATE TABLE IF NOT EXISTS receipts (
     body TEXT NOT NULL
 );
 ";
+
+#[cfg(test)]
+mod tests {
+    use super::super::{SqliteStore, effects_in_state};
+    use crate::effect::EffectState;
+
+    #[test]
+    fn listing_unsettled_effects_reads_the_partial_index_and_settled_ones_cannot() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("plan.db");
+        drop(SqliteStore::open(&path).unwrap());
+        let connection = rusqlite::Connection::open(&path).unwrap();
+        for state in [
+            EffectState::Reserved,
+            EffectState::Ambiguous,
+            EffectState::Committed,
+            EffectState::Failed,
+        ] {
+            let (sql, parameter) = effects_in_state(state);
+            let mut statement = connection
+                .prepare(&format!("EXPLAIN QUERY PLAN {sql}"))
+                .unwrap();
+            // A plan step's `detail` column.
+            fn detail(row: &rusqlite::Row<'_>) -> rusqlite::Result<String> {
+                row.get(3)
+            }
+            let steps = match parameter {
+                Some(parameter) => statement.query_map([parameter], detail),
+                None => statement.query_map([], detail),
+            }
+            .unwrap()
+            .collect::<Result<Vec<String>, _>>()
+            .unwrap();
+            let indexed = steps.iter().any(|step| step.contains("effects_by_state"));
+            assert_eq!(
+                indexed,
+                matches!(state, EffectState::Reserved | EffectState::Ambiguous),
+                "{state:?}: {steps:?}"
+            );
+        }
+    }
+}
