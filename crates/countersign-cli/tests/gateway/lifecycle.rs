@@ -53,6 +53,29 @@ async fn spawn(world: &World) -> (Child, ChildStdin) {
     (gateway, input)
 }
 
+/// Start the gateway over pipes in front of `upstream` (a command and its arguments).
+fn spawn_in_front_of(world: &World, upstream: &[&str]) -> Child {
+    let policy = world.policy.display().to_string();
+    Command::new(BIN)
+        .args([
+            "--policy",
+            policy.as_str(),
+            "gateway",
+            "--alias",
+            "files",
+            "--principal",
+            "agent:e2e",
+            "--",
+        ])
+        .args(upstream)
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start countersign gateway")
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn requests_piped_in_are_all_answered_before_the_gateway_exits() {
     let world = World::new();
@@ -181,26 +204,9 @@ async fn the_upstream_sees_its_input_end_and_what_it_started_is_ended_too() {
         let script = folder.join("noting_server.py");
         std::fs::write(&script, NOTING_SERVER).expect("write the server");
         let marker = folder.join("ended");
-        let mut gateway = Command::new(BIN)
-            .args([
-                "--policy",
-                &world.policy.display().to_string(),
-                "gateway",
-                "--alias",
-                "files",
-                "--principal",
-                "agent:e2e",
-                "--",
-                "python3",
-                &script.display().to_string(),
-                &marker.display().to_string(),
-            ])
-            .stdin(Stdio::piped())
-            .stdout(Stdio::piped())
-            .stderr(Stdio::piped())
-            .kill_on_drop(true)
-            .spawn()
-            .expect("start countersign gateway");
+        let script = script.display().to_string();
+        let marker_path = marker.display().to_string();
+        let mut gateway = spawn_in_front_of(&world, &["python3", &script, &marker_path]);
         let mut input = gateway.stdin.take().expect("stdin");
         let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "lifecycle-test", "version": "0"}}});
         input
@@ -245,26 +251,10 @@ async fn the_upstream_sees_its_input_end_and_what_it_started_is_ended_too() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_upstream_that_exits_ends_the_gateway_with_an_error() {
     let world = World::new();
-    let mut gateway = Command::new(BIN)
-        .args([
-            "--policy",
-            &world.policy.display().to_string(),
-            "gateway",
-            "--alias",
-            "files",
-            "--principal",
-            "agent:e2e",
-            "--",
-            "sh",
-            "-c",
-            "echo 'the server could not start' >&2; exit 1",
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start countersign gateway");
+    let mut gateway = spawn_in_front_of(
+        &world,
+        &["sh", "-c", "echo 'the server could not start' >&2; exit 1"],
+    );
     // The client is still connected: its input stays open.
     let _input = gateway.stdin.take().expect("stdin");
     let output = tokio::time::timeout(Duration::from_secs(20), gateway.wait_with_output())

@@ -30,17 +30,22 @@ async fn ends_with(harness: &mut Harness) -> Result<(), GatewayError> {
         .expect("the serving task ends without a panic")
 }
 
-/// A gateway over an upstream that holds every call until cancelled, with a client that has
-/// sent `create_invoice` for `customer` under `id` (not waiting for the reply).
-async fn holding_a_call(store: &Arc<dyn Store>, id: i64, customer: &str) -> Harness {
-    let mut harness = start(
+/// A gateway offering `create_invoice` (allowed, one per customer) over a fake upstream.
+async fn invoicing(store: &Arc<dyn Store>, behaviour: Behaviour) -> Harness {
+    start(
         config("billing"),
         policy(INVOICES),
         Arc::clone(store),
         &["create_invoice"],
-        Behaviour::HoldUntilCancelled,
+        behaviour,
     )
-    .await;
+    .await
+}
+
+/// A gateway over an upstream that holds every call until cancelled, with a client that has
+/// sent `create_invoice` for `customer` under `id` (not waiting for the reply).
+async fn holding_a_call(store: &Arc<dyn Store>, id: i64, customer: &str) -> Harness {
+    let mut harness = invoicing(store, Behaviour::HoldUntilCancelled).await;
     harness
         .client
         .send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "create_invoice", "arguments": {"customer": customer}}}))
@@ -58,14 +63,7 @@ async fn until_sent_upstream(harness: &Harness) {
 #[tokio::test]
 async fn requests_read_before_the_input_ends_are_all_answered() {
     let store = memory_store();
-    let mut harness = start(
-        config("billing"),
-        policy(INVOICES),
-        Arc::clone(&store),
-        &["create_invoice"],
-        Behaviour::Succeed,
-    )
-    .await;
+    let mut harness = invoicing(&store, Behaviour::Succeed).await;
     for id in 10..15 {
         harness
             .client
@@ -239,14 +237,7 @@ async fn a_question_of_the_upstream_is_refused_once_the_input_has_ended_so_the_c
     // Asked after the input ended, and asked before it ended but never answered.
     for answered_before_the_end in [false, true] {
         let store = memory_store();
-        let mut harness = start(
-            config("billing"),
-            policy(INVOICES),
-            Arc::clone(&store),
-            &["create_invoice"],
-            Behaviour::AskClientFirst,
-        )
-        .await;
+        let mut harness = invoicing(&store, Behaviour::AskClientFirst).await;
         harness
             .client
             .send(json!({"jsonrpc": "2.0", "id": 9, "method": "tools/call", "params": {"name": "create_invoice", "arguments": {"customer": "c9"}}}))
