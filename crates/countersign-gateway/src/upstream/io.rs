@@ -41,8 +41,11 @@ impl Link for IoLink {
     }
 
     async fn close(&self) {
-        // Its input ends: a stdio server exits on that.
-        drop(self.writer.lock().await.take());
+        // Its input ends: a stdio server exits on that. A write stuck on a server that reads
+        // nothing holds the writer: then the signals below end it instead.
+        if let Ok(mut writer) = tokio::time::timeout(EXIT_GRACE, self.writer.lock()).await {
+            drop(writer.take());
+        }
         let Some(mut child) = self.child.lock().await.take() else {
             return;
         };
@@ -196,4 +199,34 @@ pub(crate) fn spawn_command(
         Some(child),
         max_line,
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use serde_json::json;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn closing_does_not_wait_forever_on_a_write_the_upstream_never_reads() {
+        // A 64-byte pipe nobody reads: a larger message blocks its write, holding the writer.
+        let (ours, theirs) = tokio::io::duplex(64);
+        let (reader, writer) = tokio::io::split(ours);
+        let (link, _events) = connect_io(Box::new(reader), Box::new(writer), 1 << 20);
+        let sending = Arc::clone(&link);
+        let stuck = tokio::spawn(async move {
+            sending
+                .send(&json!({"padding": "x".repeat(10_000)}), None)
+                .await
+        });
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        assert!(!stuck.is_finished(), "the write is stuck");
+        tokio::time::timeout(Duration::from_secs(10), link.close())
+            .await
+            .expect("close gives up on the stuck write after its grace");
+        stuck.abort();
+        drop(theirs);
+    }
 }
