@@ -165,7 +165,7 @@ impl IdentityArgs {
 /// Say, on standard error, that an asserted identity on a shared store proves nothing.
 pub(crate) fn warn_if_asserted_on_shared_store(store: &dyn Store, credential: &Credential) {
     if store.backend() == "postgres" && matches!(credential, Credential::Asserted(_)) {
-        eprintln!(
+        countersign::stderr_line!(
             "warning: answering as an asserted name (`--as`, or `$USER`) on a shared PostgreSQL store: asserted identity is for local use; anyone who can reach the store can type any name: give approvers tokens (`countersign approver token`) and set `require: authenticated` in the policy"
         );
     }

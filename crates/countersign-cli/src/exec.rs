@@ -103,7 +103,7 @@ pub async fn exec(
         if global.json {
             say_json(&Said::new("warning", warning));
         } else {
-            eprintln!("warning: {}", countersign::evidence::printable(&warning));
+            countersign::stderr_line!("warning: {}", countersign::evidence::printable(&warning));
         }
     }
     let control = Control::builder_shared(Arc::new(policy), store)
@@ -416,7 +416,7 @@ fn say(json: bool, said: &Said) {
         say_json(said);
     } else {
         // What the message quotes reaches a terminal: control characters are shown escaped.
-        eprintln!(
+        countersign::stderr_line!(
             "countersign: {}",
             countersign::evidence::printable(&said.message)
         );
@@ -426,9 +426,9 @@ fn say(json: bool, said: &Said) {
 /// Say `said` as one JSON line on standard error (`serde_json` escapes control characters).
 fn say_json(said: &Said) {
     match serde_json::to_string(said) {
-        Ok(line) => eprintln!("{line}"),
+        Ok(line) => countersign::stderr_line!("{line}"),
         // Not reachable (every field serializes); the text keeps the message anyway.
-        Err(_) => eprintln!("countersign: {}", said.message),
+        Err(_) => countersign::stderr_line!("countersign: {}", said.message),
     }
 }
 

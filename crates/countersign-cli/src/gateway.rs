@@ -196,7 +196,7 @@ pub async fn run(
         let bound = listener
             .local_addr()
             .map_err(|error| Failure(format!("cannot listen on `{address}`: {error}")))?;
-        eprintln!(
+        countersign::stderr_line!(
             "countersign gateway: listening on http://{bound}{}",
             countersign_gateway::HTTP_PATH
         );
@@ -253,7 +253,7 @@ impl Signal {
     /// Say on standard error (standard output is the protocol's) that a signal stopped it.
     fn say_stopped(&self) {
         if self.came.load(std::sync::atomic::Ordering::SeqCst) {
-            eprintln!(
+            countersign::stderr_line!(
                 "countersign gateway: stopped by a signal: running tool calls were cancelled (each one already sent upstream is recorded `ambiguous`, never run again) and the store was closed"
             );
         }

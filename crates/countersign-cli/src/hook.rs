@@ -114,7 +114,7 @@ pub async fn check(
         }
         Err(message) => {
             // A blocking error: Claude Code ignores standard output and shows this to Claude.
-            eprintln!("countersign check: {message}; the tool call is blocked");
+            countersign::stderr_line!("countersign check: {message}; the tool call is blocked");
             Ok(ExitCode::from(BLOCKING_ERROR))
         }
     }

@@ -4,6 +4,8 @@
 //! refusals and bad input end with exit status 1 and one line that says what happened and what
 //! to do next; usage errors end with status 2.
 #![forbid(unsafe_code)]
+// Standard error through `countersign::stderr_line!`, which never panics on a closed stream.
+#![deny(clippy::print_stderr)]
 
 mod args;
 mod commands;
@@ -205,7 +207,7 @@ fn main() -> ExitCode {
             .location()
             .map(|location| format!(" ({}:{})", location.file(), location.line()))
             .unwrap_or_default();
-        eprintln!(
+        countersign::stderr_line!(
             "error: internal error, please report it at https://github.com/countersign/countersign/issues: {payload}{place}"
         );
     }));
@@ -226,7 +228,7 @@ fn main() -> ExitCode {
     {
         Ok(runtime) => runtime,
         Err(error) => {
-            eprintln!("error: cannot start the async runtime: {error}");
+            countersign::stderr_line!("error: cannot start the async runtime: {error}");
             return ExitCode::FAILURE;
         }
     };
@@ -255,7 +257,7 @@ fn main() -> ExitCode {
         Err(Failure(message)) if json => {
             // A script that asked for JSON reads the error as JSON too: one object on standard
             // error, `{"error": MESSAGE, "exit_status": N}`.
-            eprintln!(
+            countersign::stderr_line!(
                 "{}",
                 serde_json::json!({"error": message, "exit_status": failure_status})
             );
@@ -265,7 +267,7 @@ fn main() -> ExitCode {
             // Whatever the message quotes (a policy key, a file name, an id) reaches a terminal:
             // control and invisible formatting characters are shown as escapes, so a quoted
             // value can neither hide a character nor forge a second line.
-            eprintln!("error: {}", countersign::evidence::printable(&message));
+            countersign::stderr_line!("error: {}", countersign::evidence::printable(&message));
             ExitCode::from(failure_status)
         }
     }
@@ -284,7 +286,7 @@ fn json_asked() -> bool {
 /// shape of every other error under `--json`, and exit status 2 (clap's, for a command line
 /// no run could use).
 pub(crate) fn usage_error_json(message: &str) -> ! {
-    eprintln!(
+    countersign::stderr_line!(
         "{}",
         serde_json::json!({"error": message, "exit_status": 2})
     );

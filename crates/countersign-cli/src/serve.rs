@@ -395,15 +395,15 @@ pub async fn run(
         service = service.with_slack(slack);
     }
     if let Err(error) = service.open_store().await {
-        eprintln!(
+        countersign::stderr_line!(
             "warning: {error}: serving anyway; calls answer 503 until the store can be reached"
         );
     } else if let Some(warning) = unstored_keys_warning(&url, &policy, &sign_in).await {
-        eprintln!("{warning}");
+        countersign::stderr_line!("{warning}");
     }
     // Issue #31: an approval nobody can answer is said at once, not after every request expired.
     for warning in policy.approval_warnings() {
-        eprintln!("warning: {}", countersign::evidence::printable(&warning));
+        countersign::stderr_line!("warning: {}", countersign::evidence::printable(&warning));
     }
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -417,7 +417,7 @@ pub async fn run(
         })?;
     let bound = listener.local_addr()?;
     if !sign_in.is_configured() {
-        eprintln!(
+        countersign::stderr_line!(
             "warning: no sign-in method is configured, so every API call will answer 401: add `approvers.keys` to the policy, pass `--approver-key`, `--jwks FILE_OR_URL --jwt-issuer ISS --jwt-audience AUD`, or `--proxy-header NAME --proxy-secret-file FILE`"
         );
     }

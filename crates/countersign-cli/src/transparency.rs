@@ -117,7 +117,7 @@ pub async fn checkpoint(
         // Without `--out`, standard output is the note alone (`> FILE` keeps a valid note).
         match (said, &args.out) {
             (Some(said), Some(_)) => writeln!(out, "{said}")?,
-            (Some(said), None) => eprintln!("{said}"),
+            (Some(said), None) => countersign::stderr_line!("{said}"),
             (None, _) => {}
         }
     }

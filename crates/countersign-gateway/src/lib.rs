@@ -39,6 +39,8 @@
 //! or the arguments: no principal, no call. The HTTP front's security defaults (loopback only,
 //! an `Origin` allow-list, a body cap, no batches) are in `docs/gateway.md`.
 #![forbid(unsafe_code)]
+// Standard error through `countersign::stderr_line!`, which never panics on a closed stream.
+#![deny(clippy::print_stderr)]
 
 use std::net::SocketAddr;
 use std::sync::Arc;

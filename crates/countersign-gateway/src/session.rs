@@ -421,7 +421,7 @@ impl Inner {
         if self.shared.config.log {
             // Tool names and ids come from the client: never let them forge a log line.
             let line = line.to_string();
-            eprintln!(
+            countersign::stderr_line!(
                 "countersign-gateway[{}]: {}",
                 countersign::evidence::printable(&self.shared.config.alias),
                 countersign::evidence::printable(&line)

@@ -404,7 +404,7 @@ async fn refresh(keys: Weak<RwLock<BTreeMap<String, Key>>>, source: JwksSource, 
                     .unwrap_or_else(std::sync::PoisonError::into_inner) = fresh;
             }
             Err(error) => {
-                eprintln!("warning: {error}: keeping the last good JWKS");
+                countersign::stderr_line!("warning: {error}: keeping the last good JWKS");
             }
         }
     }

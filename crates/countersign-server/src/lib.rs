@@ -32,6 +32,8 @@
 //! The service has no TLS of its own: it listens on loopback, or behind a reverse proxy that
 //! terminates TLS (see `docs/approval-service.md`).
 #![forbid(unsafe_code)]
+// Standard error through `countersign::stderr_line!`, which never panics on a closed stream.
+#![deny(clippy::print_stderr)]
 
 mod api;
 pub mod auth;

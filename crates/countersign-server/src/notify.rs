@@ -85,7 +85,7 @@ async fn run(service: Service, notifications: Notifications) {
     let client = match countersign_http::client(&notifications.trust) {
         Ok(client) => client,
         Err(error) => {
-            eprintln!("warning: webhooks and Slack are not delivered: {error}");
+            countersign::stderr_line!("warning: webhooks and Slack are not delivered: {error}");
             return;
         }
     };
@@ -96,7 +96,7 @@ async fn run(service: Service, notifications: Notifications) {
         // One line per new trouble (a store that is down is said once, not every second).
         match result {
             Err(warning) if last_warning.as_ref() != Some(&warning) => {
-                eprintln!("warning: {warning}");
+                countersign::stderr_line!("warning: {warning}");
                 last_warning = Some(warning);
             }
             Err(_) => {}

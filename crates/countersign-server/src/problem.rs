@@ -91,7 +91,7 @@ impl Problem {
             // Where the store is and what its server said are the operator's business, not every
             // caller's (this may answer before sign-in): the log has them, the caller a next step.
             StoreError::Open { .. } | StoreError::NoStore { .. } | StoreError::Backend { .. } => {
-                eprintln!("warning: the store failed: {error}");
+                countersign::stderr_line!("warning: the store failed: {error}");
                 "the approval service cannot reach its store: try again shortly; the service's log names the cause".to_owned()
             }
             _ => error.to_string(),

@@ -40,6 +40,19 @@
 //! ```
 #![forbid(unsafe_code)]
 
+/// `eprintln!` that never panics. Rust's `eprintln!` panics when standard error cannot be
+/// written (a terminal that hung up: `EIO`; a pipe whose reader has gone: `EPIPE`), which would
+/// take a process down in the middle of recording what it was doing; a line that cannot be
+/// written is dropped instead. Every binary of the workspace writes standard error through it
+/// (`clippy::print_stderr` is denied in those crates).
+#[macro_export]
+macro_rules! stderr_line {
+    ($($arg:tt)*) => {{
+        use ::std::io::Write as _;
+        let _ = ::std::writeln!(::std::io::stderr().lock(), $($arg)*);
+    }};
+}
+
 pub mod action;
 pub mod approval;
 pub mod approver;

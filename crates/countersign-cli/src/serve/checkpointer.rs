@@ -47,7 +47,7 @@ pub(super) fn spawn(url: String, key: SigningKey, every: Duration) -> tokio::tas
                         let warning =
                             format!("no checkpoint was made: {error}; the next tick tries again");
                         if last_warning.as_ref() != Some(&warning) {
-                            eprintln!("warning: {warning}");
+                            countersign::stderr_line!("warning: {warning}");
                             last_warning = Some(warning);
                         }
                         continue;
@@ -61,7 +61,7 @@ pub(super) fn spawn(url: String, key: SigningKey, every: Duration) -> tokio::tas
                 }
                 Ok(None) => last_warning = None,
                 Err(warning) if last_warning.as_ref() != Some(&warning) => {
-                    eprintln!("warning: {warning}");
+                    countersign::stderr_line!("warning: {warning}");
                     last_warning = Some(warning);
                 }
                 Err(_) => {}

@@ -154,12 +154,14 @@ async fn a_signal_stops_the_gateway_at_once_and_closes_its_store() {
 }
 
 /// An MCP server that notes how it ended (`eof` when its input closed, `term` on `SIGTERM`) in
-/// the file named by its argument, after starting a process of its own (as an `npx` wrapper
-/// does) whose pid it writes beside it.
+/// the file named by its argument, after starting a process of its own that ignores `SIGTERM`
+/// (as an `npx` wrapper starts the real server) whose pid it writes beside it.
 const NOTING_SERVER: &str = r#"
 import json, signal, subprocess, sys
 marker = sys.argv[1]
-helper = subprocess.Popen(["sleep", "300"], stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
+helper = subprocess.Popen(
+    [sys.executable, "-c", "import signal, time; signal.signal(signal.SIGTERM, signal.SIG_IGN); time.sleep(300)"],
+    stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL)
 open(marker + ".pid", "w").write(str(helper.pid))
 def term(*_):
     open(marker, "a").write("term\n")
@@ -268,4 +270,71 @@ async fn an_upstream_that_exits_ends_the_gateway_with_an_error() {
             && stderr.contains("error: the upstream ended while its client was still connected"),
         "{stderr}"
     );
+}
+
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standard_error_nobody_reads_does_not_take_the_gateway_down() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    let world = World::new();
+    let folder = world.policy.parent().expect("the policy's folder");
+    // An upstream that writes nothing to standard error (a server that does dies of it, and
+    // the gateway then ends with the upstream, as it should).
+    let script = folder.join("noting_server.py");
+    std::fs::write(&script, NOTING_SERVER).expect("write the server");
+    let marker = folder.join("ended");
+    // Its reader gone at once: every line written to it fails (EPIPE), as after a hang-up.
+    let (reader, writer) = std::io::pipe().expect("a pipe");
+    drop(reader);
+    let policy = world.policy.display().to_string();
+    let script = script.display().to_string();
+    let marker = marker.display().to_string();
+    let mut gateway = Command::new(BIN)
+        .args([
+            "--policy",
+            policy.as_str(),
+            "gateway",
+            "--alias",
+            "files",
+            "--principal",
+            "agent:e2e",
+            "--",
+            "python3",
+            script.as_str(),
+            marker.as_str(),
+        ])
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::from(writer))
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start countersign gateway");
+    let mut input = gateway.stdin.take().expect("stdin");
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "lifecycle-test", "version": "0"}}});
+    // A call the policy has no entry for: refused, which the gateway logs (to the dead stream).
+    let call = json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "unlisted", "arguments": {}}});
+    input
+        .write_all(format!("{initialize}\n{call}\n").as_bytes())
+        .await
+        .expect("write the requests");
+    let mut lines = BufReader::new(gateway.stdout.take().expect("stdout")).lines();
+    for _ in 0..2 {
+        tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+            .await
+            .expect("the gateway answers")
+            .expect("read")
+            .expect("the gateway is still running");
+    }
+    let pid = Pid::from_raw(i32::try_from(gateway.id().expect("pid")).expect("a pid"));
+    kill(pid, Signal::SIGTERM).expect("signal the gateway");
+    let status = tokio::time::timeout(Duration::from_secs(20), gateway.wait())
+        .await
+        .expect("the gateway exits")
+        .expect("wait");
+    // Its log lines and "stopped by a signal" could not be written: it stops all the same.
+    assert!(status.success(), "{status:?}");
+    assert!(!write_ahead_log(&world).exists(), "the store was closed");
+    drop(input);
 }

@@ -204,7 +204,7 @@ fn is_final_reply(message: &Value, related: &str) -> bool {
 impl Front {
     fn log(&self, line: std::fmt::Arguments<'_>) {
         if self.shared.config.log {
-            eprintln!(
+            countersign::stderr_line!(
                 "countersign-gateway[{}] http: {line}",
                 self.shared.config.alias
             );

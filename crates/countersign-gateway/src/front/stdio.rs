@@ -129,6 +129,23 @@ where
             Err(error) => session.reply_directly(wire::unreadable(text, &error, "line")),
         }
     };
+    let result = match result {
+        // The client's connection failed (a terminal that hung up reads `EIO`): nobody can be
+        // answered, but calls already running finish and are recorded as they end, unless a
+        // signal stops them first.
+        Err(GatewayError::Client(error)) => {
+            let refused = tokio::select! {
+                biased;
+                () = &mut shutdown => {
+                    stopped = true;
+                    session.stop().await.err()
+                }
+                () = session.drain() => None,
+            };
+            Err(refused.map_or(GatewayError::Client(error), GatewayError::Unrecorded))
+        }
+        other => other,
+    };
     let _ = finish.send(());
     // Replies already made are written, unless the client's connection itself failed.
     if !matches!(result, Err(GatewayError::Client(_))) {

@@ -117,7 +117,7 @@ impl Inner {
                     ),
                 };
                 if log {
-                    eprintln!(
+                    countersign::stderr_line!(
                         "countersign-gateway[{}]: {}",
                         countersign::evidence::printable(&alias),
                         countersign::evidence::printable(&line)

@@ -52,13 +52,11 @@ impl Link for IoLink {
         let group = child.id();
         let exited = tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_ok();
         // Whatever the server started in its group and left behind (an `npx` wrapper's
-        // children), and the server itself if it is still running, is asked to end.
+        // children), and the server itself if it is still running, is asked to end; whatever
+        // of it is left after the grace is killed.
         signal_group(group, Ending::Terminate);
-        if !exited
-            && tokio::time::timeout(EXIT_GRACE, child.wait())
-                .await
-                .is_err()
-        {
+        let leader_ended = exited || tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_ok();
+        if !leader_ended || !group_ended(group, EXIT_GRACE).await {
             signal_group(group, Ending::Kill);
             let _ = child.kill().await;
         }
@@ -73,6 +71,25 @@ impl Drop for IoLink {
             signal_group(child.id(), Ending::Kill);
         }
     }
+}
+
+/// Has every process of `group` ended within `grace` (polled every 20 ms)? True where groups
+/// cannot be asked (elsewhere than Unix).
+async fn group_ended(group: Option<u32>, grace: Duration) -> bool {
+    #[cfg(unix)]
+    if let Some(group) = group.and_then(|group| i32::try_from(group).ok()) {
+        let deadline = tokio::time::Instant::now() + grace;
+        // Signal 0 checks that some process of the group exists, and sends nothing.
+        while nix::sys::signal::killpg(nix::unistd::Pid::from_raw(group), None).is_ok() {
+            if tokio::time::Instant::now() >= deadline {
+                return false;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    }
+    #[cfg(not(unix))]
+    let _ = (group, grace);
+    true
 }
 
 /// How [`signal_group`] ends a process group.

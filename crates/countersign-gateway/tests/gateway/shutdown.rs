@@ -300,3 +300,73 @@ async fn a_cancelled_call_the_store_cannot_record_is_reported_not_claimed() {
     let effects = store.effects(None).await.expect("effects");
     assert_eq!(effects[0].state, EffectState::Reserved);
 }
+
+/// A client whose connection fails after `lines`: they are read, then `EIO`.
+struct FailingClient {
+    lines: Option<Vec<u8>>,
+}
+
+impl tokio::io::AsyncRead for FailingClient {
+    fn poll_read(
+        mut self: std::pin::Pin<&mut Self>,
+        _context: &mut std::task::Context<'_>,
+        buffer: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.lines.take() {
+            Some(lines) => {
+                buffer.put_slice(&lines);
+                std::task::Poll::Ready(Ok(()))
+            }
+            None => std::task::Poll::Ready(Err(std::io::Error::from_raw_os_error(5))),
+        }
+    }
+}
+
+#[tokio::test]
+async fn when_the_client_connection_fails_running_calls_finish_and_are_recorded_first() {
+    let store = memory_store();
+    let gateway =
+        Gateway::new(config("billing"), policy(INVOICES), Arc::clone(&store)).expect("gateway");
+    let (upstream_side, fake_side) = tokio::io::duplex(1 << 20);
+    let _fake = super::fake::start(
+        "billing",
+        &["create_invoice"],
+        Behaviour::Succeed,
+        fake_side,
+    );
+    let (reader, writer) = tokio::io::split(upstream_side);
+    let mut lines = String::new();
+    for message in [
+        json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "t", "version": "0"}}}),
+        json!({"jsonrpc": "2.0", "method": "notifications/initialized"}),
+        json!({"jsonrpc": "2.0", "id": 2, "method": "tools/call", "params": {"name": "create_invoice", "arguments": {"customer": "c11"}}}),
+    ] {
+        lines.push_str(&format!("{message}\n"));
+    }
+    let client = FailingClient {
+        lines: Some(lines.into_bytes()),
+    };
+    let ended = tokio::time::timeout(
+        Duration::from_secs(10),
+        gateway.serve_io(
+            client,
+            tokio::io::sink(),
+            countersign_gateway::Upstream::Io {
+                reader: Box::new(reader),
+                writer: Box::new(writer),
+            },
+        ),
+    )
+    .await
+    .expect("the gateway ends");
+    assert!(matches!(ended, Err(GatewayError::Client(_))), "{ended:?}");
+    // Recorded before it returned, as it ended.
+    let effects = store.effects(None).await.expect("effects");
+    assert_eq!(
+        effects
+            .iter()
+            .map(|effect| (effect.key.as_str(), effect.state))
+            .collect::<Vec<_>>(),
+        vec![("invoice:c11", EffectState::Committed)]
+    );
+}
