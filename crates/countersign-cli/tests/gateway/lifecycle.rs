@@ -53,8 +53,9 @@ async fn spawn(world: &World) -> (Child, ChildStdin) {
     (gateway, input)
 }
 
-/// Start the gateway over pipes in front of `upstream` (a command and its arguments).
-fn spawn_in_front_of(world: &World, upstream: &[&str]) -> Child {
+/// Start the gateway in front of `upstream` (a command and its arguments), its input and
+/// output pipes, its standard error `stderr`.
+fn spawn_in_front_of(world: &World, upstream: &[&str], stderr: Stdio) -> Child {
     let policy = world.policy.display().to_string();
     Command::new(BIN)
         .args([
@@ -70,7 +71,7 @@ fn spawn_in_front_of(world: &World, upstream: &[&str]) -> Child {
         .args(upstream)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
+        .stderr(stderr)
         .kill_on_drop(true)
         .spawn()
         .expect("start countersign gateway")
@@ -208,7 +209,8 @@ async fn the_upstream_sees_its_input_end_and_what_it_started_is_ended_too() {
         let marker = folder.join("ended");
         let script = script.display().to_string();
         let marker_path = marker.display().to_string();
-        let mut gateway = spawn_in_front_of(&world, &["python3", &script, &marker_path]);
+        let mut gateway =
+            spawn_in_front_of(&world, &["python3", &script, &marker_path], Stdio::piped());
         let mut input = gateway.stdin.take().expect("stdin");
         let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "lifecycle-test", "version": "0"}}});
         input
@@ -256,6 +258,7 @@ async fn an_upstream_that_exits_ends_the_gateway_with_an_error() {
     let mut gateway = spawn_in_front_of(
         &world,
         &["sh", "-c", "echo 'the server could not start' >&2; exit 1"],
+        Stdio::piped(),
     );
     // The client is still connected: its input stays open.
     let _input = gateway.stdin.take().expect("stdin");
@@ -288,29 +291,10 @@ async fn a_standard_error_nobody_reads_does_not_take_the_gateway_down() {
     // Its reader gone at once: every line written to it fails (EPIPE), as after a hang-up.
     let (reader, writer) = std::io::pipe().expect("a pipe");
     drop(reader);
-    let policy = world.policy.display().to_string();
     let script = script.display().to_string();
     let marker = marker.display().to_string();
-    let mut gateway = Command::new(BIN)
-        .args([
-            "--policy",
-            policy.as_str(),
-            "gateway",
-            "--alias",
-            "files",
-            "--principal",
-            "agent:e2e",
-            "--",
-            "python3",
-            script.as_str(),
-            marker.as_str(),
-        ])
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::from(writer))
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start countersign gateway");
+    let mut gateway =
+        spawn_in_front_of(&world, &["python3", &script, &marker], Stdio::from(writer));
     let mut input = gateway.stdin.take().expect("stdin");
     let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "lifecycle-test", "version": "0"}}});
     // A call the policy has no entry for: refused, which the gateway logs (to the dead stream).

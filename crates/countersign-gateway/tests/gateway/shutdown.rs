@@ -17,6 +17,17 @@ use super::http_front::{fake_factory, open_session};
 
 const INVOICES: &str = "schema: countersign.policy/v1\nactions:\n  mcp.billing.create_invoice:\n    effect: \"invoice:{customer}\"\n    decision: allow\n";
 
+/// Every effect of `store` as (key, state), in key order.
+async fn effect_states(store: &Arc<dyn Store>) -> Vec<(String, EffectState)> {
+    store
+        .effects(None)
+        .await
+        .expect("effects")
+        .iter()
+        .map(|effect| (effect.key.as_str().to_owned(), effect.state))
+        .collect()
+}
+
 /// The serving task ends within 10 s, without an error.
 async fn ends(harness: &mut Harness) {
     ends_with(harness).await.expect("the gateway ends cleanly");
@@ -119,13 +130,9 @@ async fn a_shutdown_cancels_a_running_call_and_it_is_recorded_ambiguous_before_t
     ends(&mut harness).await;
 
     // Recorded before the gateway returned: no polling, and not left to the lease.
-    let effects = store.effects(None).await.expect("effects");
     assert_eq!(
-        effects
-            .iter()
-            .map(|effect| (effect.key.as_str(), effect.state))
-            .collect::<Vec<_>>(),
-        vec![("invoice:c7", EffectState::Ambiguous)]
+        effect_states(&store).await,
+        [("invoice:c7".to_owned(), EffectState::Ambiguous)]
     );
     let receipts = store.receipts(0, 100).await.expect("receipts");
     let last: Value =
@@ -208,13 +215,9 @@ async fn a_shutdown_of_the_http_front_cancels_running_calls_and_ends_open_connec
         .expect("the gateway stops within 10 s")
         .expect("no panic")
         .expect("a stop is not an error");
-    let effects = store.effects(None).await.expect("effects");
     assert_eq!(
-        effects
-            .iter()
-            .map(|effect| (effect.key.as_str(), effect.state))
-            .collect::<Vec<_>>(),
-        vec![("invoice:c1", EffectState::Ambiguous)]
+        effect_states(&store).await,
+        [("invoice:c1".to_owned(), EffectState::Ambiguous)]
     );
     // The client's request, held open on its connection, ends: the connection was closed.
     tokio::time::timeout(Duration::from_secs(10), held)
@@ -361,12 +364,8 @@ async fn when_the_client_connection_fails_running_calls_finish_and_are_recorded_
     .expect("the gateway ends");
     assert!(matches!(ended, Err(GatewayError::Client(_))), "{ended:?}");
     // Recorded before it returned, as it ended.
-    let effects = store.effects(None).await.expect("effects");
     assert_eq!(
-        effects
-            .iter()
-            .map(|effect| (effect.key.as_str(), effect.state))
-            .collect::<Vec<_>>(),
-        vec![("invoice:c11", EffectState::Committed)]
+        effect_states(&store).await,
+        [("invoice:c11".to_owned(), EffectState::Committed)]
     );
 }
