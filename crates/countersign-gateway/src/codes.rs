@@ -147,6 +147,25 @@ pub fn message(error: &ControlError, action: &str) -> String {
     }
 }
 
+/// The JSON-RPC `error` object (-32098, `not_executed`) for a request of `action` the gateway
+/// refuses itself, before the kernel and before anything is sent upstream (the gateway is
+/// stopping; the upstream refused the handshake). `action` is the policy action of a
+/// `tools/call` (`mcp.<alias>.<tool>`) and the method of any other request. `data` is as
+/// [`refusal`]'s: `countersign: true`, `reason`, `action`, `did_run: "no"`, `may_retry: true`.
+pub fn not_executed(message: impl Into<String>, action: &str) -> Value {
+    json!({
+        "code": NOT_EXECUTED,
+        "message": message.into(),
+        "data": {
+            "countersign": true,
+            "reason": "not_executed",
+            "action": action,
+            "did_run": "no",
+            "may_retry": true,
+        },
+    })
+}
+
 /// The JSON-RPC `error` object for a kernel refusal of the action `action`.
 ///
 /// `message` is [`message`]'s sentence. For `approval_required`, the session adds

@@ -95,6 +95,9 @@ enum Forwarded {
         effect_key: Option<String>,
         action: String,
     },
+    /// A request that is not a tool call, given up on after the client's input ended
+    /// ([`Session::drain`]): the client was answered, and a late reply is dropped.
+    GivenUp { method: String },
 }
 
 #[derive(Default)]
@@ -134,6 +137,10 @@ struct State {
     /// The client's input has ended ([`Session::drain`]): it can answer no request of the
     /// gateway's, so none is sent.
     input_closed: bool,
+    /// Why the upstream refused the handshake-era client's last `initialize`, until another
+    /// one is sent: meanwhile no request but `ping` is sent upstream, since an upstream that
+    /// opened no session for the client cannot have run it.
+    handshake_refused: Option<String>,
 }
 
 pub(crate) struct Inner {
@@ -284,9 +291,16 @@ impl Session {
         for upstream_id in forwarded {
             self.inner.answer_unanswerable(upstream_id);
         }
+        // A tool call ends within `--call-timeout`; any other request is given that long too.
+        let give_up = async {
+            tokio::time::sleep(self.inner.shared.config.call_timeout).await;
+            self.inner.give_up_on_forwarded().await;
+            std::future::pending::<()>().await;
+        };
         tokio::select! {
             () = self.inner.until(Inner::answered_all) => {}
             _ = self.upstream_closed() => {}
+            () = give_up => {}
         }
     }
 
@@ -329,6 +343,15 @@ impl Drop for Running {
         self.0.calls_running.fetch_sub(1, Ordering::SeqCst);
         self.0.progress.notify_waiters();
     }
+}
+
+/// The `error.message` of a JSON-RPC error response, for a sentence about it.
+pub(super) fn detail_of(response: &Value) -> String {
+    response
+        .pointer("/error/message")
+        .and_then(Value::as_str)
+        .unwrap_or("no reason given")
+        .to_owned()
 }
 
 fn id_text(id: &Value) -> String {
@@ -378,6 +401,70 @@ impl Inner {
         });
     }
 
+    /// Answer each forwarded request (not a tool call, nor a `subscriptions/listen` stream) the
+    /// upstream has not answered within `--call-timeout` of the client's input ending, and
+    /// tell the upstream it is cancelled: a `resources/read` that hangs must not keep the
+    /// gateway from exiting.
+    async fn give_up_on_forwarded(&self) {
+        let seconds = self.shared.config.call_timeout.as_secs_f64();
+        let given_up: Vec<(u64, Value)> = {
+            let mut state = self.state();
+            let ids: Vec<u64> = state
+                .forwarded
+                .iter()
+                .filter(|(_, entry)| {
+                    matches!(entry, Forwarded::Passthrough { method, .. } if method != "subscriptions/listen")
+                })
+                .map(|(id, _)| *id)
+                .collect();
+            ids.into_iter()
+                .filter_map(|id| match state.forwarded.remove(&id) {
+                    Some(Forwarded::Passthrough {
+                        client_id, method, ..
+                    }) => {
+                        state.client_ids.remove(&id_text(&client_id));
+                        state.forwarded.insert(id, Forwarded::GivenUp { method });
+                        Some((id, client_id))
+                    }
+                    _ => None,
+                })
+                .collect()
+        };
+        for (_, client_id) in &given_up {
+            let error = wire::error_object(
+                codes::INTERNAL_ERROR,
+                format!(
+                    "the upstream did not answer within --call-timeout ({seconds}s) after the client's input ended: the request was cancelled"
+                ),
+            );
+            self.to_client(
+                wire::error_response(client_id.clone(), error),
+                Some(client_id.clone()),
+            );
+        }
+        self.progress.notify_waiters();
+        // Last: an upstream that reads nothing may hold these sends up.
+        for (upstream_id, _) in given_up {
+            let cancelled = json!({
+                "jsonrpc": "2.0",
+                "method": "notifications/cancelled",
+                "params": {"requestId": upstream_id, "reason": "the client's input ended"},
+            });
+            let _ = self.upstream.send(&cancelled, None).await;
+        }
+    }
+
+    /// What a refusal's `data.action` names for a request of `method` with `params`: the
+    /// policy action of a `tools/call` (`mcp.<alias>.<tool>`), else the method.
+    fn action_of(&self, method: &str, params: &Value) -> String {
+        match params.get("name").and_then(Value::as_str) {
+            Some(tool) if method == "tools/call" => {
+                format!("mcp.{}.{tool}", self.shared.config.alias)
+            }
+            _ => method.to_owned(),
+        }
+    }
+
     /// Has every request of the client's been answered (subscriptions aside)?
     fn answered_all(&self) -> bool {
         self.calls_running.load(Ordering::SeqCst) == 0
@@ -391,9 +478,9 @@ impl Inner {
     fn spawn_call(self: Arc<Self>, client_id: Value, params: Value, modern: Option<ModernCall>) {
         let mut stopping = self.stopping.subscribe();
         if *stopping.borrow() {
-            let error = wire::error_object(
-                codes::NOT_EXECUTED,
+            let error = codes::not_executed(
                 "not executed: the gateway is stopping: send the identical call again once it is back",
+                &self.action_of("tools/call", &params),
             );
             self.to_client(
                 wire::error_response(client_id.clone(), error),
@@ -459,6 +546,22 @@ impl Inner {
             self.modern_request(client_id, method, message).await;
             return;
         }
+        if method != "initialize"
+            && method != "ping"
+            && let Some(detail) = self.state().handshake_refused.clone()
+        {
+            let error = codes::not_executed(
+                format!(
+                    "not executed: the upstream refused `initialize` ({detail}), so it has no session for this client: send `initialize` again, and this request once it succeeds"
+                ),
+                &self.action_of(&method, message.get("params").unwrap_or(&Value::Null)),
+            );
+            self.to_client(
+                wire::error_response(client_id.clone(), error),
+                Some(client_id),
+            );
+            return;
+        }
         let mut message = message;
         if method != "initialize"
             && let Some(meta) = self.state().bridged.clone()
@@ -468,6 +571,7 @@ impl Inner {
         if method == "initialize" {
             let mut state = self.state();
             state.era = Era::Legacy;
+            state.handshake_refused = None;
             state.initialize = message.get("params").cloned();
             state.client_elicitation = message
                 .pointer("/params/capabilities/elicitation")
@@ -633,7 +737,7 @@ impl Inner {
             Some(Forwarded::ToolCall { reply: waiter, .. }) => {
                 let _ = waiter.send(reply);
             }
-            Some(Forwarded::Internal { .. }) => {}
+            Some(Forwarded::Internal { .. } | Forwarded::GivenUp { .. }) => {}
             Some(Forwarded::Passthrough {
                 client_id, method, ..
             }) => {
@@ -649,6 +753,9 @@ impl Inner {
                 if method == "initialize" && broken {
                     self.bridge_initialize(client_id, response);
                     return;
+                }
+                if method == "initialize" {
+                    self.state().handshake_refused = Some(detail_of(&response));
                 }
                 self.to_client(response, Some(client_id));
             }
@@ -737,6 +844,11 @@ impl Inner {
             }
             Forwarded::ToolCall { reply, .. } => {
                 let _ = reply.send(Reply::Message { message, raw });
+            }
+            Forwarded::GivenUp { method } => {
+                self.log(format_args!(
+                    "a late reply to upstream request {upstream_id} ({method}), given up on after the client's input ended, was dropped"
+                ));
             }
             Forwarded::Abandoned { effect_key, action } => {
                 let success = message.get("result").is_some_and(|result| {

@@ -270,8 +270,9 @@ async fn an_upstream_that_exits_ends_the_gateway_with_an_error() {
     assert_eq!(output.status.code(), Some(1), "{stderr}");
     assert!(
         stderr.contains("the server could not start")
-            && stderr.contains("error: the upstream ended while its client was still connected"),
-        "{stderr}"
+            && stderr.contains("error: the upstream ended while its client was still connected")
+            && stderr.contains("it exited with status 1"),
+        "the message names the upstream's exit status: {stderr}"
     );
 }
 

@@ -494,25 +494,50 @@ impl Front {
             routes.posts.insert(related.clone(), sender);
         }
         session.session.handle_client(message).await;
-        let Some(first) = receiver.recv().await else {
+        // The session is the client's only once the upstream accepted the handshake, so the
+        // reply to `initialize` is read to its end before answering; what came ahead of it
+        // (a log notification, a ping) is sent ahead of it on an event stream.
+        let mut ahead = Vec::new();
+        let first = loop {
+            match receiver.recv().await {
+                Some(message) if initializing && !is_final_reply(&message, &related) => {
+                    ahead.push(message);
+                }
+                other => break other,
+            }
+        };
+        let Some(first) = first else {
+            if initializing {
+                self.end_session(&session_id, &session);
+            }
             return refuse(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 codes::INTERNAL_ERROR,
                 "the session ended before the reply: the upstream may have stopped; send `initialize` again",
             );
         };
+        if initializing && first.get("result").is_none() {
+            // The upstream refused the handshake (`503 too many sessions`, say): no session
+            // is issued, so it holds no `--max-sessions` slot and no call can reach an
+            // upstream that has no session for it. The client gets the refusal as it came.
+            self.log(format_args!(
+                "the upstream refused `initialize`: no session was opened"
+            ));
+            self.end_session(&session_id, &session);
+            return json_response(StatusCode::OK, &first);
+        }
         if initializing
-            && is_final_reply(&first, &related)
             && let Some(version) = first
                 .pointer("/result/protocolVersion")
                 .and_then(Value::as_str)
         {
             *lock(&session.protocol_version) = Some(version.to_owned());
         }
-        let mut response = if is_final_reply(&first, &related) {
+        let mut response = if ahead.is_empty() && is_final_reply(&first, &related) {
             json_response(StatusCode::OK, &first)
         } else {
-            event_stream(Some(first), receiver)
+            ahead.push(first);
+            event_stream(ahead, receiver)
         };
         if initializing && let Ok(value) = HeaderValue::from_str(&session_id) {
             response.headers_mut().insert(SESSION_HEADER, value);
@@ -599,7 +624,7 @@ impl Front {
         if is_final_reply(&first, &related) {
             json_response(StatusCode::OK, &restore(first))
         } else {
-            let mut response = event_stream_mapped(Some(first), receiver, restore);
+            let mut response = event_stream_mapped(vec![first], receiver, restore);
             response
                 .headers_mut()
                 .insert("x-accel-buffering", HeaderValue::from_static("no"));
@@ -711,7 +736,7 @@ impl Front {
             }
             routes.listening = Some(sender);
         }
-        event_stream(None, receiver)
+        event_stream(Vec::new(), receiver)
     }
 
     fn delete(&self, headers: &HeaderMap, principal: &Principal) -> Response<Body> {
@@ -719,10 +744,17 @@ impl Front {
             Ok(found) => found,
             Err(refusal) => return *refusal,
         };
-        lock(&self.sessions).remove(&id);
-        session.ended.notify_one();
-        tokio::spawn(async move { session.session.close_upstream().await });
+        self.end_session(&id, &session);
         empty(StatusCode::OK)
+    }
+
+    /// End the handshake-era session `id`: it is forgotten (its `--max-sessions` slot is free
+    /// at once) and its upstream is ended as a client should end it, in the background.
+    fn end_session(&self, id: &str, session: &Arc<HttpSession>) {
+        lock(&self.sessions).remove(id);
+        session.ended.notify_one();
+        let session = Arc::clone(session);
+        tokio::spawn(async move { session.session.close_upstream().await });
     }
 }
 

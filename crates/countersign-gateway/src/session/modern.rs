@@ -503,6 +503,7 @@ impl Inner {
             let info = match inner.upstream_info().await {
                 Ok(info) if info.modern => info,
                 _ => {
+                    inner.state().handshake_refused = Some(super::detail_of(&refusal));
                     inner.to_client(refusal, Some(client_id));
                     return;
                 }

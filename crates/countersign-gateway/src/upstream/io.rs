@@ -1,7 +1,7 @@
 //! Newline-delimited JSON-RPC over a byte stream: a child process's stdio, or any pipe.
 
-use std::process::Stdio;
-use std::sync::Arc;
+use std::process::{ExitStatus, Stdio};
+use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use serde_json::Value;
@@ -13,12 +13,22 @@ use super::{Event, Link, parse_event};
 /// How long a child gets to exit once its input is closed, and again once it is sent `SIGTERM`.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
 
+/// How long a child that closed its output is given to exit, so that its exit status can be
+/// named.
+const EXIT_SETTLE: Duration = Duration::from_millis(500);
+
+/// The child process, shared with the task reading its output (which names its exit status).
+type ChildSlot = Arc<Mutex<Option<tokio::process::Child>>>;
+
 struct IoLink {
     /// `None` once closed ([`Link::close`]).
     writer: Mutex<Option<Box<dyn AsyncWrite + Send + Unpin>>>,
     /// The child, in a process group of its own; killed (with its group) if the link is dropped
-    /// before [`Link::close`] reaped it.
-    child: Mutex<Option<tokio::process::Child>>,
+    /// before [`Link::close`] took it.
+    child: ChildSlot,
+    /// The child's process group (its process id when spawned): kept, since a child already
+    /// reaped has no id, while what it started in its group may still run.
+    group: Option<u32>,
 }
 
 #[async_trait::async_trait]
@@ -49,7 +59,7 @@ impl Link for IoLink {
         let Some(mut child) = self.child.lock().await.take() else {
             return;
         };
-        let group = child.id();
+        let group = self.group;
         let exited = tokio::time::timeout(EXIT_GRACE, child.wait()).await.is_ok();
         // Whatever the server started in its group and left behind (an `npx` wrapper's
         // children), and the server itself if it is still running, is asked to end; whatever
@@ -65,10 +75,11 @@ impl Link for IoLink {
 
 impl Drop for IoLink {
     fn drop(&mut self) {
-        // Dropped without `close` (an error, a runtime ending): the child is not reaped, so its
-        // group id is still its own; `kill_on_drop` ends the child, this its group.
-        if let Some(child) = self.child.get_mut().as_ref() {
-            signal_group(child.id(), Ending::Kill);
+        // Dropped without `close` (an error, a runtime ending): `kill_on_drop` ends the child,
+        // this its group.
+        let unclosed = self.child.try_lock().map_or(true, |slot| slot.is_some());
+        if unclosed {
+            signal_group(self.group, Ending::Kill);
         }
     }
 }
@@ -123,13 +134,16 @@ fn start(
     max_line: usize,
 ) -> (Arc<dyn Link>, mpsc::UnboundedReceiver<Event>) {
     let (events, receiver) = mpsc::unbounded_channel();
+    let group = child.as_ref().and_then(tokio::process::Child::id);
+    let child: ChildSlot = Arc::new(Mutex::new(child));
+    let watched = group.is_some().then(|| Arc::downgrade(&child));
     tokio::spawn(async move {
         let mut reader = BufReader::new(reader);
         let mut line = Vec::new();
         let detail = loop {
             line.clear();
             match read_line_capped(&mut reader, &mut line, max_line).await {
-                Ok(0) => break "the upstream closed its output".to_owned(),
+                Ok(0) => break closed_output(watched.as_ref()).await,
                 Ok(_) => {
                     let text = String::from_utf8_lossy(&line).trim().to_owned();
                     if text.is_empty() {
@@ -146,9 +160,49 @@ fn start(
     });
     let link = IoLink {
         writer: Mutex::new(Some(writer)),
-        child: Mutex::new(child),
+        child,
+        group,
     };
     (Arc::new(link), receiver)
+}
+
+/// Why the upstream connection ended at the end of its output: with the child's exit status
+/// when it has one (it exited within [`EXIT_SETTLE`]), so an operator can tell a crash from a
+/// clean end.
+async fn closed_output(child: Option<&Weak<Mutex<Option<tokio::process::Child>>>>) -> String {
+    const CLOSED: &str = "the upstream closed its output";
+    let Some(slot) = child.and_then(Weak::upgrade) else {
+        return CLOSED.to_owned();
+    };
+    let mut slot = slot.lock().await;
+    // Taken: the gateway is already ending it.
+    let Some(child) = slot.as_mut() else {
+        return CLOSED.to_owned();
+    };
+    match tokio::time::timeout(EXIT_SETTLE, child.wait()).await {
+        Ok(Ok(status)) => format!("{CLOSED}: {}", describe_exit(status)),
+        Ok(Err(_)) => CLOSED.to_owned(),
+        Err(_) => format!("{CLOSED} and is still running"),
+    }
+}
+
+/// `it exited with status 3`, or `it was killed by SIGKILL`.
+fn describe_exit(status: ExitStatus) -> String {
+    if let Some(code) = status.code() {
+        return format!("it exited with status {code}");
+    }
+    #[cfg(unix)]
+    {
+        use std::os::unix::process::ExitStatusExt;
+        if let Some(signal) = status.signal() {
+            let name = nix::sys::signal::Signal::try_from(signal).map_or_else(
+                |_| format!("signal {signal}"),
+                |name| name.as_str().to_owned(),
+            );
+            return format!("it was killed by {name}");
+        }
+    }
+    format!("it ended ({status})")
 }
 
 /// Read one line (without its end) of at most `max` bytes; a longer line is read to its end

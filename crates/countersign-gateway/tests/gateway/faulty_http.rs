@@ -2,9 +2,12 @@
 //! its headers. [`Mode::CutCalls`]: it speaks MCP 2026-07-28 and cuts the event stream of every
 //! `tools/call` after one progress event, after the call reached it. [`Mode::Sessions`]: it
 //! speaks 2025-06-18 with sessions, runs every call, and after [`Faulty::expire`] answers HTTP
-//! 404 (without processing) to a request carrying the session id it issued before.
+//! 404 (without processing) to a request carrying the session id it issued before; while
+//! [`Faulty::refuse_sessions`] is set, it refuses every request without a session with HTTP 503,
+//! as a server at its session limit does.
 
 use std::convert::Infallible;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -48,6 +51,8 @@ pub struct Faulty {
     session: Mutex<(u32, bool)>,
     /// `tools/call`s actually run (not refused with 404).
     pub executed: Mutex<Vec<Value>>,
+    /// [`Mode::Sessions`]: refuse to open a session (HTTP 503), as a server at its limit does.
+    pub refuse_sessions: AtomicBool,
 }
 
 impl Faulty {
@@ -171,6 +176,12 @@ fn sessions(
     sent: Option<&str>,
 ) -> hyper::Response<Body> {
     let mut session = faulty.session.lock().expect("session");
+    if sent.is_none() && faulty.refuse_sessions.load(Ordering::SeqCst) {
+        let mut response = json_body(&json!({"jsonrpc": "2.0", "id": null,
+            "error": {"code": -32000, "message": "too many sessions"}}));
+        *response.status_mut() = hyper::StatusCode::SERVICE_UNAVAILABLE;
+        return response;
+    }
     if method == "initialize" {
         session.0 += 1;
         session.1 = false;
@@ -234,6 +245,7 @@ pub async fn start_in(mode: Mode) -> (String, Arc<Faulty>, tokio::task::JoinHand
         received: Mutex::new(Vec::new()),
         session: Mutex::new((0, false)),
         executed: Mutex::new(Vec::new()),
+        refuse_sessions: AtomicBool::new(false),
     });
     let state = Arc::clone(&faulty);
     let task = tokio::spawn(async move {

@@ -148,6 +148,69 @@ async fn a_shutdown_cancels_a_running_call_and_it_is_recorded_ambiguous_before_t
 }
 
 #[tokio::test]
+async fn after_the_input_ends_a_request_the_upstream_never_answers_is_given_up_within_the_call_timeout()
+ {
+    let store = memory_store();
+    let mut config = config("billing");
+    config.call_timeout = Duration::from_millis(300);
+    let mut harness = start(
+        config,
+        policy(INVOICES),
+        Arc::clone(&store),
+        &["create_invoice"],
+        Behaviour::Succeed,
+    )
+    .await;
+    harness
+        .client
+        .send(json!({"jsonrpc": "2.0", "id": 30, "method": "resources/read", "params": {"uri": "hang://forever"}}))
+        .await;
+    harness
+        .client
+        .send(json!({"jsonrpc": "2.0", "id": 31, "method": "tools/call", "params": {"name": "create_invoice", "arguments": {"customer": "c31"}}}))
+        .await;
+    harness.client.close_input().await;
+    let mut replies = Vec::new();
+    while let Some(message) = harness.client.next_or_end().await {
+        replies.push(message);
+    }
+    // The gateway exits by itself (before, it waited for that reply until a signal).
+    ends(&mut harness).await;
+    let read = replies
+        .iter()
+        .find(|reply| reply["id"] == 30)
+        .expect("the read is answered");
+    assert_eq!(read["error"]["code"], -32603, "{read}");
+    assert!(
+        read["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("--call-timeout")),
+        "{read}"
+    );
+    let call = replies
+        .iter()
+        .find(|reply| reply["id"] == 31)
+        .expect("the call is answered");
+    assert_eq!(
+        call["result"]["_meta"]["countersign"]["outcome"], "committed",
+        "{call}"
+    );
+    // The upstream is told the read is no longer wanted (the fake reads it on its own task).
+    let cancelled = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let cancelled = harness.fake.seen.lock().expect("seen").cancelled.clone();
+            if !cancelled.is_empty() {
+                return cancelled;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the upstream is sent notifications/cancelled");
+    assert_eq!(cancelled.len(), 1, "{cancelled:?}");
+}
+
+#[tokio::test]
 async fn a_shutdown_while_the_input_drains_stops_the_running_calls() {
     let store = memory_store();
     let mut harness = holding_a_call(&store, 8, "c8").await;

@@ -1,6 +1,9 @@
 //! Upstream hygiene: an upstream session that expires is renewed and the refused call sent once
 //! on the new session (HTTP 404 for a known session id proves it was not processed); the
-//! client's credentials and session id never reach the upstream or the evidence (case B47).
+//! client's credentials and session id never reach the upstream or the evidence (case B47); an
+//! upstream that refuses the handshake gets no call, and costs the HTTP front no session.
+
+use std::sync::atomic::Ordering;
 
 use countersign::EffectState;
 use countersign_gateway::{Gateway, HeaderPrincipal, HttpFrontConfig, PrincipalSource, Upstream};
@@ -195,5 +198,99 @@ async fn the_upstream_session_is_ended_with_delete_when_the_client_leaves() {
         ("DELETE", Some("session-1")),
         "{received:?}"
     );
+    server.abort();
+}
+
+const HANDSHAKE: &str = r#"{"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "0"}}"#;
+
+#[tokio::test]
+async fn after_the_upstream_refuses_the_handshake_no_call_is_sent_until_a_new_one_succeeds() {
+    let (url, upstream, server) = faulty_http::start_in(Mode::Sessions).await;
+    upstream.refuse_sessions.store(true, Ordering::SeqCst);
+    let store = memory_store();
+    let gateway = Gateway::new(config("billing"), policy(POLICY), store.clone()).expect("gateway");
+    let (mut client, task) = connect(&gateway, Upstream::Url(url));
+    let handshake: serde_json::Value = serde_json::from_str(HANDSHAKE).expect("json");
+    let refused = client.request("initialize", handshake).await;
+    let refusal = refused["error"]["message"].as_str().unwrap_or_default();
+    assert!(refusal.contains("503"), "{refused}");
+    // The client goes on regardless: its call is refused unsent, and nothing is recorded
+    // (before, it was sent to an upstream with no session for it and recorded `ambiguous`).
+    let call = client
+        .call("create_invoice", json!({"customer": "c1"}))
+        .await;
+    assert_eq!(call["error"]["code"], -32098, "{call}");
+    let message = call["error"]["message"].as_str().unwrap_or_default();
+    assert!(
+        message.contains("the upstream refused `initialize`")
+            && message.contains("503")
+            && message.contains("send `initialize` again"),
+        "{call}"
+    );
+    assert_eq!(upstream.calls_of("create_invoice"), 0);
+    assert!(store.effects(None).await.expect("effects").is_empty());
+    let pong = client.request("ping", json!({})).await;
+    assert_ne!(
+        pong["error"]["code"], -32098,
+        "a ping still reaches the upstream: {pong}"
+    );
+
+    upstream.refuse_sessions.store(false, Ordering::SeqCst);
+    client.initialize(json!({})).await;
+    let call = client
+        .call("create_invoice", json!({"customer": "c1"}))
+        .await;
+    assert_eq!(
+        call["result"]["_meta"]["countersign"]["outcome"], "committed",
+        "{call}"
+    );
+    task.abort();
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_handshake_the_upstream_refuses_opens_no_session_on_the_http_front() {
+    let (upstream_url, upstream, server) = faulty_http::start_in(Mode::Sessions).await;
+    upstream.refuse_sessions.store(true, Ordering::SeqCst);
+    let gateway = Gateway::new(config("billing"), policy(POLICY), memory_store()).expect("gateway");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+    let front_config = HttpFrontConfig {
+        max_sessions: 1,
+        ..HttpFrontConfig::default()
+    };
+    let front = tokio::spawn(async move {
+        let _ = gateway
+            .serve_http(listener, front_config, move || {
+                Ok(Upstream::Url(upstream_url.clone()))
+            })
+            .await;
+    });
+    let handshake: serde_json::Value = serde_json::from_str(HANDSHAKE).expect("json");
+    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": handshake});
+    let refused = post(&url, None, &body, &[]).await;
+    assert!(
+        refused.headers().get("mcp-session-id").is_none(),
+        "a refused handshake issues no session: {:?}",
+        refused.headers()
+    );
+    let reply = refused.json_value().await;
+    assert!(
+        reply["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("503")),
+        "the client gets the refusal as it came: {reply}"
+    );
+    // The one `--max-sessions` slot is free again: once the upstream takes sessions, a new
+    // `initialize` opens one (before, the front answered 503 `too many sessions`).
+    upstream.refuse_sessions.store(false, Ordering::SeqCst);
+    let accepted = post(&url, None, &body, &[]).await;
+    assert_eq!(accepted.status(), 200);
+    assert!(accepted.headers().get("mcp-session-id").is_some());
+    let reply = accepted.json_value().await;
+    assert_eq!(reply["result"]["serverInfo"]["name"], "faulty", "{reply}");
+    front.abort();
     server.abort();
 }

@@ -46,10 +46,10 @@ pub(super) fn sse_event(message: &Value) -> Bytes {
     Bytes::from(format!("event: message\ndata: {message}\n\n"))
 }
 
-/// An event stream of `first` (if any) then everything `receiver` delivers until its sender is
-/// dropped.
+/// An event stream of the messages in `first`, then everything `receiver` delivers until its
+/// sender is dropped.
 pub(super) fn event_stream(
-    first: Option<Value>,
+    first: Vec<Value>,
     receiver: mpsc::UnboundedReceiver<Value>,
 ) -> Response<Body> {
     event_stream_mapped(first, receiver, |message| message)
@@ -57,7 +57,7 @@ pub(super) fn event_stream(
 
 /// [`event_stream`], each message passed through `map` first.
 pub(super) fn event_stream_mapped(
-    first: Option<Value>,
+    first: Vec<Value>,
     receiver: mpsc::UnboundedReceiver<Value>,
     map: impl Fn(Value) -> Value + Send + 'static,
 ) -> Response<Body> {
