@@ -407,7 +407,7 @@ impl Inner {
     /// gateway from exiting.
     async fn give_up_on_forwarded(&self) {
         let seconds = self.shared.config.call_timeout.as_secs_f64();
-        let given_up: Vec<(u64, Value)> = {
+        let given_up: Vec<(u64, Value, String)> = {
             let mut state = self.state();
             let ids: Vec<u64> = state
                 .forwarded
@@ -423,14 +423,19 @@ impl Inner {
                         client_id, method, ..
                     }) => {
                         state.client_ids.remove(&id_text(&client_id));
-                        state.forwarded.insert(id, Forwarded::GivenUp { method });
-                        Some((id, client_id))
+                        state.forwarded.insert(
+                            id,
+                            Forwarded::GivenUp {
+                                method: method.clone(),
+                            },
+                        );
+                        Some((id, client_id, method))
                     }
                     _ => None,
                 })
                 .collect()
         };
-        for (_, client_id) in &given_up {
+        for (_, client_id, _) in &given_up {
             let error = wire::error_object(
                 codes::INTERNAL_ERROR,
                 format!(
@@ -444,7 +449,11 @@ impl Inner {
         }
         self.progress.notify_waiters();
         // Last: an upstream that reads nothing may hold these sends up.
-        for (upstream_id, _) in given_up {
+        // `initialize` is never cancelled (MCP 2025-06-18, "Cancellation").
+        for (upstream_id, _, _) in given_up
+            .into_iter()
+            .filter(|(_, _, method)| method != "initialize")
+        {
             let cancelled = json!({
                 "jsonrpc": "2.0",
                 "method": "notifications/cancelled",
@@ -546,8 +555,13 @@ impl Inner {
             self.modern_request(client_id, method, message).await;
             return;
         }
+        if method == "ping" && self.state().handshake_refused.is_some() {
+            // The gateway is alive; an upstream with no session for the client cannot answer.
+            let pong = json!({"jsonrpc": "2.0", "id": client_id.clone(), "result": {}});
+            self.to_client(pong, Some(client_id));
+            return;
+        }
         if method != "initialize"
-            && method != "ping"
             && let Some(detail) = self.state().handshake_refused.clone()
         {
             let error = codes::not_executed(
@@ -627,6 +641,10 @@ impl Inner {
     }
 
     async fn client_notification(self: Arc<Self>, mut message: Value) {
+        if self.state().handshake_refused.is_some() {
+            // An upstream that refused the handshake has no session to tell anything.
+            return;
+        }
         if wire::method(&message) == Some("notifications/initialized")
             && self.state().bridged.is_some()
         {
@@ -737,7 +755,20 @@ impl Inner {
             Some(Forwarded::ToolCall { reply: waiter, .. }) => {
                 let _ = waiter.send(reply);
             }
-            Some(Forwarded::Internal { .. } | Forwarded::GivenUp { .. }) => {}
+            // The gateway's own request gets the failure as an error reply, so that what it
+            // says reaches the client's refusal.
+            Some(Forwarded::Internal { reply: waiter }) => {
+                let detail = match reply {
+                    Reply::NotSent { detail } => format!("not sent: {detail}"),
+                    Reply::Broken { detail } => detail,
+                    _ => "the upstream reply was unusable".to_owned(),
+                };
+                let _ = waiter.send(wire::error_response(
+                    Value::Null,
+                    wire::error_object(codes::INTERNAL_ERROR, detail),
+                ));
+            }
+            Some(Forwarded::GivenUp { .. }) => {}
             Some(Forwarded::Passthrough {
                 client_id, method, ..
             }) => {

@@ -493,13 +493,41 @@ impl Front {
             }
             routes.posts.insert(related.clone(), sender);
         }
+        // Until the upstream has accepted the handshake, the session is ended if this POST is
+        // dropped (the client gave up waiting) or the handshake fails: it never holds a slot
+        // nobody can use.
+        let mut opening = initializing.then(|| Opening {
+            front: Arc::clone(&self),
+            id: session_id.clone(),
+            session: Arc::clone(&session),
+            accepted: false,
+        });
         session.session.handle_client(message).await;
         // The session is the client's only once the upstream accepted the handshake, so the
-        // reply to `initialize` is read to its end before answering; what came ahead of it
-        // (a log notification, a ping) is sent ahead of it on an event stream.
+        // reply to `initialize` is read to its end (within `--call-timeout`) before answering;
+        // what came ahead of it (a log notification, a ping) is sent ahead of it on an event
+        // stream.
         let mut ahead = Vec::new();
+        let wait = self.shared.config.call_timeout;
         let first = loop {
-            match receiver.recv().await {
+            let next = if initializing {
+                match tokio::time::timeout(wait, receiver.recv()).await {
+                    Ok(next) => next,
+                    Err(_) => {
+                        return refuse(
+                            StatusCode::GATEWAY_TIMEOUT,
+                            codes::INTERNAL_ERROR,
+                            &format!(
+                                "the upstream did not answer `initialize` within --call-timeout ({}s): no session was opened: send `initialize` again",
+                                wait.as_secs_f64()
+                            ),
+                        );
+                    }
+                }
+            } else {
+                receiver.recv().await
+            };
+            match next {
                 Some(message) if initializing && !is_final_reply(&message, &related) => {
                     ahead.push(message);
                 }
@@ -507,9 +535,6 @@ impl Front {
             }
         };
         let Some(first) = first else {
-            if initializing {
-                self.end_session(&session_id, &session);
-            }
             return refuse(
                 StatusCode::INTERNAL_SERVER_ERROR,
                 codes::INTERNAL_ERROR,
@@ -523,8 +548,11 @@ impl Front {
             self.log(format_args!(
                 "the upstream refused `initialize`: no session was opened"
             ));
-            self.end_session(&session_id, &session);
             return json_response(StatusCode::OK, &first);
+        }
+        // Accepted: the session is the client's from now on.
+        if let Some(opening) = opening.as_mut() {
+            opening.accepted = true;
         }
         if initializing
             && let Some(version) = first
@@ -754,7 +782,28 @@ impl Front {
         lock(&self.sessions).remove(id);
         session.ended.notify_one();
         let session = Arc::clone(session);
-        tokio::spawn(async move { session.session.close_upstream().await });
+        // Also called from a drop: a runtime shutting down ends the upstream its own way.
+        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
+            runtime.spawn(async move { session.session.close_upstream().await });
+        }
+    }
+}
+
+/// A handshake-era session being opened by its `initialize`: ended when dropped before the
+/// upstream accepted the handshake (the client gave up waiting, the handshake was refused or
+/// timed out), so that it holds no `--max-sessions` slot nobody can use.
+struct Opening {
+    front: Arc<Front>,
+    id: String,
+    session: Arc<HttpSession>,
+    accepted: bool,
+}
+
+impl Drop for Opening {
+    fn drop(&mut self) {
+        if !self.accepted {
+            self.front.end_session(&self.id, &self.session);
+        }
     }
 }
 

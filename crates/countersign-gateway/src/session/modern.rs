@@ -222,9 +222,11 @@ impl Inner {
         let info = match self.upstream_info().await {
             Ok(info) => info,
             Err(detail) => {
-                let error = wire::error_object(
-                    codes::INTERNAL_ERROR,
-                    format!("not executed: the upstream cannot be reached: {detail}"),
+                let error = codes::not_executed(
+                    format!(
+                        "not executed: the upstream cannot be reached: {detail}: nothing was sent for this request: send it again once the upstream is back"
+                    ),
+                    &self.action_of(&method, message.get("params").unwrap_or(&Value::Null)),
                 );
                 self.to_client(
                     wire::error_response(client_id.clone(), error),

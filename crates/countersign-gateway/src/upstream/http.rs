@@ -148,6 +148,9 @@ impl Link for HttpLink {
         let initialize = wire::method(message) == Some("initialize");
         if initialize {
             self.renewal.remember(message);
+        } else if crate::era::request_headers(message).is_empty() {
+            // A handshake-era message never goes out without the session it needs.
+            self.renewal.recover().await?;
         }
         let (request, sent_session) = self.renewal.post_with(message, &extra)?;
         let is_initialized = wire::method(message) == Some("notifications/initialized");

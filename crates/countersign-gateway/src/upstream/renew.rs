@@ -8,6 +8,11 @@
 //! `notifications/initialized`, and sends the refused request once on the new session. Its
 //! outcome is then whatever that one attempt gives; a second 404 is `not_executed`. A timeout or
 //! a cut stream proves nothing and is never re-sent.
+//!
+//! If the new session cannot be opened (the upstream answers `503 too many sessions`), the
+//! session is lost: no request is then sent without one (the upstream would refuse it with 400,
+//! which proves nothing and would be recorded `ambiguous`). Each later request first tries to
+//! open a session again, and is not sent (`not_executed`) if that fails too.
 
 use std::sync::{Arc, Mutex};
 
@@ -28,6 +33,8 @@ pub(super) struct Renewal {
     handshake: Mutex<Option<Value>>,
     /// One renewal at a time: requests refused together renew once.
     renewing: tokio::sync::Mutex<()>,
+    /// Why the last renewal failed, while no session replaces the one that expired.
+    lost: Mutex<Option<String>>,
 }
 
 impl Renewal {
@@ -46,12 +53,55 @@ impl Renewal {
             peer,
             handshake: Mutex::new(None),
             renewing: tokio::sync::Mutex::new(()),
+            lost: Mutex::new(None),
         }
     }
 
+    /// The client's own `initialize` is about to be sent: it opens the next session, so an
+    /// earlier lost one is no longer this link's to recover.
     pub(super) fn remember(&self, initialize: &Value) {
         if let Ok(mut slot) = self.handshake.lock() {
             *slot = Some(initialize.clone());
+        }
+        self.set_lost(None);
+    }
+
+    fn set_lost(&self, why: Option<String>) {
+        if let Ok(mut lost) = self.lost.lock() {
+            *lost = why;
+        }
+    }
+
+    fn lost(&self) -> Option<String> {
+        self.lost.lock().ok().and_then(|lost| lost.clone())
+    }
+
+    /// Before sending a handshake-era request: if the session was lost (a renewal failed), open
+    /// a new one first.
+    ///
+    /// # Errors
+    ///
+    /// The upstream still cannot open a session: the request must not be sent, and the message
+    /// says why and that nothing was sent.
+    pub(super) async fn recover(&self) -> Result<(), String> {
+        if self.lost().is_none() {
+            return Ok(());
+        }
+        let _one_at_a_time = self.renewing.lock().await;
+        if self.lost().is_none() {
+            return Ok(());
+        }
+        match self.open().await {
+            Ok(()) => {
+                self.set_lost(None);
+                Ok(())
+            }
+            Err(detail) => {
+                self.set_lost(Some(detail.clone()));
+                Err(format!(
+                    "the upstream session ended and a new one still cannot be opened ({detail}), so nothing was sent: send the request again once the upstream takes sessions"
+                ))
+            }
         }
     }
 
@@ -108,6 +158,13 @@ impl Renewal {
         if let Ok(mut session) = self.session.lock() {
             *session = None;
         }
+        let opened = self.open().await;
+        self.set_lost(opened.as_ref().err().cloned());
+        opened
+    }
+
+    /// Open a new session with the `initialize` sent last, then `notifications/initialized`.
+    async fn open(&self) -> Result<(), String> {
         let initialize = self
             .handshake
             .lock()

@@ -7,7 +7,7 @@
 //! as a server at its session limit does.
 
 use std::convert::Infallible;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
 use bytes::Bytes;
@@ -53,6 +53,9 @@ pub struct Faulty {
     pub executed: Mutex<Vec<Value>>,
     /// [`Mode::Sessions`]: refuse to open a session (HTTP 503), as a server at its limit does.
     pub refuse_sessions: AtomicBool,
+    /// [`Mode::Sessions`]: how long `initialize` takes to be answered, in milliseconds (a slow
+    /// server start).
+    pub initialize_delay_ms: AtomicU64,
 }
 
 impl Faulty {
@@ -124,6 +127,10 @@ async fn handle(
         headers,
     });
     let id = body["id"].clone();
+    let delay = faulty.initialize_delay_ms.load(Ordering::SeqCst);
+    if faulty.mode == Mode::Sessions && method == "initialize" && delay > 0 {
+        tokio::time::sleep(std::time::Duration::from_millis(delay)).await;
+    }
     if faulty.mode == Mode::Sessions {
         return Ok(sessions(
             &faulty,
@@ -246,6 +253,7 @@ pub async fn start_in(mode: Mode) -> (String, Arc<Faulty>, tokio::task::JoinHand
         session: Mutex::new((0, false)),
         executed: Mutex::new(Vec::new()),
         refuse_sessions: AtomicBool::new(false),
+        initialize_delay_ms: AtomicU64::new(0),
     });
     let state = Arc::clone(&faulty);
     let task = tokio::spawn(async move {

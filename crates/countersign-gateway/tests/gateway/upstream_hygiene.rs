@@ -4,6 +4,7 @@
 //! upstream that refuses the handshake gets no call, and costs the HTTP front no session.
 
 use std::sync::atomic::Ordering;
+use std::time::Duration;
 
 use countersign::EffectState;
 use countersign_gateway::{Gateway, HeaderPrincipal, HttpFrontConfig, PrincipalSource, Upstream};
@@ -230,9 +231,10 @@ async fn after_the_upstream_refuses_the_handshake_no_call_is_sent_until_a_new_on
     assert_eq!(upstream.calls_of("create_invoice"), 0);
     assert!(store.effects(None).await.expect("effects").is_empty());
     let pong = client.request("ping", json!({})).await;
-    assert_ne!(
-        pong["error"]["code"], -32098,
-        "a ping still reaches the upstream: {pong}"
+    assert_eq!(
+        pong["result"],
+        json!({}),
+        "the gateway answers a ping itself: {pong}"
     );
 
     upstream.refuse_sessions.store(false, Ordering::SeqCst);
@@ -248,11 +250,15 @@ async fn after_the_upstream_refuses_the_handshake_no_call_is_sent_until_a_new_on
     server.abort();
 }
 
-#[tokio::test]
-async fn a_handshake_the_upstream_refuses_opens_no_session_on_the_http_front() {
-    let (upstream_url, upstream, server) = faulty_http::start_in(Mode::Sessions).await;
-    upstream.refuse_sessions.store(true, Ordering::SeqCst);
-    let gateway = Gateway::new(config("billing"), policy(POLICY), memory_store()).expect("gateway");
+/// An HTTP front with `--max-sessions 1` and `call_timeout` in front of `upstream_url`: its
+/// `/mcp` URL and its task.
+async fn one_session_front(
+    upstream_url: String,
+    call_timeout: Duration,
+) -> (String, tokio::task::JoinHandle<()>) {
+    let mut config = config("billing");
+    config.call_timeout = call_timeout;
+    let gateway = Gateway::new(config, policy(POLICY), memory_store()).expect("gateway");
     let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
         .await
         .expect("bind");
@@ -268,8 +274,74 @@ async fn a_handshake_the_upstream_refuses_opens_no_session_on_the_http_front() {
             })
             .await;
     });
+    (url, front)
+}
+
+fn initialize_body() -> serde_json::Value {
     let handshake: serde_json::Value = serde_json::from_str(HANDSHAKE).expect("json");
-    let body = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": handshake});
+    json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": handshake})
+}
+
+#[tokio::test]
+async fn a_client_that_gives_up_on_initialize_leaves_no_session_and_a_slow_upstream_is_timed_out() {
+    let (upstream_url, upstream, server) = faulty_http::start_in(Mode::Sessions).await;
+    upstream.initialize_delay_ms.store(2_000, Ordering::SeqCst);
+    let (url, front) = one_session_front(upstream_url.clone(), Duration::from_secs(30)).await;
+    // A client whose own timeout is shorter than the upstream's start gives up.
+    let gave_up = super::harness::http_client()
+        .post(&url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .timeout(Duration::from_millis(200))
+        .body(initialize_body().to_string())
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the client gave up: {gave_up:?}");
+    // Its session goes with it: the one slot is free again well before the upstream would
+    // have answered (before, it stayed taken until the gateway stopped).
+    upstream.initialize_delay_ms.store(0, Ordering::SeqCst);
+    let opened = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let response = post(&url, None, &initialize_body(), &[]).await;
+            if response.status() == 200 {
+                return response;
+            }
+            assert_eq!(response.status(), 503, "only the slot may be missing");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await
+    .expect("the slot is freed once the client gave up");
+    assert!(opened.headers().get("mcp-session-id").is_some());
+    front.abort();
+
+    // An upstream that takes longer than --call-timeout to answer `initialize`: the client is
+    // told, gets no session, and the slot is free again.
+    upstream.initialize_delay_ms.store(2_000, Ordering::SeqCst);
+    let (url, front) = one_session_front(upstream_url, Duration::from_millis(300)).await;
+    let timed_out = post(&url, None, &initialize_body(), &[]).await;
+    assert_eq!(timed_out.status(), 504);
+    assert!(timed_out.headers().get("mcp-session-id").is_none());
+    let reply = timed_out.json_value().await;
+    assert!(
+        reply["error"]["message"].as_str().is_some_and(
+            |message| message.contains("did not answer `initialize` within --call-timeout")
+        ),
+        "{reply}"
+    );
+    upstream.initialize_delay_ms.store(0, Ordering::SeqCst);
+    let opened = post(&url, None, &initialize_body(), &[]).await;
+    assert_eq!(opened.status(), 200);
+    front.abort();
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_handshake_the_upstream_refuses_opens_no_session_on_the_http_front() {
+    let (upstream_url, upstream, server) = faulty_http::start_in(Mode::Sessions).await;
+    upstream.refuse_sessions.store(true, Ordering::SeqCst);
+    let (url, front) = one_session_front(upstream_url, Duration::from_secs(30)).await;
+    let body = initialize_body();
     let refused = post(&url, None, &body, &[]).await;
     assert!(
         refused.headers().get("mcp-session-id").is_none(),
@@ -292,5 +364,60 @@ async fn a_handshake_the_upstream_refuses_opens_no_session_on_the_http_front() {
     let reply = accepted.json_value().await;
     assert_eq!(reply["result"]["serverInfo"]["name"], "faulty", "{reply}");
     front.abort();
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_lost_upstream_session_is_opened_again_before_any_call_and_never_skipped() {
+    let (url, upstream, server) = faulty_http::start_in(Mode::Sessions).await;
+    let store = memory_store();
+    let gateway = Gateway::new(config("billing"), policy(POLICY), store.clone()).expect("gateway");
+    let (mut client, task) = connect(&gateway, Upstream::Url(url));
+    client.initialize(json!({})).await;
+    let first = client
+        .call("create_invoice", json!({"customer": "c1"}))
+        .await;
+    assert_eq!(
+        first["result"]["_meta"]["countersign"]["outcome"],
+        "committed"
+    );
+    // The session expires and the upstream is full: the renewal is refused.
+    upstream.expire();
+    upstream.refuse_sessions.store(true, Ordering::SeqCst);
+    for customer in ["c2", "c3"] {
+        let refused = client
+            .call("create_invoice", json!({"customer": customer}))
+            .await;
+        assert_eq!(refused["error"]["code"], -32098, "{refused}");
+    }
+    // Nothing went out without a session (before, c3 was sent without one, refused with 400,
+    // and recorded `ambiguous`).
+    let received = upstream.received.lock().expect("received").clone();
+    assert!(
+        received
+            .iter()
+            .filter(|request| request.method == "tools/call")
+            .all(|request| request.header("mcp-session-id").is_some()),
+        "{received:?}"
+    );
+    let effects = store.effects(None).await.expect("effects");
+    assert!(
+        effects
+            .iter()
+            .all(|effect| effect.state != EffectState::Ambiguous),
+        "{effects:?}"
+    );
+    // Once the upstream takes sessions again, the next call opens one first and runs.
+    upstream.refuse_sessions.store(false, Ordering::SeqCst);
+    let recovered = client
+        .call("create_invoice", json!({"customer": "c3"}))
+        .await;
+    assert_eq!(
+        recovered["result"]["_meta"]["countersign"]["outcome"], "committed",
+        "{recovered}"
+    );
+    let executed = upstream.executed.lock().expect("executed").clone();
+    assert_eq!(executed.len(), 2, "{executed:?}");
+    task.abort();
     server.abort();
 }
