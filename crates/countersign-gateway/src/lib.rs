@@ -685,7 +685,10 @@ pub(crate) fn connect(
                 _ => return Err(GatewayError::BadUpstreamUrl(url)),
             };
             let client = countersign_http::client(&trust)?;
-            Ok(upstream::connect_http(client, trust, &url, max))
+            // A renewal may take half of a call's time, so that a call waiting on it is
+            // answered `not_executed` before its own reply times out.
+            let renew_wait = shared.config.call_timeout / 2;
+            Ok(upstream::connect_http(client, trust, &url, max, renew_wait))
         }
         Upstream::Io { reader, writer } => Ok(upstream::connect_io(reader, writer, max)),
     }

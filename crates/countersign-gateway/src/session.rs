@@ -463,6 +463,22 @@ impl Inner {
         }
     }
 
+    /// Answer the client's request `client_id` (of `method`, with `params`) with -32098: it was
+    /// refused before the kernel, and nothing was sent upstream ([`codes::not_executed`]).
+    fn refuse_unsent(
+        &self,
+        client_id: Value,
+        method: &str,
+        params: &Value,
+        message: impl Into<String>,
+    ) {
+        let error = codes::not_executed(message, &self.action_of(method, params));
+        self.to_client(
+            wire::error_response(client_id.clone(), error),
+            Some(client_id),
+        );
+    }
+
     /// What a refusal's `data.action` names for a request of `method` with `params`: the
     /// policy action of a `tools/call` (`mcp.<alias>.<tool>`), else the method.
     fn action_of(&self, method: &str, params: &Value) -> String {
@@ -487,13 +503,11 @@ impl Inner {
     fn spawn_call(self: Arc<Self>, client_id: Value, params: Value, modern: Option<ModernCall>) {
         let mut stopping = self.stopping.subscribe();
         if *stopping.borrow() {
-            let error = codes::not_executed(
+            self.refuse_unsent(
+                client_id,
+                "tools/call",
+                &params,
                 "not executed: the gateway is stopping: send the identical call again once it is back",
-                &self.action_of("tools/call", &params),
-            );
-            self.to_client(
-                wire::error_response(client_id.clone(), error),
-                Some(client_id),
             );
             return;
         }
@@ -564,15 +578,13 @@ impl Inner {
         if method != "initialize"
             && let Some(detail) = self.state().handshake_refused.clone()
         {
-            let error = codes::not_executed(
+            self.refuse_unsent(
+                client_id,
+                &method,
+                message.get("params").unwrap_or(&Value::Null),
                 format!(
                     "not executed: the upstream refused `initialize` ({detail}), so it has no session for this client: send `initialize` again, and this request once it succeeds"
                 ),
-                &self.action_of(&method, message.get("params").unwrap_or(&Value::Null)),
-            );
-            self.to_client(
-                wire::error_response(client_id.clone(), error),
-                Some(client_id),
             );
             return;
         }

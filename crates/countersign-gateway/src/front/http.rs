@@ -38,13 +38,15 @@ use hyper::{Method, Request, Response, StatusCode};
 use serde_json::{Value, json};
 use tokio::sync::{Notify, mpsc};
 
-use crate::session::{Outgoing, Session};
+use crate::session::Session;
 use crate::wire::{self, Kind};
 use crate::{GatewayError, GatewayShared, HttpFrontConfig, PrincipalSource, Upstream, codes, era};
 
 mod responses;
+mod sessions;
 
 use responses::{empty, event_stream, event_stream_mapped, json_response, refuse};
+use sessions::Opening;
 
 use crate::HTTP_PATH as ENDPOINT;
 const SESSION_HEADER: &str = "mcp-session-id";
@@ -480,7 +482,8 @@ impl Front {
             session.session.handle_client(message).await;
             return empty(StatusCode::ACCEPTED);
         }
-        let related = message.get("id").map(Value::to_string).unwrap_or_default();
+        let request_id = message.get("id").cloned().unwrap_or(Value::Null);
+        let related = request_id.to_string();
         let (sender, mut receiver) = mpsc::unbounded_channel();
         {
             let mut routes = lock(&session.routes);
@@ -514,13 +517,16 @@ impl Front {
                 match tokio::time::timeout(wait, receiver.recv()).await {
                     Ok(next) => next,
                     Err(_) => {
-                        return refuse(
-                            StatusCode::GATEWAY_TIMEOUT,
+                        let error = wire::error_object(
                             codes::INTERNAL_ERROR,
-                            &format!(
+                            format!(
                                 "the upstream did not answer `initialize` within --call-timeout ({}s): no session was opened: send `initialize` again",
                                 wait.as_secs_f64()
                             ),
+                        );
+                        return json_response(
+                            StatusCode::GATEWAY_TIMEOUT,
+                            &wire::error_response(request_id, error),
                         );
                     }
                 }
@@ -660,74 +666,6 @@ impl Front {
         }
     }
 
-    /// Open a session for `principal`: a handshake-era one (named by a fresh `Mcp-Session-Id`),
-    /// or, with `modern_key`, the principal's 2026-07-28 session.
-    fn open_session(
-        self: &Arc<Self>,
-        principal: Principal,
-        modern_key: Option<String>,
-    ) -> Result<(String, Arc<HttpSession>), Refused> {
-        if lock(&self.sessions).len() + lock(&self.modern).len() >= self.config.max_sessions {
-            return Err(Box::new(refuse(
-                StatusCode::SERVICE_UNAVAILABLE,
-                codes::INTERNAL_ERROR,
-                "too many sessions: end one with DELETE, or ask the operator to raise --max-sessions",
-            )));
-        }
-        let connected =
-            (self.upstream)().and_then(|upstream| crate::connect(&self.shared, upstream));
-        let (link, events) = match connected {
-            Ok(connected) => connected,
-            Err(error) => {
-                self.log(format_args!("cannot open a session: {error}"));
-                return Err(Box::new(refuse(
-                    StatusCode::BAD_GATEWAY,
-                    codes::INTERNAL_ERROR,
-                    &format!("the upstream cannot be reached: {error}"),
-                )));
-            }
-        };
-        let (session, outgoing) = Session::start(
-            Arc::clone(&self.shared),
-            Some(principal.clone()),
-            principal.as_str(),
-            link,
-            events,
-        );
-        let routes = Arc::new(Mutex::new(Routes::default()));
-        tokio::spawn(route(outgoing, Arc::clone(&routes)));
-        let id = format!("{:032x}", rand::random::<u128>());
-        let http_session = Arc::new(HttpSession {
-            session: session.clone(),
-            principal,
-            routes,
-            ended: Arc::new(Notify::new()),
-            protocol_version: Mutex::new(None),
-        });
-        match &modern_key {
-            Some(key) => lock(&self.modern).insert(key.clone(), Arc::clone(&http_session)),
-            None => lock(&self.sessions).insert(id.clone(), Arc::clone(&http_session)),
-        };
-        // The session ends when its upstream closes or the client deletes it; dropping the
-        // last handle closes the upstream connection (a child process is killed).
-        let front = Arc::downgrade(self);
-        let ended = Arc::clone(&http_session.ended);
-        let watched = id.clone();
-        tokio::spawn(async move {
-            tokio::select! {
-                _ = session.upstream_closed() => {}
-                _ = ended.notified() => {}
-            }
-            if let Some(front) = front.upgrade() {
-                match modern_key {
-                    Some(key) => lock(&front.modern).remove(&key),
-                    None => lock(&front.sessions).remove(&watched),
-                };
-            }
-        });
-        Ok((id, http_session))
-    }
-
     fn get(&self, headers: &HeaderMap, principal: &Principal) -> Response<Body> {
         if !accepts(headers, "text/event-stream") {
             return refuse(
@@ -774,63 +712,5 @@ impl Front {
         };
         self.end_session(&id, &session);
         empty(StatusCode::OK)
-    }
-
-    /// End the handshake-era session `id`: it is forgotten (its `--max-sessions` slot is free
-    /// at once) and its upstream is ended as a client should end it, in the background.
-    fn end_session(&self, id: &str, session: &Arc<HttpSession>) {
-        lock(&self.sessions).remove(id);
-        session.ended.notify_one();
-        let session = Arc::clone(session);
-        // Also called from a drop: a runtime shutting down ends the upstream its own way.
-        if let Ok(runtime) = tokio::runtime::Handle::try_current() {
-            runtime.spawn(async move { session.session.close_upstream().await });
-        }
-    }
-}
-
-/// A handshake-era session being opened by its `initialize`: ended when dropped before the
-/// upstream accepted the handshake (the client gave up waiting, the handshake was refused or
-/// timed out), so that it holds no `--max-sessions` slot nobody can use.
-struct Opening {
-    front: Arc<Front>,
-    id: String,
-    session: Arc<HttpSession>,
-    accepted: bool,
-}
-
-impl Drop for Opening {
-    fn drop(&mut self) {
-        if !self.accepted {
-            self.front.end_session(&self.id, &self.session);
-        }
-    }
-}
-
-/// Deliver a session's messages: to the POST of the request each belongs to (its stream ends
-/// after the reply), else (requests and notifications only) to the GET stream, else nowhere.
-async fn route(mut outgoing: mpsc::UnboundedReceiver<Outgoing>, routes: Arc<Mutex<Routes>>) {
-    while let Some(Outgoing { message, related }) = outgoing.recv().await {
-        let mut routes = lock(&routes);
-        if let Some(related) = related.map(|id| id.to_string())
-            && let Some(post) = routes.posts.get(&related)
-        {
-            let done = is_final_reply(&message, &related);
-            // A closed POST stream (the client went away) takes nothing more.
-            if post.send(message).is_err() || done {
-                routes.posts.remove(&related);
-            }
-            continue;
-        }
-        if wire::kind(&message) == Kind::Response {
-            // The reply to a request whose POST is gone (the client disconnected): a reply
-            // never travels on the GET stream.
-            continue;
-        }
-        if let Some(listening) = &routes.listening
-            && listening.send(message).is_err()
-        {
-            routes.listening = None;
-        }
     }
 }

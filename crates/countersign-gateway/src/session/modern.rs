@@ -222,15 +222,13 @@ impl Inner {
         let info = match self.upstream_info().await {
             Ok(info) => info,
             Err(detail) => {
-                let error = codes::not_executed(
+                self.refuse_unsent(
+                    client_id,
+                    &method,
+                    message.get("params").unwrap_or(&Value::Null),
                     format!(
                         "not executed: the upstream cannot be reached: {detail}: nothing was sent for this request: send it again once the upstream is back"
                     ),
-                    &self.action_of(&method, message.get("params").unwrap_or(&Value::Null)),
-                );
-                self.to_client(
-                    wire::error_response(client_id.clone(), error),
-                    Some(client_id),
                 );
                 return;
             }

@@ -29,6 +29,10 @@ struct HttpLink {
     version: Arc<Mutex<Option<String>>>,
     max_body: usize,
     renewal: Arc<Renewal>,
+    /// The tasks reading replies (and the GET stream): aborted when the link is closed, so that
+    /// a request the client no longer waits for (an `initialize` it gave up on) is dropped
+    /// rather than left to open a session nobody will end.
+    tasks: Mutex<Vec<tokio::task::AbortHandle>>,
 }
 
 /// The upstream as messages name it, and the trust its certificate is checked against.
@@ -89,12 +93,13 @@ impl WithoutUrlText for reqwest::Error {
 }
 
 /// Connect to the Streamable HTTP endpoint `url` with `client` (built by the one constructor
-/// for `trust`).
+/// for `trust`). Opening a new session when one expires may take `renew_wait`.
 pub(crate) fn connect(
     client: reqwest::Client,
     trust: countersign_http::Trust,
     url: &str,
     max_body: usize,
+    renew_wait: std::time::Duration,
 ) -> (Arc<dyn Link>, mpsc::UnboundedReceiver<Event>) {
     let (events, receiver) = mpsc::unbounded_channel();
     let peer = Arc::new(Peer {
@@ -109,6 +114,7 @@ pub(crate) fn connect(
         Arc::clone(&session),
         Arc::clone(&version),
         Arc::clone(&peer),
+        renew_wait,
     ));
     let link = HttpLink {
         client,
@@ -119,6 +125,7 @@ pub(crate) fn connect(
         version,
         max_body,
         renewal,
+        tasks: Mutex::new(Vec::new()),
     };
     (Arc::new(link), receiver)
 }
@@ -168,7 +175,7 @@ impl Link for HttpLink {
             Some(_) => {
                 let renewal = Arc::clone(&self.renewal);
                 let message = message.clone();
-                tokio::spawn(async move {
+                let task = tokio::spawn(async move {
                     let response = request.send().await;
                     // A 404 for a session id the upstream issued: the session expired and the
                     // request was not processed (the specification requires it). Renew the
@@ -194,6 +201,7 @@ impl Link for HttpLink {
                     }
                     exchange.run(response).await;
                 });
+                self.keep(task.abort_handle());
                 Ok(())
             }
             // A notification or a response: wait for the acknowledgement, so that order holds.
@@ -220,6 +228,11 @@ impl Link for HttpLink {
     /// longer needs a session SHOULD). An upstream without sessions, or one that refuses (405),
     /// is fine.
     async fn close(&self) {
+        if let Ok(mut tasks) = self.tasks.lock() {
+            for task in tasks.drain(..) {
+                task.abort();
+            }
+        }
         let Some(session) = read_header(&self.session) else {
             return;
         };
@@ -238,6 +251,14 @@ impl Link for HttpLink {
 const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl HttpLink {
+    /// Keep `task` to abort on [`Link::close`] (forgetting those already finished).
+    fn keep(&self, task: tokio::task::AbortHandle) {
+        if let Ok(mut tasks) = self.tasks.lock() {
+            tasks.retain(|task| !task.is_finished());
+            tasks.push(task);
+        }
+    }
+
     /// The GET stream for messages the upstream sends on its own (list changes, requests).
     /// An upstream that offers none (405) is fine.
     fn open_listening_stream(&self) {
@@ -260,13 +281,14 @@ impl HttpLink {
             max_body: self.max_body,
             sent_session: None,
         };
-        tokio::spawn(async move {
+        let task = tokio::spawn(async move {
             if let Ok(response) = request.send().await
                 && response.status().is_success()
             {
                 exchange.run(Ok(response)).await;
             }
         });
+        self.keep(task.abort_handle());
     }
 }
 

@@ -12,7 +12,10 @@
 //! If the new session cannot be opened (the upstream answers `503 too many sessions`), the
 //! session is lost: no request is then sent without one (the upstream would refuse it with 400,
 //! which proves nothing and would be recorded `ambiguous`). Each later request first tries to
-//! open a session again, and is not sent (`not_executed`) if that fails too.
+//! open a session again, and is not sent (`not_executed`) if that fails too. A request made
+//! while a renewal runs waits for it rather than going out without a session. Opening a session
+//! may take half of `--call-timeout`, so that a call waiting on it is answered `not_executed`
+//! before its own reply times out.
 
 use std::sync::{Arc, Mutex};
 
@@ -33,8 +36,11 @@ pub(super) struct Renewal {
     handshake: Mutex<Option<Value>>,
     /// One renewal at a time: requests refused together renew once.
     renewing: tokio::sync::Mutex<()>,
-    /// Why the last renewal failed, while no session replaces the one that expired.
+    /// Why the last renewal failed (or that one is running), while no session replaces the one
+    /// that expired.
     lost: Mutex<Option<String>>,
+    /// How long opening a session may take.
+    wait: std::time::Duration,
 }
 
 impl Renewal {
@@ -44,6 +50,7 @@ impl Renewal {
         session: Arc<Mutex<Option<String>>>,
         version: Arc<Mutex<Option<String>>>,
         peer: Arc<Peer>,
+        wait: std::time::Duration,
     ) -> Renewal {
         Renewal {
             client,
@@ -54,6 +61,7 @@ impl Renewal {
             handshake: Mutex::new(None),
             renewing: tokio::sync::Mutex::new(()),
             lost: Mutex::new(None),
+            wait,
         }
     }
 
@@ -91,7 +99,7 @@ impl Renewal {
         if self.lost().is_none() {
             return Ok(());
         }
-        match self.open().await {
+        match self.open_within().await {
             Ok(()) => {
                 self.set_lost(None);
                 Ok(())
@@ -152,15 +160,37 @@ impl Renewal {
     /// Open a new session in place of `stale` (unless another request already did).
     pub(super) async fn renew(&self, stale: &str) -> Result<(), String> {
         let _one_at_a_time = self.renewing.lock().await;
-        if read_header(&self.session).as_deref() != Some(stale) {
-            return Ok(());
+        match read_header(&self.session) {
+            // Another request renewed it meanwhile.
+            Some(current) if current != stale => return Ok(()),
+            // Another request's renewal failed: nothing goes out without a session.
+            None => {
+                if let Some(why) = self.lost() {
+                    return Err(why);
+                }
+            }
+            _ => {}
         }
         if let Ok(mut session) = self.session.lock() {
             *session = None;
         }
-        let opened = self.open().await;
+        // Until the new session is open, no request goes out without one.
+        self.set_lost(Some("a new session was being opened".to_owned()));
+        let opened = self.open_within().await;
         self.set_lost(opened.as_ref().err().cloned());
         opened
+    }
+
+    /// [`Renewal::open`], given up after [`Renewal::wait`](Renewal).
+    async fn open_within(&self) -> Result<(), String> {
+        tokio::time::timeout(self.wait, self.open())
+            .await
+            .unwrap_or_else(|_| {
+                Err(format!(
+                    "`initialize` got no reply within {:.1}s",
+                    self.wait.as_secs_f64()
+                ))
+            })
     }
 
     /// Open a new session with the `initialize` sent last, then `notifications/initialized`.

@@ -3,21 +3,32 @@
 //! client's credentials and session id never reach the upstream or the evidence (case B47); an
 //! upstream that refuses the handshake gets no call, and costs the HTTP front no session.
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
-use countersign::EffectState;
+use countersign::{EffectState, Store};
 use countersign_gateway::{Gateway, HeaderPrincipal, HttpFrontConfig, PrincipalSource, Upstream};
 use serde_json::json;
+use tokio::task::JoinHandle;
 
 use super::faulty_http::{self, Mode};
-use super::harness::{config, connect, memory_store, modern_params, policy};
+use super::harness::{Client, config, connect, memory_store, modern_params, policy};
 use super::http_front::{JsonValue, post};
 
 const POLICY: &str = "schema: countersign.policy/v1\nactions:\n  mcp.billing.create_invoice:\n    effect: \"invoice:{customer}\"\n    decision: allow\n";
 
-#[tokio::test]
-async fn an_expired_upstream_session_is_renewed_and_the_refused_call_sent_once_on_it() {
+/// A stdio gateway in front of a fresh [`Mode::Sessions`] upstream, its client initialized and
+/// its first call (`c1`) committed.
+struct Billing {
+    upstream: Arc<faulty_http::Faulty>,
+    server: JoinHandle<()>,
+    store: Arc<dyn Store>,
+    client: Client,
+    task: JoinHandle<()>,
+}
+
+async fn billing_after_one_call() -> Billing {
     let (url, upstream, server) = faulty_http::start_in(Mode::Sessions).await;
     let store = memory_store();
     let gateway = Gateway::new(config("billing"), policy(POLICY), store.clone()).expect("gateway");
@@ -30,6 +41,24 @@ async fn an_expired_upstream_session_is_renewed_and_the_refused_call_sent_once_o
         first["result"]["_meta"]["countersign"]["outcome"], "committed",
         "{first}"
     );
+    Billing {
+        upstream,
+        server,
+        store,
+        client,
+        task,
+    }
+}
+
+#[tokio::test]
+async fn an_expired_upstream_session_is_renewed_and_the_refused_call_sent_once_on_it() {
+    let Billing {
+        upstream,
+        server,
+        store,
+        mut client,
+        task,
+    } = billing_after_one_call().await;
     upstream.expire();
     let second = client
         .call("create_invoice", json!({"customer": "c2"}))
@@ -369,18 +398,13 @@ async fn a_handshake_the_upstream_refuses_opens_no_session_on_the_http_front() {
 
 #[tokio::test]
 async fn a_lost_upstream_session_is_opened_again_before_any_call_and_never_skipped() {
-    let (url, upstream, server) = faulty_http::start_in(Mode::Sessions).await;
-    let store = memory_store();
-    let gateway = Gateway::new(config("billing"), policy(POLICY), store.clone()).expect("gateway");
-    let (mut client, task) = connect(&gateway, Upstream::Url(url));
-    client.initialize(json!({})).await;
-    let first = client
-        .call("create_invoice", json!({"customer": "c1"}))
-        .await;
-    assert_eq!(
-        first["result"]["_meta"]["countersign"]["outcome"],
-        "committed"
-    );
+    let Billing {
+        upstream,
+        server,
+        store,
+        mut client,
+        task,
+    } = billing_after_one_call().await;
     // The session expires and the upstream is full: the renewal is refused.
     upstream.expire();
     upstream.refuse_sessions.store(true, Ordering::SeqCst);
@@ -419,5 +443,100 @@ async fn a_lost_upstream_session_is_opened_again_before_any_call_and_never_skipp
     let executed = upstream.executed.lock().expect("executed").clone();
     assert_eq!(executed.len(), 2, "{executed:?}");
     task.abort();
+    server.abort();
+}
+
+#[tokio::test]
+async fn calls_made_while_a_session_renewal_hangs_wait_for_it_and_are_never_sent_without_one() {
+    let (url, upstream, server) = faulty_http::start_in(Mode::Sessions).await;
+    let store = memory_store();
+    let mut config = config("billing");
+    // A renewal may take half of it: 0.5 s.
+    config.call_timeout = Duration::from_secs(1);
+    let gateway = Gateway::new(config, policy(POLICY), store.clone()).expect("gateway");
+    let (mut client, task) = connect(&gateway, Upstream::Url(url));
+    client.initialize(json!({})).await;
+    // The session expires, and the upstream then hangs on `initialize`.
+    upstream.expire();
+    upstream.initialize_delay_ms.store(5_000, Ordering::SeqCst);
+    for (id, customer) in [(20, "c2"), (21, "c3"), (22, "c4")] {
+        client
+            .send(json!({"jsonrpc": "2.0", "id": id, "method": "tools/call", "params": {"name": "create_invoice", "arguments": {"customer": customer}}}))
+            .await;
+    }
+    // A request made while the renewal runs waits for it too.
+    tokio::time::sleep(Duration::from_millis(100)).await;
+    client
+        .send(json!({"jsonrpc": "2.0", "id": 23, "method": "prompts/list", "params": {}}))
+        .await;
+    let mut replies = Vec::new();
+    while replies.len() < 4 {
+        let message = client.next().await;
+        if message.get("id").is_some() {
+            replies.push(message);
+        }
+    }
+    for reply in replies.iter().filter(|reply| reply["id"] != 23) {
+        assert_eq!(reply["error"]["code"], -32098, "{reply}");
+    }
+    let listing = replies
+        .iter()
+        .find(|reply| reply["id"] == 23)
+        .expect("answered");
+    assert!(
+        listing["error"]["message"]
+            .as_str()
+            .is_some_and(|message| message.contains("nothing was sent")),
+        "{listing}"
+    );
+    // Before, what was sent during the renewal (the calls, and the `tools/list` the gateway
+    // asks before a call to a tool it has not seen listed) went out without a session, was
+    // refused, and a call was recorded `ambiguous`.
+    let received = upstream.received.lock().expect("received").clone();
+    assert!(
+        received
+            .iter()
+            .filter(|request| request.method != "initialize")
+            .all(|request| request.header("mcp-session-id").is_some()),
+        "{received:?}"
+    );
+    let effects = store.effects(None).await.expect("effects");
+    assert_eq!(effects.len(), 3, "{effects:?}");
+    assert!(
+        effects
+            .iter()
+            .all(|effect| effect.state == EffectState::Failed),
+        "{effects:?}"
+    );
+    task.abort();
+    server.abort();
+}
+
+#[tokio::test]
+async fn a_gateway_ending_a_session_abandons_its_upstream_request_so_a_gateway_upstream_frees_its_slot()
+ {
+    let (faulty_url, upstream, server) = faulty_http::start_in(Mode::Sessions).await;
+    upstream.initialize_delay_ms.store(2_000, Ordering::SeqCst);
+    // A: a gateway with one slot in front of the slow upstream; C: a gateway in front of A.
+    let (a_url, a) = one_session_front(faulty_url, Duration::from_secs(30)).await;
+    let (c_url, c) = one_session_front(a_url.clone(), Duration::from_secs(30)).await;
+    let gave_up = super::harness::http_client()
+        .post(&c_url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .timeout(Duration::from_millis(200))
+        .body(initialize_body().to_string())
+        .send()
+        .await;
+    assert!(gave_up.is_err(), "the client gave up: {gave_up:?}");
+    // C ends its session and drops its `initialize` to A, so A ends the session it was opening
+    // (before, A's request went on, A accepted the session once the upstream answered, and
+    // its one slot stayed taken by a session nobody knew).
+    upstream.initialize_delay_ms.store(0, Ordering::SeqCst);
+    tokio::time::sleep(Duration::from_millis(2_500)).await;
+    let direct = post(&a_url, None, &initialize_body(), &[]).await;
+    assert_eq!(direct.status(), 200, "A's slot is free");
+    a.abort();
+    c.abort();
     server.abort();
 }
