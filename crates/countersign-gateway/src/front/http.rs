@@ -119,8 +119,12 @@ pub(crate) async fn serve(
             accepted = listener.accept() => accepted.map_err(GatewayError::Listen)?,
             Some(_) = connections.join_next() => continue,
             () = &mut shutdown => {
-                let stopped = front.stop().await;
+                // Calls first (cancelled and recorded), then the clients' connections (a request
+                // still waiting, such as an `initialize`, is dropped: no session is handed out
+                // by a gateway that is stopping), then the upstreams.
+                let (sessions, stopped) = front.stop_calls().await;
                 connections.shutdown().await;
+                Front::close_upstreams(&sessions).await;
                 return stopped.map_err(GatewayError::Unrecorded);
             }
         };
@@ -139,9 +143,14 @@ pub(crate) async fn serve(
 }
 
 impl Front {
-    /// Stop every session: running tool calls are cancelled and recorded ([`Session::stop`]).
-    /// The records the store refused, summed over the sessions.
-    async fn stop(&self) -> Result<(), countersign::UnrecordedAttempts> {
+    /// Stop every session's calls: running tool calls are cancelled and recorded
+    /// ([`Session::stop`]). The sessions, and the records the store refused, summed over them.
+    async fn stop_calls(
+        &self,
+    ) -> (
+        Vec<Arc<HttpSession>>,
+        Result<(), countersign::UnrecordedAttempts>,
+    ) {
         let mut sessions: Vec<Arc<HttpSession>> = lock(&self.sessions).values().cloned().collect();
         sessions.extend(lock(&self.modern).values().cloned());
         let mut unrecorded: Option<countersign::UnrecordedAttempts> = None;
@@ -156,14 +165,17 @@ impl Front {
                 }
             }
         }
-        // Every upstream at once: each close takes a few seconds at most.
+        (sessions, unrecorded.map_or(Ok(()), Err))
+    }
+
+    /// End every session's upstream, all at once: each close takes a few seconds at most.
+    async fn close_upstreams(sessions: &[Arc<HttpSession>]) {
         futures::future::join_all(
             sessions
                 .iter()
                 .map(|session| session.session.close_upstream()),
         )
         .await;
-        unrecorded.map_or(Ok(()), Err)
     }
 }
 

@@ -432,3 +432,69 @@ async fn when_the_client_connection_fails_running_calls_finish_and_are_recorded_
         [("invoice:c11".to_owned(), EffectState::Committed)]
     );
 }
+
+/// A stdio server that answers `initialize` only after 1.5 s, then reads until its input ends.
+const SLOW_TO_START: &str = r#"
+import json, sys, time
+request = json.loads(sys.stdin.readline())
+time.sleep(1.5)
+print(json.dumps({"jsonrpc": "2.0", "id": request["id"], "result": {
+    "protocolVersion": "2025-06-18", "capabilities": {},
+    "serverInfo": {"name": "slow", "version": "0"}}}), flush=True)
+for _ in sys.stdin:
+    pass
+"#;
+
+#[tokio::test]
+async fn a_stopping_http_front_hands_out_no_session_for_an_initialize_still_waiting() {
+    let gateway = Gateway::new(config("s"), policy(INVOICES), memory_store()).expect("gateway");
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0")
+        .await
+        .expect("bind");
+    let url = format!("http://{}/mcp", listener.local_addr().expect("address"));
+    let stop = Arc::new(tokio::sync::Notify::new());
+    let stopped = Arc::clone(&stop);
+    let mut task = tokio::spawn(async move {
+        gateway
+            .serve_http_until(
+                listener,
+                HttpFrontConfig::default(),
+                || {
+                    Ok(countersign_gateway::Upstream::Command {
+                        program: "python3".to_owned(),
+                        args: vec!["-c".to_owned(), SLOW_TO_START.to_owned()],
+                    })
+                },
+                async move { stopped.notified().await },
+            )
+            .await
+    });
+    let request = http_client()
+        .post(&url)
+        .header("accept", "application/json, text/event-stream")
+        .header("content-type", "application/json")
+        .body(
+            json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+            "protocolVersion": "2025-06-18", "capabilities": {},
+            "clientInfo": {"name": "t", "version": "0"}}})
+            .to_string(),
+        );
+    let waiting = tokio::spawn(async move { request.send().await });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    stop.notify_one();
+    tokio::time::timeout(Duration::from_secs(10), &mut task)
+        .await
+        .expect("the gateway stops within 10 s")
+        .expect("no panic")
+        .expect("a stop is not an error");
+    // Before, the server's late answer reached the client while the gateway ended the
+    // server: a session from a gateway that had stopped.
+    let answer = waiting.await.expect("no panic");
+    if let Ok(response) = answer {
+        assert!(
+            response.headers().get("mcp-session-id").is_none(),
+            "{:?}",
+            response.headers()
+        );
+    }
+}
