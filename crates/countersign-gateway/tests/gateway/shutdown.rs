@@ -272,12 +272,7 @@ async fn a_shutdown_of_the_http_front_cancels_running_calls_and_ends_open_connec
     while upstream_calls() == 0 {
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    stop.notify_one();
-    tokio::time::timeout(Duration::from_secs(10), &mut task)
-        .await
-        .expect("the gateway stops within 10 s")
-        .expect("no panic")
-        .expect("a stop is not an error");
+    stop_cleanly(&stop, &mut task).await;
     assert_eq!(
         effect_states(&store).await,
         [("invoice:c1".to_owned(), EffectState::Ambiguous)]
@@ -288,6 +283,19 @@ async fn a_shutdown_of_the_http_front_cancels_running_calls_and_ends_open_connec
         .expect("the held request ends with the gateway")
         .expect("no panic")
         .expect_err("a cancelled call gets no reply");
+}
+
+/// Tell the HTTP front serving in `task` to stop, and see it stop within 10 s, cleanly.
+async fn stop_cleanly(
+    stop: &tokio::sync::Notify,
+    task: &mut tokio::task::JoinHandle<Result<(), GatewayError>>,
+) {
+    stop.notify_one();
+    tokio::time::timeout(Duration::from_secs(10), task)
+        .await
+        .expect("the gateway stops within 10 s")
+        .expect("no panic")
+        .expect("a stop is not an error");
 }
 
 /// The text of a tool call's result: here, the fake's record of how its question was answered.
@@ -481,12 +489,7 @@ async fn a_stopping_http_front_hands_out_no_session_for_an_initialize_still_wait
         );
     let waiting = tokio::spawn(async move { request.send().await });
     tokio::time::sleep(Duration::from_millis(300)).await;
-    stop.notify_one();
-    tokio::time::timeout(Duration::from_secs(10), &mut task)
-        .await
-        .expect("the gateway stops within 10 s")
-        .expect("no panic")
-        .expect("a stop is not an error");
+    stop_cleanly(&stop, &mut task).await;
     // Before, the server's late answer reached the client while the gateway ended the
     // server: a session from a gateway that had stopped.
     let answer = waiting.await.expect("no panic");

@@ -311,14 +311,11 @@ fn initialize_body() -> serde_json::Value {
     json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": handshake})
 }
 
-#[tokio::test]
-async fn a_client_that_gives_up_on_initialize_leaves_no_session_and_a_slow_upstream_is_timed_out() {
-    let (upstream_url, upstream, server) = faulty_http::start_in(Mode::Sessions).await;
-    upstream.initialize_delay_ms.store(2_000, Ordering::SeqCst);
-    let (url, front) = one_session_front(upstream_url.clone(), Duration::from_secs(30)).await;
-    // A client whose own timeout is shorter than the upstream's start gives up.
+/// Send `initialize` to `url` as a client whose own timeout (200 ms) is shorter than the
+/// upstream's start, and give up.
+async fn give_up_on_initialize(url: &str) {
     let gave_up = super::harness::http_client()
-        .post(&url)
+        .post(url)
         .header("accept", "application/json, text/event-stream")
         .header("content-type", "application/json")
         .timeout(Duration::from_millis(200))
@@ -326,6 +323,14 @@ async fn a_client_that_gives_up_on_initialize_leaves_no_session_and_a_slow_upstr
         .send()
         .await;
     assert!(gave_up.is_err(), "the client gave up: {gave_up:?}");
+}
+
+#[tokio::test]
+async fn a_client_that_gives_up_on_initialize_leaves_no_session_and_a_slow_upstream_is_timed_out() {
+    let (upstream_url, upstream, server) = faulty_http::start_in(Mode::Sessions).await;
+    upstream.initialize_delay_ms.store(2_000, Ordering::SeqCst);
+    let (url, front) = one_session_front(upstream_url.clone(), Duration::from_secs(30)).await;
+    give_up_on_initialize(&url).await;
     // Its session goes with it: the one slot is free again well before the upstream would
     // have answered (before, it stayed taken until the gateway stopped).
     upstream.initialize_delay_ms.store(0, Ordering::SeqCst);
@@ -520,15 +525,7 @@ async fn a_gateway_ending_a_session_abandons_its_upstream_request_so_a_gateway_u
     // A: a gateway with one slot in front of the slow upstream; C: a gateway in front of A.
     let (a_url, a) = one_session_front(faulty_url, Duration::from_secs(30)).await;
     let (c_url, c) = one_session_front(a_url.clone(), Duration::from_secs(30)).await;
-    let gave_up = super::harness::http_client()
-        .post(&c_url)
-        .header("accept", "application/json, text/event-stream")
-        .header("content-type", "application/json")
-        .timeout(Duration::from_millis(200))
-        .body(initialize_body().to_string())
-        .send()
-        .await;
-    assert!(gave_up.is_err(), "the client gave up: {gave_up:?}");
+    give_up_on_initialize(&c_url).await;
     // C ends its session and drops its `initialize` to A, so A ends the session it was opening
     // (before, A's request went on, A accepted the session once the upstream answered, and
     // its one slot stayed taken by a session nobody knew).
