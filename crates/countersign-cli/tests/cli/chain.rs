@@ -421,3 +421,27 @@ fn verify_never_writes_to_a_file_that_is_not_a_store() {
         "this is not a database, and it is long enough to have a header"
     );
 }
+
+/// `verify` and `receipts --verify` leave a closed store's files byte for byte as they were, and
+/// no `-wal` or `-shm` beside them: a read-only SQLite connection creates both to read a WAL
+/// database and cannot remove them, so they used to be left behind, empty.
+#[test]
+fn verify_leaves_a_closed_store_as_it_found_it() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let log = format!("{}-wal", sandbox.store_path().display());
+    assert!(
+        !std::path::Path::new(&log).exists(),
+        "the demo closed its store"
+    );
+    let before = crate::support::StoreFiles::read(&sandbox.store_path());
+    for args in [&["verify"][..], &["receipts", "--verify"][..]] {
+        let run = sandbox.run(args);
+        assert_eq!(run.status, Some(0), "{args:?}: {run:?}");
+        assert_eq!(
+            crate::support::StoreFiles::read(&sandbox.store_path()),
+            before,
+            "{args:?} left the store's files changed"
+        );
+    }
+}

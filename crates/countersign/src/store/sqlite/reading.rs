@@ -22,11 +22,13 @@ impl SqliteStore {
             location: path.display().to_string(),
             message,
         };
-        let connection = Connection::open_with_flags(
-            &path,
-            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )
-        .map_err(|error| open_error(format!("cannot open it for reading: {error}")))?;
+        let connection = Connection::open_with_flags(&path, Self::reading_flags(&path))
+            .map_err(|error| open_error(format!("cannot open it for reading: {error}")))?;
+        // Whatever the flags, no statement may write: a writing operation fails with
+        // `SQLITE_READONLY`, as on a read-only connection.
+        connection
+            .pragma_update(None, "query_only", true)
+            .map_err(|error| open_error(error.to_string()))?;
         // A reader of a WAL database waits only while a writer checkpoints: bounded by the
         // same budget as a write.
         connection
@@ -43,6 +45,26 @@ impl SqliteStore {
             group: crate::store::group::Group::new(1),
             offset: Default::default(),
         })
+    }
+
+    /// How to open `path` for reading. Reading a database in WAL mode needs its `-wal` and `-shm`
+    /// files, and SQLite creates them if they are missing; only a connection that may write
+    /// removes them again when it closes as the last one (<https://sqlite.org/wal.html>,
+    /// "Read-Only Databases"). So a store closed cleanly (no `-wal` beside it) is opened
+    /// read-write without `SQLITE_OPEN_CREATE`, under `query_only`: its log is empty, closing
+    /// writes nothing to the file, and the two files go away as they came, where a read-only
+    /// connection left them behind empty. A store with a `-wal` (in use, or left by a crash) is
+    /// opened `SQLITE_OPEN_READ_ONLY`, so that closing never checkpoints another process's log
+    /// into the file. A write-protected file opens read-only either way.
+    fn reading_flags(path: &std::path::Path) -> rusqlite::OpenFlags {
+        let mut log = path.as_os_str().to_owned();
+        log.push("-wal");
+        let access = if std::path::Path::new(&log).exists() {
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_ONLY
+        } else {
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE
+        };
+        access | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
     }
 
     /// Is this file a Countersign store at this build's schema version? The message names the
