@@ -201,7 +201,12 @@ pub async fn run(
             countersign_gateway::HTTP_PATH
         );
         gateway
-            .serve_http_until(listener, front, upstream.reconnecting()?, signal.shutdown())
+            .serve_http_until(
+                listener,
+                front,
+                upstream.reconnecting()?,
+                signal.shutdown(&gateway),
+            )
             .await?;
         signal.say_stopped();
         return Ok(ExitCode::SUCCESS);
@@ -214,7 +219,12 @@ pub async fn run(
         .map_err(|error| Failure(format!("cannot use standard output: {error}")))?;
     let stdout = tokio::fs::File::from_std(std::fs::File::from(stdout));
     gateway
-        .serve_io_until(tokio::io::stdin(), stdout, upstream, signal.shutdown())
+        .serve_io_until(
+            tokio::io::stdin(),
+            stdout,
+            upstream,
+            signal.shutdown(&gateway),
+        )
         .await?;
     signal.say_stopped();
     Ok(ExitCode::SUCCESS)
@@ -222,7 +232,7 @@ pub async fn run(
 
 /// `SIGINT`, `SIGTERM` or `SIGHUP`, and whether one came: the gateway then stops at once
 /// (running tool calls cancelled and recorded), closes its store and exits 0, as `countersign
-/// serve` does. The handlers are installed when this is made, before the store is opened, so
+/// serve` does; a second one while it stops kills the upstream rather than wait for it. The handlers are installed when this is made, before the store is opened, so
 /// that a signal while starting is kept rather than killing the process half-open.
 struct Signal {
     came: Arc<std::sync::atomic::AtomicBool>,
@@ -237,16 +247,28 @@ impl Signal {
         }
     }
 
-    /// Completes on the first signal (at once if one came since [`Signal::install`]).
-    fn shutdown(&mut self) -> impl Future<Output = ()> + Send + 'static {
+    /// Completes on the first signal (at once if one came since [`Signal::install`]). A second
+    /// signal during the stop that follows forces it ([`Gateway::force_stop`]): the upstream is
+    /// killed instead of being given its few seconds of grace.
+    fn shutdown(&mut self, gateway: &Gateway) -> impl Future<Output = ()> + Send + 'static {
         let came = Arc::clone(&self.came);
         let installed = self.installed.take();
+        let gateway = gateway.clone();
         async move {
             match installed {
                 Some(signal) => signal.await,
                 None => std::future::pending::<()>().await,
             }
             came.store(true, std::sync::atomic::Ordering::SeqCst);
+            // Listening from now on, before the stop begins, so no second signal is missed.
+            let again = countersign_server::shutdown_signal_from_now();
+            tokio::spawn(async move {
+                again.await;
+                countersign::stderr_line!(
+                    "countersign gateway: a second signal: the upstream is killed without waiting for it to exit"
+                );
+                gateway.force_stop();
+            });
         }
     }
 

@@ -415,6 +415,8 @@ pub(crate) struct GatewayShared {
     /// Each upstream tool's input schema digest as this gateway last saw it listed (`None`:
     /// listed without a usable schema); a change voids its open requests (issue #27).
     pub(crate) tool_schemas: std::sync::Mutex<std::collections::HashMap<String, Option<String>>>,
+    /// Set by [`Gateway::force_stop`]: ending an upstream skips its grace.
+    pub(crate) forced: tokio::sync::watch::Sender<bool>,
 }
 
 /// A configured gateway. Cheap to clone.
@@ -471,6 +473,7 @@ impl Gateway {
                 late: Arc::new(LateReplies::default()),
                 state_key,
                 tool_schemas: std::sync::Mutex::new(std::collections::HashMap::new()),
+                forced: tokio::sync::watch::Sender::new(false),
             }),
         })
     }
@@ -478,6 +481,16 @@ impl Gateway {
     /// The configuration.
     pub fn config(&self) -> &GatewayConfig {
         &self.shared.config
+    }
+
+    /// Stop without the upstreams' grace, as on a second `SIGINT` while a stop is under way:
+    /// an upstream command being ended, or ended later, has its process group killed
+    /// (`SIGKILL`) at once instead of being given 2 s to exit after its input closes and 2 s
+    /// more after `SIGTERM`; an HTTP upstream session is abandoned without its `DELETE`.
+    /// Nothing else is cut short: running calls are still cancelled and recorded first, so no
+    /// effect key is left to its lease. Lasts for the life of this gateway and its clones.
+    pub fn force_stop(&self) {
+        self.shared.forced.send_replace(true);
     }
 
     /// Late replies to timed-out calls seen so far (evidence; never delivered to a client).

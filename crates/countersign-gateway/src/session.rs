@@ -322,9 +322,16 @@ impl Session {
 }
 
 impl Session {
-    /// End the upstream connection as a client should ([`Link::close`]): a few seconds at most.
+    /// End the upstream connection as a client should ([`Link::close`]): a few seconds at most,
+    /// or at once ([`Link::kill`]) if the gateway is, or becomes, forced to stop
+    /// ([`crate::Gateway::force_stop`]).
     pub(crate) async fn close_upstream(&self) {
-        self.inner.upstream.close().await;
+        let mut forced = self.inner.shared.forced.subscribe();
+        tokio::select! {
+            biased;
+            _ = forced.wait_for(|forced| *forced) => self.inner.upstream.kill(),
+            () = self.inner.upstream.close() => {}
+        }
     }
 }
 
@@ -435,11 +442,17 @@ impl Inner {
                 })
                 .collect()
         };
-        for (_, client_id, _) in &given_up {
+        for (_, client_id, method) in &given_up {
+            // `initialize` is given up on here but never cancelled upstream (below).
+            let ending = if method == "initialize" {
+                "the gateway stopped waiting for it"
+            } else {
+                "the request was cancelled"
+            };
             let error = wire::error_object(
                 codes::INTERNAL_ERROR,
                 format!(
-                    "the upstream did not answer within --call-timeout ({seconds}s) after the client's input ended: the request was cancelled"
+                    "the upstream did not answer within --call-timeout ({seconds}s) after the client's input ended: {ending}"
                 ),
             );
             self.to_client(
@@ -449,18 +462,29 @@ impl Inner {
         }
         self.progress.notify_waiters();
         // Last: an upstream that reads nothing may hold these sends up.
-        // `initialize` is never cancelled (MCP 2025-06-18, "Cancellation").
-        for (upstream_id, _, _) in given_up
-            .into_iter()
-            .filter(|(_, _, method)| method != "initialize")
-        {
-            let cancelled = json!({
-                "jsonrpc": "2.0",
-                "method": "notifications/cancelled",
-                "params": {"requestId": upstream_id, "reason": "the client's input ended"},
-            });
-            let _ = self.upstream.send(&cancelled, None).await;
+        for (upstream_id, _, method) in given_up {
+            self.cancel_upstream(upstream_id, &method, "the client's input ended")
+                .await;
         }
+    }
+
+    /// Tell the upstream the gateway no longer waits for its request `upstream_id` (of
+    /// `method`): `notifications/cancelled` with `reason`. `initialize` is never cancelled (MCP
+    /// 2025-06-18, "Cancellation"). True when the notification was sent.
+    pub(super) async fn cancel_upstream(
+        &self,
+        upstream_id: u64,
+        method: &str,
+        reason: &str,
+    ) -> bool {
+        if method == "initialize" {
+            return false;
+        }
+        let cancel = wire::notification(
+            "notifications/cancelled",
+            json!({"requestId": upstream_id, "reason": reason}),
+        );
+        self.upstream.send(&cancel, None).await.is_ok()
     }
 
     /// Answer the client's request `client_id` (of `method`, with `params`) with -32098: it was
@@ -1427,11 +1451,13 @@ impl UpstreamCall {
                         action: self.action.clone(),
                     },
                 );
-                let cancel = wire::notification(
-                    "notifications/cancelled",
-                    json!({"requestId": upstream_id, "reason": "countersign gateway: no reply within the call timeout"}),
-                );
-                let sent = inner.upstream.send(&cancel, None).await.is_ok();
+                let sent = inner
+                    .cancel_upstream(
+                        upstream_id,
+                        "tools/call",
+                        "countersign gateway: no reply within the call timeout",
+                    )
+                    .await;
                 return Err(self.ambiguous(format!(
                     "no reply within {timeout:?} to upstream request {upstream_id}; {}; a late reply is kept as evidence and never delivered",
                     if sent { "sent notifications/cancelled for it" } else { "could not send notifications/cancelled for it" }

@@ -70,6 +70,11 @@ pub(crate) trait Link: Send + Sync {
     /// before it is signalled; an HTTP session is ended with `DELETE`. Bounded: a few seconds at
     /// most. Nothing can be sent afterwards.
     async fn close(&self) {}
+
+    /// End the connection at once, without [`Link::close`]'s grace (a forced stop, which may
+    /// interrupt a `close` under way): a child's process group is killed; an HTTP session's
+    /// background requests are aborted, and it is not `DELETE`d.
+    fn kill(&self) {}
 }
 
 /// Classify one line or body of upstream text.

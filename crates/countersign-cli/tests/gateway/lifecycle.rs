@@ -323,3 +323,89 @@ async fn a_standard_error_nobody_reads_does_not_take_the_gateway_down() {
     assert!(!write_ahead_log(&world).exists(), "the store was closed");
     drop(input);
 }
+
+/// An MCP server that outlives its input (it notes `eof` and keeps running) and notes `term` on
+/// each `SIGTERM` without exiting: only `SIGKILL` ends it. Its pid is written beside the marker.
+const STUBBORN_SERVER: &str = r#"
+import json, os, signal, sys, time
+marker = sys.argv[1]
+open(marker + ".pid", "w").write(str(os.getpid()))
+signal.signal(signal.SIGTERM, lambda *_: open(marker, "a").write("term\n"))
+for line in sys.stdin:
+    message = json.loads(line)
+    if message.get("method") == "initialize":
+        print(json.dumps({"jsonrpc": "2.0", "id": message["id"], "result": {
+            "protocolVersion": "2025-06-18", "capabilities": {"tools": {}},
+            "serverInfo": {"name": "stubborn", "version": "0"}}}), flush=True)
+open(marker, "a").write("eof\n")
+while True:
+    time.sleep(1)
+"#;
+
+/// A second signal while the gateway waits for its upstream to exit kills the upstream at once:
+/// it is never sent `SIGTERM` (its grace ends at the second signal, not 2 s after its input
+/// closed), and the gateway still exits 0 having closed its store.
+#[cfg(unix)]
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_kills_an_upstream_that_will_not_exit() {
+    use nix::sys::signal::{Signal, kill};
+    use nix::unistd::Pid;
+
+    let world = World::new();
+    let folder = world.policy.parent().expect("the policy's folder");
+    let script = folder.join("stubborn_server.py");
+    std::fs::write(&script, STUBBORN_SERVER).expect("write the server");
+    let marker = folder.join("ended");
+    let script = script.display().to_string();
+    let marker_path = marker.display().to_string();
+    let mut gateway =
+        spawn_in_front_of(&world, &["python3", &script, &marker_path], Stdio::piped());
+    let mut input = gateway.stdin.take().expect("stdin");
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "lifecycle-test", "version": "0"}}});
+    input
+        .write_all(format!("{initialize}\n").as_bytes())
+        .await
+        .expect("write initialize");
+    let mut lines = BufReader::new(gateway.stdout.take().expect("stdout")).lines();
+    let reply = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("initialize is answered")
+        .expect("read")
+        .expect("a reply");
+    assert!(reply.contains("stubborn"), "{reply}");
+    let server: i32 = std::fs::read_to_string(marker.with_extension("pid"))
+        .expect("the server's pid")
+        .parse()
+        .expect("a pid");
+    let pid = Pid::from_raw(i32::try_from(gateway.id().expect("pid")).expect("pid"));
+    kill(pid, Signal::SIGTERM).expect("signal the gateway");
+    // The stop has reached the upstream: its input is closed, and it is given its grace.
+    let mut noted = String::new();
+    for _ in 0..1000 {
+        noted = std::fs::read_to_string(&marker).unwrap_or_default();
+        if !noted.is_empty() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert_eq!(noted, "eof\n", "the server saw its input close first");
+    kill(pid, Signal::SIGINT).expect("signal the gateway again");
+    let output = tokio::time::timeout(Duration::from_secs(20), gateway.wait_with_output())
+        .await
+        .expect("the gateway exits")
+        .expect("wait");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{stderr}");
+    assert!(
+        stderr.contains("a second signal: the upstream is killed"),
+        "{stderr}"
+    );
+    assert!(gone(server).await, "the server was killed");
+    assert_eq!(
+        std::fs::read_to_string(&marker).expect("the marker"),
+        "eof\n",
+        "the server was killed before any SIGTERM, 2 s after its input closed"
+    );
+    assert!(!write_ahead_log(&world).exists(), "the store was closed");
+    drop(input);
+}

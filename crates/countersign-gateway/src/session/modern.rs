@@ -368,6 +368,9 @@ impl Inner {
             Ok(Err(_)) => Err(format!("no usable reply to `{method}`")),
             Err(_) => {
                 self.state().forwarded.remove(&id);
+                // The upstream may stop working on it.
+                let reason = format!("countersign gateway: no reply within {wait:?}");
+                self.cancel_upstream(id, method, &reason).await;
                 Err(format!("no reply to `{method}` within {wait:?}"))
             }
         }

@@ -19,7 +19,8 @@ use crate::era;
 /// The most pages of the gateway's own `tools/list` it follows (`nextCursor`).
 const MAX_LIST_PAGES: usize = 16;
 
-/// How long the gateway's own `tools/list` may take.
+/// How long the gateway's own `tools/list` may take, or `--call-timeout` if that is shorter: a
+/// call waiting on the list is never held longer than it would wait for its own reply.
 const LIST_TIMEOUT: Duration = Duration::from_secs(10);
 
 /// One upstream tool as last listed.
@@ -143,6 +144,7 @@ impl Inner {
             Some(info) => info.modern,
             None => false,
         };
+        let wait = LIST_TIMEOUT.min(self.shared.config.call_timeout);
         let mut cursor: Option<Value> = None;
         for _ in 0..MAX_LIST_PAGES {
             let mut params = json!({});
@@ -152,10 +154,7 @@ impl Inner {
             if let Some(cursor) = cursor.take() {
                 params["cursor"] = cursor;
             }
-            let Ok(reply) = self
-                .internal_request("tools/list", params, LIST_TIMEOUT)
-                .await
-            else {
+            let Ok(reply) = self.internal_request("tools/list", params, wait).await else {
                 return;
             };
             self.learn_tools(&reply);

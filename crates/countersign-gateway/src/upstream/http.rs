@@ -228,11 +228,7 @@ impl Link for HttpLink {
     /// longer needs a session SHOULD). An upstream without sessions, or one that refuses (405),
     /// is fine.
     async fn close(&self) {
-        if let Ok(mut tasks) = self.tasks.lock() {
-            for task in tasks.drain(..) {
-                task.abort();
-            }
-        }
+        self.abort_tasks();
         let Some(session) = read_header(&self.session) else {
             return;
         };
@@ -245,12 +241,25 @@ impl Link for HttpLink {
         }
         let _ = tokio::time::timeout(CLOSE_WAIT, request.send()).await;
     }
+
+    fn kill(&self) {
+        self.abort_tasks();
+    }
 }
 
 /// How long ending an HTTP upstream session may take.
 const CLOSE_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 impl HttpLink {
+    /// Abort what the link still waits for: its GET stream and requests in flight.
+    fn abort_tasks(&self) {
+        if let Ok(mut tasks) = self.tasks.lock() {
+            for task in tasks.drain(..) {
+                task.abort();
+            }
+        }
+    }
+
     /// Keep `task` to abort on [`Link::close`] (forgetting those already finished).
     fn keep(&self, task: tokio::task::AbortHandle) {
         if let Ok(mut tasks) = self.tasks.lock() {

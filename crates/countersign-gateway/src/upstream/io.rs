@@ -71,6 +71,22 @@ impl Link for IoLink {
             let _ = child.kill().await;
         }
     }
+
+    fn kill(&self) {
+        self.kill_now();
+    }
+}
+
+impl IoLink {
+    /// [`Link::kill`]: the child's whole group, the child itself included (it leads it).
+    fn kill_now(&self) {
+        signal_group(self.group, Ending::Kill);
+        if let Ok(mut slot) = self.child.try_lock()
+            && let Some(child) = slot.as_mut()
+        {
+            let _ = child.start_kill();
+        }
+    }
 }
 
 impl Drop for IoLink {

@@ -63,6 +63,8 @@ pub struct Fake {
     /// Per tool: an `inputSchema` to list it with instead of `{"type": "object"}`.
     pub schemas: Mutex<HashMap<String, Value>>,
     pub behaviour: Mutex<Behaviour>,
+    /// When set, `tools/list` is never answered (a server stuck listing).
+    pub list_hangs: std::sync::atomic::AtomicBool,
     pub late_reply_sent: Notify,
     announce: mpsc::UnboundedSender<Value>,
 }
@@ -152,6 +154,7 @@ pub fn start_with_era(
         annotations: Mutex::new(HashMap::new()),
         schemas: Mutex::new(HashMap::new()),
         behaviour: Mutex::new(behaviour),
+        list_hangs: std::sync::atomic::AtomicBool::new(false),
         late_reply_sent: Notify::new(),
         announce,
     });
@@ -227,6 +230,8 @@ pub fn start_with_era(
                     let _ = out.send(json!({"jsonrpc": "2.0", "id": id, "error": {
                         "code": -32002, "message": "Resource not found"}}));
                 }
+                ("tools/list", Some(_))
+                    if state.list_hangs.load(std::sync::atomic::Ordering::SeqCst) => {}
                 ("tools/list", Some(id)) => {
                     let names = state.tools.lock().expect("tools").clone();
                     let tools: Vec<Value> = names.iter().map(|t| state.listed(t)).collect();

@@ -184,7 +184,8 @@ async fn after_the_input_ends_a_request_the_upstream_never_answers_is_given_up_w
     assert!(
         read["error"]["message"]
             .as_str()
-            .is_some_and(|message| message.contains("--call-timeout")),
+            .is_some_and(|message| message.contains("--call-timeout")
+                && message.ends_with("the request was cancelled")),
         "{read}"
     );
     let call = replies

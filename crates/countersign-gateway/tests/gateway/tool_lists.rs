@@ -299,3 +299,63 @@ async fn a_changed_input_schema_voids_the_open_request_and_asks_again() {
     assert_ne!(again["error"]["data"]["action_hash"], old_hash);
     assert_eq!(harness.fake.calls(), 0);
 }
+
+/// A call to a tool the session has not seen listed waits for the gateway's own `tools/list`
+/// no longer than `--call-timeout`, and an unanswered list is cancelled upstream; the call is
+/// then decided without the tool's schema. (The list used to be waited for a fixed 10 s, and
+/// left running upstream.)
+#[tokio::test]
+async fn a_list_the_upstream_never_answers_is_bounded_by_the_call_timeout_and_cancelled() {
+    const ALLOW: &str =
+        "schema: countersign.policy/v1\nactions:\n  mcp.s.ghost:\n    decision: allow\n";
+    let mut config = config("s");
+    config.call_timeout = Duration::from_millis(500);
+    let mut harness = start(
+        config,
+        policy(ALLOW),
+        memory_store(),
+        &["ghost"],
+        Behaviour::Succeed,
+    )
+    .await;
+    harness
+        .fake
+        .list_hangs
+        .store(true, std::sync::atomic::Ordering::SeqCst);
+    let started = std::time::Instant::now();
+    let reply = harness.client.call("ghost", json!({})).await;
+    let waited = started.elapsed();
+    assert_eq!(
+        reply["result"]["_meta"]["countersign"]["outcome"], "committed",
+        "{reply}"
+    );
+    assert!(
+        waited < Duration::from_secs(5),
+        "the call waited {waited:?} for the list, more than its call timeout allows"
+    );
+    // The fake reads the cancellation on its own task.
+    let cancelled = tokio::time::timeout(Duration::from_secs(10), async {
+        loop {
+            let cancelled = harness.fake.seen.lock().expect("seen").cancelled.clone();
+            if !cancelled.is_empty() {
+                return cancelled;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    })
+    .await
+    .expect("the upstream is sent notifications/cancelled for its list");
+    let seen = harness.fake.seen.lock().expect("seen");
+    let list = seen
+        .requests
+        .iter()
+        .position(|method| method == "tools/list")
+        .expect("the gateway asked for the list");
+    assert_eq!(
+        seen.requests[list + 1..],
+        ["tools/call"],
+        "{:?}",
+        seen.requests
+    );
+    assert_eq!(cancelled.len(), 1, "{cancelled:?}");
+}
