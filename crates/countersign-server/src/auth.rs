@@ -222,6 +222,19 @@ pub fn authenticate(
                 proxy.identity_header, proxy.secret_header
             )));
         }
+        // A proxy that appends its header instead of replacing the client's would pass the
+        // client's own copy along: with two, nobody can say which one the proxy vouched for.
+        if headers
+            .get_all(&proxy.identity_header)
+            .iter()
+            .nth(1)
+            .is_some()
+        {
+            return Err(Problem::not_authenticated(format!(
+                "the identity header `{}` came more than once, so which person the proxy signed in is unknown: configure the proxy to replace the header a client sends, not to add its own beside it",
+                proxy.identity_header
+            )));
+        }
         let id = identity
             .to_str()
             .ok()

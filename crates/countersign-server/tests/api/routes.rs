@@ -799,6 +799,23 @@ async fn signs_in_through_the_proxy_only_with_its_secret(backend: Backend, case:
         (401, Some("not_authenticated"))
     );
     assert!(!body.to_string().contains(PROXY_SECRET));
+    // A second identity header (a client's own, kept by a proxy that appends rather than
+    // replaces): refused, whichever copy comes first.
+    let doubled = harness
+        .client
+        .post(harness.url(&format!("/api/v1/approvals/{id}/answer")))
+        .header("x-forwarded-user", "human:mallory")
+        .header("x-forwarded-user", "human:olga")
+        .header("x-proxy-secret", PROXY_SECRET)
+        .json(&json!({"decision": "approve", "action_hash": hash.as_str()}))
+        .send();
+    let (status, body) = read(doubled.await.expect("answer")).await;
+    assert_eq!(
+        (status, body["reason"].as_str()),
+        (401, Some("not_authenticated")),
+        "{body}"
+    );
+    assert!(body.to_string().contains("came more than once"), "{body}");
     let (status, body) = read(send(Some(PROXY_SECRET)).await.expect("answer")).await;
     assert_eq!(
         (status, body["state"].as_str()),
