@@ -182,6 +182,42 @@ for line in sys.stdin:
 open(marker, "a").write("eof\n")
 "#;
 
+/// A gateway in front of the Python server `source` (written to `NAME.py` in the world's
+/// folder, run with the marker path `ended` beside it), initialized: the gateway, its input,
+/// its output's lines, the reply to `initialize` and the marker's path.
+async fn start_python_upstream(
+    world: &World,
+    name: &str,
+    source: &str,
+) -> (
+    Child,
+    ChildStdin,
+    tokio::io::Lines<BufReader<tokio::process::ChildStdout>>,
+    String,
+    PathBuf,
+) {
+    let folder = world.policy.parent().expect("the policy's folder");
+    let script = folder.join(format!("{name}.py"));
+    std::fs::write(&script, source).expect("write the server");
+    let marker = folder.join("ended");
+    let script = script.display().to_string();
+    let marker_path = marker.display().to_string();
+    let mut gateway = spawn_in_front_of(world, &["python3", &script, &marker_path], Stdio::piped());
+    let mut input = gateway.stdin.take().expect("stdin");
+    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "lifecycle-test", "version": "0"}}});
+    input
+        .write_all(format!("{initialize}\n").as_bytes())
+        .await
+        .expect("write initialize");
+    let mut lines = BufReader::new(gateway.stdout.take().expect("stdout")).lines();
+    let reply = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
+        .await
+        .expect("initialize is answered")
+        .expect("read")
+        .expect("a reply");
+    (gateway, input, lines, reply, marker)
+}
+
 /// Is process `pid` gone (within 5 s)?
 #[cfg(unix)]
 async fn gone(pid: i32) -> bool {
@@ -203,26 +239,8 @@ async fn the_upstream_sees_its_input_end_and_what_it_started_is_ended_too() {
     // Ended by the client closing the gateway's input, then by a signal with it still open.
     for signal in [None, Some(Signal::SIGTERM)] {
         let world = World::new();
-        let folder = world.policy.parent().expect("the policy's folder");
-        let script = folder.join("noting_server.py");
-        std::fs::write(&script, NOTING_SERVER).expect("write the server");
-        let marker = folder.join("ended");
-        let script = script.display().to_string();
-        let marker_path = marker.display().to_string();
-        let mut gateway =
-            spawn_in_front_of(&world, &["python3", &script, &marker_path], Stdio::piped());
-        let mut input = gateway.stdin.take().expect("stdin");
-        let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "lifecycle-test", "version": "0"}}});
-        input
-            .write_all(format!("{initialize}\n").as_bytes())
-            .await
-            .expect("write initialize");
-        let mut lines = BufReader::new(gateway.stdout.take().expect("stdout")).lines();
-        let reply = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-            .await
-            .expect("initialize is answered")
-            .expect("read")
-            .expect("a reply");
+        let (mut gateway, input, _lines, reply, marker) =
+            start_python_upstream(&world, "noting_server", NOTING_SERVER).await;
         assert!(reply.contains("noting"), "{reply}");
         let helper: i32 = std::fs::read_to_string(marker.with_extension("pid"))
             .expect("the server's helper pid")
@@ -352,26 +370,8 @@ async fn a_second_signal_kills_an_upstream_that_will_not_exit() {
     use nix::unistd::Pid;
 
     let world = World::new();
-    let folder = world.policy.parent().expect("the policy's folder");
-    let script = folder.join("stubborn_server.py");
-    std::fs::write(&script, STUBBORN_SERVER).expect("write the server");
-    let marker = folder.join("ended");
-    let script = script.display().to_string();
-    let marker_path = marker.display().to_string();
-    let mut gateway =
-        spawn_in_front_of(&world, &["python3", &script, &marker_path], Stdio::piped());
-    let mut input = gateway.stdin.take().expect("stdin");
-    let initialize = json!({"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {"protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "lifecycle-test", "version": "0"}}});
-    input
-        .write_all(format!("{initialize}\n").as_bytes())
-        .await
-        .expect("write initialize");
-    let mut lines = BufReader::new(gateway.stdout.take().expect("stdout")).lines();
-    let reply = tokio::time::timeout(Duration::from_secs(30), lines.next_line())
-        .await
-        .expect("initialize is answered")
-        .expect("read")
-        .expect("a reply");
+    let (gateway, input, _lines, reply, marker) =
+        start_python_upstream(&world, "stubborn_server", STUBBORN_SERVER).await;
     assert!(reply.contains("stubborn"), "{reply}");
     let server: i32 = std::fs::read_to_string(marker.with_extension("pid"))
         .expect("the server's pid")

@@ -70,6 +70,26 @@ pub struct Fake {
 }
 
 impl Fake {
+    /// Every `notifications/cancelled` received (their `requestId`s), once there is at least
+    /// one: the fake reads them on its own task, so a test waits up to 10 s for the first.
+    ///
+    /// # Panics
+    ///
+    /// When none arrives within 10 s.
+    pub async fn cancellations(&self) -> Vec<Value> {
+        tokio::time::timeout(std::time::Duration::from_secs(10), async {
+            loop {
+                let cancelled = self.seen.lock().expect("seen").cancelled.clone();
+                if !cancelled.is_empty() {
+                    return cancelled;
+                }
+                tokio::time::sleep(std::time::Duration::from_millis(5)).await;
+            }
+        })
+        .await
+        .expect("the upstream is sent notifications/cancelled")
+    }
+
     pub fn calls(&self) -> usize {
         self.seen.lock().expect("seen").calls.len()
     }

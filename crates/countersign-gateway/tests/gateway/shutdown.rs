@@ -197,17 +197,7 @@ async fn after_the_input_ends_a_request_the_upstream_never_answers_is_given_up_w
         "{call}"
     );
     // The upstream is told the read is no longer wanted (the fake reads it on its own task).
-    let cancelled = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            let cancelled = harness.fake.seen.lock().expect("seen").cancelled.clone();
-            if !cancelled.is_empty() {
-                return cancelled;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
-    .expect("the upstream is sent notifications/cancelled");
+    let cancelled = harness.fake.cancellations().await;
     assert_eq!(cancelled.len(), 1, "{cancelled:?}");
 }
 

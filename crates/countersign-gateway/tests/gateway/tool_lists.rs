@@ -334,17 +334,7 @@ async fn a_list_the_upstream_never_answers_is_bounded_by_the_call_timeout_and_ca
         "the call waited {waited:?} for the list, more than its call timeout allows"
     );
     // The fake reads the cancellation on its own task.
-    let cancelled = tokio::time::timeout(Duration::from_secs(10), async {
-        loop {
-            let cancelled = harness.fake.seen.lock().expect("seen").cancelled.clone();
-            if !cancelled.is_empty() {
-                return cancelled;
-            }
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    })
-    .await
-    .expect("the upstream is sent notifications/cancelled for its list");
+    let cancelled = harness.fake.cancellations().await;
     let seen = harness.fake.seen.lock().expect("seen");
     let list = seen
         .requests
