@@ -359,14 +359,20 @@ pub async fn resolve(
     args: &ResolveArgs,
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
-    let key = EffectKey::new(args.key.clone()).map_err(|error| {
-        Failure(format!(
-            "`{}` is not an effect key ({error}): list them with `countersign effects --state ambiguous`",
-            args.key.escape_debug()
-        ))
-    })?;
     let credential = args.identity.credential()?;
     let store = open_existing(global).await?;
+    let key = match crate::store_access::effect_key_named(store.as_ref(), &args.key).await? {
+        Some(key) => key,
+        None => {
+            let error = EffectKey::new(args.key.clone())
+                .err()
+                .map_or_else(String::new, |error| format!(" ({error})"));
+            return Err(Failure(format!(
+                "`{}` is not an effect key{error}: list them with `countersign effects --state ambiguous`",
+                args.key.escape_debug()
+            )));
+        }
+    };
     warn_if_asserted_on_shared_store(store.as_ref(), &credential);
     let to = if args.committed {
         EffectState::Committed
@@ -386,7 +392,12 @@ pub async fn resolve(
     if global.json {
         write_json(out, &record)?;
     } else {
-        writeln!(out, "resolved {} as {}", record.key, record.state)?;
+        writeln!(
+            out,
+            "resolved {} as {}",
+            printable(record.key.as_str()),
+            record.state
+        )?;
         match record.state {
             EffectState::Committed => writeln!(
                 out,
@@ -560,6 +571,9 @@ pub async fn effects(
                 record.key.to_string(),
                 if lapsed(record) {
                     "reserved, lease lapsed".to_owned()
+                } else if record.state == EffectState::Reserved {
+                    // When a retry may learn what became of it, if its attempt stopped.
+                    format!("reserved, lease until {}", record.lease_until)
                 } else {
                     record.state.to_string()
                 },
@@ -608,9 +622,10 @@ pub async fn inspect(
         Ok(parsed) => store.approval(&parsed).await?,
         Err(_) => None,
     };
-    let effect = match EffectKey::new(id.to_owned()) {
-        Ok(key) => store.effect(&key).await?,
-        Err(_) => None,
+    let key = crate::store_access::effect_key_named(store.as_ref(), id).await?;
+    let effect = match &key {
+        Some(key) => store.effect(key).await?,
+        None => None,
     };
     let mut receipts = Vec::new();
     let mut after = 0;
@@ -625,7 +640,10 @@ pub async fn inspect(
                 receipt.effect_key.as_deref(),
                 receipt.action_hash.as_deref(),
             ];
-            if fields.contains(&Some(id)) {
+            if fields.contains(&Some(id))
+                || (receipt.effect_key.is_some()
+                    && receipt.effect_key.as_deref() == key.as_ref().map(EffectKey::as_str))
+            {
                 receipts.push(receipt);
             }
         }
@@ -686,7 +704,9 @@ pub async fn inspect(
         writeln!(
             out,
             "effect {}: {} after {} attempt(s)",
-            record.key, record.state, record.attempts
+            printable(record.key.as_str()),
+            record.state,
+            record.attempts
         )?;
         if let Some(detail) = &record.detail {
             writeln!(out, "  detail      {}", printable(detail))?;

@@ -259,7 +259,8 @@ pub async fn exec(
         }) => {
             let next = match &effect_key {
                 Some(key) => format!(
-                    "every retry is refused until someone finds out what happened and runs `countersign resolve {key} --committed` or `--failed`"
+                    "every retry is refused until someone finds out what happened and runs `countersign resolve {} --committed` or `--failed`",
+                    countersign::evidence::shell_word(key.as_str())
                 ),
                 None => "it has no effect key, so nothing refuses a retry".to_owned(),
             };

@@ -215,9 +215,7 @@ fn main() -> ExitCode {
         Ok(cli) => cli,
         // `--json` asked for errors as JSON: a usage error is one too (exit status 2, clap's).
         Err(error) if error.use_stderr() && json_asked() => {
-            let rendered = error.render().to_string();
-            let first = rendered.lines().next().unwrap_or_default();
-            usage_error_json(first.strip_prefix("error: ").unwrap_or(first))
+            usage_error_json(&usage_message(&error.render().to_string()))
         }
         Err(error) => error.exit(),
     };
@@ -291,6 +289,35 @@ pub(crate) fn usage_error_json(message: &str) -> ! {
         serde_json::json!({"error": message, "exit_status": 2})
     );
     std::process::exit(2)
+}
+
+/// A usage error found after parsing (flags no run could use together): exit status 2, as
+/// clap's own, with `message` as clap would print it, or as JSON under `--json`.
+pub(crate) fn usage_error(json: bool, message: &str) -> ! {
+    if json {
+        usage_error_json(message);
+    }
+    clap::Error::raw(
+        clap::error::ErrorKind::ArgumentConflict,
+        format!("{message}\n"),
+    )
+    .exit()
+}
+
+/// clap's rendered usage error as one line for `--json`: every line of what went wrong (the
+/// arguments missing, the values possible, a tip), without the `error: ` prefix and the usage
+/// and `--help` lines that follow, joined with spaces.
+fn usage_message(rendered: &str) -> String {
+    let said: Vec<&str> = rendered
+        .lines()
+        .take_while(|line| !line.starts_with("Usage:") && !line.starts_with("For more information"))
+        .map(str::trim)
+        .filter(|line| !line.is_empty())
+        .collect();
+    let message = said.join(" ");
+    message
+        .strip_prefix("error: ")
+        .map_or(message.clone(), str::to_owned)
 }
 
 /// Set once standard output's reader has gone (see [`ClosablePipe`]).
@@ -397,4 +424,33 @@ pub fn default_store_path(policy: &Path) -> PathBuf {
         .filter(|parent| !parent.as_os_str().is_empty())
         .unwrap_or(Path::new("."));
     folder.join(".countersign").join("countersign.db")
+}
+
+#[cfg(test)]
+mod usage_tests {
+    use clap::Parser;
+
+    /// Every line of what went wrong is kept: the missing argument, the possible values.
+    #[test]
+    fn a_json_usage_error_keeps_what_clap_said_in_one_line() {
+        for (args, expected) in [
+            (
+                vec!["countersign", "resolve", "--committed"],
+                "the following required arguments were not provided: <KEY>",
+            ),
+            (
+                vec!["countersign", "receipts", "--export", "xml"],
+                "[possible values: jsonl, ocsf]",
+            ),
+        ] {
+            let error = super::Cli::try_parse_from(&args).expect_err("a usage error");
+            let message = super::usage_message(&error.render().to_string());
+            assert!(message.contains(expected), "{args:?}: {message}");
+            assert!(
+                !message.contains('\n') && !message.starts_with("error:"),
+                "{message}"
+            );
+            assert!(!message.contains("Usage:"), "{message}");
+        }
+    }
 }

@@ -409,9 +409,14 @@ pub async fn run(
         .await
         .map_err(|error| {
             let hint = if error.kind() == std::io::ErrorKind::AddrInUse {
-                ": another process listens there (another `countersign serve`?); stop it, or pass another address such as `--listen 127.0.0.1:8781`"
+                // Another port than the one taken.
+                let mut other = args.listen;
+                other.set_port(args.listen.port().wrapping_add(1).max(1024));
+                format!(
+                    ": another process listens there (another `countersign serve`?); stop it, or pass another address such as `--listen {other}`"
+                )
             } else {
-                ""
+                String::new()
             };
             Failure(format!("cannot listen on `{}`: {error}{hint}", args.listen))
         })?;

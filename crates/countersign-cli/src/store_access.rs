@@ -82,12 +82,14 @@ pub(crate) async fn open_for_recording(global: &Global) -> Result<Arc<dyn Store>
     Ok(store::open_url_async(&url).await?)
 }
 
-/// Open the store the operator points at; refuse to create an empty one by accident.
+/// Open the store the operator points at, migrating an older one; refuse to create an empty
+/// one by accident: a SQLite file that does not exist, or a PostgreSQL database or `?schema=`
+/// holding none of a store's tables ([`store::open_url_existing`]).
 pub(crate) async fn open_existing(global: &Global) -> Result<Arc<dyn Store>, Failure> {
     if let Some(path) = missing_store_file(global) {
         return Err(Failure(missing_store_message(global, &path)));
     }
-    Ok(store::open_url_async(&global.store_url()).await?)
+    Ok(store::open_url_existing(&global.store_url()).await?)
 }
 
 /// Open the store for reading only (`verify`, `receipts --verify`): as [`open_existing`], but
@@ -119,6 +121,43 @@ pub(crate) async fn open_or_nothing(
         Ok(store) => Ok(Ok(store)),
         Err(error @ countersign::StoreError::NoStore { .. }) => Ok(Err(error.to_string())),
         Err(error) => Err(error.into()),
+    }
+}
+
+/// The effect key an operator means by `typed` (`resolve KEY`, `inspect KEY`): as typed, or,
+/// when it holds `\u{HEX}` escapes, the key they stand for, which is how every listing and
+/// message prints a key holding a control or invisible character
+/// ([`countersign::evidence::printable`]; a NUL cannot even be typed). The escaped reading is
+/// taken only when a key by that name is recorded and none by the typed text is; `None` when
+/// `typed` is not a valid key either way.
+///
+/// # Errors
+///
+/// A [`Failure`] when both readings name a recorded key (which one was meant cannot be told),
+/// or the store's own error.
+pub(crate) async fn effect_key_named(
+    store: &dyn Store,
+    typed: &str,
+) -> Result<Option<countersign::EffectKey>, Failure> {
+    use countersign::EffectKey;
+    let literal = EffectKey::new(typed.to_owned()).ok();
+    let unescaped = countersign::display::unescape(typed);
+    if unescaped == typed {
+        return Ok(literal);
+    }
+    let unescaped = EffectKey::new(unescaped).ok();
+    let recorded = async |key: &Option<EffectKey>| -> Result<bool, Failure> {
+        Ok(match key {
+            Some(key) => store.effect(key).await?.is_some(),
+            None => false,
+        })
+    };
+    match (recorded(&literal).await?, recorded(&unescaped).await?) {
+        (true, true) => Err(Failure(format!(
+            "`{typed}` names two recorded effect keys: one holding these characters as typed, and one holding the characters its `\\u{{…}}` escapes stand for; which was meant cannot be told: name it through the kernel API (`Store::resolve_effect`, `Store::effect`)"
+        ))),
+        (false, true) => Ok(unescaped),
+        _ => Ok(literal.or(unescaped)),
     }
 }
 

@@ -144,18 +144,31 @@ pub async fn verify(
     {
         // A usage error (exit status 2, as clap's own), not an unverifiable log: no store
         // could make this range mean anything.
-        if global.json {
-            crate::usage_error_json(&format!(
+        crate::usage_error(
+            global.json,
+            &format!(
                 "`--from {from}` is after `--to {to}`: a range runs from its first receipt to its last, such as `--from {to} --to {from}`"
-            ));
-        }
-        clap::Error::raw(
-            clap::error::ErrorKind::ValueValidation,
-            format!(
-                "`--from {from}` is after `--to {to}`: a range runs from its first receipt to its last, such as `--from {to} --to {from}`\n"
             ),
-        )
-        .exit();
+        );
+    }
+    // Flags no run could use together are usage errors (2), not a failed check (1).
+    let signed = args
+        .bundle
+        .as_ref()
+        .map(|_| "--bundle")
+        .or(args.checkpoint.as_ref().map(|_| "--checkpoint"));
+    match (signed, &args.key) {
+        (Some(flag), None) => crate::usage_error(
+            global.json,
+            &format!(
+                "`{flag}` needs `--key PUBLIC_KEY_FILE`: the `.pub` file `countersign keygen` wrote beside the log's private key"
+            ),
+        ),
+        (None, Some(_)) => crate::usage_error(
+            global.json,
+            "`--key` is for `--checkpoint FILE` or `--bundle FILE`: pass one of them, or leave `--key` out",
+        ),
+        _ => {}
     }
     if let Some(bundle) = &args.bundle {
         return crate::transparency::verify_bundle(global, bundle, args.key.as_deref(), out);
@@ -168,11 +181,6 @@ pub async fn verify(
             out,
         )
         .await;
-    }
-    if args.key.is_some() {
-        return Err(Failure(
-            "`--key` is for `--checkpoint FILE` or `--bundle FILE`: pass one of them, or leave `--key` out".to_owned(),
-        ));
     }
     // A bad anchor file is refused before anything is printed or opened.
     let anchor = read_anchor(args.anchor.as_deref())?;

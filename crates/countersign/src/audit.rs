@@ -129,8 +129,10 @@ pub async fn verify_store_range(
     if report.checked == 0
         && let Some(ChainBreak::Unhashed { .. }) = &report.first_break
     {
-        // The first receipt of the range is the unhashed one.
-        let mut after = from - 1;
+        // The first receipt of the range (or the one before it) is the unhashed one. A log
+        // without hashes has none from its first receipt on: a hashed receipt before the range
+        // makes an unhashed one a break (`failed`), as the whole log's check says (case B58).
+        let mut after = 0;
         'scan: loop {
             let page = store.receipts(after, PAGE).await?;
             let Some(last) = page.last() else { break };

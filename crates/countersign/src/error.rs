@@ -225,7 +225,8 @@ pub enum ControlError {
     },
     /// A previous attempt on this effect key may have run and its outcome is unknown.
     #[error(
-        "not executed: effect `{effect_key}` has an unknown outcome from an earlier attempt: find out what happened, then run `countersign resolve {effect_key} --committed` or `--failed`"
+        "not executed: effect `{effect_key}` has an unknown outcome from an earlier attempt: find out what happened, then run `countersign resolve {} --committed` or `--failed`",
+        crate::evidence::shell_word(.effect_key.as_str())
     )]
     AmbiguousEffect {
         /// The effect key.
@@ -286,7 +287,8 @@ fn duplicate_text(in_progress: bool) -> &'static str {
 fn resolve_hint(effect_key: Option<&EffectKey>) -> String {
     match effect_key {
         Some(key) => format!(
-            ": retries are refused until someone runs `countersign resolve {key} --committed` or `--failed`"
+            ": retries are refused until someone runs `countersign resolve {} --committed` or `--failed`",
+            crate::evidence::shell_word(key.as_str())
         ),
         None => ": check before trying again".to_owned(),
     }

@@ -496,6 +496,15 @@ pub(crate) fn is_hidden(character: char) -> bool {
         || matches!(character, '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
 }
 
+/// `text` as one word to paste into a POSIX shell command line (an effect key in the
+/// `countersign resolve KEY` a refusal suggests): [`printable`] (which `countersign resolve` and
+/// `inspect` read back), then quoted (`shlex`) when anything in it is special to the shell:
+/// `job:a b` becomes `'job:a b'`.
+pub fn shell_word(text: &str) -> String {
+    let shown = printable(text);
+    shlex::try_quote(&shown).map_or_else(|_| shown.to_string(), |word| word.into_owned())
+}
+
 /// `text` made safe to show a person in a terminal or a log line: control characters (newlines
 /// included) and Unicode bidirectional and invisible formatting characters (U+061C, U+200B to
 /// U+200F, U+202A to U+202E, U+2060 to U+2069, U+FEFF) are written as `\u{…}` escapes, so a

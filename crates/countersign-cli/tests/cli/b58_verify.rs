@@ -198,6 +198,13 @@ fn d_unhashed_rows_after_a_good_chain_fail_naming_the_first() {
     let run = sandbox.run(&["verify", "--from", "2", "--to", "11", "--json"]);
     assert_eq!(run.status, Some(0), "{run:?}");
     assert_eq!(json_of(&run)["chain"]["checked"], 10);
+    // A range that starts at the first unhashed row, after the good chain, fails too: it is not
+    // a log without hashes (3, which an incremental checker reads as "nothing new yet").
+    for from in ["12", "13"] {
+        let run = sandbox.run(&["verify", "--from", from, "--json"]);
+        assert_eq!(run.status, Some(1), "--from {from}: {run:?}");
+        assert_eq!(json_of(&run)["outcome"], "failed", "--from {from}");
+    }
 }
 
 /// (e) The control: a healthy chain is verified (0), and says how much it checked; a range of
@@ -282,14 +289,7 @@ fn a_range_refuses_the_flags_that_check_the_whole_log() {
 /// `COUNTERSIGN_TEST_POSTGRES_URL` (fails loudly without it).
 #[test]
 fn a_postgres_schema_with_no_store_is_unverifiable_and_left_empty() {
-    let base = std::env::var("COUNTERSIGN_TEST_POSTGRES_URL").unwrap_or_else(|_| {
-        panic!(
-            "COUNTERSIGN_TEST_POSTGRES_URL is not set: this test needs PostgreSQL; run `.ci/postgres.sh` and export the URL it prints"
-        )
-    });
-    let separator = if base.contains('?') { '&' } else { '?' };
-    let schema = format!("cli_nothing_{}", std::process::id());
-    let url = format!("{base}{separator}schema={schema}");
+    let (url, schema) = crate::support::postgres_schema_url("cli_nothing");
     let sandbox = Sandbox::new();
     let run = sandbox.run(&["verify", "--store-url", &url]);
     run.assert_no_panic();

@@ -290,6 +290,33 @@ fn serve_refuses_a_public_address_without_a_proxy_and_a_missing_store() {
     );
 }
 
+/// A port another process holds is named, with another port to try (found by a first-time
+/// user: the suggestion was the very port in use).
+#[test]
+fn serve_on_a_port_in_use_suggests_another() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let taken = std::net::TcpListener::bind("127.0.0.1:0").expect("a loopback port");
+    let port = taken.local_addr().expect("its address").port();
+    let address = format!("127.0.0.1:{port}");
+    let run = sandbox.run(&["serve", "--listen", &address]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    let message = run.one_line_error();
+    assert!(
+        message.starts_with(&format!("cannot listen on `{address}`"))
+            && message.contains("another process listens there"),
+        "{run:?}"
+    );
+    let suggested = message
+        .rsplit("--listen ")
+        .next()
+        .and_then(|rest| rest.split('`').next())
+        .expect("a suggested address");
+    assert_ne!(suggested, address, "{run:?}");
+    assert!(suggested.starts_with("127.0.0.1:"), "{run:?}");
+    drop(taken);
+}
+
 #[test]
 fn serve_says_why_a_host_name_cannot_be_listened_on() {
     let sandbox = Sandbox::new();

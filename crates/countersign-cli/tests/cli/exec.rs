@@ -499,6 +499,23 @@ fn effects_names_a_lapsed_lease() {
     sandbox.with_agent_policy();
     let run = job(&sandbox, "l", &[], "true");
     assert_eq!(run.status, Some(0), "{run:?}");
+    // A live lease says when it ends: when a retry may learn what became of a killed attempt.
+    let changed = rusqlite::Connection::open(sandbox.store_path())
+        .expect("open the store file directly")
+        .execute(
+            "UPDATE effects SET state = 'reserved', lease_until = 4102444800000 WHERE key = 'job:l'",
+            [],
+        )
+        .expect("hold the lease, as a running attempt does");
+    assert_eq!(changed, 1);
+    let listed = sandbox.run(&["effects", "--policy", "agent.yaml"]);
+    assert_eq!(listed.status, Some(0), "{listed:?}");
+    assert!(
+        listed
+            .stdout
+            .contains("reserved, lease until 2100-01-01T00:00:00"),
+        "{listed:?}"
+    );
     let changed = rusqlite::Connection::open(sandbox.store_path())
         .expect("open the store file directly")
         .execute(
@@ -514,4 +531,86 @@ fn effects_names_a_lapsed_lease() {
             && listed.stdout.contains("a lapsed lease means"),
         "{listed:?}"
     );
+}
+
+/// An effect key holding a control character (which no command line can carry) or a bidi
+/// override is named everywhere in its printed form, `\u{HEX}` escapes quoted for a shell, and
+/// `inspect` and `resolve` take that form back: the effect can be settled from the CLI (found by
+/// a first-time user: the suggested `resolve` refused the key it printed, so the effect stayed
+/// `ambiguous`). Nothing prints the bidi override raw.
+#[test]
+fn an_effect_key_with_a_control_character_is_resolved_by_the_form_printed() {
+    let sandbox = Sandbox::new();
+    sandbox.with_agent_policy();
+    let arguments = r#"{"id": "n\u0000x\u202e y"}"#;
+    let printed = r"job:n\u{0}x\u{202e} y";
+    // The word a shell reads back from the suggested command line is the printed key.
+    let suggested_key = |run: &Run| {
+        let word = run
+            .stderr
+            .split("countersign resolve ")
+            .nth(1)
+            .and_then(|rest| rest.split(" --committed").next())
+            .unwrap_or_else(|| panic!("no resolve suggested: {run:?}"));
+        shlex::split(word)
+    };
+    let run = exec_job(&sandbox, arguments, &["--", "sh", "-c", "exit 3"]);
+    assert_eq!(run.status, Some(3), "{run:?}");
+    assert_eq!(
+        suggested_key(&run),
+        Some(vec![printed.to_owned()]),
+        "{run:?}"
+    );
+    let retry = exec_job(&sandbox, arguments, &["--", "sh", "-c", "exit 0"]);
+    assert_eq!(retry.status, Some(125), "refused: {retry:?}");
+    assert_eq!(
+        suggested_key(&retry),
+        Some(vec![printed.to_owned()]),
+        "{retry:?}"
+    );
+    let inspect = sandbox.run(&["inspect", printed]);
+    assert_eq!(inspect.status, Some(0), "{inspect:?}");
+    assert!(
+        inspect
+            .stdout
+            .contains(&format!("effect {printed}: ambiguous")),
+        "{inspect:?}"
+    );
+    let resolve = sandbox.run(&["resolve", printed, "--failed", "--as", "human:ops"]);
+    assert_eq!(resolve.status, Some(0), "{resolve:?}");
+    assert!(
+        resolve
+            .stdout
+            .contains(&format!("resolved {printed} as failed")),
+        "{resolve:?}"
+    );
+    for run in [&run, &retry, &inspect, &resolve] {
+        assert!(
+            !run.stdout.contains('\u{202e}') && !run.stderr.contains('\u{202e}'),
+            "a bidi override reached the terminal: {run:?}"
+        );
+    }
+    // The key as the agent wrote it is settled: a retry runs.
+    let again = exec_job(&sandbox, arguments, &["--", "sh", "-c", "exit 0"]);
+    assert_eq!(again.status, Some(0), "{again:?}");
+}
+
+/// A typed key is read as escaped only when no key by its literal text is recorded: a key that
+/// really holds a backslash is still named as typed.
+#[test]
+fn an_effect_key_holding_a_backslash_is_named_as_typed() {
+    let sandbox = Sandbox::new();
+    sandbox.with_agent_policy();
+    let arguments = r#"{"id": "a\\u{41}"}"#;
+    let run = exec_job(&sandbox, arguments, &["--", "sh", "-c", "exit 3"]);
+    assert_eq!(run.status, Some(3), "{run:?}");
+    let resolve = sandbox.run(&["resolve", r"job:a\u{41}", "--failed", "--as", "human:ops"]);
+    assert_eq!(resolve.status, Some(0), "{resolve:?}");
+    assert!(
+        resolve.stdout.contains(r"resolved job:a\u{41} as failed"),
+        "{resolve:?}"
+    );
+    // `job:aA`, what the escape would stand for, was never recorded.
+    let inspect = sandbox.run(&["inspect", "job:aA"]);
+    assert_eq!(inspect.status, Some(1), "{inspect:?}");
 }

@@ -153,3 +153,63 @@ fn inspect_of_an_unknown_id_says_what_it_accepts() {
         "nothing is recorded for `refund:pi_404`: give an approval id (apr_…), an attempt id (att_…), an effect key or an action hash"
     );
 }
+
+/// Every command that reads or answers what an agent recorded refuses a PostgreSQL schema that
+/// holds no store, naming it, and creates nothing there, as it refuses a SQLite file that does
+/// not exist (found by a first-time user: `receipts` on a mistyped `?schema=` made every table
+/// and said "No receipts yet"). Once an agent has recorded there, the same commands read it.
+/// Needs `COUNTERSIGN_TEST_POSTGRES_URL` (fails loudly without it).
+#[test]
+fn reading_commands_refuse_a_postgres_schema_with_no_store_and_create_nothing() {
+    let (url, schema) = crate::support::postgres_schema_url("cli_empty_reads");
+    let sandbox = Sandbox::new();
+    let commands: [&[&str]; 11] = [
+        &["receipts"],
+        &["receipts", "--export-anchor"],
+        &["stats"],
+        &["effects"],
+        &["pending"],
+        &["inspect", "apr_aaaaaaaaaaaaaaaaaaaa"],
+        &["policy", "replay"],
+        &["webhooks"],
+        &["approve", "apr_aaaaaaaaaaaaaaaaaaaa"],
+        &["resolve", "--committed", "refund:pay_1"],
+        &["receipts", "--json"],
+    ];
+    for command in commands {
+        let mut args = command.to_vec();
+        args.extend(["--store-url", &url]);
+        let run = sandbox.run(&args);
+        run.assert_no_panic();
+        assert_eq!(run.status, Some(1), "{command:?}: {run:?}");
+        assert!(
+            run.stderr.contains("no Countersign store here")
+                && run.stderr.contains(&format!("the schema `{schema}`"))
+                && run.stderr.contains("nothing was created"),
+            "{command:?}: {run:?}"
+        );
+    }
+    // Nothing was created: verify still finds no store (a created one would verify as empty).
+    let run = sandbox.run(&["verify", "--store-url", &url]);
+    assert_eq!(run.status, Some(3), "{run:?}");
+    assert!(run.stdout.contains("no Countersign store here"), "{run:?}");
+    // An agent's first call makes the store; then the reading commands read it.
+    let run = sandbox.run(&[
+        "exec",
+        "--store-url",
+        &url,
+        "--action",
+        "stripe.refund",
+        "--args",
+        r#"{"payment_id":"pay_1","amount":100}"#,
+        "--",
+        "true",
+    ]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    let run = sandbox.run(&["receipts", "--store-url", &url, "--json"]);
+    assert_eq!(run.status, Some(0), "{run:?}");
+    assert!(
+        !json(&run).as_array().expect("a list").is_empty(),
+        "{run:?}"
+    );
+}

@@ -470,3 +470,17 @@ impl Sandbox {
         serde_json::from_str(&run.stdout).expect("receipts --json is JSON")
     }
 }
+
+/// A store URL on the test PostgreSQL server (`COUNTERSIGN_TEST_POSTGRES_URL`) in a schema of
+/// its own, `{prefix}_{pid}`, and that schema's name. Panics, saying what to run, without the
+/// variable: these tests need a real PostgreSQL.
+pub fn postgres_schema_url(prefix: &str) -> (String, String) {
+    let base = std::env::var("COUNTERSIGN_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+        panic!(
+            "COUNTERSIGN_TEST_POSTGRES_URL is not set: this test needs PostgreSQL; run `.ci/postgres.sh` and export the URL it prints"
+        )
+    });
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let schema = format!("{prefix}_{}", std::process::id());
+    (format!("{base}{separator}schema={schema}"), schema)
+}

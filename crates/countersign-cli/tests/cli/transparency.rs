@@ -249,9 +249,16 @@ async fn refusals_say_what_to_do() {
     assert_eq!(run.status, Some(1), "{run:?}");
     // --checkpoint without --key.
     checkpoint(&sandbox, &key, "kept.note");
+    // A usage error (2), as every flag no run could use is, not a failed check (1).
     let run = sandbox.run(&["verify", "--checkpoint", "kept.note"]);
-    assert_eq!(run.status, Some(1), "{run:?}");
+    assert_eq!(run.status, Some(2), "{run:?}");
     assert!(run.stderr.contains("needs `--key"), "{run:?}");
+    let run = sandbox.run(&["verify", "--bundle", "kept.note", "--json"]);
+    assert_eq!(run.status, Some(2), "{run:?}");
+    assert!(run.stderr.contains("needs `--key"), "{run:?}");
+    let run = sandbox.run(&["verify", "--key", path(&public)]);
+    assert_eq!(run.status, Some(2), "{run:?}");
+    assert!(run.stderr.contains("`--key` is for"), "{run:?}");
     // A bundle of a receipt newer than the checkpoint.
     one_more_receipt(&sandbox, "pi_newer").await;
     let run = sandbox.run(&["receipts", "--bundle", "12", "--checkpoint", "kept.note"]);

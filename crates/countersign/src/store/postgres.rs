@@ -244,7 +244,8 @@ impl PostgresStore {
         options: PostgresOptions,
         location: String,
     ) -> Result<PostgresStore, StoreError> {
-        PostgresStore::connect_inner(connect_options, options, location, false).await
+        PostgresStore::connect_inner(connect_options, options, location, connect::Opening::Create)
+            .await
     }
 
     /// Run `operation` in one transaction, shared with the operations other callers queued

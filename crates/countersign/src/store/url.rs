@@ -209,6 +209,38 @@ pub async fn open_url_async(url: &str) -> Result<std::sync::Arc<dyn Store>, Stor
     open_url(url)
 }
 
+/// Open a store that must already exist, from any URL [`open_url_async`] accepts, migrating an
+/// older one forward: the operator's commands that read or answer what an agent recorded
+/// (`countersign receipts`, `approve`, `resolve`…) open with this, so that a mistyped location
+/// is refused instead of shown as an empty store. `sqlite:` refuses a file that does not exist;
+/// `postgres://` refuses a database (or `?schema=`) holding none of a store's tables
+/// ([`PostgresStore::connect_existing`]); `memory:` is a new empty store.
+///
+/// # Errors
+///
+/// As [`open_url_async`]; [`StoreError::NoStore`] when nothing of a store is at the location
+/// (nothing was created).
+pub async fn open_url_existing(url: &str) -> Result<std::sync::Arc<dyn Store>, StoreError> {
+    #[cfg(feature = "postgres")]
+    if is_postgres_url(url) {
+        return Ok(std::sync::Arc::new(
+            PostgresStore::connect_existing(url).await?,
+        ));
+    }
+    if let Some(path) = sqlite_path(url)
+        && !path.is_empty()
+        && !std::path::Path::new(path).exists()
+    {
+        return Err(StoreError::NoStore {
+            location: url.to_owned(),
+            message: format!(
+                "no Countersign store here: the file `{path}` does not exist, so nothing has been recorded in it yet; nothing was created: pass the agent's store URL"
+            ),
+        });
+    }
+    open_url_async(url).await
+}
+
 /// Open a store for reading only, from any URL [`open_url_async`] accepts: nothing is created
 /// (no folder, file, schema or table) and nothing is migrated (`countersign verify` and
 /// `receipts --verify`: a verifier only reads). `sqlite:` opens the file read-only

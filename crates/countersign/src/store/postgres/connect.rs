@@ -3,13 +3,24 @@
 
 use super::*;
 
+/// How [`PostgresStore::connect_inner`] treats the tables it finds.
+#[derive(Clone, Copy, Debug)]
+pub(super) enum Opening {
+    /// Create what is missing and migrate (a store's writer: the agent, `serve`).
+    Create,
+    /// Migrate an existing store; refuse a location holding none of its tables.
+    Existing,
+    /// Only check the store is there at this build's version (a verifier).
+    Read,
+}
+
 impl PostgresStore {
-    /// [`PostgresStore::connect_with`], migrating, or only checking when `read_only`.
+    /// [`PostgresStore::connect_with`], opening as `opening` says.
     pub(super) async fn connect_inner(
         connect_options: PgConnectOptions,
         options: PostgresOptions,
         location: String,
-        read_only: bool,
+        opening: Opening,
     ) -> Result<PostgresStore, StoreError> {
         let open_error = |message: String| StoreError::Open {
             location: location.clone(),
@@ -87,10 +98,17 @@ impl PostgresStore {
             #[cfg(test)]
             caller_clock: Default::default(),
         };
-        if read_only {
-            store.check_readable().await?;
-        } else {
-            store.migrate().await?;
+        match opening {
+            Opening::Create => store.migrate().await?,
+            Opening::Read => store.check_readable().await?,
+            Opening::Existing => match store.check_readable().await {
+                Ok(()) => {}
+                Err(error @ (StoreError::NoStore { .. } | StoreError::Incompatible { .. })) => {
+                    return Err(error);
+                }
+                // Older, or missing a table: what the migrations are for.
+                Err(_) => store.migrate().await?,
+            },
         }
         Ok(store)
     }
@@ -105,7 +123,25 @@ impl PostgresStore {
     /// version found and how to migrate.
     pub async fn connect_for_reading(url: &str) -> Result<PostgresStore, StoreError> {
         let (connect_options, options, location) = read_url(url)?;
-        PostgresStore::connect_inner(connect_options, options, location, true).await
+        PostgresStore::connect_inner(connect_options, options, location, Opening::Read).await
+    }
+
+    /// Connect to a store that must already exist (`countersign receipts`, `approve`,
+    /// `resolve`…): as [`PostgresStore::connect`], migrating an older store forward, but a
+    /// database (or `?schema=`) holding none of a store's tables is refused instead of set up,
+    /// so that a mistyped URL is not shown as an empty store.
+    ///
+    /// # Errors
+    ///
+    /// As [`PostgresStore::connect`]; [`StoreError::NoStore`] when none of a store's tables is
+    /// there (nothing was created).
+    ///
+    /// # Cancel safety
+    ///
+    /// As [`PostgresStore::connect`].
+    pub async fn connect_existing(url: &str) -> Result<PostgresStore, StoreError> {
+        let (connect_options, options, location) = read_url(url)?;
+        PostgresStore::connect_inner(connect_options, options, location, Opening::Existing).await
     }
 
     /// Is a Countersign store at this build's version here? Reads only.
