@@ -251,6 +251,11 @@ pub fn authenticate(
                 ))
             })?
             .to_owned();
+        let id = approver_shaped(
+            id,
+            &format!("the identity header `{}`", proxy.identity_header),
+            "check what the proxy puts in it (an id such as `human:alice` or `alice@example.com`)",
+        )?;
         let groups = merged_groups(directory, &id, &[]);
         return Ok(Caller {
             credential: Credential::Verified {
@@ -290,11 +295,17 @@ pub fn token_caller(
     let verified = token::verify(jwt, &sign_in.approver_keys, now).map_err(|error| {
         Problem::not_authenticated(error.to_string()).with("token_reason", error.reason())
     })?;
-    let groups = merged_groups(directory, &verified.subject, &verified.groups);
+    let subject = approver_shaped(
+        verified.subject,
+        "the token's subject (`sub`)",
+        "issue a token with one (`countersign approver token --subject human:alice`)",
+    )
+    .map_err(|problem| problem.with("token_reason", "invalid_subject"))?;
+    let groups = merged_groups(directory, &subject, &verified.groups);
     Ok(Caller {
         credential: Credential::Token(jwt.to_owned()),
         auditor: is_auditor(auditors_group, &groups),
-        id: verified.subject,
+        id: subject,
         groups,
         authentication: Authentication::Token,
     })
@@ -318,6 +329,11 @@ fn oidc_caller(
             "the identity provider's token is refused: {problem}"
         ))
     })?;
+    let id = approver_shaped(
+        id,
+        "the identity provider's subject (`sub`)",
+        "check what the provider puts in its `sub` claim",
+    )?;
     let groups = merged_groups(directory, &id, &claimed);
     Ok(Caller {
         credential: Credential::Verified {
@@ -330,6 +346,21 @@ fn oidc_caller(
         groups,
         authentication: Authentication::Oidc,
     })
+}
+
+/// `id` when it is of the one shape of approver ids ([`countersign::approver::ApproverId`]);
+/// otherwise a 401 `not_authenticated` naming `what` carried it, why, and `next`: such a caller
+/// could sign in, but every answer would then be refused `invalid_approver` (a trailing space, a
+/// zero-width character), so it is refused here, before anything is shown under a name no answer
+/// can use.
+fn approver_shaped(id: String, what: &str, next: &str) -> Result<String, Problem> {
+    match countersign::approver::ApproverId::parse(&id) {
+        Ok(_) => Ok(id),
+        Err(error) => Err(Problem::not_authenticated(format!(
+            "{what} is not an approver id, so no answer could be counted for it ({}): {next}",
+            countersign::evidence::printable(&error.to_string())
+        ))),
+    }
 }
 
 fn merged_groups(

@@ -3,9 +3,11 @@
 //! answer through the kernel.
 //!
 //! - **Messages.** The outbox's events reach Slack like a webhook endpoint named `slack`
-//!   ([`crate::notify`]): `approval.opened` posts the message (`chat.postMessage`) and keeps
-//!   its channel and `ts` with the delivery; every later event of the request updates it
-//!   (`chat.update`) from the request as stored. The message shows the request through the
+//!   ([`crate::notify`]): the first event of a request posts the message
+//!   (`chat.postMessage`) and keeps its channel and `ts` with the delivery; every later event
+//!   of the request, a redelivered one included, updates it (`chat.update`) from the request as
+//!   stored. A request no one can answer any more (decided or expired before Slack heard of it,
+//!   as when Slack is configured after it opened) is not posted. The message shows the request through the
 //!   shared rendering ([`countersign::display::render`], as plain text: nothing in it is read as
 //!   Slack markup), the action hash's short form and the expiry; while the request is
 //!   `pending`, two buttons carry its id and full action hash. Once decided the buttons go and
@@ -22,9 +24,9 @@
 //!   stored rule judges it like any answer; a refusal is recorded by the kernel and shown to
 //!   the user only (`chat.postEphemeral`).
 //!
-//! The Web API is reached over plain HTTP (`--slack-api-url`, default
-//! [`DEFAULT_API_URL`]): this build has no TLS client, so point it at a forwarding proxy on
-//! loopback that speaks HTTPS to `slack.com`.
+//! The Web API is reached at `--slack-api-url` (default [`DEFAULT_API_URL`], a forwarding
+//! proxy on loopback): `https://slack.com/api` directly works too, through the one client
+//! constructor `countersign-http` (issue #32).
 
 mod message;
 
@@ -38,7 +40,7 @@ use axum::http::{HeaderMap, StatusCode};
 use axum::response::{IntoResponse, Response};
 use axum::routing::post;
 use countersign::approver::{Authentication, Channel, Credential};
-use countersign::outbox::{ClaimedDelivery, EventKind, Settlement};
+use countersign::outbox::{ClaimedDelivery, Settlement};
 use countersign::store::{RecordAnswer, Store};
 use countersign::{ActionHash, AnswerDecision, ApprovalId, Timestamp};
 use hmac::{Hmac, KeyInit, Mac};
@@ -61,13 +63,15 @@ pub const SIGNATURE_WINDOW: Duration = Duration::from_secs(300);
 pub enum SlackConfigError {
     /// A users file line that is not `SLACK_USER_ID: approver`.
     #[error(
-        "`{file}` line {line}: write one `SLACK_USER_ID: approver` per line, for example `U024BE7LH: human:alice`"
+        "`{file}` line {line}: {problem}: write one `SLACK_USER_ID: approver` per line, for example `U024BE7LH: human:alice`"
     )]
     Users {
         /// The file.
         file: String,
         /// The line (from 1).
         line: usize,
+        /// What is wrong with it.
+        problem: String,
     },
     /// An empty secret or token.
     #[error("the Slack {what} is empty: write it in the file given for it")]
@@ -186,17 +190,29 @@ impl SlackConfig {
             if line.is_empty() || line.starts_with('#') {
                 continue;
             }
-            let bad = || SlackConfigError::Users {
+            let bad = |problem: String| SlackConfigError::Users {
                 file: file.to_owned(),
                 line: index + 1,
+                problem,
             };
-            let (user, approver) = line.split_once(':').ok_or_else(bad)?;
+            let (user, approver) = line.split_once(':').ok_or_else(|| {
+                bad("it has no `:` between the Slack user id and the approver".to_owned())
+            })?;
             let (user, approver) = (user.trim(), approver.trim());
-            if user.is_empty()
-                || approver.is_empty()
-                || !user.chars().all(|c| c.is_ascii_alphanumeric())
-            {
-                return Err(bad());
+            if user.is_empty() {
+                return Err(bad("the Slack user id before the `:` is empty".to_owned()));
+            }
+            // Slack's user ids are upper-case letters and digits (`U024BE7LH`, `W012A3CDE`).
+            if let Some(other) = user.chars().find(|c| !c.is_ascii_alphanumeric()) {
+                return Err(bad(format!(
+                    "the Slack user id `{}` holds `{}`, but Slack's ids are only letters and digits (find yours under the person's profile, More, Copy member ID)",
+                    user.escape_debug(),
+                    other.escape_debug()
+                )));
+            }
+            // An approver no answer could be counted for is refused now, not at every press.
+            if let Err(error) = countersign::approver::ApproverId::parse(approver) {
+                return Err(bad(error.to_string()));
             }
             users.insert(user.to_owned(), approver.to_owned());
         }
@@ -454,14 +470,19 @@ pub(crate) async fn deliver(
         .ok_or_else(|| format!("request {request_id} is gone"))?;
     let now = service.inner.clock.now();
     let (text, blocks) = message::blocks(&record, now);
-    let earlier = if held.delivery.kind == EventKind::Opened {
-        None
-    } else {
-        store
-            .delivery_reference(&record.id, ENDPOINT)
-            .await
-            .map_err(|error| format!("cannot read the message's reference: {error}"))?
-    };
+    // One message per request, whatever the event (a redelivered `approval.opened` too): the
+    // message posted earlier, if any, is updated; a new one is posted only while someone can
+    // still answer, so a request that ended before Slack heard of it (Slack configured later,
+    // or down meanwhile) is not posted at all.
+    let earlier = store
+        .delivery_reference(&record.id, ENDPOINT)
+        .await
+        .map_err(|error| format!("cannot read the message's reference: {error}"))?;
+    let answerable =
+        record.state == countersign::ApprovalState::Pending && !record.is_expired_at(now);
+    if earlier.is_none() && !answerable {
+        return Ok(Settlement::Delivered { reference: None });
+    }
     match earlier
         .as_deref()
         .and_then(|reference| reference.split_once('/'))
@@ -473,7 +494,9 @@ pub(crate) async fn deliver(
                 json!({"channel": channel, "ts": ts, "text": text, "blocks": blocks}),
             )
             .await?;
-            Ok(Settlement::Delivered { reference: None })
+            // The message this delivery updated: a redelivered opening keeps the reference
+            // every later event finds the message by.
+            Ok(Settlement::Delivered { reference: earlier })
         }
         None => {
             let answer = api_call(
@@ -522,12 +545,22 @@ mod tests {
             users.get("W012A3CDE").map(String::as_str),
             Some("human:bob")
         );
-        assert_eq!(
-            SlackConfig::parse_users("U1 human:alice", "users.txt"),
-            Err(SlackConfigError::Users {
-                file: "users.txt".to_owned(),
-                line: 1
-            })
-        );
+        for (text, said) in [
+            ("U1", "has no `:`"),
+            ("U1 human:alice", "holds ` `"),
+            ("U_ALICE: human:alice", "holds `_`"),
+            (": human:alice", "is empty"),
+            ("U1: human:ali ce", "is not an approver id"),
+            ("U1:", "is not an approver id"),
+        ] {
+            match SlackConfig::parse_users(&format!("# first\n{text}"), "users.txt") {
+                Err(error @ SlackConfigError::Users { line: 2, .. }) => {
+                    let message = error.to_string();
+                    assert!(message.contains(said), "{text}: {message}");
+                    assert!(message.starts_with("`users.txt` line 2: "), "{message}");
+                }
+                other => panic!("{text}: {other:?}"),
+            }
+        }
     }
 }

@@ -48,6 +48,16 @@ pub enum WebhookConfigError {
         "a webhook URL must not carry credentials (`user:password@host`): they would be kept with every delivery and shown by `countersign webhooks`; the signature (`--webhook-secret-file`) authenticates Countersign to the receiver"
     )]
     Credentials,
+    /// A query parameter is named like a credential (`?token=…`, `api_key`, `sig`…): as for
+    /// [`WebhookConfigError::Credentials`], it would be kept with every delivery and shown.
+    /// Only the parameter's name is repeated, never its value.
+    #[error(
+        "a webhook URL must not carry a credential in its query (`{name}=…`): it would be kept with every delivery and shown by `countersign webhooks`; the signature (`--webhook-secret-file`) authenticates Countersign to the receiver, which should check it instead"
+    )]
+    QueryCredential {
+        /// The query parameter's name.
+        name: String,
+    },
     /// Not an `http://` or `https://` URL.
     #[error(
         "`{url}` is not an http:// or https:// URL: give the receiver's address, for example `https://hooks.example.com/countersign`"
@@ -56,6 +66,25 @@ pub enum WebhookConfigError {
         /// The URL given.
         url: String,
     },
+}
+
+/// Is a query parameter named like a credential? Its name, lowercased, holds one of the words
+/// services put credentials under (`token`, `access_token`, `secret`, `password`, `key`,
+/// `api_key`, `auth`, `sig`, `signature`, `credential`, `code`).
+fn is_credential_name(name: &str) -> bool {
+    let name = name.to_ascii_lowercase();
+    [
+        "token",
+        "secret",
+        "passw",
+        "key",
+        "auth",
+        "sig",
+        "credential",
+        "code",
+    ]
+    .iter()
+    .any(|word| name.contains(word))
 }
 
 /// One signing secret (`whsec_` and base64 of the key bytes). Its bytes are never shown: the
@@ -164,6 +193,14 @@ impl WebhookEndpoint {
         }
         if !parsed.username().is_empty() || parsed.password().is_some() {
             return Err(WebhookConfigError::Credentials);
+        }
+        if let Some((name, _)) = parsed
+            .query_pairs()
+            .find(|(name, _)| is_credential_name(name))
+        {
+            return Err(WebhookConfigError::QueryCredential {
+                name: name.into_owned(),
+            });
         }
         if secrets.is_empty() {
             return Err(WebhookConfigError::NoSecret {
@@ -388,6 +425,20 @@ mod tests {
             assert!(!refused.to_string().contains("s3cretpw"));
             assert!(!refused.to_string().contains("token@"));
         }
+        // A credential in the query is refused the same way, naming the parameter only.
+        for with_token in [
+            "https://hooks.example.com/x?token=s3cretpw",
+            "https://hooks.example.com/x?team=ops&API_KEY=s3cretpw",
+            "https://hooks.example.com/x?sig=s3cretpw",
+        ] {
+            let refused = WebhookEndpoint::new(with_token, secret()).expect_err("refused");
+            assert!(
+                matches!(refused, WebhookConfigError::QueryCredential { .. }),
+                "{with_token}"
+            );
+            assert!(!refused.to_string().contains("s3cretpw"), "{refused}");
+        }
+        assert!(WebhookEndpoint::new("https://hooks.example.com/x?team=ops", secret()).is_ok());
         assert!(matches!(
             WebhookEndpoint::new("not a url", secret()),
             Err(WebhookConfigError::Url { .. })

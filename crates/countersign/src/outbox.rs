@@ -300,7 +300,8 @@ pub struct Delivery {
     pub next_attempt_at: Timestamp,
     /// When its retry window began: the event's time, or the last `--redeliver`.
     pub window_start: Timestamp,
-    /// Why the last attempt failed, if it did (no secret: a status code or a transport error).
+    /// Why the last attempt failed, if it did (no secret: a status code or a transport error);
+    /// `None` once delivered.
     pub last_error: Option<String>,
     /// When it was delivered, if it was.
     pub delivered_at: Option<Timestamp>,

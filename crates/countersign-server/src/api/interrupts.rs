@@ -123,8 +123,8 @@ impl Outcome {
 /// `POST /api/v1/interrupts/responses`: `{"responses": {"<request id>": {"decision":
 /// "approve"|"deny", "action_hash": "sha256:…", "note": "…"}}}` from a signed-in caller.
 ///
-/// Read in two passes, in request id order. First every entry is read: an id that is not a
-/// request id is refused `unknown_request`, and a response of any other shape is refused
+/// Read in two passes, in request id order. First every entry is read: an id of no request
+/// (malformed or unknown) is refused `unknown_request`, and a response of any other shape is refused
 /// `invalid_decision` — handed to the kernel as such, so the refusal and who sent it are
 /// recorded and the request stays pending. If any entry was refused there, no other entry is
 /// submitted (`not_applied`). Otherwise each response goes to the kernel, which judges it on
@@ -152,11 +152,32 @@ pub(super) async fn post_responses(
     let mut entries: Vec<(&String, &serde_json::Value)> = responses.iter().collect();
     entries.sort_by(|a, b| a.0.cmp(b.0));
 
-    // First pass: read every entry, submitting nothing yet.
+    // First pass: read every entry and find its request, submitting nothing yet. An id of no
+    // request is refused as a malformed one is, so that no other response in the body is
+    // applied under a 404. (A request the caller may not answer goes to the kernel, which
+    // records the refusal and who sent it.)
+    let store = service.store().await?;
     let mut read = Vec::with_capacity(entries.len());
     let mut any_unreadable = false;
     for (id, value) in &entries {
-        let request_id = ApprovalId::parse(id);
+        let unknown = || {
+            Problem::new(
+                StatusCode::NOT_FOUND,
+                "unknown_request",
+                format!(
+                    "`{}` is not the id of an approval request: key each response by the `request_id` of its countersign.interrupt/v1 object",
+                    id.escape_debug()
+                ),
+            )
+        };
+        let request_id = match ApprovalId::parse(id) {
+            Err(_) => Err(unknown()),
+            Ok(request_id) => match store.approval(&request_id).await {
+                Ok(Some(_)) => Ok(request_id),
+                Ok(None) => Err(unknown()),
+                Err(error) => return Err(Problem::from_store(&error)),
+            },
+        };
         let response = parse_interrupt_response(value);
         any_unreadable |= request_id.is_err() || response.is_err();
         read.push((*id, request_id, response));
@@ -176,14 +197,7 @@ pub(super) async fn post_responses(
     };
     for (id, request_id, response) in read {
         let outcome = match (request_id, response) {
-            (Err(_), _) => Outcome::refused(Problem::new(
-                StatusCode::NOT_FOUND,
-                "unknown_request",
-                format!(
-                    "`{}` is not an approval request id: key each response by the `request_id` of its countersign.interrupt/v1 object",
-                    id.escape_debug()
-                ),
-            )),
+            (Err(unknown), _) => Outcome::refused(unknown),
             (Ok(request_id), Err(invalid)) => {
                 // Recorded by the kernel as a refused answer naming the caller.
                 match service

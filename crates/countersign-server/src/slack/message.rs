@@ -64,9 +64,17 @@ fn outcome(record: &ApprovalRecord) -> Option<String> {
 /// the full action hash (`apr_…|sha256:…`), so an answer is bound to what the message showed.
 pub fn blocks(record: &ApprovalRecord, now: Timestamp) -> (String, Value) {
     let shown = display::render(record, None);
+    let waiting = record.state == ApprovalState::Pending && !record.is_expired_at(now);
+    // The header says whether anyone need act: a message updated after the request ended (or
+    // first posted then) must not still ask for an approval.
+    let header = if waiting {
+        "Countersign: approval needed".to_owned()
+    } else {
+        format!("Countersign: approval request {}", state_word(record, now))
+    };
     let mut blocks = vec![json!({
         "type": "header",
-        "text": plain("Countersign: approval needed"),
+        "text": plain(&header),
     })];
     blocks.extend(sections(&shown.to_text()));
     let given = record.approvals_given();
@@ -88,7 +96,6 @@ pub fn blocks(record: &ApprovalRecord, now: Timestamp) -> (String, Value) {
         context.push_str(&format!(" so far: {}", approvers.join(", ")));
     }
     blocks.push(json!({"type": "context", "elements": [plain(&context)]}));
-    let waiting = record.state == ApprovalState::Pending && !record.is_expired_at(now);
     let summary = match outcome(record) {
         Some(outcome) => {
             blocks.push(json!({"type": "section", "text": plain(&outcome)}));
@@ -118,6 +125,16 @@ pub fn blocks(record: &ApprovalRecord, now: Timestamp) -> (String, Value) {
         }
     };
     (summary, Value::Array(blocks))
+}
+
+/// The request's state at `now` as one word for a header: a pending request past its expiry
+/// is `expired`, whether or not the sweeper has marked it.
+fn state_word(record: &ApprovalRecord, now: Timestamp) -> &'static str {
+    if record.state == ApprovalState::Pending && record.is_expired_at(now) {
+        ApprovalState::Expired.as_str()
+    } else {
+        record.state.as_str()
+    }
 }
 
 #[cfg(test)]

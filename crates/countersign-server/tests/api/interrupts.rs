@@ -214,6 +214,25 @@ async fn a_malformed_entry_keeps_the_rest_of_the_body_from_applying(backend: Bac
     assert_eq!(problem["results"][bad.as_str()]["status"], "refused");
     assert_eq!(state(&harness, &good).await, "pending");
     assert_eq!(state(&harness, &bad).await, "pending");
+    // A well-formed id of no request keeps the rest from applying too: nothing is applied
+    // under a 404 (found by a first-time user: the good response was recorded).
+    let mut unknown = good.as_str().to_owned();
+    let last = if unknown.ends_with('0') { '1' } else { '0' };
+    unknown.pop();
+    unknown.push(last);
+    let body = json!({"responses": {
+        good.as_str(): {"decision": "approve", "action_hash": good_hash.as_str()},
+        unknown.as_str(): {"decision": "approve", "action_hash": good_hash.as_str()},
+    }});
+    let (status, problem) = harness.post(RESPONSES, Some(&alice), body).await;
+    assert_eq!(
+        (status, problem["reason"].as_str()),
+        (404, Some("unknown_request")),
+        "{problem}"
+    );
+    assert_eq!(problem["results"][good.as_str()]["status"], "not_applied");
+    assert_eq!(problem["results"][unknown.as_str()]["status"], "refused");
+    assert_eq!(state(&harness, &good).await, "pending");
     harness.stop().await;
 }
 

@@ -125,6 +125,21 @@ async fn refuses_expired_and_foreign_tokens(backend: Backend, case: &str) {
         !body.to_string().contains(&foreign),
         "a token is never repeated"
     );
+    // Validly signed over a subject no answer could use (a trailing space, a zero-width
+    // character): refused at sign-in, where it signed in and every answer was then refused.
+    for subject in ["human:alice ", "human:ali\u{200b}ce"] {
+        let token = harness.hand_signed_token(subject);
+        for (status, body) in [
+            harness.get("/api/v1/approvals", Some(&token)).await,
+            harness.answer(&id, &token, "approve", &hash).await,
+        ] {
+            assert_eq!(status, 401, "{subject:?}: {body}");
+            assert_eq!(body["token_reason"], "invalid_subject", "{body}");
+            let detail = body["detail"].as_str().expect("a detail");
+            assert!(detail.contains("is not an approver id"), "{detail}");
+            assert!(!detail.contains('\u{200b}'), "shown raw: {detail}");
+        }
+    }
     // Garbage.
     let (status, body) = harness.get("/api/v1/approvals", Some("not.a.token")).await;
     assert_eq!(
@@ -692,6 +707,25 @@ async fn lists_and_resolves_ambiguous_effects(backend: Backend, case: &str) {
         (status, problem["reason"].as_str()),
         (400, Some("invalid_query"))
     );
+    // A parameter given twice is refused on every route, never read as one of its values.
+    for path in [
+        "/api/v1/effects?state=ambiguous&state=committed",
+        "/api/v1/approvals?state=pending&limit=5&state=all",
+        "/api/v1/receipts?limit=1&limit=2",
+    ] {
+        let (status, problem) = harness.get(path, Some(&olga)).await;
+        assert_eq!(
+            (status, problem["reason"].as_str()),
+            (400, Some("invalid_query")),
+            "{path}: {problem}"
+        );
+        assert!(
+            problem["detail"]
+                .as_str()
+                .is_some_and(|detail| detail.contains("more than once")),
+            "{problem}"
+        );
+    }
 
     let path = "/api/v1/effects/restart:db2/resolve";
     let (status, body) = harness
@@ -1007,6 +1041,7 @@ async fn revokes_a_yes_and_a_grant_but_never_a_used_one(backend: Backend, case: 
         problem["detail"].as_str().unwrap_or("").contains(&jti),
         "{problem}"
     );
+    assert_eq!(problem["token_reason"], "revoked", "{problem}");
     let (status, _) = harness.get("/api/v1/approvals", Some(&bob)).await;
     assert_eq!(status, 200);
     harness.stop().await;

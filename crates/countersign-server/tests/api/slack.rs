@@ -490,6 +490,77 @@ async fn an_expired_requests_message_says_so() {
     harness.stop().await;
 }
 
+/// A redelivered `approval.opened` (`countersign webhooks --redeliver`) updates the request's
+/// one message instead of posting a second (found by a first-time user); once the request is
+/// decided, the header no longer asks for an approval.
+#[tokio::test]
+async fn a_redelivered_opening_updates_the_one_message() {
+    let (harness, fake) = harness("slack_redelivered").await;
+    let (id, hash) = harness
+        .ask("finance.small", json!({"payment_id": "pi_s5"}))
+        .await;
+    let posted = fake.wait_for("chat.postMessage", 1).await;
+    assert!(
+        texts(&posted["blocks"]).contains("approval needed"),
+        "{posted}"
+    );
+    let opened = harness
+        .store
+        .deliveries(None, 100)
+        .await
+        .expect("the deliveries")
+        .into_iter()
+        .find(|delivery| {
+            delivery.endpoint == "slack"
+                && delivery.kind == EventKind::Opened
+                && delivery.request_id.as_ref() == Some(&id)
+        })
+        .expect("the opening's delivery to Slack");
+    harness
+        .store
+        .redeliver(opened.id, harness.clock.now())
+        .await
+        .expect("redeliver")
+        .expect("the delivery exists");
+    let update = fake.wait_for("chat.update", 1).await;
+    assert_eq!(update["ts"], posted_ts(&fake));
+    assert_eq!(fake.calls("chat.postMessage").len(), 1, "a second message");
+    // Decided: the message says so in its header too.
+    let now = now_seconds(&harness);
+    let value = button_value(&id, &hash);
+    assert_eq!(
+        press(&harness, "UALICE", "deny", &value, SIGNING_SECRET, now).await,
+        200
+    );
+    let update = fake.wait_for("chat.update", 2).await;
+    let text = texts(&update["blocks"]);
+    assert!(
+        text.contains("approval request denied") && !text.contains("approval needed"),
+        "{text}"
+    );
+    assert_eq!(fake.calls("chat.postMessage").len(), 1, "a second message");
+    harness.stop().await;
+}
+
+/// The `ts` of the one message posted.
+fn posted_ts(fake: &FakeSlack) -> String {
+    let calls = fake.calls.lock().expect("the log");
+    assert_eq!(
+        calls
+            .iter()
+            .filter(|call| call.method == "chat.postMessage")
+            .count(),
+        1
+    );
+    // The fake numbers each `ts` by the call's place in its log.
+    let place = calls
+        .iter()
+        .position(|call| call.method == "chat.postMessage")
+        .expect("posted")
+        + 1;
+    format!("1700000000.{place:06}")
+}
+
 /// Issue #32: Slack's Web API over HTTPS, its certificate checked against the configured CA
 /// (a local CA made with `openssl`), through the one client constructor.
 #[tokio::test]

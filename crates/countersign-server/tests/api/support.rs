@@ -191,6 +191,23 @@ impl Harness {
         .expect("a token")
     }
 
+    /// A token signed by the harness key over `subject` exactly as given, shape unchecked (as
+    /// another issuer, or an older `issue`, could sign it), valid for an hour.
+    pub fn hand_signed_token(&self, subject: &str) -> String {
+        use base64::Engine;
+        use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+        let now = self.clock.now().as_millis() / 1000;
+        let header = json!({"alg": "EdDSA", "typ": "JWT"});
+        let claims = json!({"sub": subject, "iat": now, "exp": now + 3600});
+        let signed = format!(
+            "{}.{}",
+            URL_SAFE_NO_PAD.encode(header.to_string()),
+            URL_SAFE_NO_PAD.encode(claims.to_string())
+        );
+        let signature = URL_SAFE_NO_PAD.encode(self.key.sign(signed.as_bytes()));
+        format!("{signed}.{signature}")
+    }
+
     /// The agent calls `action`; `fail` makes the executor fail in a way that may have run.
     pub async fn call(
         &self,

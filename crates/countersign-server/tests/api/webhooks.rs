@@ -270,6 +270,25 @@ async fn a_receiver_that_is_down_gets_the_delivery_later_with_the_same_id() {
     );
     assert_eq!(got[0].json()["data"]["request_id"], id.as_str());
     assert!(verifies(SECRET, &got[0]));
+    // Delivered, the row no longer shows the first attempt's error: `last_error` is why the
+    // last attempt failed, and it did not.
+    let mut delivered = None;
+    for _ in 0..200 {
+        delivered = harness
+            .store
+            .deliveries(Some(DeliveryState::Delivered), 10)
+            .await
+            .expect("deliveries")
+            .into_iter()
+            .find(|delivery| delivery.event_id == failed_once.event_id);
+        if delivered.is_some() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(25)).await;
+    }
+    let delivered = delivered.expect("the retry is settled delivered");
+    assert_eq!(delivered.last_error, None, "{delivered:?}");
+    assert_eq!(delivered.attempts, 2, "{delivered:?}");
     harness.stop().await;
 }
 

@@ -513,6 +513,7 @@ impl Store for MemoryStore {
                 held.delivery.state = DeliveryState::Delivered;
                 held.delivery.delivered_at = Some(now);
                 held.delivery.reference = reference;
+                held.delivery.last_error = None;
             }
             Settlement::Retry { at, error } => {
                 held.delivery.next_attempt_at = at;

@@ -315,7 +315,7 @@ impl PostgresStore {
                      next_at = COALESCE($4 - $8 + ",
                         server_now!("$9"),
                         ", next_at),
-                     last_error = COALESCE($5, last_error),
+                     last_error = $5,
                      delivered_at = CASE WHEN $6 THEN ",
                         server_now!("$9"),
                         " END, reference = $7,

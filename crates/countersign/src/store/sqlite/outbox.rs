@@ -185,7 +185,7 @@ pub(super) fn settle(
     let changed = connection
         .prepare_cached(
             "UPDATE deliveries SET state = ?3, attempts = attempts + 1, next_at = COALESCE(?4, next_at),
-                 last_error = COALESCE(?5, last_error), delivered_at = ?6, reference = ?7,
+                 last_error = ?5, delivered_at = ?6, reference = ?7,
                  lease_owner = NULL, lease_until = NULL
              WHERE id = ?1 AND state = 'pending' AND lease_owner = ?2",
         )?
