@@ -81,6 +81,33 @@ pub(crate) fn failure_exit_code(text: &str) -> Result<i32, String> {
 /// # Errors
 ///
 /// A sentence naming the limit and the note's length.
+/// The `--note` parser: [`note`], whose refusal does not repeat the note (clap's own error
+/// for a value parser quotes the value, which for a note past the limit is kilobytes of it).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct NoteParser;
+
+impl clap::builder::TypedValueParser for NoteParser {
+    type Value = String;
+
+    fn parse_ref(
+        &self,
+        command: &clap::Command,
+        _argument: Option<&clap::Arg>,
+        value: &std::ffi::OsStr,
+    ) -> Result<String, clap::Error> {
+        let refused = |kind, message: String| {
+            clap::Error::raw(kind, format!("--note: {message}\n")).with_cmd(command)
+        };
+        let text = value.to_str().ok_or_else(|| {
+            refused(
+                clap::error::ErrorKind::InvalidUtf8,
+                "the note is not UTF-8 text".to_owned(),
+            )
+        })?;
+        note(text).map_err(|message| refused(clap::error::ErrorKind::ValueValidation, message))
+    }
+}
+
 pub(crate) fn note(text: &str) -> Result<String, String> {
     let limit = countersign::approval::MAX_NOTE_BYTES;
     if text.len() > limit {

@@ -202,7 +202,7 @@ pub struct AnswerArgs {
     #[arg(long = "hash", value_name = "SHA256")]
     shown_hash: Option<String>,
     /// A note kept with the answer (shown to the agent as data; at most 4096 bytes).
-    #[arg(long, value_name = "TEXT", value_parser = crate::args::note)]
+    #[arg(long, value_name = "TEXT", value_parser = crate::args::NoteParser)]
     note: Option<String>,
 }
 
@@ -349,7 +349,7 @@ pub struct ResolveArgs {
     #[command(flatten)]
     identity: IdentityArgs,
     /// How you found out (kept in the receipt; at most 4096 bytes).
-    #[arg(long, value_name = "TEXT", value_parser = crate::args::note)]
+    #[arg(long, value_name = "TEXT", value_parser = crate::args::NoteParser)]
     note: Option<String>,
 }
 
@@ -395,7 +395,7 @@ pub async fn resolve(
         writeln!(
             out,
             "resolved {} as {}",
-            printable(record.key.as_str()),
+            countersign::evidence::escaped(record.key.as_str()),
             record.state
         )?;
         match record.state {
@@ -568,7 +568,7 @@ pub async fn effects(
         };
         for record in &records {
             table.row([
-                record.key.to_string(),
+                countersign::evidence::escaped(record.key.as_str()).into_owned(),
                 if lapsed(record) {
                     "reserved, lease lapsed".to_owned()
                 } else if record.state == EffectState::Reserved {
@@ -704,7 +704,7 @@ pub async fn inspect(
         writeln!(
             out,
             "effect {}: {} after {} attempt(s)",
-            printable(record.key.as_str()),
+            countersign::evidence::escaped(record.key.as_str()),
             record.state,
             record.attempts
         )?;

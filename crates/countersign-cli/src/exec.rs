@@ -259,8 +259,9 @@ pub async fn exec(
         }) => {
             let next = match &effect_key {
                 Some(key) => format!(
-                    "every retry is refused until someone finds out what happened and runs `countersign resolve {} --committed` or `--failed`",
-                    countersign::evidence::shell_word(key.as_str())
+                    "every retry is refused until someone finds out what happened and runs `countersign resolve {}{} --committed` or `--failed`",
+                    countersign::evidence::shell_word(key.as_str()),
+                    crate::store_access::store_flags(global)
                 ),
                 None => "it has no effect key, so nothing refuses a retry".to_owned(),
             };
@@ -316,10 +317,20 @@ pub async fn exec(
             REFUSED,
         ),
         Err(refusal) => {
+            // The kernel's `countersign resolve KEY` names no store: say which, when it is not
+            // the default one.
+            let flags = crate::store_access::store_flags(global);
+            let store_hint = match &refusal {
+                ControlError::AmbiguousEffect { .. } if !flags.is_empty() => format!(
+                    " (add `{}` to that `resolve`: this is not the default store)",
+                    flags.trim_start()
+                ),
+                _ => String::new(),
+            };
             let mut said = Said::new(
                 "refused",
                 format!(
-                    "`{name}` refused ({}): {refusal}; the command did not run",
+                    "`{name}` refused ({}): {refusal}{store_hint}; the command did not run",
                     refusal.reason()
                 ),
             );
@@ -363,7 +374,7 @@ pub async fn exec(
 /// a line `countersign: MESSAGE` (`warning: MESSAGE` for a warning), or with `--json` one JSON
 /// object per line (JSON Lines) with the fields below, the command's own output passing through
 /// untouched. The last object is the ending, the one with `exit_status`.
-#[derive(Debug, serde::Serialize)]
+#[derive(Clone, Debug, serde::Serialize)]
 struct Said {
     /// `warning` (an approval nobody can give), `waiting` (for an answer, with `--wait`), or
     /// how it ended: `committed`, `failed`, `ambiguous` (recorded so), `approval_required`,
@@ -425,8 +436,15 @@ fn say(json: bool, said: &Said) {
 }
 
 /// Say `said` as one JSON line on standard error (`serde_json` escapes control characters).
+/// The human-readable `message` is shown as the text form shows it (a bidi override in a key
+/// it quotes, which JSON would pass raw to the terminal, is escaped); the data fields
+/// (`effect_key`) keep their exact values.
 fn say_json(said: &Said) {
-    match serde_json::to_string(said) {
+    let shown = Said {
+        message: countersign::evidence::printable(&said.message).into_owned(),
+        ..said.clone()
+    };
+    match serde_json::to_string(&shown) {
         Ok(line) => countersign::stderr_line!("{line}"),
         // Not reachable (every field serializes); the text keeps the message anyway.
         Err(_) => countersign::stderr_line!("countersign: {}", said.message),

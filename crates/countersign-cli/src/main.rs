@@ -308,6 +308,33 @@ pub(crate) fn usage_error(json: bool, message: &str) -> ! {
 /// arguments missing, the values possible, a tip), without the `error: ` prefix and the usage
 /// and `--help` lines that follow, joined with spaces.
 fn usage_message(rendered: &str) -> String {
+    // A command that needs a subcommand renders its help instead of an error: say which
+    // command and which subcommands it takes (the help's `Usage:` and `Commands:` lines).
+    if let Some(usage) = rendered
+        .lines()
+        .find_map(|line| line.strip_prefix("Usage: "))
+        .filter(|usage| usage.ends_with("<COMMAND>"))
+        && rendered.lines().any(|line| line == "Commands:")
+    {
+        let command = usage
+            .split(" [OPTIONS]")
+            .next()
+            .unwrap_or(usage)
+            .trim_end_matches(" <COMMAND>");
+        let subcommands: Vec<&str> = rendered
+            .lines()
+            .skip_while(|line| *line != "Commands:")
+            .skip(1)
+            .take_while(|line| !line.is_empty())
+            .filter(|line| line.starts_with("  ") && !line.starts_with("   "))
+            .filter_map(|line| line.split_whitespace().next())
+            .filter(|name| *name != "help")
+            .collect();
+        return format!(
+            "`{command}` needs a subcommand: one of {}; see `{command} --help`",
+            subcommands.join(", ")
+        );
+    }
     let said: Vec<&str> = rendered
         .lines()
         .take_while(|line| !line.starts_with("Usage:") && !line.starts_with("For more information"))
@@ -441,6 +468,10 @@ mod usage_tests {
             (
                 vec!["countersign", "receipts", "--export", "xml"],
                 "[possible values: jsonl, ocsf]",
+            ),
+            (
+                vec!["countersign", "policy"],
+                "`countersign policy` needs a subcommand: one of check, diff, replay",
             ),
         ] {
             let error = super::Cli::try_parse_from(&args).expect_err("a usage error");

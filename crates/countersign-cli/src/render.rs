@@ -113,10 +113,11 @@ pub fn receipts_table(receipts: &[Receipt]) -> Table {
             receipt.outcome.as_str().to_owned(),
             receipt.reason.clone().unwrap_or_else(|| "-".to_owned()),
             receipt.action.clone().unwrap_or_else(|| "-".to_owned()),
-            receipt
-                .effect_key
-                .as_ref()
-                .map_or_else(|| "-".to_owned(), ToString::to_string),
+            // As `resolve` and `inspect` read a key back (two keys never print alike).
+            receipt.effect_key.as_ref().map_or_else(
+                || "-".to_owned(),
+                |key| countersign::evidence::escaped(key.as_str()).into_owned(),
+            ),
             receipt.approver.clone().unwrap_or_else(|| "-".to_owned()),
         ]);
     }

@@ -124,17 +124,15 @@ pub(crate) async fn open_or_nothing(
     }
 }
 
-/// The effect key an operator means by `typed` (`resolve KEY`, `inspect KEY`): as typed, or,
-/// when it holds `\u{HEX}` escapes, the key they stand for, which is how every listing and
-/// message prints a key holding a control or invisible character
-/// ([`countersign::evidence::printable`]; a NUL cannot even be typed). The escaped reading is
-/// taken only when a key by that name is recorded and none by the typed text is; `None` when
-/// `typed` is not a valid key either way.
+/// The effect key an operator means by `typed` (`resolve KEY`, `inspect KEY`): the key it
+/// prints as, `\u{HEX}` escapes read back ([`countersign::evidence::escaped`], how every
+/// listing and message prints a key; a NUL cannot even be typed), when such a key is recorded;
+/// otherwise the key as typed (a key whose text holds `\u{` itself, typed as it is). `None`
+/// when `typed` is not a valid key either way.
 ///
 /// # Errors
 ///
-/// A [`Failure`] when both readings name a recorded key (which one was meant cannot be told),
-/// or the store's own error.
+/// The store's own error.
 pub(crate) async fn effect_key_named(
     store: &dyn Store,
     typed: &str,
@@ -145,20 +143,13 @@ pub(crate) async fn effect_key_named(
     if unescaped == typed {
         return Ok(literal);
     }
-    let unescaped = EffectKey::new(unescaped).ok();
-    let recorded = async |key: &Option<EffectKey>| -> Result<bool, Failure> {
-        Ok(match key {
-            Some(key) => store.effect(key).await?.is_some(),
-            None => false,
-        })
+    let Ok(unescaped) = EffectKey::new(unescaped) else {
+        return Ok(literal);
     };
-    match (recorded(&literal).await?, recorded(&unescaped).await?) {
-        (true, true) => Err(Failure(format!(
-            "`{typed}` names two recorded effect keys: one holding these characters as typed, and one holding the characters its `\\u{{…}}` escapes stand for; which was meant cannot be told: name it through the kernel API (`Store::resolve_effect`, `Store::effect`)"
-        ))),
-        (false, true) => Ok(unescaped),
-        _ => Ok(literal.or(unescaped)),
+    if store.effect(&unescaped).await?.is_some() || literal.is_none() {
+        return Ok(Some(unescaped));
     }
+    Ok(literal)
 }
 
 #[cfg(test)]

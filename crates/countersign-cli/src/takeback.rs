@@ -22,7 +22,7 @@ pub struct RevokeArgs {
     #[command(flatten)]
     identity: IdentityArgs,
     /// Why, kept on the receipt (shown to the agent as data; at most 4096 bytes).
-    #[arg(long, value_name = "TEXT", value_parser = crate::args::note)]
+    #[arg(long, value_name = "TEXT", value_parser = crate::args::NoteParser)]
     reason: Option<String>,
 }
 

@@ -158,6 +158,20 @@ fn read_named(path: &Path, what: &str) -> Result<Vec<u8>, Failure> {
     })
 }
 
+/// Read a signed checkpoint file (`--checkpoint`), refusing a PEM key given in its place (the
+/// two files sit side by side, and a swapped pair would otherwise read as a checkpoint that
+/// "does not hold").
+fn read_checkpoint(path: &Path) -> Result<Vec<u8>, Failure> {
+    let bytes = read_named(path, "checkpoint")?;
+    if bytes.trim_ascii_start().starts_with(b"-----BEGIN") {
+        return Err(Failure(format!(
+            "`{}` is a PEM key, not a signed checkpoint: pass the file `countersign checkpoint --out FILE` wrote as `--checkpoint`, and the log's public key (the `.pub` file) as `--key`",
+            path.display()
+        )));
+    }
+    Ok(bytes)
+}
+
 /// Load the public key a verifier trusts.
 fn load_public_key(key: Option<&Path>, flag: &str) -> Result<PublicKey, Failure> {
     let Some(path) = key else {
@@ -220,7 +234,7 @@ pub async fn verify_checkpoint(
     out: &mut dyn Write,
 ) -> Result<ExitCode, Failure> {
     let key = load_public_key(key, "--checkpoint")?;
-    let signed = read_named(file, "checkpoint")?;
+    let signed = read_checkpoint(file)?;
     let mut check = CheckpointCheck {
         outcome: "failed",
         detail: String::new(),
@@ -384,7 +398,7 @@ pub async fn write_bundle(
         ));
     };
     let selector = Selector::parse(selector_text)?;
-    let signed_bytes = read_named(checkpoint_file, "checkpoint")?;
+    let signed_bytes = read_checkpoint(checkpoint_file)?;
     let signed = String::from_utf8(signed_bytes.clone()).map_err(|_| {
         Failure(format!(
             "`{}` is not a signed checkpoint (not UTF-8 text): pass the file `countersign checkpoint --out` wrote",

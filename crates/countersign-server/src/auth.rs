@@ -295,12 +295,7 @@ pub fn token_caller(
     let verified = token::verify(jwt, &sign_in.approver_keys, now).map_err(|error| {
         Problem::not_authenticated(error.to_string()).with("token_reason", error.reason())
     })?;
-    let subject = approver_shaped(
-        verified.subject,
-        "the token's subject (`sub`)",
-        "issue a token with one (`countersign approver token --subject human:alice`)",
-    )
-    .map_err(|problem| problem.with("token_reason", "invalid_subject"))?;
+    let subject = token_subject(verified.subject)?;
     let groups = merged_groups(directory, &subject, &verified.groups);
     Ok(Caller {
         credential: Credential::Token(jwt.to_owned()),
@@ -346,6 +341,21 @@ fn oidc_caller(
         groups,
         authentication: Authentication::Oidc,
     })
+}
+
+/// A verified approver token's subject, when it is an approver id; otherwise the 401 with
+/// `token_reason: invalid_subject` (for the API and the browser sign-in form alike).
+///
+/// # Errors
+///
+/// The [`Problem`], naming what is wrong with the subject.
+pub(crate) fn token_subject(subject: String) -> Result<String, Problem> {
+    approver_shaped(
+        subject,
+        "the token's subject (`sub`)",
+        "issue a token with one (`countersign approver token --subject human:alice`)",
+    )
+    .map_err(|problem| problem.with("token_reason", "invalid_subject"))
 }
 
 /// `id` when it is of the one shape of approver ids ([`countersign::approver::ApproverId`]);

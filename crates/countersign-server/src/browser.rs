@@ -252,13 +252,17 @@ pub(crate) fn form_fields(
 /// go to the inbox (`303`); a refusal shows the form again with what went wrong, under the
 /// refusal's status (`403 csrf`, `401 not_authenticated`, ...).
 pub async fn signin(State(service): State<Service>, headers: HeaderMap, body: Bytes) -> Response {
-    match open_session(&service, &headers, &body) {
+    match open_session(&service, &headers, &body).await {
         Ok(response) => response,
         Err(problem) => signin_page(&service, problem.status, Some(&problem), false),
     }
 }
 
-fn open_session(service: &Service, headers: &HeaderMap, body: &Bytes) -> Result<Response, Problem> {
+async fn open_session(
+    service: &Service,
+    headers: &HeaderMap,
+    body: &Bytes,
+) -> Result<Response, Problem> {
     if !service.origin_allowed(headers) {
         return Err(csrf_refused(
             "the sign-in form was sent from another site: open /signin on this service and sign in there",
@@ -292,6 +296,22 @@ fn open_session(service: &Service, headers: &HeaderMap, body: &Bytes) -> Result<
     let verified = token::verify(jwt, keys, now).map_err(|error| {
         Problem::not_authenticated(error.to_string()).with("token_reason", error.reason())
     })?;
+    // Exactly as the API signs it in: a subject no answer could use, or a revoked token, opens
+    // no session (it did, and the inbox then showed an empty form without a reason).
+    crate::auth::token_subject(verified.subject.clone())?;
+    if let Some(jti) = &verified.jti {
+        let store = service.store().await?;
+        if store
+            .token_revoked(jti)
+            .await
+            .map_err(|error| Problem::from_store(&error))?
+        {
+            return Err(Problem::not_authenticated(format!(
+                "the approver token `{jti}` was revoked (`countersign approver revoke`): ask for a new one"
+            ))
+            .with("token_reason", "revoked"));
+        }
+    }
     let csrf = random_value();
     let session = Session {
         token: jwt.to_owned(),

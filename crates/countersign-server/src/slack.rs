@@ -87,6 +87,20 @@ pub enum SlackConfigError {
         /// The URL given.
         url: String,
     },
+    /// The Web API URL carries user information, a query or a fragment.
+    #[error(
+        "the Slack Web API URL must not carry credentials, a query or a fragment: give its base, such as `https://slack.com/api`; the bot token goes in `--slack-token-file`"
+    )]
+    UrlCredentials,
+    /// A plain `http://` Web API URL off this machine: the bot token would cross the network
+    /// in the clear.
+    #[error(
+        "`{url}` is plain http:// to another machine, so the bot token would cross the network unencrypted: use `https://slack.com/api`, or a forwarding proxy on loopback (`http://127.0.0.1:PORT/api`)"
+    )]
+    PlainHttp {
+        /// The URL given.
+        url: String,
+    },
     /// The HTTP client could not be made (a bug, or an unusable CA).
     #[error("cannot reach Slack over HTTP: {0}")]
     HttpClient(String),
@@ -103,6 +117,10 @@ pub struct SlackConfig {
     /// Built by the one constructor (`countersign_http`) for `trust`.
     client: reqwest::Client,
     trust: countersign_http::Trust,
+    /// The signatures of the presses taken in the last [`SIGNATURE_WINDOW`], with their
+    /// timestamps (Unix seconds): a press sent again (replayed, or retried by Slack) is taken
+    /// once.
+    seen: Arc<std::sync::Mutex<BTreeMap<String, i64>>>,
 }
 
 impl std::fmt::Debug for SlackConfig {
@@ -140,6 +158,20 @@ impl SlackConfig {
                 url: api_url.to_owned(),
             });
         }
+        // The bot token goes with every call: never in the clear past this machine, and the
+        // URL itself (kept in messages) carries no credential.
+        if !parsed.username().is_empty()
+            || parsed.password().is_some()
+            || parsed.query().is_some()
+            || parsed.fragment().is_some()
+        {
+            return Err(SlackConfigError::UrlCredentials);
+        }
+        if parsed.scheme() == "http" && !is_loopback(&parsed) {
+            return Err(SlackConfigError::PlainHttp {
+                url: api_url.to_owned(),
+            });
+        }
         for (value, what) in [
             (bot_token, "bot token (xoxb-…)"),
             (signing_secret, "signing secret"),
@@ -156,6 +188,7 @@ impl SlackConfig {
             users,
             client: http_client(&countersign_http::Trust::system())?,
             trust: countersign_http::Trust::system(),
+            seen: Arc::default(),
         })
     }
 
@@ -214,10 +247,48 @@ impl SlackConfig {
             if let Err(error) = countersign::approver::ApproverId::parse(approver) {
                 return Err(bad(error.to_string()));
             }
+            if users.contains_key(user) {
+                return Err(bad(format!(
+                    "the Slack user id `{user}` is mapped twice: map each Slack user to one approver"
+                )));
+            }
             users.insert(user.to_owned(), approver.to_owned());
         }
         Ok(users)
     }
+}
+
+impl SlackConfig {
+    /// Is this the first time a request signed `signature` arrives? A request is remembered
+    /// for twice [`SIGNATURE_WINDOW`], as long as its timestamp can still be accepted (it may
+    /// be one window behind the first sight and one window ahead of a replay).
+    fn first_sight(&self, signature: &str, now_seconds: i64) -> bool {
+        let mut seen = self
+            .seen
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let window = i64::try_from(SIGNATURE_WINDOW.as_secs() * 2).unwrap_or(i64::MAX);
+        seen.retain(|_, at| now_seconds.saturating_sub(*at) <= window);
+        match seen.entry(signature.to_owned()) {
+            std::collections::btree_map::Entry::Occupied(_) => false,
+            std::collections::btree_map::Entry::Vacant(entry) => {
+                entry.insert(now_seconds);
+                true
+            }
+        }
+    }
+}
+
+/// Is the URL's host this machine (`localhost`, `127.0.0.0/8`, `::1`)?
+fn is_loopback(url: &reqwest::Url) -> bool {
+    let Some(host) = url.host_str() else {
+        return false;
+    };
+    let address = host.trim_start_matches('[').trim_end_matches(']');
+    host.eq_ignore_ascii_case("localhost")
+        || address
+            .parse::<std::net::IpAddr>()
+            .is_ok_and(|address| address.is_loopback())
 }
 
 /// The `v0=` signature Slack sends for `body` at `timestamp` (Unix seconds, as sent).
@@ -258,8 +329,13 @@ fn check_signature(
     let header = |name: &str| headers.get(name).and_then(|value| value.to_str().ok());
     let timestamp = header("x-slack-request-timestamp").ok_or(Unsigned::Stale)?;
     let sent: i64 = timestamp.parse().map_err(|_| Unsigned::Stale)?;
-    let window = i64::try_from(SIGNATURE_WINDOW.as_secs()).unwrap_or(i64::MAX);
-    if (now.as_millis().div_euclid(1_000) - sent).abs() > window {
+    // Any `i64` may be sent: the distance is taken without overflow.
+    let distance = now
+        .as_millis()
+        .div_euclid(1_000)
+        .checked_sub(sent)
+        .map(i64::unsigned_abs);
+    if distance.is_none_or(|distance| distance > SIGNATURE_WINDOW.as_secs()) {
         return Err(Unsigned::Stale);
     }
     let given = header("x-slack-signature").ok_or(Unsigned::Signature)?;
@@ -342,6 +418,16 @@ async fn interaction(
             )
                 .into_response();
         }
+    }
+    // A press is taken once: the same signed request again (a replay from a captured log, or
+    // Slack retrying one it thinks was lost) changes nothing, even after its giver withdrew.
+    let signature = headers
+        .get("x-slack-signature")
+        .and_then(|value| value.to_str().ok())
+        .unwrap_or_default();
+    if !slack.first_sight(signature, now.as_millis().div_euclid(1_000)) {
+        service.inner.metrics.record_answer("slack_replayed");
+        return StatusCode::OK.into_response();
     }
     let Some(press) = press_of(&body) else {
         return (
@@ -530,6 +616,70 @@ mod tests {
         );
     }
 
+    /// Any timestamp a caller sends is judged without overflow (found by a first-time user:
+    /// `-9223372036854775807` panicked), and a request is taken once.
+    #[test]
+    fn extreme_timestamps_are_stale_and_a_press_is_taken_once() {
+        let now = Timestamp::from_millis(1_700_000_000_000);
+        for sent in [i64::MIN, i64::MIN + 1, -9_223_372_036_854_775_807, i64::MAX] {
+            let mut headers = HeaderMap::new();
+            headers.insert(
+                "x-slack-request-timestamp",
+                sent.to_string().parse().expect("a header value"),
+            );
+            headers.insert(
+                "x-slack-signature",
+                "v0=00".parse().expect("a header value"),
+            );
+            assert_eq!(
+                check_signature(b"secret", &headers, b"payload=x", now),
+                Err(Unsigned::Stale),
+                "{sent}"
+            );
+        }
+        let slack = SlackConfig::new(DEFAULT_API_URL, "xoxb-1", "secret", "C1", BTreeMap::new())
+            .expect("a configuration");
+        assert!(slack.first_sight("v0=aa", 1_000));
+        assert!(!slack.first_sight("v0=aa", 1_200), "a replay");
+        assert!(
+            !slack.clone().first_sight("v0=aa", 1_500),
+            "shared by clones"
+        );
+        assert!(slack.first_sight("v0=bb", 1_500));
+        // Forgotten once no timestamp it could carry is accepted any more.
+        assert!(slack.first_sight("v0=aa", 1_000 + 601));
+    }
+
+    /// The bot token never crosses the network in the clear, and the URL carries no credential.
+    #[test]
+    fn the_web_api_url_is_https_or_loopback_and_carries_no_credential() {
+        let config = |url: &str| SlackConfig::new(url, "xoxb-1", "secret", "C1", BTreeMap::new());
+        for fine in [
+            "https://slack.com/api",
+            "http://127.0.0.1:8790/api",
+            "http://localhost:8790/api",
+            "http://[::1]:8790/api",
+        ] {
+            assert!(config(fine).is_ok(), "{fine}");
+        }
+        for (refused, said) in [
+            ("http://slack.example.com/api", "unencrypted"),
+            ("http://10.1.2.3:8790/api", "unencrypted"),
+            (
+                "https://user:pw@slack.com/api",
+                "must not carry credentials",
+            ),
+            (
+                "https://slack.com/api?token=x",
+                "must not carry credentials",
+            ),
+        ] {
+            let error = config(refused).expect_err(refused).to_string();
+            assert!(error.contains(said), "{refused}: {error}");
+            assert!(!error.contains("pw@"), "{error}");
+        }
+    }
+
     #[test]
     fn users_files_map_slack_ids_to_approvers() {
         let users = SlackConfig::parse_users(
@@ -552,12 +702,17 @@ mod tests {
             (": human:alice", "is empty"),
             ("U1: human:ali ce", "is not an approver id"),
             ("U1:", "is not an approver id"),
+            ("U1: human:bob\nU1: human:alice", "is mapped twice"),
         ] {
+            let lines = text.lines().count() + 1;
             match SlackConfig::parse_users(&format!("# first\n{text}"), "users.txt") {
-                Err(error @ SlackConfigError::Users { line: 2, .. }) => {
+                Err(error @ SlackConfigError::Users { line, .. }) if line == lines => {
                     let message = error.to_string();
                     assert!(message.contains(said), "{text}: {message}");
-                    assert!(message.starts_with("`users.txt` line 2: "), "{message}");
+                    assert!(
+                        message.starts_with(&format!("`users.txt` line {lines}: ")),
+                        "{message}"
+                    );
                 }
                 other => panic!("{text}: {other:?}"),
             }

@@ -420,7 +420,8 @@ fn judge_against(
     principal: &str,
     approver: &Approver,
 ) -> Result<(), Ineligible> {
-    if approver.id.as_str() == principal {
+    // The same person whatever the ASCII case (`agent:BOT` is `agent:bot`, [`ApproverId`]).
+    if approver.id.is(principal) {
         return Err(Ineligible::SelfApproval { shared_group: None });
     }
     if rule.require == Requirement::Authenticated && !approver.authentication.is_authenticated() {
@@ -569,10 +570,15 @@ mod tests {
     #[test]
     fn refuses_the_requester_and_its_group_when_distinct() {
         let mut rule = rule(&["*"]);
-        assert_eq!(
-            judge(&rule, "agent:bot", &asserted(&rule, "agent:bot")),
-            Err(Ineligible::SelfApproval { shared_group: None })
-        );
+        // The requester in any ASCII case (found by a first-time user: `agent:BOT` approved
+        // `agent:bot`'s own call).
+        for requester in ["agent:bot", "agent:BOT", "Agent:Bot"] {
+            assert_eq!(
+                judge(&rule, "agent:bot", &asserted(&rule, requester)),
+                Err(Ineligible::SelfApproval { shared_group: None }),
+                "{requester}"
+            );
+        }
         rule.distinct_from_requester = true;
         rule.requester_groups = vec!["support".to_owned()];
         rule.directory

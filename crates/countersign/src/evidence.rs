@@ -497,12 +497,24 @@ pub(crate) fn is_hidden(character: char) -> bool {
 }
 
 /// `text` as one word to paste into a POSIX shell command line (an effect key in the
-/// `countersign resolve KEY` a refusal suggests): [`printable`] (which `countersign resolve` and
+/// `countersign resolve KEY` a refusal suggests): [`escaped`] (which `countersign resolve` and
 /// `inspect` read back), then quoted (`shlex`) when anything in it is special to the shell:
 /// `job:a b` becomes `'job:a b'`.
 pub fn shell_word(text: &str) -> String {
-    let shown = printable(text);
+    let shown = escaped(text);
     shlex::try_quote(&shown).map_or_else(|_| shown.to_string(), |word| word.into_owned())
+}
+
+/// [`printable`], and reversible: a literal `\` before `u{` is written `\u{5c}` as well, so
+/// that `display::unescape(&escaped(text)) == text` and two texts never print alike (SPEC 1.9's
+/// rule). For text a person may type back, such as an effect key: a key holding a NUL and one
+/// holding the six characters `\u{0}` print differently. Unlike [`printable`], not for text that
+/// may already be escaped (it would be escaped again).
+pub fn escaped(text: &str) -> std::borrow::Cow<'_, str> {
+    if !text.contains("\\u{") {
+        return printable(text);
+    }
+    std::borrow::Cow::Owned(printable(&text.replace("\\u{", "\\u{5c}u{")).into_owned())
 }
 
 /// `text` made safe to show a person in a terminal or a log line: control characters (newlines

@@ -499,33 +499,31 @@ fn effects_names_a_lapsed_lease() {
     sandbox.with_agent_policy();
     let run = job(&sandbox, "l", &[], "true");
     assert_eq!(run.status, Some(0), "{run:?}");
+    // The effect as a running attempt leaves it, its lease ending at `until` (milliseconds),
+    // then `effects` as text.
+    let listed_with_lease_until = |until: i64| {
+        let changed = rusqlite::Connection::open(sandbox.store_path())
+            .expect("open the store file directly")
+            .execute(
+                "UPDATE effects SET state = 'reserved', lease_until = ?1 WHERE key = 'job:l'",
+                [until],
+            )
+            .expect("set the lease");
+        assert_eq!(changed, 1);
+        let listed = sandbox.run(&["effects", "--policy", "agent.yaml"]);
+        assert_eq!(listed.status, Some(0), "{listed:?}");
+        listed
+    };
     // A live lease says when it ends: when a retry may learn what became of a killed attempt.
-    let changed = rusqlite::Connection::open(sandbox.store_path())
-        .expect("open the store file directly")
-        .execute(
-            "UPDATE effects SET state = 'reserved', lease_until = 4102444800000 WHERE key = 'job:l'",
-            [],
-        )
-        .expect("hold the lease, as a running attempt does");
-    assert_eq!(changed, 1);
-    let listed = sandbox.run(&["effects", "--policy", "agent.yaml"]);
-    assert_eq!(listed.status, Some(0), "{listed:?}");
+    let listed = listed_with_lease_until(4_102_444_800_000);
     assert!(
         listed
             .stdout
             .contains("reserved, lease until 2100-01-01T00:00:00"),
         "{listed:?}"
     );
-    let changed = rusqlite::Connection::open(sandbox.store_path())
-        .expect("open the store file directly")
-        .execute(
-            "UPDATE effects SET state = 'reserved', lease_until = 1 WHERE key = 'job:l'",
-            [],
-        )
-        .expect("make the lease lapse, as after a SIGKILL");
-    assert_eq!(changed, 1);
-    let listed = sandbox.run(&["effects", "--policy", "agent.yaml"]);
-    assert_eq!(listed.status, Some(0), "{listed:?}");
+    // Lapsed, as after a SIGKILL.
+    let listed = listed_with_lease_until(1);
     assert!(
         listed.stdout.contains("reserved, lease lapsed")
             && listed.stdout.contains("a lapsed lease means"),
@@ -544,28 +542,37 @@ fn an_effect_key_with_a_control_character_is_resolved_by_the_form_printed() {
     sandbox.with_agent_policy();
     let arguments = r#"{"id": "n\u0000x\u202e y"}"#;
     let printed = r"job:n\u{0}x\u{202e} y";
-    // The word a shell reads back from the suggested command line is the printed key.
+    // The words a shell reads from the suggested command line: the printed key, then the
+    // store's flags.
     let suggested_key = |run: &Run| {
-        let word = run
+        let words = run
             .stderr
             .split("countersign resolve ")
             .nth(1)
             .and_then(|rest| rest.split(" --committed").next())
             .unwrap_or_else(|| panic!("no resolve suggested: {run:?}"));
-        shlex::split(word)
+        shlex::split(words)
     };
+    let printed_with_flags = Some(vec![
+        printed.to_owned(),
+        "--policy".to_owned(),
+        "agent.yaml".to_owned(),
+    ]);
     let run = exec_job(&sandbox, arguments, &["--", "sh", "-c", "exit 3"]);
     assert_eq!(run.status, Some(3), "{run:?}");
-    assert_eq!(
-        suggested_key(&run),
-        Some(vec![printed.to_owned()]),
-        "{run:?}"
-    );
+    assert_eq!(suggested_key(&run), printed_with_flags, "{run:?}");
     let retry = exec_job(&sandbox, arguments, &["--", "sh", "-c", "exit 0"]);
     assert_eq!(retry.status, Some(125), "refused: {retry:?}");
+    // The kernel's refusal names the key; `exec` adds the store's flags after it.
     assert_eq!(
         suggested_key(&retry),
         Some(vec![printed.to_owned()]),
+        "{retry:?}"
+    );
+    assert!(
+        retry
+            .stderr
+            .contains("(add `--policy agent.yaml` to that `resolve`"),
         "{retry:?}"
     );
     let inspect = sandbox.run(&["inspect", printed]);
@@ -595,22 +602,58 @@ fn an_effect_key_with_a_control_character_is_resolved_by_the_form_printed() {
     assert_eq!(again.status, Some(0), "{again:?}");
 }
 
-/// A typed key is read as escaped only when no key by its literal text is recorded: a key that
-/// really holds a backslash is still named as typed.
+/// A key whose text holds `\u{` itself prints with that backslash escaped (`\u{5c}`), so it
+/// never prints like a key holding the character the escape stands for (found by a first-time
+/// user: a NUL key and a `\u{0}` key printed alike, and neither could be resolved). Each is
+/// resolved by the form printed; the literal text still names a key only it can.
 #[test]
-fn an_effect_key_holding_a_backslash_is_named_as_typed() {
+fn an_effect_key_holding_a_backslash_is_named_as_printed() {
     let sandbox = Sandbox::new();
     sandbox.with_agent_policy();
-    let arguments = r#"{"id": "a\\u{41}"}"#;
-    let run = exec_job(&sandbox, arguments, &["--", "sh", "-c", "exit 3"]);
+    for arguments in [r#"{"id": "n\\u{0}x"}"#, r#"{"id": "n\u0000x"}"#] {
+        let run = exec_job(&sandbox, arguments, &["--", "sh", "-c", "exit 3"]);
+        assert_eq!(run.status, Some(3), "{run:?}");
+    }
+    let listed = sandbox.run(&["effects", "--policy", "agent.yaml"]);
+    assert!(
+        listed.stdout.contains(r"job:n\u{5c}u{0}x") && listed.stdout.contains("job:n\\u{0}x  "),
+        "{listed:?}"
+    );
+    // The NUL key, by its printed form.
+    let resolve = sandbox.run(&["resolve", r"job:n\u{0}x", "--failed", "--as", "human:ops"]);
+    assert_eq!(resolve.status, Some(0), "{resolve:?}");
+    assert!(
+        resolve.stdout.contains(r"resolved job:n\u{0}x as failed"),
+        "{resolve:?}"
+    );
+    // The backslash key, by its printed form.
+    let resolve = sandbox.run(&[
+        "resolve",
+        r"job:n\u{5c}u{0}x",
+        "--failed",
+        "--as",
+        "human:ops",
+    ]);
+    assert_eq!(resolve.status, Some(0), "{resolve:?}");
+    assert!(
+        resolve
+            .stdout
+            .contains(r"resolved job:n\u{5c}u{0}x as failed"),
+        "{resolve:?}"
+    );
+    // Typed as its text, a key no escape reading names is still found.
+    let run = exec_job(
+        &sandbox,
+        r#"{"id": "a\\u{41}"}"#,
+        &["--", "sh", "-c", "exit 3"],
+    );
     assert_eq!(run.status, Some(3), "{run:?}");
     let resolve = sandbox.run(&["resolve", r"job:a\u{41}", "--failed", "--as", "human:ops"]);
     assert_eq!(resolve.status, Some(0), "{resolve:?}");
-    assert!(
-        resolve.stdout.contains(r"resolved job:a\u{41} as failed"),
-        "{resolve:?}"
-    );
-    // `job:aA`, what the escape would stand for, was never recorded.
     let inspect = sandbox.run(&["inspect", "job:aA"]);
-    assert_eq!(inspect.status, Some(1), "{inspect:?}");
+    assert_eq!(
+        inspect.status,
+        Some(1),
+        "`job:aA` was never recorded: {inspect:?}"
+    );
 }

@@ -189,6 +189,39 @@ fn reading_commands_refuse_a_postgres_schema_with_no_store_and_create_nothing() 
             "{command:?}: {run:?}"
         );
     }
+    // A schema holding another program's `approvals` is not migrated into a store either.
+    let (other, other_schema) = crate::support::postgres_schema_url("cli_other_tables");
+    let run = sandbox.run(&["receipts", "--store-url", &other]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    let base = std::env::var("COUNTERSIGN_TEST_POSTGRES_URL").expect("checked above");
+    let made = std::process::Command::new("psql")
+        .args([
+            base.as_str(),
+            "-v",
+            "ON_ERROR_STOP=1",
+            "-c",
+            &format!(
+                "CREATE SCHEMA {other_schema}; CREATE TABLE {other_schema}.approvals (id INTEGER);"
+            ),
+        ])
+        .output()
+        .expect("run psql");
+    assert!(made.status.success(), "{made:?}");
+    for command in [
+        &["stats"][..],
+        &["receipts"],
+        &["resolve", "--committed", "job:x"],
+    ] {
+        let mut args = command.to_vec();
+        args.extend(["--store-url", &other]);
+        let run = sandbox.run(&args);
+        assert_eq!(run.status, Some(1), "{command:?}: {run:?}");
+        assert!(
+            run.stderr.contains("not a whole Countersign store")
+                && run.stderr.contains("nothing was created"),
+            "{command:?}: {run:?}"
+        );
+    }
     // Nothing was created: verify still finds no store (a created one would verify as empty).
     let run = sandbox.run(&["verify", "--store-url", &url]);
     assert_eq!(run.status, Some(3), "{run:?}");
@@ -212,4 +245,61 @@ fn reading_commands_refuse_a_postgres_schema_with_no_store_and_create_nothing() 
         !json(&run).as_array().expect("a list").is_empty(),
         "{run:?}"
     );
+}
+
+/// A SQLite database that is not a Countersign store (another program's, or an empty file) is
+/// refused by the reading commands, and nothing is added to it (found by a first-time user:
+/// `pending` added every table of a store to `app.db` and said nothing waited).
+#[test]
+fn reading_commands_refuse_another_programs_database_and_add_nothing() {
+    let sandbox = Sandbox::new();
+    let app = sandbox.work().join("app.db");
+    rusqlite::Connection::open(&app)
+        .expect("make a database")
+        .execute_batch("CREATE TABLE users (id INTEGER); CREATE TABLE receipts (note TEXT);")
+        .expect("another program's tables");
+    let empty = sandbox.work().join("empty.db");
+    std::fs::write(&empty, b"").expect("an empty file");
+    let tables = |path: &std::path::Path| -> Vec<String> {
+        let connection = rusqlite::Connection::open(path).expect("open");
+        let mut statement = connection
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table' ORDER BY name")
+            .expect("query");
+        statement
+            .query_map([], |row| row.get(0))
+            .expect("rows")
+            .collect::<Result<_, _>>()
+            .expect("names")
+    };
+    for command in [
+        &["pending"][..],
+        &["receipts"],
+        &["stats"],
+        &["effects"],
+        &["resolve", "--committed", "job:x"],
+    ] {
+        let app_url = format!("sqlite:{}", app.display());
+        let mut args = command.to_vec();
+        args.extend(["--store-url", &app_url]);
+        let run = sandbox.run(&args);
+        run.assert_no_panic();
+        assert_eq!(run.status, Some(1), "{command:?}: {run:?}");
+        assert!(
+            run.stderr
+                .contains("not a Countersign store: it has no `meta` table")
+                && run.stderr.contains("nothing was changed"),
+            "{command:?}: {run:?}"
+        );
+        let empty_url = format!("sqlite:{}", empty.display());
+        let mut args = command.to_vec();
+        args.extend(["--store-url", &empty_url]);
+        let run = sandbox.run(&args);
+        assert_eq!(run.status, Some(1), "{command:?}: {run:?}");
+        assert!(
+            run.stderr.contains("no Countersign store here"),
+            "{command:?}: {run:?}"
+        );
+    }
+    assert_eq!(tables(&app), ["receipts", "users"], "nothing was added");
+    assert_eq!(std::fs::metadata(&empty).expect("still there").len(), 0);
 }

@@ -259,6 +259,21 @@ async fn refusals_say_what_to_do() {
     let run = sandbox.run(&["verify", "--key", path(&public)]);
     assert_eq!(run.status, Some(2), "{run:?}");
     assert!(run.stderr.contains("`--key` is for"), "{run:?}");
+    // The key and the checkpoint swapped: the key is named as a key, not as a checkpoint that
+    // does not hold.
+    let run = sandbox.run(&[
+        "verify",
+        "--checkpoint",
+        path(&public),
+        "--key",
+        path(&public),
+    ]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(
+        run.one_line_error()
+            .contains("is a PEM key, not a signed checkpoint"),
+        "{run:?}"
+    );
     // A bundle of a receipt newer than the checkpoint.
     one_more_receipt(&sandbox, "pi_newer").await;
     let run = sandbox.run(&["receipts", "--bundle", "12", "--checkpoint", "kept.note"]);

@@ -180,6 +180,21 @@ async fn refuses_expired_foreign_unknown_and_forged_jwts() {
     let mut foreign = good.clone();
     foreign["iss"] = json!("https://evil.example.com");
     refused(&harness, &idp.sign(&foreign), "wrong issuer").await;
+    // A subject is taken exactly as signed, never trimmed into someone else's id (found by a
+    // first-time user: `human:alice\u{a0}` signed in as alice).
+    for sub in [
+        "human:alice ",
+        " human:alice",
+        "human:alice\u{a0}",
+        "human:alice\t",
+    ] {
+        refused(
+            &harness,
+            &idp.sign(&claims(&harness, sub, &[])),
+            "is not an approver id",
+        )
+        .await;
+    }
 
     let mut elsewhere = good.clone();
     elsewhere["aud"] = json!("another-app");

@@ -742,7 +742,44 @@ async fn a_revoked_token_signs_its_browser_out_instead_of_locking_it_out() {
     let again = sign_in(&harness, &format!("Bearer {bob}")).await;
     let (status, _) = get(&harness, "/inbox", &again).await;
     assert_eq!(status, 200);
+    // The form refuses what the API refuses, with the reason, and opens no session (found by
+    // a first-time user: a revoked token, or a subject no answer could use, got a session and
+    // then an empty form without a word).
+    for (token, says) in [
+        (alice.clone(), "was revoked"),
+        (
+            harness.hand_signed_token("human:alice "),
+            "is not an approver id",
+        ),
+    ] {
+        let (status, html, session) = refused_sign_in(&harness, &token).await;
+        assert_eq!(status, 401, "{html}");
+        assert!(html.contains(says), "{says}: {html}");
+        assert_eq!(session, None, "no session for a refused token");
+    }
     harness.stop().await;
+}
+
+/// Post the sign-in form with `token`: the status, the page, and the session cookie if one was
+/// set.
+async fn refused_sign_in(harness: &Harness, token: &str) -> (u16, String, Option<String>) {
+    let client = client();
+    let form = client
+        .get(harness.url("/signin"))
+        .send()
+        .await
+        .expect("the form");
+    let csrf = cookie_value(&form, "countersign_csrf").expect("a csrf cookie");
+    let response = client
+        .post(harness.url("/signin"))
+        .header("cookie", format!("countersign_csrf={csrf}"))
+        .form(&[("csrf", csrf.as_str()), ("token", token)])
+        .send()
+        .await
+        .expect("an answer");
+    let session = cookie_value(&response, "countersign_session").filter(|value| !value.is_empty());
+    let (status, html) = page(response).await;
+    (status, html, session)
 }
 
 /// A new user's trial: a request page for an id that is not there (or not the viewer's)

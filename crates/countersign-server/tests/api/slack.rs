@@ -542,6 +542,49 @@ async fn a_redelivered_opening_updates_the_one_message() {
     harness.stop().await;
 }
 
+/// A press is taken once: the same signed request sent again (a replay from a captured log)
+/// does not bring back a yes its giver withdrew (found by a first-time user).
+#[tokio::test]
+async fn a_replayed_press_is_taken_once() {
+    let (harness, fake) = harness("slack_replayed").await;
+    let (id, hash) = harness
+        .ask("finance.refund", json!({"payment_id": "pi_s6"}))
+        .await;
+    fake.wait_for("chat.postMessage", 1).await;
+    let value = button_value(&id, &hash);
+    let now = now_seconds(&harness);
+    assert_eq!(
+        press(&harness, "UALICE", "approve", &value, SIGNING_SECRET, now).await,
+        200
+    );
+    let answers = |record: countersign::ApprovalRecord| record.answers.len();
+    let read = || async {
+        harness
+            .store
+            .approval(&id)
+            .await
+            .expect("read")
+            .expect("exists")
+    };
+    assert_eq!(answers(read().await), 1);
+    let alice = harness.token("human:alice", &["finance"]);
+    let (status, body) = harness
+        .post(
+            &format!("/api/v1/approvals/{id}/revoke"),
+            Some(&alice),
+            json!({"note": "changed my mind"}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(answers(read().await), 0, "withdrawn");
+    assert_eq!(
+        press(&harness, "UALICE", "approve", &value, SIGNING_SECRET, now).await,
+        200
+    );
+    assert_eq!(answers(read().await), 0, "the replay changed nothing");
+    harness.stop().await;
+}
+
 /// The `ts` of the one message posted.
 fn posted_ts(fake: &FakeSlack) -> String {
     let calls = fake.calls.lock().expect("the log");

@@ -129,6 +129,12 @@ fn a_quorum_of_two_needs_two_distinct_approvers() {
         plan_answer(&one, Approve, "human:a", at(1)),
         AnswerPlan::Repeat
     );
+    // In another ASCII case it is still the same person (found by a first-time user:
+    // `human:alice` and `human:ALICE` granted a quorum of two).
+    assert_eq!(
+        plan_answer(&one, Approve, "HUMAN:A", at(1)),
+        AnswerPlan::Repeat
+    );
     // A different decision by the same approver is refused.
     assert_eq!(
         plan_answer(&one, Deny, "human:a", at(1)),

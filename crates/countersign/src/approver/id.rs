@@ -13,7 +13,12 @@ use std::fmt;
 ///
 /// An id read back from a store or a receipt body ([`ApproverId::from_stored`], `Deserialize`)
 /// is taken as it was written, so an answer recorded before this rule existed still loads.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, PartialOrd, Ord, serde::Serialize)]
+///
+/// Two ids that differ only in ASCII letter case are the same person: equality, ordering and
+/// hashing ignore case, so `human:ALICE` is not a second approver of a quorum `human:alice`
+/// already counts in, and `agent:BOT` cannot answer `agent:bot`'s request (found by a first-time
+/// user: both were counted apart). The id keeps the case it was written in.
+#[derive(Clone, Debug, serde::Serialize)]
 #[serde(transparent)]
 // INVARIANT (approver-shape): an id from outside the kernel always satisfies the rule above
 // (`ApproverId::parse` is the only constructor for it); only the lenient read of the kernel's
@@ -85,21 +90,60 @@ impl<'de> serde::Deserialize<'de> for ApproverId {
     }
 }
 
+impl PartialEq for ApproverId {
+    fn eq(&self, other: &ApproverId) -> bool {
+        self.0.eq_ignore_ascii_case(&other.0)
+    }
+}
+
+impl Eq for ApproverId {}
+
+impl std::hash::Hash for ApproverId {
+    fn hash<H: std::hash::Hasher>(&self, state: &mut H) {
+        for byte in self.0.bytes() {
+            state.write_u8(byte.to_ascii_lowercase());
+        }
+        state.write_u8(0xff);
+    }
+}
+
+impl Ord for ApproverId {
+    fn cmp(&self, other: &ApproverId) -> std::cmp::Ordering {
+        self.0
+            .bytes()
+            .map(|byte| byte.to_ascii_lowercase())
+            .cmp(other.0.bytes().map(|byte| byte.to_ascii_lowercase()))
+    }
+}
+
+impl PartialOrd for ApproverId {
+    fn partial_cmp(&self, other: &ApproverId) -> Option<std::cmp::Ordering> {
+        Some(self.cmp(other))
+    }
+}
+
+impl ApproverId {
+    /// Is this the id `other` names (a principal, a pattern's literal id), ASCII case aside?
+    pub fn is(&self, other: &str) -> bool {
+        self.0.eq_ignore_ascii_case(other)
+    }
+}
+
 impl PartialEq<str> for ApproverId {
     fn eq(&self, other: &str) -> bool {
-        self.0 == other
+        self.is(other)
     }
 }
 
 impl PartialEq<&str> for ApproverId {
     fn eq(&self, other: &&str) -> bool {
-        self.0 == *other
+        self.is(other)
     }
 }
 
 impl PartialEq<String> for ApproverId {
     fn eq(&self, other: &String) -> bool {
-        self.0 == *other
+        self.is(other)
     }
 }
 

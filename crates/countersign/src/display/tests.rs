@@ -476,6 +476,16 @@ proptest! {
         prop_assert_eq!(unescape(&shown.text), text);
     }
 
+    /// `evidence::escaped` (an effect key as the CLI prints it) is reversed by the same
+    /// `unescape`, so two keys never print alike (a NUL, and the six characters `\u{0}`).
+    #[test]
+    fn unescape_gives_back_escaped_text(text in tricky_text(), other in any::<String>()) {
+        let printed = crate::evidence::escaped(&text);
+        prop_assert_eq!(unescape(&printed), text.clone());
+        prop_assert!(!printed.chars().any(crate::evidence::is_hidden));
+        prop_assert_eq!(unescape(&crate::evidence::escaped(&other)), other);
+    }
+
     #[test]
     fn unescape_gives_back_tricky_text(text in tricky_text()) {
         let shown = shown(&text);

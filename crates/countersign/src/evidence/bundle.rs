@@ -92,6 +92,15 @@ pub enum BundleError {
     /// A receipt is altered or unreadable on its own.
     #[error("{0}")]
     Receipt(ChainBreak),
+    /// The same receipt is listed twice: `countersign receipts --bundle` lists each once, so the
+    /// bundle was made or edited by hand.
+    #[error("{} is listed twice: a bundle lists each receipt once", super::verify::receipt_name(*lane, *seq))]
+    Repeated {
+        /// The receipt's lane.
+        lane: u32,
+        /// The receipt.
+        seq: u64,
+    },
     /// A receipt is not in the checkpoint's tree.
     #[error("{} is not in the log the checkpoint signs ({size} receipts): {error}", super::verify::receipt_name(*lane, *seq))]
     NotIncluded {
@@ -182,7 +191,14 @@ pub fn verify_bundle(bytes: &[u8], key: &PublicKey) -> Result<VerifiedBundle, Bu
         return Err(BundleError::Empty);
     }
     let mut receipts = Vec::with_capacity(bundle.receipts.len());
+    let mut listed = std::collections::BTreeSet::new();
     for bundled in &bundle.receipts {
+        if !listed.insert((bundled.lane, bundled.seq)) {
+            return Err(BundleError::Repeated {
+                lane: bundled.lane,
+                seq: bundled.seq,
+            });
+        }
         let receipt = check_alone(&bundled.stored()).map_err(BundleError::Receipt)?;
         let not_included = |error| BundleError::NotIncluded {
             lane: bundled.lane,

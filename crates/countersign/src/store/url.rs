@@ -212,7 +212,8 @@ pub async fn open_url_async(url: &str) -> Result<std::sync::Arc<dyn Store>, Stor
 /// Open a store that must already exist, from any URL [`open_url_async`] accepts, migrating an
 /// older one forward: the operator's commands that read or answer what an agent recorded
 /// (`countersign receipts`, `approve`, `resolve`…) open with this, so that a mistyped location
-/// is refused instead of shown as an empty store. `sqlite:` refuses a file that does not exist;
+/// is refused instead of shown as an empty store. `sqlite:` refuses a file that does not exist,
+/// holds no table, or is another program's database (nothing is added to it);
 /// `postgres://` refuses a database (or `?schema=`) holding none of a store's tables
 /// ([`PostgresStore::connect_existing`]); `memory:` is a new empty store.
 ///
@@ -229,14 +230,18 @@ pub async fn open_url_existing(url: &str) -> Result<std::sync::Arc<dyn Store>, S
     }
     if let Some(path) = sqlite_path(url)
         && !path.is_empty()
-        && !std::path::Path::new(path).exists()
     {
-        return Err(StoreError::NoStore {
-            location: url.to_owned(),
-            message: format!(
-                "no Countersign store here: the file `{path}` does not exist, so nothing has been recorded in it yet; nothing was created: pass the agent's store URL"
-            ),
-        });
+        if !std::path::Path::new(path).exists() {
+            return Err(StoreError::NoStore {
+                location: url.to_owned(),
+                message: format!(
+                    "no Countersign store here: the file `{path}` does not exist, so nothing has been recorded in it yet; nothing was created: pass the agent's store URL"
+                ),
+            });
+        }
+        // A file that is not a store (another program's database, an empty file) is refused
+        // before a writer's open would add the store's tables to it.
+        SqliteStore::check_existing(std::path::Path::new(path))?;
     }
     open_url_async(url).await
 }

@@ -89,6 +89,20 @@ fn a_bundle_with_no_receipt_is_unverifiable() {
     assert!(error.is_unverifiable());
 }
 
+/// A receipt listed twice is refused by name (found by a first-time user: it verified as
+/// "(6, 6)").
+#[test]
+fn a_receipt_listed_twice_fails() {
+    let text = bundle_of(9, &[3, 6]);
+    let mut bundle: Bundle = serde_json::from_str(&text).expect("parses");
+    bundle.receipts.push(bundle.receipts[1].clone());
+    let repeated = serde_json::to_vec(&bundle).expect("serializes");
+    let error = verify_bundle(&repeated, &key(1).public_key()).expect_err("refused");
+    assert_eq!(error, BundleError::Repeated { lane: 0, seq: 6 });
+    assert!(!error.is_unverifiable());
+    assert!(error.to_string().contains("listed twice"), "{error}");
+}
+
 #[test]
 fn a_receipt_moved_or_swapped_fails() {
     let text = bundle_of(9, &[3, 4]);

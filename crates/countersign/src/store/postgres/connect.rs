@@ -101,13 +101,17 @@ impl PostgresStore {
         match opening {
             Opening::Create => store.migrate().await?,
             Opening::Read => store.check_readable().await?,
-            Opening::Existing => match store.check_readable().await {
-                Ok(()) => {}
-                Err(error @ (StoreError::NoStore { .. } | StoreError::Incompatible { .. })) => {
-                    return Err(error);
+            // Only an older store is migrated: a location with none of a store's tables, or
+            // with some but not all (another program's `approvals`), is refused untouched.
+            Opening::Existing => match store.found_version().await? {
+                found if found == SCHEMA_VERSION => {}
+                found if found > SCHEMA_VERSION => {
+                    return Err(StoreError::Incompatible {
+                        found,
+                        supported: SCHEMA_VERSION,
+                    });
                 }
-                // Older, or missing a table: what the migrations are for.
-                Err(_) => store.migrate().await?,
+                _ => store.migrate().await?,
             },
         }
         Ok(store)
@@ -146,6 +150,29 @@ impl PostgresStore {
 
     /// Is a Countersign store at this build's version here? Reads only.
     pub(super) async fn check_readable(&self) -> Result<(), StoreError> {
+        match self.found_version().await? {
+            found if found == SCHEMA_VERSION => Ok(()),
+            found if found > SCHEMA_VERSION => Err(StoreError::Incompatible {
+                found,
+                supported: SCHEMA_VERSION,
+            }),
+            found => Err(StoreError::Open {
+                location: self.location.clone(),
+                message: format!(
+                    "its schema version {found} is older than this Countersign reads ({SCHEMA_VERSION}), and reading never migrates: run any other command on it once with this version (for example `countersign receipts`) to migrate it, or check it with the version that wrote it"
+                ),
+            }),
+        }
+    }
+
+    /// The schema version of the Countersign store here, of any version. Reads only.
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NoStore`] when none of a store's tables is here; [`StoreError::Open`]
+    /// naming the table missing when some are (another program's tables, or a damaged store),
+    /// or when they cannot be read.
+    async fn found_version(&self) -> Result<i64, StoreError> {
         let open_error = |message: String| StoreError::Open {
             location: self.location.clone(),
             message,
@@ -200,16 +227,7 @@ impl PostgresStore {
                 .await
                 .map_err(|error| open_error(format!("cannot read its schema version: {error}")))?;
         drop(transaction);
-        match found.unwrap_or(0) {
-            found if found == SCHEMA_VERSION => Ok(()),
-            found if found > SCHEMA_VERSION => Err(StoreError::Incompatible {
-                found,
-                supported: SCHEMA_VERSION,
-            }),
-            found => Err(open_error(format!(
-                "its schema version {found} is older than this Countersign reads ({SCHEMA_VERSION}), and reading never migrates: run any other command on it once with this version (for example `countersign receipts`) to migrate it, or check it with the version that wrote it"
-            ))),
-        }
+        Ok(found.unwrap_or(0))
     }
 
     /// The database and schema in use, for messages (no password).

@@ -67,10 +67,47 @@ impl SqliteStore {
         access | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX
     }
 
-    /// Is this file a Countersign store at this build's schema version? The message names the
-    /// first thing missing and what to do next.
-    fn check_readable(connection: &Connection) -> Result<(), String> {
-        let tables: Vec<String> = connection
+    /// Is the existing file at `path` a Countersign store, at any schema version (which a writer
+    /// then migrates)? Opened as for reading, so nothing is written; for the commands that must
+    /// not turn a file that is not a store into one ([`crate::store::open_url_existing`]).
+    ///
+    /// # Errors
+    ///
+    /// [`StoreError::NoStore`] for a file with no table at all (empty, or made by `touch`);
+    /// [`StoreError::Open`] for a database that is not a Countersign store, naming the table it
+    /// lacks. What is not a readable database is `Ok`, for the writer's open to refuse.
+    pub(crate) fn check_existing(path: &std::path::Path) -> Result<(), StoreError> {
+        let location = path.display().to_string();
+        let open_error = |message: String| StoreError::Open {
+            location: location.clone(),
+            message,
+        };
+        // What cannot be read as a database at all (a folder, a text file) is left to the
+        // writer's open, whose refusal says what it is and what to do.
+        if path.is_dir() {
+            return Ok(());
+        }
+        let Ok(connection) = Connection::open_with_flags(path, Self::reading_flags(path)) else {
+            return Ok(());
+        };
+        if connection.pragma_update(None, "query_only", true).is_err() {
+            return Ok(());
+        }
+        let Ok(tables) = Self::tables(&connection) else {
+            return Ok(());
+        };
+        if tables.is_empty() {
+            return Err(StoreError::NoStore {
+                location: location.clone(),
+                message: "no Countersign store here: the file holds no table, so nothing has been recorded in it yet; nothing was created: pass the agent's store URL".to_owned(),
+            });
+        }
+        Self::check_tables(&tables).map_err(open_error)
+    }
+
+    /// The names of the tables in the database.
+    fn tables(connection: &Connection) -> Result<Vec<String>, String> {
+        connection
             .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
             .and_then(|mut statement| {
                 statement
@@ -79,7 +116,11 @@ impl SqliteStore {
             })
             .map_err(|error| {
                 format!("it is not a readable SQLite database ({error}): pass the agent's store with `--store-url sqlite:PATH`")
-            })?;
+            })
+    }
+
+    /// Does a database with these tables hold a Countersign store (of any version)?
+    fn check_tables(tables: &[String]) -> Result<(), String> {
         for table in READ_TABLES {
             if !tables.iter().any(|name| name == table) {
                 return Err(format!(
@@ -87,6 +128,13 @@ impl SqliteStore {
                 ));
             }
         }
+        Ok(())
+    }
+
+    /// Is this file a Countersign store at this build's schema version? The message names the
+    /// first thing missing and what to do next.
+    fn check_readable(connection: &Connection) -> Result<(), String> {
+        Self::check_tables(&Self::tables(connection)?)?;
         let found: Option<String> = connection
             .query_row(
                 "SELECT value FROM meta WHERE key = 'schema_version'",
