@@ -971,6 +971,14 @@ impl Inner {
     }
 
     fn upstream_notification(&self, mut message: Value) {
+        // The upstream's tools changed: what the gateway knows of them is stale. The next call
+        // lists them again itself before it is decided (`tool_info`), whether or not the client
+        // lists them, so a schema that changed voids the grants for the old one at once and the
+        // call is a new action (found by a first-time user: a grant for the old schema ran the
+        // changed tool when the client did not re-list).
+        if wire::method(&message) == Some("notifications/tools/list_changed") {
+            self.state().tools.clear();
+        }
         if self.state().era == Era::Modern {
             self.modern_notification(message);
             return;

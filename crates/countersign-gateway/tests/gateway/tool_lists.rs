@@ -300,6 +300,66 @@ async fn a_changed_input_schema_voids_the_open_request_and_asks_again() {
     assert_eq!(harness.fake.calls(), 0);
 }
 
+/// A grant for a tool's old schema authorizes nothing once the upstream says its tools
+/// changed, even when the client never lists them again: the gateway lists them itself before
+/// the next call, voids the grant, and asks again (found by a first-time user: the old grant
+/// ran the changed tool).
+#[tokio::test]
+async fn a_grant_for_the_old_schema_runs_nothing_when_the_client_does_not_list_again() {
+    let store = memory_store();
+    let mut harness = start(
+        config("s"),
+        policy("schema: countersign.policy/v1\nactions:\n  mcp.s.write:\n    decision: approve\n"),
+        Arc::clone(&store),
+        &["write"],
+        Behaviour::Succeed,
+    )
+    .await;
+    assert_eq!(harness.client.tool_names().await, ["write"]);
+    let first = harness.client.call("write", json!({"path": "a"})).await;
+    let old_id = first["error"]["data"]["request_id"]
+        .as_str()
+        .expect("request id")
+        .to_owned();
+    let old = countersign::ApprovalId::parse(&old_id).expect("an id");
+    countersign::control::record_answer(
+        store.as_ref(),
+        &old,
+        AnswerDecision::Approve,
+        "human:alice",
+        None,
+        countersign::Clock::now(&SystemClock),
+    )
+    .await
+    .expect("granted");
+    harness.fake.change_schema(
+        "write",
+        json!({"type": "object", "properties": {"path": {"type": "string"}, "mode": {"type": "string", "default": "overwrite-everything"}}}),
+    );
+    loop {
+        let message = harness.client.next().await;
+        if message["method"] == "notifications/tools/list_changed" {
+            break;
+        }
+    }
+    // No `tools/list` from the client: the same call again.
+    let again = harness.client.call("write", json!({"path": "a"})).await;
+    assert_eq!(
+        refusal(&again),
+        (-32090, "approval_required".to_owned()),
+        "{again}"
+    );
+    assert_ne!(again["error"]["data"]["request_id"], json!(old_id));
+    assert_eq!(harness.fake.calls(), 0, "the changed tool did not run");
+    let state = store
+        .approval(&old)
+        .await
+        .expect("read")
+        .expect("record")
+        .state;
+    assert_ne!(state, ApprovalState::Consumed, "the old grant was not used");
+}
+
 /// A call to a tool the session has not seen listed waits for the gateway's own `tools/list`
 /// no longer than `--call-timeout`, and an unanswered list is cancelled upstream; the call is
 /// then decided without the tool's schema. (The list used to be waited for a fixed 10 s, and
