@@ -251,9 +251,15 @@ pub async fn verify(
         }
         Err(NoStore { text, .. }) => {
             if global.json {
+                // Why nothing was checked, as the text says it (a script cannot tell "no store"
+                // from an empty log otherwise).
+                let detail = text
+                    .strip_prefix("unverifiable: ")
+                    .unwrap_or(&text)
+                    .to_owned();
                 write_json(
                     out,
-                    &serde_json::json!({"outcome": "unverifiable", "policy": policy_summary, "store": null, "chain": null}),
+                    &serde_json::json!({"outcome": "unverifiable", "detail": detail, "policy": policy_summary, "store": null, "chain": null}),
                 )?;
             } else {
                 writeln!(out, "{text}")?;

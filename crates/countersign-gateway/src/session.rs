@@ -564,16 +564,26 @@ impl Inner {
     }
 
     async fn handle_client(self: Arc<Self>, message: Value) {
-        match wire::kind(&message) {
+        // A client message is JSON-RPC 2.0 or it is refused: one without `"jsonrpc": "2.0"`
+        // (`"1.0"`, none) is never forwarded, and one that is not even an object (`"hello"`,
+        // `42`) is answered too, with a null id as JSON-RPC 2.0 §5 says when the id cannot be
+        // read (found by a first-time user: both were forwarded or dropped without a word).
+        let kind = match message.get("jsonrpc").and_then(Value::as_str) {
+            Some("2.0") => wire::kind(&message),
+            _ => Kind::Invalid,
+        };
+        match kind {
             Kind::Request => self.client_request(message).await,
             Kind::Notification => self.client_notification(message).await,
             Kind::Response => self.client_response(message).await,
             Kind::Invalid => {
-                if let Some(id) = message.get("id") {
-                    let error =
-                        wire::error_object(codes::INVALID_REQUEST, "not a JSON-RPC 2.0 message");
-                    self.to_client(wire::error_response(id.clone(), error), Some(id.clone()));
-                }
+                let id = message.get("id").cloned().unwrap_or(Value::Null);
+                let error = wire::error_object(
+                    codes::INVALID_REQUEST,
+                    "not executed: not a JSON-RPC 2.0 message (an object with `\"jsonrpc\": \"2.0\"` and a `method`, or a response)",
+                );
+                let related = (!id.is_null()).then(|| id.clone());
+                self.to_client(wire::error_response(id, error), related);
             }
         }
     }

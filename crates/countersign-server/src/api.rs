@@ -2,6 +2,7 @@
 
 mod effects;
 mod interrupts;
+mod query;
 mod receipts;
 mod takeback;
 
@@ -111,18 +112,8 @@ async fn track(
     // Issue #31: an approver token on the store's deny-list signs in nowhere, by header or by
     // the browser session it opened. Answers are also refused inside their own transaction.
     let response = match revoked_token(&service, request.headers()).await {
-        // Before any route reads its query (which keeps one value of a repeated key).
-        Ok(None) if repeated_query_key(request.uri()).is_some() => {
-            let name = repeated_query_key(request.uri()).unwrap_or_default();
-            Problem::new(
-                StatusCode::BAD_REQUEST,
-                "invalid_query",
-                format!(
-                    "the query gives `{}` more than once, so which value was meant is unknown: give each query parameter once",
-                    name.escape_debug()
-                ),
-            )
-            .into_response()
+        Ok(None) if let Some(problem) = query::refusal(request.method(), request.uri()) => {
+            problem.into_response()
         }
         Ok(None) => next.run(request).await,
         // A browser whose session holds the revoked token is signed out, not locked out: the
@@ -153,15 +144,6 @@ async fn track(
         started.elapsed(),
     );
     response
-}
-
-/// The first query parameter `uri` gives more than once, if any: no route takes a list, and a
-/// route's query reader would silently keep one of the values (`?state=pending&state=all`).
-fn repeated_query_key(uri: &axum::http::Uri) -> Option<String> {
-    let mut seen = std::collections::BTreeSet::new();
-    form_urlencoded::parse(uri.query()?.as_bytes())
-        .map(|(name, _)| name.into_owned())
-        .find(|name| !seen.insert(name.clone()))
 }
 
 /// A request presenting a revoked approver token: the refusal, and the browser session that

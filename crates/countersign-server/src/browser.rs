@@ -219,6 +219,46 @@ pub async fn signin_form(
 pub(crate) fn form_fields(
     headers: &HeaderMap,
     body: &Bytes,
+    allowed: &[&str],
+) -> Result<HashMap<String, String>, Problem> {
+    let fields = any_form_fields(headers, body)?;
+    only_fields(&fields, allowed)?;
+    Ok(fields)
+}
+
+/// Refuse a field the page does not send (`allowed`), as the API refuses an unknown field: a
+/// field such as `approver` is refused, never ignored (the signed-in person answers).
+///
+/// # Errors
+///
+/// `422 invalid_body` naming the field and the ones the page sends.
+pub(crate) fn only_fields(
+    fields: &HashMap<String, String>,
+    allowed: &[&str],
+) -> Result<(), Problem> {
+    let mut unknown: Vec<&String> = fields
+        .keys()
+        .filter(|key| !allowed.contains(&key.as_str()))
+        .collect();
+    unknown.sort();
+    match unknown.first() {
+        None => Ok(()),
+        Some(key) => Err(Problem::invalid_body(format!(
+            "the form sent a field `{}` this page does not send (it sends {}): there is no field that names who answers, the signed-in person does; use the page's own form",
+            key.escape_debug(),
+            allowed.join(", ")
+        ))),
+    }
+}
+
+/// The fields of a form body, whatever they are (each at most once).
+///
+/// # Errors
+///
+/// `415` for a body that is not a form; `422 invalid_body` for a field given twice.
+pub(crate) fn any_form_fields(
+    headers: &HeaderMap,
+    body: &Bytes,
 ) -> Result<HashMap<String, String>, Problem> {
     let is_form = headers
         .get(header::CONTENT_TYPE)
@@ -268,7 +308,7 @@ async fn open_session(
             "the sign-in form was sent from another site: open /signin on this service and sign in there",
         ));
     }
-    let fields = form_fields(headers, body)?;
+    let fields = form_fields(headers, body, &["csrf", "token"])?;
     let expected = cookie(headers, CSRF_COOKIE).ok_or_else(|| {
         csrf_refused("the sign-in form's check cookie is missing: reload /signin and try again")
     })?;
@@ -358,7 +398,7 @@ pub async fn signout(State(service): State<Service>, headers: HeaderMap, body: B
         if !service.origin_allowed(&headers) {
             return Err(csrf_refused("sign out from this service's own page"));
         }
-        let fields = form_fields(&headers, &body)?;
+        let fields = form_fields(&headers, &body, &["csrf"])?;
         let id = cookie(&headers, SESSION_COOKIE)
             .ok_or_else(|| Problem::not_authenticated("not signed in"))?;
         let session = service

@@ -649,7 +649,7 @@ async fn resolve(
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
 ) -> Response {
-    let fields = match browser::form_fields(&headers, &body) {
+    let fields = match browser::any_form_fields(&headers, &body) {
         Ok(fields) => fields,
         Err(problem) => return service.refused_page(None, problem, false),
     };
@@ -657,6 +657,9 @@ async fn resolve(
         Ok(viewer) => viewer,
         Err(problem) => return service.refused_page(None, problem, false),
     };
+    if let Err(problem) = browser::only_fields(&fields, &["csrf", "to", "note"]) {
+        return service.refused_page(Some(&viewer), problem, false);
+    }
     let key = path.map(|Path(key)| key).unwrap_or_default();
     let refuse = |problem: Problem| (key.clone(), problem);
     let unknown = || {

@@ -48,11 +48,12 @@ pub enum WebhookConfigError {
         "a webhook URL must not carry credentials (`user:password@host`): they would be kept with every delivery and shown by `countersign webhooks`; the signature (`--webhook-secret-file`) authenticates Countersign to the receiver"
     )]
     Credentials,
-    /// A query parameter is named like a credential (`?token=…`, `api_key`, `sig`…): as for
+    /// A query or path parameter is named like a credential (`?token=…`, `;api_key=…`, `sig`…),
+    /// or the URL has a fragment (never sent, so only a secret kept by mistake): as for
     /// [`WebhookConfigError::Credentials`], it would be kept with every delivery and shown.
     /// Only the parameter's name is repeated, never its value.
     #[error(
-        "a webhook URL must not carry a credential in its query (`{name}=…`): it would be kept with every delivery and shown by `countersign webhooks`; the signature (`--webhook-secret-file`) authenticates Countersign to the receiver, which should check it instead"
+        "a webhook URL must not carry a credential in its query, path parameters or fragment (`{name}…`): it would be kept with every delivery and shown by `countersign webhooks`; the signature (`--webhook-secret-file`) authenticates Countersign to the receiver, which should check it instead"
     )]
     QueryCredential {
         /// The query parameter's name.
@@ -70,7 +71,7 @@ pub enum WebhookConfigError {
 
 /// Is a query parameter named like a credential? Its name, lowercased, holds one of the words
 /// services put credentials under (`token`, `access_token`, `secret`, `password`, `key`,
-/// `api_key`, `auth`, `sig`, `signature`, `credential`, `code`).
+/// `api_key`, `auth`, `sig`, `signature`, `credential`, `code`, `jwt`, `bearer`, `session`).
 fn is_credential_name(name: &str) -> bool {
     let name = name.to_ascii_lowercase();
     [
@@ -82,6 +83,9 @@ fn is_credential_name(name: &str) -> bool {
         "sig",
         "credential",
         "code",
+        "jwt",
+        "bearer",
+        "session",
     ]
     .iter()
     .any(|word| name.contains(word))
@@ -200,6 +204,19 @@ impl WebhookEndpoint {
         {
             return Err(WebhookConfigError::QueryCredential {
                 name: name.into_owned(),
+            });
+        }
+        // A fragment is never sent, so it can only be a secret kept here by mistake; a path
+        // parameter (`/h;token=…`) is a query by another name.
+        let path_parameter = parsed
+            .path()
+            .split('/')
+            .flat_map(|segment| segment.split(';').skip(1))
+            .map(|parameter| parameter.split('=').next().unwrap_or(parameter))
+            .find(|name| is_credential_name(name));
+        if parsed.fragment().is_some() || path_parameter.is_some() {
+            return Err(WebhookConfigError::QueryCredential {
+                name: path_parameter.map_or_else(|| "#".to_owned(), str::to_owned),
             });
         }
         if secrets.is_empty() {
@@ -430,6 +447,9 @@ mod tests {
             "https://hooks.example.com/x?token=s3cretpw",
             "https://hooks.example.com/x?team=ops&API_KEY=s3cretpw",
             "https://hooks.example.com/x?sig=s3cretpw",
+            "https://hooks.example.com/x?jwt=s3cretpw",
+            "https://hooks.example.com/x;token=s3cretpw",
+            "https://hooks.example.com/x#token=s3cretpw",
         ] {
             let refused = WebhookEndpoint::new(with_token, secret()).expect_err("refused");
             assert!(

@@ -306,6 +306,13 @@ fn a_postgres_schema_with_no_store_is_unverifiable_and_left_empty() {
     let report = json_of(&run);
     assert_eq!(report["outcome"], "unverifiable");
     assert_eq!(report["store"], serde_json::Value::Null);
+    // Why, as the text says it: a script can tell "no store" from an empty log.
+    assert!(
+        report["detail"]
+            .as_str()
+            .is_some_and(|detail| detail.contains("no Countersign store here")),
+        "{report}"
+    );
     let run = sandbox.run(&["receipts", "--verify", "--store-url", &url, "--json"]);
     assert_eq!(run.status, Some(3), "{run:?}");
     let report = json_of(&run);

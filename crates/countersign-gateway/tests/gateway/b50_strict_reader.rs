@@ -261,3 +261,32 @@ async fn a_result_nested_too_deep_is_committed_withheld_and_never_retryable() {
     assert_eq!(again["error"]["data"]["reason"], "duplicate", "{again}");
     assert_eq!(harness.fake.calls(), 1);
 }
+
+/// Well-formed JSON that is not a JSON-RPC 2.0 message is answered `-32600`, under its id when
+/// it has one and a null id otherwise, and never reaches the upstream (found by a first-time
+/// user: `"hello"` got no answer at all, and a `"jsonrpc": "1.0"` ping was forwarded).
+#[tokio::test]
+async fn json_that_is_not_json_rpc_2_is_answered_and_not_forwarded() {
+    let mut harness = allowing().await;
+    for (line, id) in [
+        (&b"\"hello\"\n"[..], Value::Null),
+        (b"42\n", Value::Null),
+        (b"{}\n", Value::Null),
+        (
+            b"{\"jsonrpc\":\"1.0\",\"id\":80,\"method\":\"ping\"}\n",
+            json!(80),
+        ),
+        (b"{\"id\":81,\"method\":\"ping\"}\n", json!(81)),
+    ] {
+        let answer = answer_to(&mut harness, line).await;
+        assert_eq!(answer["id"], id, "{answer}");
+        assert_eq!(answer["error"]["code"], -32600, "{answer}");
+    }
+    still_serving(&mut harness).await;
+    let seen = harness.fake.seen.lock().expect("seen");
+    assert!(
+        !seen.requests.iter().any(|method| method == "ping"),
+        "{:?}",
+        seen.requests
+    );
+}

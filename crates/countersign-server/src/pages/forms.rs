@@ -13,18 +13,22 @@ pub(super) struct RequestForm {
 }
 
 impl Service {
-    /// Read a form posted to `/requests/{id}/…`; the refusal page when it is not one.
+    /// Read a form posted to `/requests/{id}/…` with only the `allowed` fields; the refusal
+    /// page when it is not one.
     pub(super) fn request_form(
         &self,
         headers: &HeaderMap,
         path: Result<Path<String>, PathRejection>,
         body: &Bytes,
+        allowed: &[&str],
     ) -> Result<RequestForm, Box<Response>> {
-        let fields = browser::form_fields(headers, body)
+        let fields = browser::any_form_fields(headers, body)
             .map_err(|problem| Box::new(self.refused_page(None, problem, false)))?;
         let viewer = self
             .poster(headers, &fields)
             .map_err(|problem| Box::new(self.refused_page(None, problem, false)))?;
+        browser::only_fields(&fields, allowed)
+            .map_err(|problem| Box::new(self.refused_page(Some(&viewer), problem, false)))?;
         let id = path.map(|Path(id)| id).unwrap_or_default();
         let Ok(request_id) = ApprovalId::parse(&id) else {
             return Err(Box::new(self.refused_page(
@@ -61,7 +65,12 @@ pub(super) async fn answer(
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
 ) -> Response {
-    let form = match service.request_form(&headers, path, &body) {
+    let form = match service.request_form(
+        &headers,
+        path,
+        &body,
+        &["csrf", "decision", "action_hash", "note"],
+    ) {
         Ok(form) => form,
         Err(refused) => return *refused,
     };

@@ -16,7 +16,7 @@ pub(super) async fn take_back(
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
 ) -> Response {
-    let form = match service.request_form(&headers, path, &body) {
+    let form = match service.request_form(&headers, path, &body, &["csrf", "take", "note"]) {
         Ok(form) => form,
         Err(refused) => return *refused,
     };

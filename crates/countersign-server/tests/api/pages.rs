@@ -287,7 +287,32 @@ async fn answers_from_the_page_go_through_the_kernel(backend: Backend, case: &st
     )
     .await;
     assert_eq!(status, 422, "{html}");
-    // A field naming someone else changes nothing: the approver is the signed-in person.
+    // A field naming someone else is refused, as the API refuses it, and nothing is counted
+    // (it was ignored): the approver is the signed-in person.
+    let (status, html) = page(
+        post_form(
+            &harness,
+            &path,
+            &session,
+            &[
+                ("csrf", &csrf),
+                ("decision", "approve"),
+                ("action_hash", hash.as_str()),
+                ("approver", "human:bob"),
+            ],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 422, "{html}");
+    assert!(html.contains("<code>approver</code>"), "{html}");
+    let counted = harness
+        .store
+        .approval(&id)
+        .await
+        .expect("read")
+        .expect("stored");
+    assert!(counted.answers.is_empty(), "{counted:?}");
     let response = post_form(
         &harness,
         &path,
@@ -296,7 +321,6 @@ async fn answers_from_the_page_go_through_the_kernel(backend: Backend, case: &st
             ("csrf", &csrf),
             ("decision", "approve"),
             ("action_hash", hash.as_str()),
-            ("approver", "human:bob"),
             ("note", "ticket 7"),
         ],
     )

@@ -707,6 +707,19 @@ async fn lists_and_resolves_ambiguous_effects(backend: Backend, case: &str) {
         (status, problem["reason"].as_str()),
         (400, Some("invalid_query"))
     );
+    // A route that writes takes no query: a parameter naming someone is refused, not ignored.
+    let (status, problem) = harness
+        .post(
+            "/api/v1/effects/restart:db2/resolve?approver=human:carol",
+            Some(&olga),
+            json!({"to": "committed", "note": "saw it"}),
+        )
+        .await;
+    assert_eq!(
+        (status, problem["reason"].as_str()),
+        (400, Some("invalid_query")),
+        "{problem}"
+    );
     // A parameter given twice is refused on every route, never read as one of its values.
     for path in [
         "/api/v1/effects?state=ambiguous&state=committed",
