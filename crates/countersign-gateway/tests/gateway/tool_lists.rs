@@ -218,8 +218,9 @@ async fn annotations_never_loosen_and_raise_only_a_pattern_allow() {
     }
 }
 
-#[tokio::test]
-async fn a_changed_input_schema_voids_the_open_request_and_asks_again() {
+/// A gateway whose one tool, `write`, needs approval, listed by the client and called once:
+/// the store, the harness and the `approval_required` refusal of that call.
+async fn writing_asked() -> (Arc<dyn Store>, super::harness::Harness, Value) {
     let store = memory_store();
     let mut harness = start(
         config("s"),
@@ -236,6 +237,12 @@ async fn a_changed_input_schema_voids_the_open_request_and_asks_again() {
         (-32090, "approval_required".to_owned()),
         "{first}"
     );
+    (store, harness, first)
+}
+
+#[tokio::test]
+async fn a_changed_input_schema_voids_the_open_request_and_asks_again() {
+    let (store, mut harness, first) = writing_asked().await;
     let old_id = first["error"]["data"]["request_id"]
         .as_str()
         .expect("request id")
@@ -306,17 +313,7 @@ async fn a_changed_input_schema_voids_the_open_request_and_asks_again() {
 /// ran the changed tool).
 #[tokio::test]
 async fn a_grant_for_the_old_schema_runs_nothing_when_the_client_does_not_list_again() {
-    let store = memory_store();
-    let mut harness = start(
-        config("s"),
-        policy("schema: countersign.policy/v1\nactions:\n  mcp.s.write:\n    decision: approve\n"),
-        Arc::clone(&store),
-        &["write"],
-        Behaviour::Succeed,
-    )
-    .await;
-    assert_eq!(harness.client.tool_names().await, ["write"]);
-    let first = harness.client.call("write", json!({"path": "a"})).await;
+    let (store, mut harness, first) = writing_asked().await;
     let old_id = first["error"]["data"]["request_id"]
         .as_str()
         .expect("request id")
