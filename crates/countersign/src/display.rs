@@ -230,6 +230,13 @@ impl fmt::Display for FindingKind {
     }
 }
 
+/// How far a request is from its quorum, as every surface says it: `0 of 1 approval`,
+/// `1 of 2 approvals` (found by a first-time user: "0 of 1 approvals").
+pub fn approvals_count(given: u32, quorum: u32) -> String {
+    let noun = if quorum == 1 { "approval" } else { "approvals" };
+    format!("{given} of {quorum} {noun}")
+}
+
 /// Render a stored approval request for a person.
 ///
 /// `agent_context` is the agent's own account of why it wants the action (untrusted: it may be

@@ -111,7 +111,8 @@ pub enum ControlError {
     },
     /// The presented approval is for a different action hash: it authorizes nothing.
     #[error(
-        "not executed: approval `{request_id}` was given for different arguments ({approved_hash}), not for this action ({action_hash}): request a new approval for these arguments"
+        "not executed: approval `{request_id}` {}",
+        approval_mismatch_text(*other_principal, approved_hash, action_hash)
     )]
     ApprovalMismatch {
         /// The presented request.
@@ -121,6 +122,10 @@ pub enum ControlError {
         approved_hash: String,
         /// The hash of this attempt.
         action_hash: ActionHash,
+        /// The request was opened for another principal than this attempt's: that, not the
+        /// arguments, is why it authorizes nothing here (the principal is part of the action
+        /// hash). Which principal is not said.
+        other_principal: bool,
     },
     /// The presented approval was already used by another attempt.
     #[error(
@@ -276,6 +281,20 @@ fn note_suffix(note: &Option<String>) -> String {
     }
 }
 
+fn approval_mismatch_text(
+    other_principal: bool,
+    approved_hash: &str,
+    action_hash: &ActionHash,
+) -> String {
+    if other_principal {
+        "was requested by another principal, and authorizes only that principal's call: make this call without it to request an approval of its own".to_owned()
+    } else {
+        format!(
+            "was given for different arguments ({approved_hash}), not for this action ({action_hash}): request a new approval for these arguments"
+        )
+    }
+}
+
 fn duplicate_text(in_progress: bool) -> &'static str {
     if in_progress {
         "is in progress in another attempt: wait for it to finish, then check `countersign effects`"
@@ -427,15 +446,18 @@ pub enum AnswerError {
     /// No entitlement pattern of the request's stored rule matches the approver. A refusal
     /// receipt was written; the request is unchanged.
     #[error(
-        "`{approver}` may not answer approval `{request_id}`: it may be answered by {approvers}; ask one of them"
+        "`{approver}` may not {act} approval `{request_id}`: that is for {approvers}; ask one of them"
     )]
     NotEntitled {
         /// The request.
         request_id: ApprovalId,
         /// The approver named.
         approver: String,
-        /// Who may answer (the stored rule's summary).
+        /// Who may (the stored rule's summary, or its resolvers' for a cancellation).
         approvers: String,
+        /// What was refused: `answer`, `revoke` or `cancel` (found by a first-time user: a
+        /// refused cancellation said "may not answer").
+        act: &'static str,
     },
     /// The action hash the surface showed is not the request's: the person saw a different
     /// action (a stale card, an edited payload). A refusal receipt was written; the request is

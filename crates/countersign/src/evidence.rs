@@ -36,6 +36,8 @@ pub use verify::{
     verify,
 };
 
+pub(crate) use crate::text::is_hidden;
+pub use crate::text::printable;
 use serde::{Deserialize, Serialize};
 
 use crate::action::canonical;
@@ -488,14 +490,6 @@ impl StoredReceipt {
 #[cfg(test)]
 mod tests;
 
-/// A character [`printable`] escapes: a control character, or a Unicode bidirectional or
-/// invisible formatting character (U+061C, U+200B to U+200F, U+202A to U+202E, U+2060 to
-/// U+2069, U+FEFF).
-pub(crate) fn is_hidden(character: char) -> bool {
-    character.is_control()
-        || matches!(character, '\u{061C}' | '\u{200B}'..='\u{200F}' | '\u{202A}'..='\u{202E}' | '\u{2060}'..='\u{2069}' | '\u{FEFF}')
-}
-
 /// `text` as one word to paste into a POSIX shell command line (an effect key in the
 /// `countersign resolve KEY` a refusal suggests): [`escaped`] (which `countersign resolve` and
 /// `inspect` read back), then quoted (`shlex`) when anything in it is special to the shell:
@@ -515,24 +509,4 @@ pub fn escaped(text: &str) -> std::borrow::Cow<'_, str> {
         return printable(text);
     }
     std::borrow::Cow::Owned(printable(&text.replace("\\u{", "\\u{5c}u{")).into_owned())
-}
-
-/// `text` made safe to show a person in a terminal or a log line: control characters (newlines
-/// included) and Unicode bidirectional and invisible formatting characters (U+061C, U+200B to
-/// U+200F, U+202A to U+202E, U+2060 to U+2069, U+FEFF) are written as `\u{…}` escapes, so a
-/// tool name or argument can neither forge a second log line nor reverse what an approver reads.
-/// Everything else is returned unchanged.
-pub fn printable(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.chars().any(is_hidden) {
-        return std::borrow::Cow::Borrowed(text);
-    }
-    let mut shown = String::with_capacity(text.len() + 8);
-    for character in text.chars() {
-        if is_hidden(character) {
-            shown.push_str(&format!("\\u{{{:x}}}", u32::from(character)));
-        } else {
-            shown.push(character);
-        }
-    }
-    std::borrow::Cow::Owned(shown)
 }

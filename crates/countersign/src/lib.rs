@@ -68,6 +68,7 @@ pub mod json;
 pub mod outbox;
 pub mod policy;
 pub mod store;
+mod text;
 pub mod token;
 
 pub use action::{Action, ActionHash, Principal, canonical};

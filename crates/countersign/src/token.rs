@@ -108,6 +108,11 @@ pub fn issue(
     if groups.iter().any(|group| group.trim().is_empty()) {
         return Err(TokenError::EmptyGroup);
     }
+    if let Some(group) = groups.iter().find(|group| !group_shaped(group)) {
+        return Err(TokenError::InvalidGroup {
+            group: crate::text::printable(group).into_owned(),
+        });
+    }
     if ttl > MAX_LIFETIME {
         return Err(TokenError::LifetimeTooLong { lifetime: ttl });
     }
@@ -164,7 +169,19 @@ struct FoundClaims {
     groups: Option<Vec<String>>,
     iat: Option<i64>,
     exp: Option<i64>,
+    nbf: Option<i64>,
     jti: Option<String>,
+}
+
+/// Is `group` a group name: non-empty, without whitespace, control or invisible formatting
+/// characters (the policy's `directory` rule for group names, and [`crate::evidence::printable`]'s
+/// hidden characters)? A group that is not could never match an `approvers` pattern as a person
+/// reads it, so a token naming one is refused rather than half-trusted.
+fn group_shaped(group: &str) -> bool {
+    !group.is_empty()
+        && !group
+            .chars()
+            .any(|c| c.is_whitespace() || crate::text::is_hidden(c))
 }
 
 /// The `jti` claim of `token`, read **without verifying it**: only for looking the token up on
@@ -223,12 +240,15 @@ pub fn revocable_id(given: &str) -> Result<String, String> {
 ///    is a `crit` header;
 /// 3. the signature verifies under one of `keys`, tried in turn (the header's `kid` is not
 ///    trusted);
-/// 4. `exp` and `iat` are present, in whole seconds, with `iat < exp` and `exp - iat` at most
-///    [`MAX_LIFETIME`]; `sub` is a non-empty string; `groups`, if present, is an array of strings;
-/// 5. `iat` is at most [`CLOCK_SKEW`] after `now`, and `now` is before `exp`.
+/// 4. `exp`, `iat` and `jti` are present (`exp` and `iat` in whole seconds), with `iat < exp`
+///    and `exp - iat` at most [`MAX_LIFETIME`]; `sub` is a non-empty string; `groups`, if
+///    present, is an array of group names (non-empty, no whitespace or control characters);
+/// 5. `iat`, and `nbf` when present (RFC 7519 §4.1.5), are at most [`CLOCK_SKEW`] after
+///    `now`, and `now` is before `exp`.
 ///
-/// Other claims (`aud`, …) are ignored; `jti` is returned, and checked against the store's
-/// deny-list by the store (issue #31), not here.
+/// A token without `jti` is refused: it could not be revoked alone (issue #31), and every token
+/// [`issue`] makes has one. Other claims (`aud`, …) are ignored; `jti` is returned, and checked
+/// against the store's deny-list by the store, not here.
 ///
 /// # Errors
 ///
@@ -280,6 +300,20 @@ pub fn verify(
     let iat = claims
         .iat
         .ok_or(TokenError::MissingClaim { claim: "iat" })?;
+    // Found by a first-time user: a token without an id was accepted, and could then only be
+    // refused by removing its key, with every other token that key signed.
+    if claims.jti.as_deref().is_none_or(str::is_empty) {
+        return Err(TokenError::MissingClaim { claim: "jti" });
+    }
+    if claims
+        .groups
+        .as_ref()
+        .is_some_and(|groups| !groups.iter().all(|group| group_shaped(group)))
+    {
+        return Err(TokenError::Malformed {
+            problem: "a `groups` entry is empty or holds whitespace, control or invisible characters",
+        });
+    }
     let lifetime_seconds = exp.checked_sub(iat).unwrap_or(i64::MAX);
     if lifetime_seconds <= 0 {
         return Err(TokenError::Malformed {
@@ -299,6 +333,14 @@ pub fn verify(
     };
     if issued_at > now.plus(CLOCK_SKEW) {
         return Err(TokenError::NotYetValid { issued_at });
+    }
+    if let Some(nbf) = claims.nbf {
+        let not_before = seconds_to_timestamp(nbf).ok_or(TokenError::Malformed {
+            problem: "its `nbf` is out of range",
+        })?;
+        if not_before > now.plus(CLOCK_SKEW) {
+            return Err(TokenError::NotBefore { not_before });
+        }
     }
     if now >= expires_at {
         return Err(TokenError::Expired {
@@ -454,7 +496,24 @@ pub enum TokenError {
     /// so it is not issued.
     #[error("cannot issue an approver token for this subject: {0}")]
     InvalidSubject(crate::approver::ApproverIdError),
-    /// A required claim (`exp` or `iat`) is missing.
+    /// The token's `nbf` (RFC 7519 §4.1.5) is more than [`CLOCK_SKEW`] in the future.
+    #[error(
+        "the approver token is not valid before {not_before}: use it then, or check the clocks of the issuing and the verifying machines"
+    )]
+    NotBefore {
+        /// The token's `nbf`.
+        not_before: Timestamp,
+    },
+    /// A group name to issue holds whitespace or control characters: it could never match the
+    /// policy's `approvers`.
+    #[error(
+        "an approver group name holds whitespace, control or invisible characters (`{group}`): give single-word group names such as `finance`, as the policy's `directory` does"
+    )]
+    InvalidGroup {
+        /// The group, with control characters escaped.
+        group: String,
+    },
+    /// A required claim (`exp`, `iat` or `jti`) is missing.
     #[error(
         "the approver token has no `{claim}` claim: issue a new one with `countersign approver token`"
     )]
@@ -553,7 +612,8 @@ impl TokenError {
             TokenError::UnsupportedAlgorithm { .. } => "unsupported_algorithm",
             TokenError::BadSignature { .. } => "bad_signature",
             TokenError::Expired { .. } => "expired",
-            TokenError::NotYetValid { .. } => "not_yet_valid",
+            TokenError::NotYetValid { .. } | TokenError::NotBefore { .. } => "not_yet_valid",
+            TokenError::InvalidGroup { .. } => "invalid_group",
             TokenError::LifetimeTooLong { .. } => "lifetime_too_long",
             TokenError::LifetimeTooShort { .. } => "lifetime_too_short",
             TokenError::MissingSubject => "missing_subject",

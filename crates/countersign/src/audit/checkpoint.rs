@@ -144,6 +144,44 @@ impl LogFollower {
         Ok(())
     }
 
+    /// Does the log it has verified extend the one `earlier` signed: at least `earlier.size`
+    /// receipts, the first `earlier.size` of them the ones `earlier` signed (a consistency
+    /// proof, RFC 9162 §2.1.4, made and checked)? `earlier`'s signature and origin are the
+    /// caller's to check.
+    ///
+    /// # Errors
+    ///
+    /// A sentence saying how the log and `earlier` differ: receipts removed, or rewritten.
+    pub fn extends(&self, earlier: &Checkpoint) -> Result<(), String> {
+        let tree = self.tree.tree();
+        if earlier.size > tree.size() {
+            return Err(format!(
+                "it signed {} receipts and the log now has {}: receipts were removed",
+                earlier.size,
+                tree.size()
+            ));
+        }
+        if earlier.size == 0 {
+            return Ok(());
+        }
+        let proof = tree
+            .consistency_proof(earlier.size, tree.size())
+            .map_err(|error| error.to_string())?;
+        crate::evidence::merkle::verify_consistency(
+            earlier.size,
+            tree.size(),
+            &proof,
+            &earlier.root,
+            &tree.root(),
+        )
+        .map_err(|error| {
+            format!(
+                "the log's first {} receipts are not the ones it signed ({error}): they were rewritten, or the log forked",
+                earlier.size
+            )
+        })
+    }
+
     /// Sign the head of what it has verified with `key` under `origin` (default
     /// [`default_origin`]).
     ///

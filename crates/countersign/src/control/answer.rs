@@ -117,6 +117,7 @@ fn answered_about_pending(
         request_id: pending.request_id.clone(),
         approved_hash: answered_hash,
         action_hash: pending.action_hash.clone(),
+        other_principal: false,
     };
     let Some(answered) = answered else {
         return Err(mismatch("(no arguments in the answer)".to_owned()));

@@ -186,7 +186,7 @@ impl Control {
                 approval,
             }),
             HandOffOutcome::Refused { refusal, .. } => {
-                Err(begin_refusal(refusal, approval.as_ref(), &action.hash))
+                Err(begin_refusal(refusal, approval.as_ref(), action))
             }
         }
     }

@@ -297,5 +297,6 @@ fn correlation_conflict(record: &ApprovalRecord, action_hash: &ActionHash) -> Co
         request_id: record.id.clone(),
         approved_hash: record.action_hash.as_str().to_owned(),
         action_hash: action_hash.clone(),
+        other_principal: false,
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 
 use futures::FutureExt;
 
-use crate::action::ActionHash;
+use crate::action::Action;
 use crate::approval::{ApprovalId, ApprovalState};
 use crate::clock::Clock;
 use crate::effect::{
@@ -387,7 +387,7 @@ impl Control {
                                 None => {}
                             }
                         }
-                        return Err(begin_refusal(refusal, approval.as_ref(), &action.hash));
+                        return Err(begin_refusal(refusal, approval.as_ref(), action));
                     }
                 }
             }
@@ -644,7 +644,7 @@ pub(super) fn effect_refusal(decision: RetryDecision, record: &EffectRecord) -> 
 pub(super) fn begin_refusal(
     refusal: BeginRefusal,
     presented: Option<&ApprovalId>,
-    action_hash: &ActionHash,
+    action: &Action,
 ) -> ControlError {
     use crate::approval::TakeRefusal;
     match refusal {
@@ -677,7 +677,10 @@ pub(super) fn begin_refusal(
                 (TakeRefusal::Mismatch, Some(record)) => ControlError::ApprovalMismatch {
                     request_id,
                     approved_hash: record.action_hash.as_str().to_owned(),
-                    action_hash: action_hash.clone(),
+                    action_hash: action.hash.clone(),
+                    // Found by a first-time user: another principal presenting a grant was
+                    // told its arguments differed.
+                    other_principal: record.principal != action.principal,
                 },
                 (TakeRefusal::PolicyChanged, _) => ControlError::ApprovalVoid { request_id },
                 (TakeRefusal::Revoked, _) => ControlError::ApprovalRevoked { request_id },

@@ -75,6 +75,13 @@ fn refuses_empty_and_oversized_keys() {
         Err(EffectKeyError::TooLong { length: 513 })
     );
     assert!(EffectKey::new("x".repeat(512)).is_ok());
+    // A NUL, which PostgreSQL cannot store, is refused on every store alike; the six
+    // characters `\u{0}` are an ordinary key.
+    assert_eq!(
+        EffectKey::new("job:a\u{0}b"),
+        Err(EffectKeyError::HoldsNul { at: 5 })
+    );
+    assert!(EffectKey::new("job:a\\u{0}b").is_ok());
 }
 
 fn any_state() -> impl Strategy<Value = EffectState> {

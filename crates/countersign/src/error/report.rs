@@ -83,9 +83,10 @@ impl ControlError {
                 request_id,
                 approved_hash,
                 action_hash,
+                other_principal,
             } => (
                 "ApprovalMismatch",
-                json!({"request_id": request_id, "approved_hash": approved_hash, "action_hash": action_hash}),
+                json!({"request_id": request_id, "approved_hash": approved_hash, "action_hash": action_hash, "other_principal": other_principal}),
             ),
             ControlError::ApprovalConsumed { request_id } => {
                 ("ApprovalConsumed", json!({"request_id": request_id}))
@@ -228,9 +229,10 @@ impl AnswerError {
                 request_id,
                 approver,
                 approvers,
+                act,
             } => (
                 "NotEntitled",
-                json!({"request_id": request_id, "approver": approver, "approvers": approvers}),
+                json!({"request_id": request_id, "approver": approver, "approvers": approvers, "act": act}),
             ),
             AnswerError::Mismatch {
                 request_id,

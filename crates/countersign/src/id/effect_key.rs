@@ -16,7 +16,9 @@ impl EffectKey {
     ///
     /// # Errors
     ///
-    /// [`EffectKeyError`] when the key is empty or longer than [`EffectKey::MAX_LEN`] bytes.
+    /// [`EffectKeyError`] when the key is empty, longer than [`EffectKey::MAX_LEN`] bytes, or
+    /// holds a NUL character (which PostgreSQL's text cannot store: a key must mean the same on
+    /// every store).
     pub fn new(key: impl Into<String>) -> Result<EffectKey, EffectKeyError> {
         let key = key.into();
         if key.is_empty() {
@@ -24,6 +26,11 @@ impl EffectKey {
         }
         if key.len() > Self::MAX_LEN {
             return Err(EffectKeyError::TooLong { length: key.len() });
+        }
+        // Found by a first-time user: SQLite kept such a key, PostgreSQL refused it with a raw
+        // driver error.
+        if let Some(at) = key.find('\0') {
+            return Err(EffectKeyError::HoldsNul { at });
         }
         Ok(EffectKey(key))
     }
@@ -98,5 +105,13 @@ pub enum EffectKeyError {
     TooLong {
         /// Its length in bytes.
         length: usize,
+    },
+    /// The key holds a NUL character (U+0000), which no store can keep alike.
+    #[error(
+        "effect key holds a NUL character (U+0000) at byte {at}, which PostgreSQL cannot store: the argument the effect template reads holds it; send the call without it"
+    )]
+    HoldsNul {
+        /// Its byte offset in the key.
+        at: usize,
     },
 }

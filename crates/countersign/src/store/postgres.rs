@@ -684,8 +684,26 @@ mod tests {
 
     #[test]
     fn refuses_a_schema_name_that_needs_quoting() {
+        let error = parse_url("postgres://h/db?schema=a&schema=b").expect_err("refused");
+        assert!(error.contains("`schema` is given twice"), "{error}");
         let error = parse_url("postgres://h/db?schema=a\"b").expect_err("refused");
         assert!(error.contains("schema name"), "{error}");
+        // Found by a first-time user: a percent-encoded key is the same key to the driver.
+        let error = parse_url("postgres://h/db?schema=a&sch%65ma=b").expect_err("refused");
+        assert!(error.contains("`schema` is given twice"), "{error}");
+        let error = parse_url("postgres://h/db?password=a&pass%77ord=b").expect_err("refused");
+        assert!(error.contains("`password` is given twice"), "{error}");
+        let (_, options) = parse_url("postgres://h/db?sch%65ma=kit_b").expect("valid");
+        assert_eq!(options.schema.as_deref(), Some("kit_b"));
+    }
+
+    #[test]
+    fn redacts_a_password_whose_key_is_percent_encoded() {
+        for key in ["pass%77ord", "PASSWORD", "%70assword", "sslpass%77ord"] {
+            let printed = redact(&format!("postgres://h/db?{key}=hunter22&schema=a"));
+            assert!(!printed.contains("hunter22"), "{key}: {printed}");
+            assert!(printed.contains("schema=a"), "{key}: {printed}");
+        }
     }
 
     #[test]

@@ -23,7 +23,7 @@ pub fn sqlite_path(url: &str) -> Option<&str> {
 /// redacted alike, a mistyped one too (`postgress://`, `Postgres://`, `postgres:/`): a typo is
 /// exactly when a URL reaches an error message. A `sqlite:` URL is a file path and is returned
 /// unchanged.
-pub(crate) fn redact_url(url: &str) -> String {
+pub fn redact_url(url: &str) -> String {
     if sqlite_path(url).is_some() {
         return url.to_owned();
     }
@@ -48,8 +48,8 @@ pub(crate) fn redact_url(url: &str) -> String {
             .split('&')
             .map(|pair| match pair.split_once('=') {
                 Some((key, _))
-                    if key.eq_ignore_ascii_case("password")
-                        || key.eq_ignore_ascii_case("sslpassword") =>
+                    if query_key(key).eq_ignore_ascii_case("password")
+                        || query_key(key).eq_ignore_ascii_case("sslpassword") =>
                 {
                     format!("{key}=***")
                 }
@@ -59,6 +59,22 @@ pub(crate) fn redact_url(url: &str) -> String {
         printed = format!("{head}{}{fragment}", query.join("&"));
     }
     printed
+}
+
+/// A URL query key as the driver reads it (`application/x-www-form-urlencoded`, as the URL
+/// standard's query parsing does): `+` is a space and `%XX` the byte it names, so
+/// `pass%77ord` is `password`. Found by a first-time user: an encoded key got past the
+/// redaction and the check for a key given twice.
+pub(crate) fn query_key(raw: &str) -> std::borrow::Cow<'_, str> {
+    if !raw.contains(['%', '+']) {
+        return std::borrow::Cow::Borrowed(raw);
+    }
+    let spaced = raw.replace('+', " ");
+    std::borrow::Cow::Owned(
+        percent_encoding::percent_decode_str(&spaced)
+            .decode_utf8_lossy()
+            .into_owned(),
+    )
 }
 
 /// Open a store from a URL:

@@ -19,8 +19,20 @@ fn later(duration: Duration) -> Timestamp {
     NOW.plus(duration)
 }
 
-/// Sign `claims` (any JSON) with `key` under an EdDSA header, bypassing [`issue`]'s checks.
+/// Sign `claims` (any JSON) with `key` under an EdDSA header, bypassing [`issue`]'s checks;
+/// a `jti` is added when the claims are an object without one.
 fn hand_signed(key: &SigningKey, claims: &serde_json::Value) -> String {
+    let mut claims = claims.clone();
+    if let Some(object) = claims.as_object_mut() {
+        object
+            .entry("jti")
+            .or_insert_with(|| serde_json::json!(crate::id::random_id("tok_")));
+    }
+    hand_signed_exactly(key, &claims)
+}
+
+/// Sign `claims` exactly as given.
+fn hand_signed_exactly(key: &SigningKey, claims: &serde_json::Value) -> String {
     let der = key.0.to_pkcs8_der().expect("encode the key");
     let encoding_key = jsonwebtoken::EncodingKey::from_ed_der(der.as_bytes());
     jsonwebtoken::encode(
@@ -666,4 +678,54 @@ fn verifies_the_rfc_8037_example_signature_then_refuses_its_payload() {
         verify(example, &[other], NOW).unwrap_err().reason(),
         "bad_signature"
     );
+}
+
+#[test]
+fn refuses_a_token_without_an_id() {
+    let key = new_key();
+    for claims in [
+        serde_json::json!({"sub": "human:alice", "iat": now_seconds(), "exp": now_seconds() + 60}),
+        serde_json::json!({"sub": "human:alice", "iat": now_seconds(), "exp": now_seconds() + 60, "jti": ""}),
+    ] {
+        let token = hand_signed_exactly(&key, &claims);
+        let error = verify(&token, &[key.public_key()], NOW).unwrap_err();
+        assert_eq!(error.reason(), "missing_claim", "{claims}");
+        assert!(error.to_string().contains("`jti`"), "{error}");
+    }
+}
+
+#[test]
+fn honours_not_before() {
+    let key = new_key();
+    let claims = |nbf: i64| serde_json::json!({"sub": "human:alice", "iat": now_seconds(), "exp": now_seconds() + 3600, "nbf": nbf});
+    let early = hand_signed(&key, &claims(now_seconds() + 600));
+    let error = verify(&early, &[key.public_key()], NOW).unwrap_err();
+    assert_eq!(error.reason(), "not_yet_valid");
+    assert!(error.to_string().contains("not valid before"), "{error}");
+    // Within the clock skew, and once the time has come, it verifies.
+    let skewed = hand_signed(&key, &claims(now_seconds() + 30));
+    assert!(verify(&skewed, &[key.public_key()], NOW).is_ok());
+    assert!(verify(&early, &[key.public_key()], later(Duration::from_secs(600))).is_ok());
+}
+
+#[test]
+fn refuses_group_names_with_spaces_at_issue_and_in_a_token() {
+    let key = new_key();
+    for group in ["fin ance", " finance", "finance\u{200b}x", "finance\n"] {
+        let groups = vec![group.to_owned()];
+        let error = issue(&key, "human:alice", &groups, HOUR, NOW).unwrap_err();
+        assert_eq!(error.reason(), "invalid_group", "{group:?}");
+        assert!(!error.to_string().contains('\n'), "{error}");
+        let token = hand_signed(
+            &key,
+            &serde_json::json!({"sub": "human:alice", "groups": [group], "iat": now_seconds(), "exp": now_seconds() + 60}),
+        );
+        assert_eq!(
+            verify(&token, &[key.public_key()], NOW)
+                .unwrap_err()
+                .reason(),
+            "malformed",
+            "{group:?}"
+        );
+    }
 }

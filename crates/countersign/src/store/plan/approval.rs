@@ -361,6 +361,7 @@ pub(crate) fn answer_step(
                 request_id: record.id.clone(),
                 approver: approver.id.to_string(),
                 approvers: record.rule.summary(),
+                act: "answer",
             },
             Ineligible::SelfApproval { shared_group } => AnswerError::SelfApproval {
                 request_id: record.id.clone(),

@@ -297,6 +297,7 @@ pub(crate) fn withdraw_step(
                     request_id: record.id.clone(),
                     approver: approver.id.to_string(),
                     approvers: resolvers_summary(&record),
+                    act: "cancel",
                 };
                 return refusal(
                     &record,
@@ -335,9 +336,20 @@ pub(crate) fn withdraw_step(
             let gave_yes = record.answers.iter().any(|answer| {
                 answer.approver.id == approver.id && answer.decision == AnswerDecision::Approve
             });
-            let entitled = gave_yes
-                || (record.state == ApprovalState::Granted
-                    && judge_resolver(&record.rule, &record.principal, &approver).is_ok());
+            let resolver = judge_resolver(&record.rule, &record.principal, &approver).is_ok();
+            // Someone with no yes to take back and no say over the request is refused as such
+            // before anything about its state is said (found by a first-time user: another
+            // team's request answered 409 naming its state, where reading it answered 404).
+            if !gave_yes && !resolver {
+                let error = AnswerError::NotEntitled {
+                    request_id: record.id.clone(),
+                    approver: approver.id.to_string(),
+                    approvers: record.rule.summary(),
+                    act: "revoke",
+                };
+                return refuse(&record, Some(&approver), &approver.id, error);
+            }
+            let entitled = gave_yes || (record.state == ApprovalState::Granted && resolver);
             if live && now >= record.expires_at {
                 let error = AnswerError::Expired {
                     request_id: record.id.clone(),
@@ -360,6 +372,7 @@ pub(crate) fn withdraw_step(
                         request_id: record.id.clone(),
                         approver: approver.id.to_string(),
                         approvers: record.rule.summary(),
+                        act: "revoke",
                     }
                 };
                 return refuse(&record, Some(&approver), &approver.id, error);

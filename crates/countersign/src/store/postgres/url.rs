@@ -11,9 +11,20 @@ pub(super) fn parse_url(url: &str) -> Result<(String, PostgresOptions), String> 
     };
     let mut options = PostgresOptions::default();
     let mut passed = Vec::new();
+    let mut seen = std::collections::BTreeSet::new();
     for pair in query.split('&').filter(|pair| !pair.is_empty()) {
-        let (key, value) = pair.split_once('=').unwrap_or((pair, ""));
-        match key {
+        let (raw_key, value) = pair.split_once('=').unwrap_or((pair, ""));
+        // The key as sqlx reads it: `sch%65ma` is `schema`, `pass%77ord` is `password`.
+        let key = crate::store::url::query_key(raw_key);
+        // Which of two `schema=` was meant cannot be told, and the wrong one is another store
+        // (found by a first-time user: the last one was used without a word).
+        if !seen.insert(key.clone().into_owned()) {
+            return Err(format!(
+                "`{}` is given twice in the store URL's query: give it once",
+                crate::evidence::printable(&key)
+            ));
+        }
+        match key.as_ref() {
             "schema" => {
                 check_schema_name(value)?;
                 options.schema = Some(value.to_owned());
