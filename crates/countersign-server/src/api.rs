@@ -108,6 +108,11 @@ async fn track(
         .get::<axum::extract::MatchedPath>()
         .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
     let method = request.method().as_str().to_owned();
+    let logged_path = service
+        .inner
+        .request_log
+        .load(std::sync::atomic::Ordering::Relaxed)
+        .then(|| request.uri().path().to_owned());
     let started = std::time::Instant::now();
     // Issue #31: an approver token on the store's deny-list signs in nowhere, by header or by
     // the browser session it opened. Answers are also refused inside their own transaction.
@@ -143,6 +148,19 @@ async fn track(
         response.status().as_u16(),
         started.elapsed(),
     );
+    if let Some(path) = logged_path {
+        let reason = response
+            .extensions()
+            .get::<crate::problem::LoggedReason>()
+            .map_or_else(String::new, |logged| format!(" {}", logged.0));
+        let path: String = path.chars().take(200).collect();
+        countersign::stderr_line!(
+            "countersign serve: {method} {} -> {}{reason} ({} ms)",
+            countersign::evidence::printable(&path),
+            response.status().as_u16(),
+            started.elapsed().as_millis()
+        );
+    }
     response
 }
 
@@ -498,9 +516,16 @@ async fn list_approvals(
         None => None,
         Some(cursor) => {
             let text = decode_cursor(cursor)?;
+            // Exactly what `encode_cursor` gave out: a creation time (milliseconds, not
+            // negative) and an approval id (found by a first-time user: `-1:` was taken).
             let (millis, id) = text.split_once(':').ok_or_else(invalid_cursor)?;
-            let millis: i64 = millis.parse().map_err(|_| invalid_cursor())?;
-            Some((millis, id.to_owned()))
+            let millis: i64 = millis
+                .parse()
+                .ok()
+                .filter(|millis| *millis >= 0)
+                .ok_or_else(invalid_cursor)?;
+            let id = ApprovalId::parse(id).map_err(|_| invalid_cursor())?;
+            Some((millis, id.as_str().to_owned()))
         }
     };
     let store = service.store().await?;

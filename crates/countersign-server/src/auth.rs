@@ -319,10 +319,11 @@ fn oidc_caller(
     jwt: &str,
     now: Timestamp,
 ) -> Result<Caller, Problem> {
-    let (id, claimed) = oidc.verify(jwt, now).map_err(|problem| {
+    let (id, claimed) = oidc.verify(jwt, now).map_err(|refusal| {
         Problem::not_authenticated(format!(
-            "the identity provider's token is refused: {problem}"
+            "the identity provider's token is refused: {refusal}"
         ))
+        .with("token_reason", refusal.reason)
     })?;
     let id = approver_shaped(
         id,

@@ -204,16 +204,19 @@ impl OidcSignIn {
     ///
     /// # Errors
     ///
-    /// A sentence saying what failed (unknown key, bad signature, expired, wrong issuer, wrong
-    /// audience, ...); it never repeats the token.
-    pub fn verify(&self, jwt: &str, now: Timestamp) -> Result<(String, Vec<String>), String> {
+    /// An [`OidcRefusal`]: a reason code and a sentence saying what failed (unknown key, bad
+    /// signature, expired, wrong issuer, wrong audience, ...); it never repeats the token.
+    pub fn verify(&self, jwt: &str, now: Timestamp) -> Result<(String, Vec<String>), OidcRefusal> {
         if jwt.len() > MAX_TOKEN_LENGTH {
-            return Err(format!(
-                "the token is {} bytes, over the {MAX_TOKEN_LENGTH} accepted",
-                jwt.len()
+            return Err(refused(
+                "malformed",
+                format!(
+                    "the token is {} bytes, over the {MAX_TOKEN_LENGTH} accepted",
+                    jwt.len()
+                ),
             ));
         }
-        let header = unverified_header(jwt)?;
+        let header = unverified_header(jwt).map_err(|detail| refused("malformed", detail))?;
         let alg = header
             .get("alg")
             .and_then(serde_json::Value::as_str)
@@ -223,16 +226,20 @@ impl OidcSignIn {
             "ES256" => Algorithm::ES256,
             "EdDSA" => Algorithm::EdDSA,
             other => {
-                return Err(format!(
-                    "the token is signed with `{}`: only RS256, ES256 and EdDSA are accepted",
-                    printable(other)
+                return Err(refused(
+                    "unsupported_algorithm",
+                    format!(
+                        "the token is signed with `{}`: only RS256, ES256 and EdDSA are accepted",
+                        printable(other)
+                    ),
                 ));
             }
         };
         let Some(kid) = header.get("kid").and_then(serde_json::Value::as_str) else {
-            return Err(
-                "the token's header names no key (`kid`): the identity provider must sign with a key from the configured JWKS".to_owned(),
-            );
+            return Err(refused(
+                "unknown_key",
+                "the token's header names no key (`kid`): the identity provider must sign with a key from the configured JWKS",
+            ));
         };
         let key = {
             let keys = self
@@ -242,15 +249,21 @@ impl OidcSignIn {
             keys.get(kid).cloned()
         };
         let Some(key) = key else {
-            return Err(format!(
-                "unknown key `{}`: the token's `kid` is not in the configured JWKS",
-                printable(kid)
+            return Err(refused(
+                "unknown_key",
+                format!(
+                    "unknown key `{}`: the token's `kid` is not in the configured JWKS",
+                    printable(kid)
+                ),
             ));
         };
         if key.algorithm != algorithm {
-            return Err(format!(
-                "the token's algorithm `{alg}` does not fit key `{}`",
-                printable(kid)
+            return Err(refused(
+                "unsupported_algorithm",
+                format!(
+                    "the token's algorithm `{alg}` does not fit key `{}`",
+                    printable(kid)
+                ),
             ));
         }
         let mut validation = Validation::new(algorithm);
@@ -267,53 +280,75 @@ impl OidcSignIn {
         .map_err(|error| {
             use jsonwebtoken::errors::ErrorKind;
             match error.kind() {
-                ErrorKind::InvalidSignature => {
-                    "bad signature: the token was not signed by the key its `kid` names, or was altered".to_owned()
-                }
-                ErrorKind::InvalidIssuer => format!(
-                    "wrong issuer: the token's `iss` is not `{}`",
-                    self.rules.issuer
+                ErrorKind::InvalidSignature => refused(
+                    "bad_signature",
+                    "bad signature: the token was not signed by the key its `kid` names, or was altered",
                 ),
-                ErrorKind::InvalidAudience => format!(
-                    "wrong audience: the token's `aud` does not include `{}`",
-                    self.rules.audience
+                ErrorKind::InvalidIssuer => refused(
+                    "wrong_issuer",
+                    format!(
+                        "wrong issuer: the token's `iss` is not `{}`",
+                        self.rules.issuer
+                    ),
+                ),
+                ErrorKind::InvalidAudience => refused(
+                    "wrong_audience",
+                    format!(
+                        "wrong audience: the token's `aud` does not include `{}`",
+                        self.rules.audience
+                    ),
                 ),
                 ErrorKind::MissingRequiredClaim(claim) => {
-                    format!("the token has no `{claim}` claim")
+                    refused("missing_claim", format!("the token has no `{claim}` claim"))
                 }
-                _ => "the token is malformed".to_owned(),
+                _ => refused("malformed", "the token is malformed"),
             }
         })?;
         let claims = data.claims;
         if claims.get("iss").is_none() {
-            return Err(format!(
-                "wrong issuer: the token has no `iss`, `{}` is expected",
-                self.rules.issuer
+            return Err(refused(
+                "wrong_issuer",
+                format!(
+                    "wrong issuer: the token has no `iss`, `{}` is expected",
+                    self.rules.issuer
+                ),
             ));
         }
         if claims.get("aud").is_none() {
-            return Err(format!(
-                "wrong audience: the token has no `aud`, `{}` is expected",
-                self.rules.audience
+            return Err(refused(
+                "wrong_audience",
+                format!(
+                    "wrong audience: the token has no `aud`, `{}` is expected",
+                    self.rules.audience
+                ),
             ));
         }
         let skew = i64::try_from(CLOCK_SKEW.as_secs()).unwrap_or(60);
         let now_seconds = now.as_millis().div_euclid(1000);
         let Some(exp) = claims.get("exp").and_then(numeric_date) else {
-            return Err("the token has no `exp` claim (a number of seconds)".to_owned());
+            return Err(refused(
+                "missing_claim",
+                "the token has no `exp` claim (a number of seconds)",
+            ));
         };
         if now_seconds > exp.saturating_add(skew) {
-            return Err(format!(
-                "the token expired at {}",
-                Timestamp::from_millis(exp.saturating_mul(1000))
+            return Err(refused(
+                "expired",
+                format!(
+                    "the token expired at {}",
+                    Timestamp::from_millis(exp.saturating_mul(1000))
+                ),
             ));
         }
         if let Some(nbf) = claims.get("nbf").and_then(numeric_date)
             && now_seconds.saturating_add(skew) < nbf
         {
-            return Err(format!(
-                "the token is not valid before {}",
-                Timestamp::from_millis(nbf.saturating_mul(1000))
+            return Err(refused(
+                "not_yet_valid",
+                format!(
+                    "the token is not valid before {}",
+                    Timestamp::from_millis(nbf.saturating_mul(1000))
+                ),
             ));
         }
         // Taken exactly as signed (never trimmed: `human:alice ` is not `human:alice`); the
@@ -322,7 +357,7 @@ impl OidcSignIn {
             .get("sub")
             .and_then(serde_json::Value::as_str)
             .filter(|sub| !sub.is_empty())
-            .ok_or("the token names no subject (`sub`)")?
+            .ok_or_else(|| refused("missing_subject", "the token names no subject (`sub`)"))?
             .to_owned();
         let groups = match claims.get(&self.rules.groups_claim) {
             None | Some(serde_json::Value::Null) => Vec::new(),
@@ -336,19 +371,45 @@ impl OidcSignIn {
                 })
                 .collect::<Option<Vec<String>>>()
                 .ok_or_else(|| {
-                    format!(
-                        "the token's `{}` claim holds something other than group names",
-                        self.rules.groups_claim
+                    refused(
+                        "malformed",
+                        format!(
+                            "the token's `{}` claim holds something other than group names",
+                            self.rules.groups_claim
+                        ),
                     )
                 })?,
             Some(_) => {
-                return Err(format!(
-                    "the token's `{}` claim is not an array of group names",
-                    self.rules.groups_claim
+                return Err(refused(
+                    "malformed",
+                    format!(
+                        "the token's `{}` claim is not an array of group names",
+                        self.rules.groups_claim
+                    ),
                 ));
             }
         };
         Ok((subject, groups))
+    }
+}
+
+/// Why an identity provider's token was refused: `reason` is the code a 401 carries as
+/// `token_reason` (`malformed`, `unsupported_algorithm`, `unknown_key`, `bad_signature`,
+/// `wrong_issuer`, `wrong_audience`, `missing_claim`, `expired`, `not_yet_valid`,
+/// `missing_subject`), `detail` the sentence; neither repeats the token.
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+#[error("{detail}")]
+pub struct OidcRefusal {
+    /// The reason code.
+    pub reason: &'static str,
+    /// What failed.
+    pub detail: String,
+}
+
+fn refused(reason: &'static str, detail: impl Into<String>) -> OidcRefusal {
+    OidcRefusal {
+        reason,
+        detail: detail.into(),
     }
 }
 

@@ -119,7 +119,15 @@ impl Problem {
             | AnswerError::NoteTooLong(_) => StatusCode::UNPROCESSABLE_ENTITY,
             AnswerError::Store(store) => return Problem::from_store(store),
         };
-        let mut problem = Problem::new(status, error.reason(), error.to_string());
+        // The kernel's sentence points a person at the CLI; an API caller lists with the API
+        // (found by a first-time user).
+        let detail = match error {
+            AnswerError::Unknown { request_id } => format!(
+                "no approval request `{request_id}` that you may see: list yours with `GET /api/v1/approvals`"
+            ),
+            _ => error.to_string(),
+        };
+        let mut problem = Problem::new(status, error.reason(), detail);
         if let Some(id) = error.request_id() {
             problem = problem.with("request_id", id.as_str());
         }
@@ -173,8 +181,22 @@ impl Problem {
     }
 }
 
+/// The reason code of a refusal (and, for a refused token, why: `not_authenticated
+/// (expired)`), kept in the response's extensions for the request log
+/// ([`crate::Service::with_request_log`]); never a detail, which may quote input.
+#[derive(Clone, Debug)]
+pub(crate) struct LoggedReason(pub(crate) String);
+
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
+        let logged = match self
+            .extra
+            .get("token_reason")
+            .and_then(|value| value.as_str())
+        {
+            Some(why) => format!("{} ({why})", self.reason),
+            None => self.reason.to_owned(),
+        };
         let mut body = serde_json::Map::new();
         body.insert(
             "type".to_owned(),
@@ -189,6 +211,7 @@ impl IntoResponse for Problem {
         }
         let text = serde_json::Value::Object(body).to_string();
         let mut response = (self.status, text).into_response();
+        response.extensions_mut().insert(LoggedReason(logged));
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
         if self.status == StatusCode::UNAUTHORIZED {

@@ -16,10 +16,11 @@ pub(super) async fn take_back(
     path: Result<Path<String>, PathRejection>,
     body: Bytes,
 ) -> Response {
-    let form = match service.request_form(&headers, path, &body, &["csrf", "take", "note"]) {
-        Ok(form) => form,
-        Err(refused) => return *refused,
-    };
+    let form =
+        match service.request_form(&headers, path, &body, &["csrf", "take", "note", "confirm"]) {
+            Ok(form) => form,
+            Err(refused) => return *refused,
+        };
     let RequestForm {
         fields,
         viewer,
@@ -40,6 +41,12 @@ pub(super) async fn take_back(
             return request_with_refusal(&service, &viewer, &id, problem, NOT_TAKEN_BACK).await;
         }
     };
+    if fields.get("confirm").map(String::as_str) != Some("yes") {
+        let problem = Problem::invalid_body(
+            "a take-back cannot be undone, so it needs the box \"Yes, take it back\" ticked as well as the button: tick it and press the button again",
+        );
+        return request_with_refusal(&service, &viewer, &id, problem, NOT_TAKEN_BACK).await;
+    }
     let note = match form_note(&fields) {
         Ok(note) => note,
         Err(problem) => {

@@ -176,11 +176,7 @@ fn serialized_name(value: &impl serde::Serialize) -> String {
 }
 
 fn approvals_count(record: &ApprovalRecord) -> String {
-    format!(
-        "{} of {} approvals",
-        record.approvals_given(),
-        record.rule.quorum
-    )
+    countersign::display::approvals_count(record.approvals_given(), record.rule.quorum)
 }
 
 /// `1`-based pagination links.
@@ -442,6 +438,14 @@ pub(crate) fn request(viewer: &Viewer, view: &RequestView, now: Timestamp) -> Ma
                 }
                 label for="take-back-note" { "Reason (optional, kept in the receipt)" }
                 textarea id="take-back-note" name="note" rows="2" maxlength="4096" {}
+                // A take-back cannot be undone: it needs this box as well as a button, so one
+                // stray Enter on the button where "Approve" was never revokes or cancels
+                // (found by a first-time user).
+                p {
+                    input id="take-back-confirm" type="checkbox" name="confirm" value="yes" required;
+                    " "
+                    label for="take-back-confirm" { "Yes, take it back: this cannot be undone" }
+                }
                 div.buttons {
                     @if view.may_revoke {
                         button id="revoke".deny type="submit" name="take" value="revoke" {

@@ -44,10 +44,7 @@ fn outcome(record: &ApprovalRecord) -> Option<String> {
             record.consumed_by.as_deref().unwrap_or("-"),
             at(record.consumed_at)
         ),
-        ApprovalState::Expired => format!(
-            "Expired at {}: nobody answered in time, so nothing was authorized",
-            record.expires_at
-        ),
+        ApprovalState::Expired => expired_text(record),
         ApprovalState::Void => {
             "Void: the policy entry or the tool changed before it was used; nothing was authorized"
                 .to_owned()
@@ -79,12 +76,10 @@ pub fn blocks(record: &ApprovalRecord, now: Timestamp) -> (String, Value) {
     blocks.extend(sections(&shown.to_text()));
     let given = record.approvals_given();
     let mut context = format!(
-        "{} · expires {} · {} of {} approval{}",
+        "{} · expires {} · {}",
         short_hash(record.action_hash.as_str()),
         record.expires_at,
-        given,
-        record.rule.quorum,
-        if record.rule.quorum == 1 { "" } else { "s" }
+        display::approvals_count(given, record.rule.quorum)
     );
     let approvers: Vec<&str> = record
         .answers
@@ -116,10 +111,7 @@ pub fn blocks(record: &ApprovalRecord, now: Timestamp) -> (String, Value) {
             format!("Approval needed: {} ({})", shown.action.text, record.id)
         }
         None => {
-            let expired = format!(
-                "Expired at {}: nobody answered in time, so nothing was authorized",
-                record.expires_at
-            );
+            let expired = expired_text(record);
             blocks.push(json!({"type": "section", "text": plain(&expired)}));
             format!("{}: {expired}", shown.action.text)
         }
@@ -134,6 +126,21 @@ fn state_word(record: &ApprovalRecord, now: Timestamp) -> &'static str {
         ApprovalState::Expired.as_str()
     } else {
         record.state.as_str()
+    }
+}
+
+/// What an expired request's message says: a grant nobody used is not a question nobody
+/// answered (found by a first-time user).
+fn expired_text(record: &ApprovalRecord) -> String {
+    match &record.approver {
+        Some(by) => format!(
+            "Expired at {}: approved by {by}, but not used before then, so nothing ran",
+            record.expires_at
+        ),
+        None => format!(
+            "Expired at {}: nobody answered in time, so nothing was authorized",
+            record.expires_at
+        ),
     }
 }
 

@@ -84,7 +84,7 @@ fn claims(harness: &Harness, sub: &str, groups: &[&str]) -> Value {
     })
 }
 
-async fn refused(harness: &Harness, token: &str, says: &str) {
+async fn refused(harness: &Harness, token: &str, says: &str) -> Value {
     let (status, body) = harness.get("/api/v1/approvals", Some(token)).await;
     assert_eq!(
         (status, body["reason"].as_str()),
@@ -94,6 +94,10 @@ async fn refused(harness: &Harness, token: &str, says: &str) {
     let detail = body["detail"].as_str().unwrap_or("");
     assert!(detail.contains(says), "`{says}` not in: {detail}");
     assert!(!body.to_string().contains(token), "the token is echoed");
+    // Every refusal of a token says why in a code, as an approver token's does (found by a
+    // first-time user: the identity provider's carried none).
+    assert!(body["token_reason"].is_string(), "no token_reason: {body}");
+    body
 }
 
 #[tokio::test]
@@ -160,7 +164,8 @@ async fn refuses_expired_foreign_unknown_and_forged_jwts() {
     let mut expired = good.clone();
     let now = harness.clock.now().as_millis() / 1000;
     expired["exp"] = json!(now - 120);
-    refused(&harness, &idp.sign(&expired), "expired").await;
+    let body = refused(&harness, &idp.sign(&expired), "expired").await;
+    assert_eq!(body["token_reason"], "expired");
     // Within the 60 s allowance it still signs in.
     let mut just_expired = good.clone();
     just_expired["exp"] = json!(now - 30);
@@ -179,7 +184,8 @@ async fn refuses_expired_foreign_unknown_and_forged_jwts() {
 
     let mut foreign = good.clone();
     foreign["iss"] = json!("https://evil.example.com");
-    refused(&harness, &idp.sign(&foreign), "wrong issuer").await;
+    let body = refused(&harness, &idp.sign(&foreign), "wrong issuer").await;
+    assert_eq!(body["token_reason"], "wrong_issuer");
     // A subject is taken exactly as signed, never trimmed into someone else's id (found by a
     // first-time user: `human:alice\u{a0}` signed in as alice).
     for sub in [
@@ -201,7 +207,8 @@ async fn refuses_expired_foreign_unknown_and_forged_jwts() {
     refused(&harness, &idp.sign(&elsewhere), "wrong audience").await;
 
     let stranger = IdpKey::new("idp-2");
-    refused(&harness, &stranger.sign(&good), "unknown key").await;
+    let body = refused(&harness, &stranger.sign(&good), "unknown key").await;
+    assert_eq!(body["token_reason"], "unknown_key");
     // Another key's signature under the known kid.
     refused(&harness, &stranger.sign_as("idp-1", &good), "bad signature").await;
 

@@ -496,11 +496,31 @@ async fn takes_back_from_the_page(backend: Backend, case: &str) {
     let (_, html) = get(&harness, &format!("/requests/{id}"), &session).await;
     assert!(html.contains("Withdraw my approval"), "{html}");
     let csrf = hidden(&html, "csrf");
+    // Without the confirming box ticked, the button alone takes nothing back.
+    let (status, html) = page(
+        post_form(
+            &harness,
+            &path,
+            &session,
+            &[("csrf", &csrf), ("take", "revoke"), ("note", "misread")],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 422, "{html}");
+    assert!(html.contains("Nothing was taken back"), "{html}");
+    assert!(html.contains("Yes, take it back"), "{html}");
+    assert!(html.contains("1 of 2 approvals"), "{html}");
     let response = post_form(
         &harness,
         &path,
         &session,
-        &[("csrf", &csrf), ("take", "revoke"), ("note", "misread")],
+        &[
+            ("csrf", &csrf),
+            ("take", "revoke"),
+            ("note", "misread"),
+            ("confirm", "yes"),
+        ],
     )
     .await;
     assert_eq!(response.status(), 303);
@@ -513,7 +533,7 @@ async fn takes_back_from_the_page(backend: Backend, case: &str) {
             &harness,
             &path,
             &session,
-            &[("csrf", &csrf), ("take", "deny")],
+            &[("csrf", &csrf), ("take", "deny"), ("confirm", "yes")],
         )
         .await,
     )
@@ -536,7 +556,7 @@ async fn takes_back_from_the_page(backend: Backend, case: &str) {
         &harness,
         &path,
         &bob,
-        &[("csrf", &csrf), ("take", "cancel")],
+        &[("csrf", &csrf), ("take", "cancel"), ("confirm", "yes")],
     )
     .await;
     assert_eq!(response.status(), 303);

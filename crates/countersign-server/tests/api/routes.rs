@@ -943,6 +943,10 @@ async fn pages_with_cursors(backend: Backend, case: &str) {
         "limit=x",
         "cursor=%%%",
         "cursor=bm9wZQ",
+        // `-1:` and `0:x`: well encoded, but no cursor this service gives out (found by a
+        // first-time user: `-1:` was taken as the start).
+        "cursor=LTE6",
+        "cursor=MDp4",
         "colour=red",
         "state=maybe",
     ] {

@@ -133,6 +133,32 @@ async fn harness(case: &str) -> (Harness, FakeSlack) {
     (harness, fake)
 }
 
+/// What every Slack test starts from: a fresh harness, one request asked for `action` with
+/// `payment_id`, its Slack message once posted, and the value its buttons carry.
+struct Asked {
+    harness: Harness,
+    fake: FakeSlack,
+    id: ApprovalId,
+    hash: ActionHash,
+    posted: Value,
+    value: String,
+}
+
+async fn asked(case: &str, action: &str, payment_id: &str) -> Asked {
+    let (harness, fake) = harness(case).await;
+    let (id, hash) = harness.ask(action, json!({"payment_id": payment_id})).await;
+    let posted = fake.wait_for("chat.postMessage", 1).await;
+    let value = button_value(&id, &hash);
+    Asked {
+        harness,
+        fake,
+        id,
+        hash,
+        posted,
+        value,
+    }
+}
+
 /// Slack's `v0` signature, written here from Slack's documentation (not with the service's
 /// code).
 fn sign(secret: &str, timestamp: i64, body: &str) -> String {
@@ -246,11 +272,13 @@ async fn assert_unchanged(harness: &Harness, id: &ApprovalId, receipts: usize) {
 
 #[tokio::test]
 async fn each_request_gets_one_message_with_buttons_bound_to_its_id_and_hash() {
-    let (harness, fake) = harness("slack_message").await;
-    let (id, hash) = harness
-        .ask("finance.small", json!({"payment_id": "pi_s\u{200b}1"}))
-        .await;
-    let posted = fake.wait_for("chat.postMessage", 1).await;
+    let Asked {
+        harness,
+        id,
+        hash,
+        posted,
+        ..
+    } = asked("slack_message", "finance.small", "pi_s\u{200b}1").await;
     assert_eq!(posted["channel"], CHANNEL);
     let blocks = &posted["blocks"];
     let buttons = buttons(blocks).expect("buttons while pending");
@@ -296,12 +324,13 @@ async fn each_request_gets_one_message_with_buttons_bound_to_its_id_and_hash() {
 
 #[tokio::test]
 async fn refused_presses_record_nothing_but_the_refusal() {
-    let (harness, fake) = harness("slack_refusals").await;
-    let (id, hash) = harness
-        .ask("finance.small", json!({"payment_id": "pi_s2"}))
-        .await;
-    fake.wait_for("chat.postMessage", 1).await;
-    let value = button_value(&id, &hash);
+    let Asked {
+        harness,
+        fake,
+        id,
+        value,
+        ..
+    } = asked("slack_refusals", "finance.small", "pi_s2").await;
     let receipts = harness
         .store
         .receipts(0, 100)
@@ -375,11 +404,14 @@ async fn refused_presses_record_nothing_but_the_refusal() {
 
 #[tokio::test]
 async fn a_quorum_is_answered_by_two_slack_users() {
-    let (harness, fake) = harness("slack_quorum").await;
+    let Asked {
+        harness,
+        fake,
+        id,
+        value,
+        ..
+    } = asked("slack_quorum", "finance.refund", "pi_s3").await;
     let arguments = json!({"payment_id": "pi_s3"});
-    let (id, hash) = harness.ask("finance.refund", arguments.clone()).await;
-    fake.wait_for("chat.postMessage", 1).await;
-    let value = button_value(&id, &hash);
     let now = now_seconds(&harness);
 
     assert_eq!(
@@ -450,11 +482,13 @@ async fn a_quorum_is_answered_by_two_slack_users() {
 
 #[tokio::test]
 async fn an_expired_requests_message_says_so() {
-    let (harness, fake) = harness("slack_expired").await;
-    let (id, hash) = harness
-        .ask("finance.small", json!({"payment_id": "pi_s4"}))
-        .await;
-    fake.wait_for("chat.postMessage", 1).await;
+    let Asked {
+        harness,
+        fake,
+        id,
+        hash,
+        ..
+    } = asked("slack_expired", "finance.small", "pi_s4").await;
     harness.advance(Duration::from_secs(15 * 60));
     let update = fake.wait_for("chat.update", 1).await;
     let text = texts(&update["blocks"]);
@@ -495,11 +529,14 @@ async fn an_expired_requests_message_says_so() {
 /// decided, the header no longer asks for an approval.
 #[tokio::test]
 async fn a_redelivered_opening_updates_the_one_message() {
-    let (harness, fake) = harness("slack_redelivered").await;
-    let (id, hash) = harness
-        .ask("finance.small", json!({"payment_id": "pi_s5"}))
-        .await;
-    let posted = fake.wait_for("chat.postMessage", 1).await;
+    let Asked {
+        harness,
+        fake,
+        id,
+        hash,
+        posted,
+        ..
+    } = asked("slack_redelivered", "finance.small", "pi_s5").await;
     assert!(
         texts(&posted["blocks"]).contains("approval needed"),
         "{posted}"
@@ -546,12 +583,9 @@ async fn a_redelivered_opening_updates_the_one_message() {
 /// does not bring back a yes its giver withdrew (found by a first-time user).
 #[tokio::test]
 async fn a_replayed_press_is_taken_once() {
-    let (harness, fake) = harness("slack_replayed").await;
-    let (id, hash) = harness
-        .ask("finance.refund", json!({"payment_id": "pi_s6"}))
-        .await;
-    fake.wait_for("chat.postMessage", 1).await;
-    let value = button_value(&id, &hash);
+    let Asked {
+        harness, id, value, ..
+    } = asked("slack_replayed", "finance.refund", "pi_s6").await;
     let now = now_seconds(&harness);
     assert_eq!(
         press(&harness, "UALICE", "approve", &value, SIGNING_SECRET, now).await,

@@ -198,7 +198,8 @@ impl Harness {
         use base64::engine::general_purpose::URL_SAFE_NO_PAD;
         let now = self.clock.now().as_millis() / 1000;
         let header = json!({"alg": "EdDSA", "typ": "JWT"});
-        let claims = json!({"sub": subject, "iat": now, "exp": now + 3600});
+        let jti = format!("tok_{:020}", now);
+        let claims = json!({"sub": subject, "iat": now, "exp": now + 3600, "jti": jti});
         let signed = format!(
             "{}.{}",
             URL_SAFE_NO_PAD.encode(header.to_string()),
