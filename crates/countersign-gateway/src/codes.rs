@@ -53,6 +53,8 @@ pub const URL_ELICITATION_REQUIRED: i64 = -32042;
 pub const PARSE_ERROR: i64 = -32700;
 /// JSON-RPC invalid request (also: batches, which the gateway refuses).
 pub const INVALID_REQUEST: i64 = -32600;
+/// JSON-RPC method not found.
+pub const METHOD_NOT_FOUND: i64 = -32601;
 /// JSON-RPC invalid params.
 pub const INVALID_PARAMS: i64 = -32602;
 /// JSON-RPC internal error (used when the upstream connection is gone).
@@ -120,7 +122,7 @@ pub fn message(error: &ControlError, action: &str) -> String {
             request_id,
             expires_at,
         } => format!(
-            "the tool did not run: nobody answered approval `{request_id}` for `{action}` before it expired at {expires_at}: send the identical call again to ask for a new approval"
+            "the tool did not run: approval `{request_id}` for `{action}` expired at {expires_at} before this call used it: send the identical call again to ask for a new approval"
         ),
         // Every other refusal: the kernel's own sentence (listed, so a new refusal is decided
         // here too).
@@ -321,6 +323,18 @@ pub fn url_elicitation_message(question: &str) -> String {
     format!(
         "{question}\n\nOpen the approval service's page to answer; it asks you to sign in, and only an entitled approver's answer counts."
     )
+}
+
+/// Append `flags` ([`crate::GatewayConfig::command_flags`]) to a refusal's `data.approve_with`,
+/// so the suggested command reaches the gateway's own store (found by a first-time user: it
+/// named the default store).
+pub fn add_command_flags(error: &mut Value, flags: &str) {
+    if flags.is_empty() {
+        return;
+    }
+    if let Some(Value::String(command)) = error.pointer_mut("/data/approve_with") {
+        command.push_str(flags);
+    }
 }
 
 #[cfg(test)]

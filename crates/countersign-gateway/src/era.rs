@@ -465,9 +465,10 @@ pub fn discover_result(upstream: &Map<String, Value>) -> Value {
             result.insert(key.into(), value.clone());
         }
     }
-    result
+    let capabilities = result
         .entry("capabilities")
         .or_insert_with(|| json!({"tools": {}}));
+    crate::tasks::strip_capabilities(capabilities);
     // What a principal may see depends on the policy: never cached, never shared.
     result.insert("ttlMs".into(), json!(0));
     result.insert("cacheScope".into(), json!("private"));

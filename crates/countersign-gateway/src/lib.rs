@@ -56,6 +56,7 @@ mod front;
 pub mod fuzzing;
 mod request_state;
 mod session;
+mod tasks;
 mod upstream;
 mod wire;
 
@@ -245,6 +246,11 @@ pub struct GatewayConfig {
     /// instead of being asked inline (issue #27). The URL carries nothing that authorizes: the
     /// page has the service's own sign-in and entitlement. Checked by [`Gateway::new`].
     pub approval_url: Option<String>,
+    /// Flags a suggested `countersign` command needs to reach this gateway's store, such as
+    /// ` --policy agent.yaml --store-url sqlite:x.db` (leading space; empty, the default, when
+    /// the defaults apply): appended to `data.approve_with`. Never a password: the CLI leaves it
+    /// out of the store URL ([`countersign::store::redact_url`]).
+    pub command_flags: String,
 }
 
 /// A key for [`GatewayConfig::request_state_key`]; never printed.
@@ -281,6 +287,7 @@ impl GatewayConfig {
             request_state_key: None,
             upstream_trust: None,
             approval_url: None,
+            command_flags: String::new(),
         }
     }
 }

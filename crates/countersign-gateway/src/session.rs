@@ -6,7 +6,7 @@
 //! taken as the answer to anything; it makes every tool call it may belong to ambiguous.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, Weak};
 
 use countersign::approver::Credential;
@@ -23,6 +23,7 @@ use crate::upstream::{Event, Link};
 use crate::wire::{self, Kind};
 use crate::{GatewayShared, LateReply, codes, era};
 
+mod listen;
 mod modern;
 mod tools;
 
@@ -95,9 +96,25 @@ enum Forwarded {
         effect_key: Option<String>,
         action: String,
     },
-    /// A request that is not a tool call, given up on after the client's input ended
-    /// ([`Session::drain`]): the client was answered, and a late reply is dropped.
-    GivenUp { method: String },
+    /// A request that is not a tool call, given up on: the client's input ended
+    /// ([`Session::drain`]), the client cancelled it, or it was an `initialize` not answered
+    /// within --call-timeout. The client was answered or no longer waits; a late reply is
+    /// dropped (MCP 2025-06-18, "Cancellation": a reply to a cancelled request is not sent).
+    GivenUp { method: String, why: &'static str },
+}
+
+/// The client's cancellation (`notifications/cancelled`) of one of its running `tools/call`s.
+///
+/// `requested` is set, and the call's upstream id looked up, under the session's state lock;
+/// the call itself checks `requested` under that lock before it is sent upstream. So a call is
+/// either cancelled before it is sent (then it is not run at all: `unsent` wakes its task,
+/// which drops it, or it finds `requested` and is recorded not executed) or the cancellation
+/// is forwarded upstream under the call's upstream id. Either way the client gets no reply
+/// (MCP 2025-06-18, "Cancellation": the receiver of a cancellation does not answer it).
+#[derive(Default)]
+struct CallCancel {
+    requested: AtomicBool,
+    unsent: tokio::sync::Notify,
 }
 
 #[derive(Default)]
@@ -106,6 +123,10 @@ struct State {
     forwarded: HashMap<u64, Forwarded>,
     /// The client's request id (as JSON text) to the upstream id it was forwarded under.
     client_ids: HashMap<String, u64>,
+    /// The ids (as JSON text) of the client's requests not yet answered, nor cancelled by the
+    /// client: a second request under one of them is refused, never run (JSON-RPC 2.0 §4: the
+    /// id correlates one request with one response).
+    in_flight: std::collections::HashSet<String>,
     /// Requests from the upstream to the client: the gateway's id to the upstream's.
     server_requests: HashMap<String, Value>,
     /// The gateway's own requests to the client (elicitation).
@@ -133,7 +154,7 @@ struct State {
     watched: std::collections::HashSet<String>,
     /// `subscriptions/listen` requests the gateway serves itself (handshake-era upstream): the
     /// client's request id (as JSON text) to the listener.
-    listeners: HashMap<String, modern::Listener>,
+    listeners: HashMap<String, listen::Listener>,
     /// The client's input has ended ([`Session::drain`]): it can answer no request of the
     /// gateway's, so none is sent.
     input_closed: bool,
@@ -141,6 +162,14 @@ struct State {
     /// one is sent: meanwhile no request but `ping` is sent upstream, since an upstream that
     /// opened no session for the client cannot have run it.
     handshake_refused: Option<String>,
+    /// Is an `initialize` the upstream has not answered given up on after `--call-timeout`
+    /// ([`Session::bound_initialize`]; the stdio front's, since the HTTP front bounds its own)?
+    bound_initialize: bool,
+    /// Is the upstream's refusal of `initialize` being turned into a 2026-07-28 session
+    /// ([`Inner::bridge_initialize`])? The handshake is not over until it is.
+    bridging: bool,
+    /// The running `tools/call`s, by the client's request id (as JSON text).
+    calls: HashMap<String, Arc<CallCancel>>,
 }
 
 pub(crate) struct Inner {
@@ -241,6 +270,12 @@ impl Session {
             }
         });
         (Session { inner }, outgoing)
+    }
+
+    /// Bound the wait for the upstream's answer to `initialize` by `--call-timeout` (the stdio
+    /// front: an MCP client over stdio may wait for ever; the HTTP front bounds its own).
+    pub(crate) fn bound_initialize(&self) {
+        self.inner.state().bound_initialize = true;
     }
 
     /// Handle one message from the client.
@@ -374,8 +409,95 @@ impl Inner {
             .unwrap_or_else(|poisoned| poisoned.into_inner())
     }
 
+    /// Send `message` to the client; a response ends its request's id being in flight.
     fn to_client(&self, message: Value, related: Option<Value>) {
+        if wire::kind(&message) == Kind::Response
+            && let Some(id) = message.get("id")
+        {
+            self.state().in_flight.remove(&id_text(id));
+        }
         let _ = self.to_client.send(Outgoing { message, related });
+    }
+
+    /// Refuse a request whose id is that of a request still in flight: answered under that id
+    /// (the only one the client can match), without ending the first request's.
+    fn refuse_reused_id(&self, client_id: Value) {
+        let message = format!(
+            "not executed: request id {} is already in use by a request of this session that has not been answered yet; this request was not run, the earlier one still runs and is answered under the same id: send each request under a new id",
+            countersign::evidence::printable(&id_text(&client_id))
+        );
+        let error = json!({
+            "code": codes::INVALID_REQUEST,
+            "message": message,
+            "data": {"countersign": true, "reason": "duplicate_request_id", "did_run": "no", "may_retry": true},
+        });
+        let message = wire::error_response(client_id.clone(), error);
+        let _ = self.to_client.send(Outgoing {
+            message,
+            related: Some(client_id),
+        });
+    }
+
+    /// Is the client's `initialize` still unanswered: forwarded and not answered, or being
+    /// bridged to a 2026-07-28 upstream?
+    fn initialize_pending(&self) -> bool {
+        let state = self.state();
+        state.bridging
+            || state.forwarded.values().any(
+                |entry| matches!(entry, Forwarded::Passthrough { method, .. } if method == "initialize"),
+            )
+    }
+
+    /// Give up on the forwarded `initialize` `upstream_id` if the upstream has not answered it
+    /// within `--call-timeout`: the client is told, and nothing but another `initialize` (or a
+    /// ping) is sent upstream until one succeeds. A late answer is dropped; `initialize` is
+    /// never cancelled (MCP 2025-06-18, "Cancellation").
+    fn bound_handshake(&self, upstream_id: u64) {
+        let this = self.this.clone();
+        let wait = self.shared.config.call_timeout;
+        tokio::spawn(async move {
+            tokio::time::sleep(wait).await;
+            let Some(inner) = this.upgrade() else { return };
+            let client_id = {
+                let mut state = inner.state();
+                match state.forwarded.remove(&upstream_id) {
+                    Some(Forwarded::Passthrough {
+                        client_id, method, ..
+                    }) => {
+                        state.client_ids.remove(&id_text(&client_id));
+                        state.forwarded.insert(
+                            upstream_id,
+                            Forwarded::GivenUp {
+                                method,
+                                why: "initialize was not answered within --call-timeout",
+                            },
+                        );
+                        state.handshake_refused = Some(format!(
+                            "it did not answer within --call-timeout ({}s)",
+                            wait.as_secs_f64()
+                        ));
+                        client_id
+                    }
+                    Some(entry) => {
+                        state.forwarded.insert(upstream_id, entry);
+                        return;
+                    }
+                    None => return,
+                }
+            };
+            let error = wire::error_object(
+                codes::INTERNAL_ERROR,
+                format!(
+                    "the upstream did not answer `initialize` within --call-timeout ({}s): the gateway stopped waiting for it, and sends nothing else upstream until an `initialize` succeeds: send `initialize` again",
+                    wait.as_secs_f64()
+                ),
+            );
+            inner.to_client(
+                wire::error_response(client_id.clone(), error),
+                Some(client_id),
+            );
+            inner.progress.notify_waiters();
+        });
     }
 
     /// Resolves once `done` holds, looking again each time [`Inner::progress`] is woken.
@@ -434,6 +556,7 @@ impl Inner {
                             id,
                             Forwarded::GivenUp {
                                 method: method.clone(),
+                                why: "the client's input ended",
                             },
                         );
                         Some((id, client_id, method))
@@ -536,17 +659,43 @@ impl Inner {
             return;
         }
         let running = Running::start(&self);
+        let key = id_text(&client_id);
+        let cancel = Arc::new(CallCancel::default());
+        self.state().calls.insert(key.clone(), Arc::clone(&cancel));
         tokio::spawn(async move {
             let _running = running;
             let call = CURRENT_CALL.scope(
                 client_id.clone(),
-                self.tool_call(client_id.clone(), params, modern),
+                self.tool_call(client_id.clone(), params, modern, Arc::clone(&cancel)),
             );
             tokio::select! {
-                response = call => self.to_client(response, Some(client_id)),
+                response = call => {
+                    if cancel.requested.load(Ordering::SeqCst) {
+                        self.log(format_args!(
+                            "tools/call {key}: cancelled by the client, so its reply was not sent"
+                        ));
+                    } else {
+                        self.to_client(response, Some(client_id));
+                    }
+                }
+                // Cancelled by the client before it was sent upstream (waiting for approval,
+                // say): dropped here, so nothing runs, however it is answered later.
+                () = cancel.unsent.notified() => {
+                    self.log(format_args!(
+                        "tools/call {key}: cancelled by the client before it was sent upstream: not run"
+                    ));
+                }
                 // Dropping the call cancels it: the kernel records an attempt whose executor
                 // had started as `ambiguous` (`Session::stop` waits for that record).
                 _ = stopping.wait_for(|stopping| *stopping) => {}
+            }
+            let mut state = self.state();
+            if state
+                .calls
+                .get(&key)
+                .is_some_and(|running| Arc::ptr_eq(running, &cancel))
+            {
+                state.calls.remove(&key);
             }
         });
     }
@@ -568,33 +717,48 @@ impl Inner {
         // (`"1.0"`, none) is never forwarded, and one that is not even an object (`"hello"`,
         // `42`) is answered too, with a null id as JSON-RPC 2.0 §5 says when the id cannot be
         // read (found by a first-time user: both were forwarded or dropped without a word).
-        let kind = match message.get("jsonrpc").and_then(Value::as_str) {
-            Some("2.0") => wire::kind(&message),
-            _ => Kind::Invalid,
-        };
-        match kind {
+        // A request whose id is not a string or a number is refused too (found by a first-time
+        // user: `[1]`, `true`, `{}` and `null` were taken as ids).
+        if let Some((reason, text)) = wire::invalid_message(&message) {
+            let id = message
+                .get("id")
+                .filter(|id| wire::is_request_id(id))
+                .cloned()
+                .unwrap_or(Value::Null);
+            let error = wire::refusal_object(codes::INVALID_REQUEST, reason, text);
+            let related = (!id.is_null()).then(|| id.clone());
+            self.to_client(wire::error_response(id, error), related);
+            return;
+        }
+        match wire::kind(&message) {
             Kind::Request => self.client_request(message).await,
             Kind::Notification => self.client_notification(message).await,
             Kind::Response => self.client_response(message).await,
-            Kind::Invalid => {
-                let id = message.get("id").cloned().unwrap_or(Value::Null);
-                let error = wire::error_object(
-                    codes::INVALID_REQUEST,
-                    "not executed: not a JSON-RPC 2.0 message (an object with `\"jsonrpc\": \"2.0\"` and a `method`, or a response)",
-                );
-                let related = (!id.is_null()).then(|| id.clone());
-                self.to_client(wire::error_response(id, error), related);
-            }
+            Kind::Invalid => {}
         }
     }
 
     async fn client_request(self: Arc<Self>, message: Value) {
         let client_id = message.get("id").cloned().unwrap_or(Value::Null);
         let method = wire::method(&message).unwrap_or_default().to_owned();
+        // Found by a first-time user: two `tools/call`s under one id both ran, and the client
+        // got two replies it could not tell apart.
+        if !self.state().in_flight.insert(id_text(&client_id)) {
+            self.refuse_reused_id(client_id);
+            return;
+        }
         if let Some(token) = message.pointer("/params/_meta/progressToken") {
             self.state()
                 .progress
                 .insert(id_text(token), client_id.clone());
+        }
+        if crate::tasks::is_task_method(&method) {
+            let refusal = crate::tasks::method_refusal(&method);
+            self.to_client(
+                wire::error_response(client_id.clone(), refusal),
+                Some(client_id),
+            );
+            return;
         }
         if method != "initialize"
             && self.state().era != Era::Legacy
@@ -609,22 +773,55 @@ impl Inner {
             self.to_client(pong, Some(client_id));
             return;
         }
+        if method != "initialize" && method != "ping" && self.initialize_pending() {
+            // MCP 2025-06-18, "Lifecycle": until the server has answered `initialize`, the client
+            // sends nothing but pings. A client that sends its requests right behind it (a file
+            // piped in) has them held here until the handshake ends, then sent, or refused below
+            // if it failed: an upstream still initializing never sees one it may not run. The
+            // hold is bounded by --call-timeout (over stdio by the wait for `initialize` itself,
+            // [`Inner::bound_handshake`]), after which the request is refused unsent.
+            let wait = self.shared.config.call_timeout;
+            let answered = self.until(|inner| !inner.initialize_pending());
+            let held = if self.state().bound_initialize {
+                answered.await;
+                Ok(())
+            } else {
+                tokio::time::timeout(wait, answered).await
+            };
+            if held.is_err() {
+                self.refuse_unsent(
+                    client_id,
+                    &method,
+                    message.get("params").unwrap_or(&Value::Null),
+                    format!(
+                        "not executed: the upstream had not answered `initialize` after --call-timeout ({}s), so this request was not sent: send it again once `initialize` is answered",
+                        wait.as_secs_f64()
+                    ),
+                );
+                return;
+            }
+        }
+        // Read into a binding of its own: a guard in an `if let` condition lives through the
+        // block, and the refusal below locks the state again (found by a first-time user: the
+        // gateway froze on the first request after a refused `initialize`).
+        let refused = self.state().handshake_refused.clone();
         if method != "initialize"
-            && let Some(detail) = self.state().handshake_refused.clone()
+            && let Some(detail) = refused
         {
             self.refuse_unsent(
                 client_id,
                 &method,
                 message.get("params").unwrap_or(&Value::Null),
                 format!(
-                    "not executed: the upstream refused `initialize` ({detail}), so it has no session for this client: send `initialize` again, and this request once it succeeds"
+                    "not executed: the upstream did not accept `initialize` ({detail}), so it has no session for this client: send `initialize` again, and this request once it succeeds"
                 ),
             );
             return;
         }
         let mut message = message;
+        let bridged = self.state().bridged.clone();
         if method != "initialize"
-            && let Some(meta) = self.state().bridged.clone()
+            && let Some(meta) = bridged
         {
             modern::add_meta(&mut message, &meta);
         }
@@ -672,6 +869,11 @@ impl Inner {
             id
         };
         forwarded["id"] = json!(upstream_id);
+        if forwarded.get("method").and_then(Value::as_str) == Some("initialize")
+            && self.state().bound_initialize
+        {
+            self.bound_handshake(upstream_id);
+        }
         if let Err(detail) = self.upstream.send(&forwarded, Some(upstream_id)).await {
             self.state().forwarded.remove(&upstream_id);
             self.progress.notify_waiters();
@@ -700,13 +902,46 @@ impl Inner {
         if wire::method(&message) == Some("notifications/cancelled")
             && let Some(request_id) = message.pointer("/params/requestId").cloned()
         {
+            let key = id_text(&request_id);
+            // The client no longer waits for it (MCP: it ignores any later reply), so its id
+            // is free again.
+            self.state().in_flight.remove(&key);
             // A subscription the gateway serves itself ends here.
-            let ended = self.state().listeners.remove(&id_text(&request_id));
+            let ended = self.state().listeners.remove(&key);
             if let Some(listener) = ended {
                 self.forget_listener(listener).await;
                 return;
             }
-            let upstream_id = self.state().client_ids.get(&id_text(&request_id)).copied();
+            let (upstream_id, unsent_call) = {
+                let mut state = self.state();
+                let call = state.calls.remove(&key);
+                if let Some(call) = &call {
+                    call.requested.store(true, Ordering::SeqCst);
+                }
+                let upstream_id = state.client_ids.remove(&key);
+                // A request passed through is answered by nobody now: its late reply is
+                // dropped. `initialize` is never cancelled (MCP 2025-06-18, "Cancellation").
+                if let Some(id) = upstream_id
+                    && let Some(Forwarded::Passthrough { method, .. }) = state.forwarded.get(&id)
+                    && method != "initialize"
+                {
+                    let method = method.clone();
+                    state.forwarded.insert(
+                        id,
+                        Forwarded::GivenUp {
+                            method,
+                            why: "the client cancelled it",
+                        },
+                    );
+                }
+                (upstream_id, call.filter(|_| upstream_id.is_none()))
+            };
+            if let Some(call) = unsent_call {
+                // Not sent upstream yet: it never will be.
+                call.unsent.notify_one();
+                self.progress.notify_waiters();
+                return;
+            }
             match upstream_id {
                 Some(id) => message["params"]["requestId"] = json!(id),
                 // A cancellation of something the upstream never saw: nothing to forward.
@@ -748,6 +983,7 @@ impl Inner {
             Event::Malformed { raw, related } => {
                 self.fail_calls(related, |raw| Reply::Malformed { raw }, raw);
             }
+            Event::Oversized { bytes, raw, tail } => self.upstream_oversized(bytes, &raw, &tail),
             Event::Unrepresentable {
                 upstream_id,
                 result_bytes,
@@ -793,6 +1029,88 @@ impl Inner {
                 let _ = self.closed.send(Some(detail));
             }
         }
+    }
+
+    /// An upstream message of `bytes`, over the cap, of which `head` and `tail` were kept
+    /// ([`Event::Oversized`]). A request or notification (it has a `method`) is never a reply:
+    /// a notification is dropped, a request is refused to the upstream. A reply ends the
+    /// request it names; one whose request cannot be told ends every request it may answer, so
+    /// that none waits forever: tool calls as outcome unknown, other requests with an error,
+    /// their late replies dropped.
+    fn upstream_oversized(&self, bytes: usize, head: &str, tail: &str) {
+        let max = self.shared.config.max_message_bytes;
+        let seen = wire::partial_message(head.as_bytes(), tail.as_bytes());
+        if seen.has_method {
+            self.log(format_args!(
+                "the upstream sent a request or notification of {bytes} bytes, over the {max}-byte cap for one message: not read{}",
+                if seen.id.is_some() { "; refused to the upstream" } else { "; dropped" }
+            ));
+            if let Some(id) = seen.id {
+                let refusal = wire::error_response(
+                    id,
+                    wire::error_object(
+                        codes::INVALID_REQUEST,
+                        format!(
+                            "the request is {bytes} bytes, larger than the gateway's {max}-byte cap for one message; it was not passed on"
+                        ),
+                    ),
+                );
+                let upstream = Arc::clone(&self.upstream);
+                tokio::spawn(async move {
+                    let _ = upstream.send(&refusal, None).await;
+                });
+            }
+            return;
+        }
+        let detail = format!(
+            "the upstream sent a reply of {bytes} bytes, over the gateway's {max}-byte cap for one message, and it was not read"
+        );
+        let answers = seen.id.as_ref().and_then(Value::as_u64);
+        if let Some(upstream_id) = answers
+            && self.state().forwarded.contains_key(&upstream_id)
+        {
+            self.end_forwarded(upstream_id, Reply::Broken { detail });
+            return;
+        }
+        let waiting: Vec<u64> = self
+            .state()
+            .forwarded
+            .iter()
+            .filter(|(_, entry)| {
+                // `initialize` is bounded by its own wait (`Inner::bound_handshake`).
+                matches!(entry, Forwarded::Passthrough { method, .. }
+                    if method != "subscriptions/listen" && method != "initialize")
+            })
+            .map(|(id, _)| *id)
+            .collect();
+        for upstream_id in waiting {
+            let method = match self.state().forwarded.get(&upstream_id) {
+                Some(Forwarded::Passthrough { method, .. }) => method.clone(),
+                _ => continue,
+            };
+            self.end_forwarded(
+                upstream_id,
+                Reply::Broken {
+                    detail: format!(
+                        "{detail}; which request it answers cannot be told, so this one was given up on: send it again"
+                    ),
+                },
+            );
+            self.state()
+                .forwarded
+                .entry(upstream_id)
+                .or_insert(Forwarded::GivenUp {
+                    method,
+                    why: "an oversized reply that may have been its answer was not read",
+                });
+        }
+        self.fail_calls(
+            None,
+            |raw| Reply::Broken {
+                detail: format!("{detail}; it starts: {raw}"),
+            },
+            head.to_owned(),
+        );
     }
 
     fn end_forwarded(&self, upstream_id: u64, reply: Reply) {
@@ -911,6 +1229,14 @@ impl Inner {
                     self.learn_tools(&message);
                     self.filter_tools(&mut message);
                     self.learn_param_headers(&message);
+                    if let Some(result) = message.get_mut("result") {
+                        crate::tasks::strip_tools(result);
+                    }
+                }
+                if method == "initialize"
+                    && let Some(capabilities) = message.pointer_mut("/result/capabilities")
+                {
+                    crate::tasks::strip_capabilities(capabilities);
                 }
                 if modern && let Some(result) = message.get_mut("result") {
                     era::complete_result(&method, result);
@@ -922,9 +1248,9 @@ impl Inner {
             Forwarded::ToolCall { reply, .. } => {
                 let _ = reply.send(Reply::Message { message, raw });
             }
-            Forwarded::GivenUp { method } => {
+            Forwarded::GivenUp { method, why } => {
                 self.log(format_args!(
-                    "a late reply to upstream request {upstream_id} ({method}), given up on after the client's input ended, was dropped"
+                    "a late reply to upstream request {upstream_id} ({method}), given up on ({why}), was dropped"
                 ));
             }
             Forwarded::Abandoned { effect_key, action } => {
@@ -1050,12 +1376,13 @@ impl Inner {
     }
 
     /// Decide one `tools/call` and, if it may run, forward it; returns the response for the
-    /// client.
+    /// client. A call `cancel`led by the client before it is forwarded is not sent.
     async fn tool_call(
         self: &Arc<Self>,
         client_id: Value,
         mut params: Value,
         modern: Option<ModernCall>,
+        cancel: Arc<CallCancel>,
     ) -> Value {
         let invalid = |message: &str| {
             wire::error_response(
@@ -1116,6 +1443,9 @@ impl Inner {
             Some(_) => self.tool_info(name).await,
             None => None,
         };
+        if tool.as_ref().is_some_and(|tool| tool.task_required) {
+            return wire::error_response(client_id, crate::tasks::required_refusal(name, &action));
+        }
         let described = |request: ActionRequest| {
             let request = match tool.as_ref().and_then(|tool| tool.schema.as_ref()) {
                 Some(schema) => request.with_tool_schema(schema),
@@ -1177,6 +1507,7 @@ impl Inner {
             effect_key,
             not_executed_on_error,
             note,
+            cancel,
         };
         let execution = self
             .control
@@ -1268,6 +1599,7 @@ impl Inner {
                     ),
                     None => {
                         let mut refusal = codes::refusal(&error, &action, None);
+                        codes::add_command_flags(&mut refusal, &self.shared.config.command_flags);
                         if let ControlError::ApprovalRequired { request_id, .. } = &error
                             && let Ok(Some(record)) =
                                 self.control.store().approval(request_id).await
@@ -1401,6 +1733,8 @@ struct UpstreamCall {
     not_executed_on_error: bool,
     /// Where a call that completed says what became of its result ([`Reply::Withheld`]).
     note: CommitNoteSlot,
+    /// Set once the client cancelled the call: then it is not sent.
+    cancel: Arc<CallCancel>,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -1418,6 +1752,11 @@ impl UpstreamCall {
         let (reply_sender, reply) = oneshot::channel();
         let upstream_id = {
             let mut state = inner.state();
+            if self.cancel.requested.load(Ordering::SeqCst) {
+                return Err(ExecutorError::not_executed(
+                    "the client cancelled the call (`notifications/cancelled`) before it was sent upstream",
+                ));
+            }
             let id = state.next_id;
             state.next_id += 1;
             state.forwarded.insert(

@@ -14,6 +14,10 @@ mod renew;
 pub(crate) use http::connect as connect_http;
 pub(crate) use io::{connect_io, spawn_command};
 
+/// How many of an oversized line's last bytes are kept ([`Event::Oversized`]): enough for the
+/// `,"id":…}` that closes a reply whose serializer writes `result` first.
+pub(crate) const TAIL_BYTES: usize = 64;
+
 /// What the upstream side delivers to a session.
 #[derive(Debug)]
 pub(crate) enum Event {
@@ -26,6 +30,15 @@ pub(crate) enum Event {
     },
     /// Text that is not one JSON-RPC message object (bad JSON, a batch, a bare value).
     Malformed { raw: String, related: Option<u64> },
+    /// A line longer than the gateway's cap for one message: `bytes` long in all, of which
+    /// `raw` is the start that was kept and `tail` the last bytes ([`TAIL_BYTES`] at most). It
+    /// is not read; what its ends say of it ([`crate::wire::partial_message`]: a request or
+    /// notification, or a reply, and to which request) decides what it ends.
+    Oversized {
+        bytes: usize,
+        raw: String,
+        tail: String,
+    },
     /// A response to the gateway's request `upstream_id` whose `result` nests too deep for the
     /// gateway to read (past `serde_json`'s limit of 128 levels), though its envelope reads:
     /// the call ran; its result cannot be represented (case B50 (c)). `result_bytes` and

@@ -95,43 +95,119 @@ pub fn unreadable(bytes: &[u8], error: &ReadError, unit: &str) -> Value {
 /// by the strict reader itself. Otherwise `null`. The scan is flat (a counter, no recursion), so
 /// no nesting exhausts the stack, and it stops at the first thing it cannot follow.
 pub fn request_id_of(bytes: &[u8]) -> Value {
-    scan_request_id(bytes).unwrap_or(Value::Null)
+    let mut found = IdScan::default();
+    match scan_request_id(bytes, &mut found) {
+        Some(()) if !found.twice => found.id.unwrap_or(Value::Null),
+        _ => Value::Null,
+    }
 }
 
-fn scan_request_id(bytes: &[u8]) -> Option<Value> {
+/// The `id` of a message read only in part (the start of a line over the size cap): as
+/// [`request_id_of`], but an `id` met before the text stops counts. `None` when none was met,
+/// or two were.
+pub fn leading_request_id(bytes: &[u8]) -> Option<Value> {
+    partial_message(bytes, &[]).id
+}
+
+/// What can be told of a message read only in part (a line over the size cap): from its
+/// `head` (the bytes kept) and its `tail` (the line's last bytes, or none).
+#[derive(Debug, Default, PartialEq)]
+pub(crate) struct Partial {
+    /// The top-level `id`, met in the head before the scan stopped, or, failing that, the
+    /// integer `id` that closes the object at the very end of the tail (`…,"id":7}`, where
+    /// serializers that write `result` first put it). `None` when neither, or two were met.
+    pub id: Option<Value>,
+    /// A top-level `method` key was met: a request or a notification, never a response.
+    pub has_method: bool,
+    /// A top-level `result` or `error` key was met: a response.
+    pub is_response: bool,
+}
+
+/// Read what [`Partial`] says of the message whose first bytes are `head` and last `tail`.
+pub(crate) fn partial_message(head: &[u8], tail: &[u8]) -> Partial {
+    let mut found = IdScan::default();
+    let _ = scan_request_id(head, &mut found);
+    let id = if found.twice {
+        None
+    } else {
+        found.id.or_else(|| trailing_id(tail).map(Value::from))
+    };
+    Partial {
+        id,
+        has_method: found.method,
+        is_response: found.response,
+    }
+}
+
+/// The integer `id` that is the last member of the object ending `tail`: `…,"id": 7 }` at the
+/// very end. The last `}` of a complete object closes its top level, so a member right before
+/// it is a top-level one.
+fn trailing_id(tail: &[u8]) -> Option<u64> {
+    let text = std::str::from_utf8(tail).ok()?.trim_end();
+    let text = text.strip_suffix('}')?.trim_end();
+    let digits = text.len() - text.trim_end_matches(|c: char| c.is_ascii_digit()).len();
+    let (before, number) = text.split_at(text.len() - digits);
+    let before = before.trim_end().strip_suffix(':')?.trim_end();
+    let before = before.strip_suffix("\"id\"")?.trim_end();
+    // A `,` before the key: the member follows another one at the same level (an object that
+    // is nothing but `{"id":7}` is never over the cap).
+    if !before.ends_with(',') {
+        return None;
+    }
+    number.parse().ok()
+}
+
+/// What [`scan_request_id`] met.
+#[derive(Default)]
+struct IdScan {
+    id: Option<Value>,
+    /// `id` was given twice: which one the sender meant cannot be told.
+    twice: bool,
+    /// A top-level `method` key was met.
+    method: bool,
+    /// A top-level `result` or `error` key was met.
+    response: bool,
+}
+
+/// Scan the top level of `bytes` for `id` into `found`; `Some` when the object was followed to
+/// its end (or to something after a member that is not `,`), `None` where the scan stopped.
+fn scan_request_id(bytes: &[u8], found: &mut IdScan) -> Option<()> {
     let mut scan = Scan { bytes, at: 0 };
     scan.whitespace();
     scan.expect(b'{')?;
-    let mut found = None;
     loop {
         scan.whitespace();
         if scan.peek()? == b'}' {
-            return found;
+            return Some(());
         }
         let key_start = scan.at;
         scan.skip_string()?;
         let key = countersign::json::read_slice(&bytes[key_start..scan.at]).ok()?;
+        match key.as_str() {
+            Some("method") => found.method = true,
+            Some("result" | "error") => found.response = true,
+            _ => {}
+        }
         scan.whitespace();
         scan.expect(b':')?;
         scan.whitespace();
         let value_start = scan.at;
         scan.skip_value()?;
         if key == "id" {
-            if found.is_some() {
-                // Twice: which one the client meant cannot be told.
+            if found.id.is_some() {
+                found.twice = true;
                 return None;
             }
             let value = countersign::json::read_slice(&bytes[value_start..scan.at]).ok()?;
             if !(value.is_string() || value.is_number() || value.is_null()) {
                 return None;
             }
-            found = Some(value);
+            found.id = Some(value);
         }
         scan.whitespace();
         match scan.peek()? {
             b',' => scan.at += 1,
-            b'}' => return found,
-            _ => return found,
+            _ => return Some(()),
         }
     }
 }
@@ -250,6 +326,45 @@ pub fn error_object(code: i64, message: impl Into<String>) -> Value {
     json!({"code": code, "message": message.into()})
 }
 
+/// The error object of a message the gateway refused to read or run, nothing sent upstream:
+/// `data` as every Countersign refusal has it (`countersign: true`, `reason`, `did_run: "no"`,
+/// `may_retry: false`: the same message would be refused again).
+pub fn refusal_object(code: i64, reason: &str, message: impl Into<String>) -> Value {
+    json!({"code": code, "message": message.into(), "data": {
+        "countersign": true, "reason": reason, "did_run": "no", "may_retry": false}})
+}
+
+/// Is `id` usable as a request's id: a string or a number (JSON-RPC 2.0 §4; MCP 2025-06-18,
+/// "Requests": never `null`)? An array, object, boolean or `null` id is refused.
+pub fn is_request_id(id: &Value) -> bool {
+    id.is_string() || id.is_number()
+}
+
+/// Why a client message is not one the gateway handles, as (`reason`, message), when
+/// [`kind`] finds it [`Kind::Invalid`] or it is a request whose id is unusable.
+pub fn invalid_message(message: &Value) -> Option<(&'static str, &'static str)> {
+    match message.get("jsonrpc").and_then(Value::as_str) {
+        Some("2.0") => {}
+        _ => {
+            return Some((
+                "invalid_request",
+                "not executed: not a JSON-RPC 2.0 message (an object with `\"jsonrpc\": \"2.0\"` and a `method`, or a response)",
+            ));
+        }
+    }
+    match kind(message) {
+        Kind::Invalid => Some((
+            "invalid_request",
+            "not executed: not a JSON-RPC 2.0 message (an object with `\"jsonrpc\": \"2.0\"` and a `method`, or a response)",
+        )),
+        Kind::Request if !message.get("id").is_some_and(is_request_id) => Some((
+            "invalid_request_id",
+            "not executed: a request's `id` must be a string or a number, never null, an array, an object or a boolean (JSON-RPC 2.0 §4, MCP \"Requests\"): send it under such an id, or as a notification without one",
+        )),
+        _ => None,
+    }
+}
+
 /// A JSON-RPC notification.
 pub fn notification(method: &str, params: Value) -> Value {
     json!({"jsonrpc": "2.0", "method": method, "params": params})
@@ -265,4 +380,32 @@ pub fn truncated(text: &str, limit: usize) -> String {
         end -= 1;
     }
     format!("{}…[{} bytes cut]", &text[..end], text.len() - end)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_partial_message_says_what_it_is_from_its_head_and_its_id_from_either_end() {
+        let cut = |text: &str| text.as_bytes()[..text.len() / 2].to_vec();
+        let notification = r#"{"jsonrpc":"2.0","method":"notifications/message","params":{"data":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"}}"#;
+        let seen = partial_message(&cut(notification), b"xxxx\"}}");
+        assert!(seen.has_method && !seen.is_response && seen.id.is_none());
+
+        let id_first = r#"{"jsonrpc":"2.0","id":4,"result":{"content":"xxxxxxxxxxxxxxxxxxxxxxx"}}"#;
+        let seen = partial_message(&cut(id_first), b"");
+        assert_eq!(seen.id, Some(json!(4)));
+        assert!(seen.is_response && !seen.has_method);
+
+        let id_last =
+            r#"{"jsonrpc":"2.0","result":{"content":"xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx"},"id":9}"#;
+        let seen = partial_message(&cut(id_last), br#"xxxx"}, "id" : 9 }"#);
+        assert_eq!(seen.id, Some(json!(9)));
+        // An `id` inside the result (the last `}` is not followed by the top level's) or in a
+        // string is not taken for the message's.
+        assert_eq!(partial_message(b"{\"result\":{", br#"{"id":9}}"#).id, None);
+        assert_eq!(partial_message(b"{\"result\":{", br#"x\"id\":9}"#).id, None);
+        assert_eq!(partial_message(b"{\"result\":{", br#""id":-9}"#).id, None);
+    }
 }

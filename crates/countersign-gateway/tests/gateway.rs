@@ -19,6 +19,7 @@ mod gateway {
     pub mod http_front;
     pub mod http_modern;
     pub mod modern;
+    pub mod protocol_edges;
     pub mod round_trips;
     pub mod shutdown;
     pub mod tls_upstream;

@@ -45,7 +45,7 @@ use crate::{GatewayError, GatewayShared, HttpFrontConfig, PrincipalSource, Upstr
 mod responses;
 mod sessions;
 
-use responses::{empty, event_stream, event_stream_mapped, json_response, refuse};
+use responses::{empty, event_stream, event_stream_mapped, json_response, refuse, refuse_with};
 use sessions::Opening;
 
 use crate::HTTP_PATH as ENDPOINT;
@@ -458,14 +458,15 @@ impl Front {
                 "not executed: batch requests are not supported: send one message per request",
             );
         }
-        let kind = wire::kind(&message);
-        if kind == Kind::Invalid {
-            return refuse(
+        if let Some((reason, text)) = wire::invalid_message(&message) {
+            return refuse_with(
                 StatusCode::BAD_REQUEST,
                 codes::INVALID_REQUEST,
-                "not a JSON-RPC 2.0 message: send one request, notification or response object",
+                reason,
+                text,
             );
         }
+        let kind = wire::kind(&message);
         let modern = kind != Kind::Response
             && wire::method(&message) != Some("initialize")
             && (era::declared_version(&message).is_some()
@@ -500,10 +501,11 @@ impl Front {
         {
             let mut routes = lock(&session.routes);
             if routes.posts.contains_key(&related) {
-                return refuse(
+                return refuse_with(
                     StatusCode::BAD_REQUEST,
                     codes::INVALID_REQUEST,
-                    "a request with this id is already in flight in this session: use a new id",
+                    "duplicate_request_id",
+                    "not executed: a request with this id is already in flight in this session; this one was not run, the earlier one still runs: send each request under a new id",
                 );
             }
             routes.posts.insert(related.clone(), sender);

@@ -6,7 +6,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use futures::FutureExt;
-use serde_json::Value;
+use serde_json::{Value, json};
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 use crate::session::Session;
@@ -40,6 +40,7 @@ where
     let max = shared.config.max_message_bytes;
     let (link, events) = crate::connect(&shared, upstream)?;
     let (session, mut outgoing) = Session::start(shared, principal, STDIO_CLIENT, link, events);
+    session.bound_initialize();
     let (errors, mut write_failed) = tokio::sync::mpsc::unbounded_channel::<std::io::Error>();
     // Told to finish: write what is queued, then end (the session may outlive this function).
     let (finish, mut finishing) = tokio::sync::oneshot::channel::<()>();
@@ -169,21 +170,39 @@ where
 }
 
 /// A refusal for a message the gateway will not read: too large, or a batch.
+///
+/// A message over the cap is answered under the `id` it starts with, when one can be read
+/// before its large part ([`wire::leading_request_id`]), so the client can tell which request
+/// was refused; `data` names its size and digest as for any unreadable message.
 pub(crate) fn refuse_message(text: &[u8], max: usize) -> Option<Value> {
     if text.len() > max {
+        let id = wire::leading_request_id(text).unwrap_or(Value::Null);
         return Some(wire::error_response(
-            Value::Null,
-            wire::error_object(
-                codes::INVALID_REQUEST,
-                format!("not executed: the message is larger than the gateway's {max}-byte cap"),
-            ),
+            id,
+            json!({
+                "code": codes::INVALID_REQUEST,
+                "message": format!(
+                    "not executed: the message is {} bytes, larger than the gateway's {max}-byte cap for one message: send smaller arguments (a file's path or URL rather than its content)",
+                    text.len()
+                ),
+                "data": {
+                    "countersign": true,
+                    "reason": "too_large",
+                    "did_run": "no",
+                    "may_retry": false,
+                    "raw_bytes": text.len(),
+                    "raw_digest": countersign::canonical::sha256_prefixed(text),
+                    "max_bytes": max,
+                },
+            }),
         ));
     }
     if text.starts_with(b"[") {
         return Some(wire::error_response(
             Value::Null,
-            wire::error_object(
+            wire::refusal_object(
                 codes::INVALID_REQUEST,
+                "batch",
                 "not executed: batch requests are not supported: send one message at a time",
             ),
         ));

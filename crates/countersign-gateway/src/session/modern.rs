@@ -23,25 +23,6 @@ use crate::{codes, era, wire};
 /// handshake-era server (which may ignore a method it does not know).
 const DISCOVER_TIMEOUT: Duration = Duration::from_secs(5);
 
-/// How long a handshake-era upstream has to answer a `resources/subscribe` the gateway sends
-/// for a `subscriptions/listen`.
-const SUBSCRIBE_TIMEOUT: Duration = Duration::from_secs(10);
-
-/// The most resource URIs one `subscriptions/listen` may name.
-const MAX_RESOURCE_SUBSCRIPTIONS: usize = 64;
-
-/// A `subscriptions/listen` the gateway serves itself (handshake-era upstream).
-#[derive(Clone, Debug)]
-pub(crate) struct Listener {
-    /// The listen request's id: the subscription id its notifications carry.
-    pub(crate) id: Value,
-    /// The list changes acknowledged (`toolsListChanged`, …).
-    pub(crate) kinds: Vec<String>,
-    /// The resource URIs acknowledged: the gateway holds an upstream `resources/subscribe` for
-    /// each while some listener names it.
-    pub(crate) resources: Vec<String>,
-}
-
 /// The key of the gateway's approval question in `inputRequests` and of its answer in
 /// `inputResponses`.
 pub(crate) const APPROVAL_INPUT: &str = "countersign/approval";
@@ -139,6 +120,7 @@ pub(crate) fn add_meta(message: &mut Value, meta: &Map<String, Value>) {
 /// 2026-07-28 method).
 fn bridged_capabilities(capabilities: Option<&Value>) -> Value {
     let mut capabilities = capabilities.cloned().unwrap_or_else(|| json!({}));
+    crate::tasks::strip_capabilities(&mut capabilities);
     if let Some(object) = capabilities.as_object_mut() {
         for capability in object.values_mut() {
             if let Some(capability) = capability.as_object_mut() {
@@ -376,122 +358,6 @@ impl Inner {
         }
     }
 
-    /// Serve `subscriptions/listen` for a handshake-era upstream: acknowledge the list changes
-    /// the upstream announces and the `resourceSubscriptions` it accepted (`resources/subscribe`
-    /// upstream, once per URI however many listeners name it, when the upstream declares
-    /// `resources.subscribe`), and deliver them on this request's stream until it is
-    /// cancelled.
-    async fn listen(&self, client_id: Value, message: &Value, info: &UpstreamInfo) {
-        let asked = message.pointer("/params/notifications");
-        let capabilities = info.init.get("capabilities");
-        let mut kinds = Vec::new();
-        let mut acknowledged = Map::new();
-        for (field, capability) in [
-            ("toolsListChanged", "tools"),
-            ("promptsListChanged", "prompts"),
-            ("resourcesListChanged", "resources"),
-        ] {
-            let wanted = asked.and_then(|asked| asked.get(field)) == Some(&json!(true));
-            let offered = capabilities
-                .and_then(|capabilities| capabilities.get(capability))
-                .and_then(|capability| capability.get("listChanged"))
-                == Some(&json!(true));
-            if wanted && offered {
-                kinds.push(field.to_owned());
-                acknowledged.insert(field.into(), json!(true));
-            }
-        }
-        let subscribable = capabilities
-            .and_then(|capabilities| capabilities.pointer("/resources/subscribe"))
-            == Some(&json!(true));
-        let mut asked_uris: Vec<String> = Vec::new();
-        for uri in asked
-            .and_then(|asked| asked.get("resourceSubscriptions"))
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .filter_map(Value::as_str)
-        {
-            if !asked_uris.iter().any(|seen| seen == uri) {
-                asked_uris.push(uri.to_owned());
-            }
-        }
-        asked_uris.truncate(MAX_RESOURCE_SUBSCRIPTIONS);
-        let mut resources = Vec::new();
-        if subscribable {
-            for uri in asked_uris {
-                let held = self
-                    .state()
-                    .listeners
-                    .values()
-                    .any(|listener| listener.resources.contains(&uri));
-                let subscribed = held
-                    || self
-                        .internal_request(
-                            "resources/subscribe",
-                            json!({"uri": uri}),
-                            SUBSCRIBE_TIMEOUT,
-                        )
-                        .await
-                        .is_ok_and(|reply| reply.get("result").is_some());
-                if subscribed {
-                    resources.push(uri);
-                } else {
-                    self.log(format_args!(
-                        "subscriptions/listen: the upstream did not accept a subscription to `{uri}`: not acknowledged"
-                    ));
-                }
-            }
-        }
-        if !resources.is_empty() {
-            acknowledged.insert("resourceSubscriptions".into(), json!(resources));
-        }
-        self.state().listeners.insert(
-            id_text(&client_id),
-            Listener {
-                id: client_id.clone(),
-                kinds,
-                resources,
-            },
-        );
-        let ack = wire::notification(
-            "notifications/subscriptions/acknowledged",
-            json!({"_meta": {era::META_SUBSCRIPTION: client_id}, "notifications": acknowledged}),
-        );
-        self.to_client(ack, Some(client_id));
-    }
-
-    /// A listener ended: unsubscribe upstream from the resources no other listener names.
-    pub(super) async fn forget_listener(&self, ended: Listener) {
-        let orphaned: Vec<String> = {
-            let state = self.state();
-            ended
-                .resources
-                .into_iter()
-                .filter(|uri| {
-                    !state
-                        .listeners
-                        .values()
-                        .any(|listener| listener.resources.contains(uri))
-                })
-                .collect()
-        };
-        for uri in orphaned {
-            if let Err(detail) = self
-                .internal_request(
-                    "resources/unsubscribe",
-                    json!({"uri": uri}),
-                    SUBSCRIBE_TIMEOUT,
-                )
-                .await
-            {
-                self.log(format_args!(
-                    "subscriptions/listen ended: `resources/unsubscribe` of `{uri}` failed: {detail}"
-                ));
-            }
-        }
-    }
-
     /// A handshake-era client's `initialize` was refused by the upstream (`refusal`, already
     /// under the client's id). If the upstream speaks 2026-07-28 (its `server/discover` says
     /// so), the gateway answers `initialize` itself — the client's version if the gateway speaks
@@ -502,7 +368,9 @@ impl Inner {
         let Some(inner) = self.this.upgrade() else {
             return;
         };
+        inner.state().bridging = true;
         tokio::spawn(async move {
+            let _bridging = Bridging(Arc::clone(&inner));
             let info = match inner.upstream_info().await {
                 Ok(info) if info.modern => info,
                 _ => {
@@ -637,7 +505,7 @@ impl Inner {
         let refusal = wire::error_response(
             upstream_id,
             wire::error_object(
-                -32601,
+                codes::METHOD_NOT_FOUND,
                 format!(
                     "the client speaks MCP {} and takes no requests from a server: return an input-required result instead",
                     era::MODERN
@@ -757,7 +625,10 @@ impl Inner {
             "action": action,
             "request_id": request_id.as_str(),
             "action_hash": action_hash.as_str(),
-            "approve_with": format!("countersign approve {request_id}"),
+            "approve_with": format!(
+                "countersign approve {request_id}{}",
+                self.shared.config.command_flags
+            ),
         });
         if let Some(display) = &display {
             countersign["display"] = json!(display.to_text());
@@ -791,5 +662,16 @@ impl Inner {
             "requestState": state,
             "_meta": {"countersign": countersign},
         }})
+    }
+}
+
+/// Ends [`Inner::bridge_initialize`]'s part of the handshake however the bridging task ends:
+/// requests held behind `initialize` look again.
+struct Bridging(Arc<Inner>);
+
+impl Drop for Bridging {
+    fn drop(&mut self) {
+        self.0.state().bridging = false;
+        self.0.progress.notify_waiters();
     }
 }

@@ -30,6 +30,9 @@ pub(crate) struct ToolInfo {
     pub(crate) schema: Option<Value>,
     /// Its `annotations`, as listed (`null` when it had none).
     pub(crate) annotations: Value,
+    /// Does it run only as an MCP task (`execution.taskSupport: "required"`), which the gateway
+    /// does not offer ([`crate::tasks`])?
+    pub(crate) task_required: bool,
 }
 
 impl ToolInfo {
@@ -58,6 +61,7 @@ fn listed(result: &Value) -> Vec<(String, ToolInfo)> {
                 ToolInfo {
                     schema: tool.get("inputSchema").cloned(),
                     annotations: tool.get("annotations").cloned().unwrap_or(Value::Null),
+                    task_required: crate::tasks::required(tool),
                 },
             ))
         })
@@ -174,6 +178,7 @@ mod tests {
         ToolInfo {
             schema: None,
             annotations,
+            task_required: false,
         }
     }
 

@@ -8,7 +8,7 @@ use serde_json::Value;
 use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{Mutex, mpsc};
 
-use super::{Event, Link, parse_event};
+use super::{Event, Link, TAIL_BYTES, parse_event};
 
 /// How long a child gets to exit once its input is closed, and again once it is sent `SIGTERM`.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
@@ -156,16 +156,28 @@ fn start(
     tokio::spawn(async move {
         let mut reader = BufReader::new(reader);
         let mut line = Vec::new();
+        let mut tail = Vec::new();
         let detail = loop {
             line.clear();
-            match read_line_capped(&mut reader, &mut line, max_line).await {
+            tail.clear();
+            match read_line_capped(&mut reader, &mut line, &mut tail, max_line).await {
                 Ok(0) => break closed_output(watched.as_ref()).await,
-                Ok(_) => {
+                Ok(read) => {
                     let text = String::from_utf8_lossy(&line).trim().to_owned();
                     if text.is_empty() {
                         continue;
                     }
-                    if events.send(parse_event(text, None)).is_err() {
+                    // `read` counts the line's end; a line that was cut lost more than that.
+                    let event = if line.len() + 1 < read {
+                        Event::Oversized {
+                            bytes: read,
+                            raw: text,
+                            tail: String::from_utf8_lossy(&tail).into_owned(),
+                        }
+                    } else {
+                        parse_event(text, None)
+                    };
+                    if events.send(event).is_err() {
                         return;
                     }
                 }
@@ -222,10 +234,12 @@ fn describe_exit(status: ExitStatus) -> String {
 }
 
 /// Read one line (without its end) of at most `max` bytes; a longer line is read to its end
-/// and delivered cut, so it is malformed rather than silently split.
+/// and delivered cut, so it is malformed rather than silently split, with its last bytes
+/// (at most [`TAIL_BYTES`] of those past the cut) in `tail`.
 async fn read_line_capped<R: AsyncBufReadExt + Unpin>(
     reader: &mut R,
     line: &mut Vec<u8>,
+    tail: &mut Vec<u8>,
     max: usize,
 ) -> std::io::Result<usize> {
     let mut total = 0;
@@ -239,7 +253,13 @@ async fn read_line_capped<R: AsyncBufReadExt + Unpin>(
             None => (buffer, None),
         };
         let room = max.saturating_sub(line.len());
-        line.extend_from_slice(&chunk[..chunk.len().min(room)]);
+        let kept = chunk.len().min(room);
+        line.extend_from_slice(&chunk[..kept]);
+        let past = &chunk[kept..];
+        let past = &past[past.len().saturating_sub(TAIL_BYTES)..];
+        tail.extend_from_slice(past);
+        let over = tail.len().saturating_sub(TAIL_BYTES);
+        tail.drain(..over);
         let used = found.unwrap_or(buffer.len());
         total += used;
         reader.consume(used);

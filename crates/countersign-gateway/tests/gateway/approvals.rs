@@ -338,3 +338,76 @@ async fn a_presented_expired_approval_is_refused_distinctly_and_the_next_call_as
     );
     assert_eq!(harness.fake.calls(), 0);
 }
+
+#[tokio::test]
+async fn a_call_cancelled_while_it_waits_for_approval_never_runs_and_is_not_answered() {
+    // Found by a first-time user: a call the client cancelled while it waited for approval
+    // still ran once someone approved it, and its reply came back under the (reused) id.
+    let store = memory_store();
+    let mut config = config("s");
+    config.approval_wait = Some(std::time::Duration::from_secs(20));
+    let mut harness = start(
+        config,
+        policy(APPROVE_WRITES),
+        Arc::clone(&store),
+        &["write"],
+        Behaviour::Succeed,
+    )
+    .await;
+    harness
+        .client
+        .send(json!({"jsonrpc": "2.0", "id": 7, "method": "tools/call",
+            "params": {"name": "write", "arguments": {"a": "z"}}}))
+        .await;
+    let request_id = loop {
+        let pending = store.approvals(None).await.expect("approvals");
+        if let Some(record) = pending.first() {
+            break record.id.clone();
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    };
+    harness
+        .client
+        .send(
+            json!({"jsonrpc": "2.0", "method": "notifications/cancelled",
+            "params": {"requestId": 7, "reason": "the user gave up"}}),
+        )
+        .await;
+    // Once the cancellation is read (a ping after it is answered), approve it.
+    let pong = harness
+        .client
+        .request_with_id(json!(8), "ping", json!({}))
+        .await;
+    assert!(pong.get("result").is_some(), "{pong}");
+    countersign::control::record_answer(
+        store.as_ref(),
+        &request_id,
+        AnswerDecision::Approve,
+        "human:ops",
+        None,
+        countersign::Clock::now(&SystemClock),
+    )
+    .await
+    .expect("approve");
+    tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    let pong = harness
+        .client
+        .request_with_id(json!(9), "ping", json!({}))
+        .await;
+    assert!(pong.get("result").is_some(), "{pong}");
+    assert_eq!(harness.fake.calls(), 0, "the cancelled call ran");
+    let answered_seven: Vec<&Value> = harness
+        .client
+        .received
+        .iter()
+        .filter(|message| message["id"] == 7 && message.get("method").is_none())
+        .collect();
+    assert!(answered_seven.is_empty(), "{answered_seven:?}");
+    // The approval was not used: the same call, made again, runs once on it.
+    let reply = harness.client.call("write", json!({"a": "z"})).await;
+    assert_eq!(
+        reply["result"]["_meta"]["countersign"]["outcome"], "committed",
+        "{reply}"
+    );
+    assert_eq!(harness.fake.calls(), 1);
+}

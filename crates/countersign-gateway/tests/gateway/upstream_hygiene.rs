@@ -252,7 +252,7 @@ async fn after_the_upstream_refuses_the_handshake_no_call_is_sent_until_a_new_on
     assert_eq!(call["error"]["code"], -32098, "{call}");
     let message = call["error"]["message"].as_str().unwrap_or_default();
     assert!(
-        message.contains("the upstream refused `initialize`")
+        message.contains("the upstream did not accept `initialize`")
             && message.contains("503")
             && message.contains("send `initialize` again"),
         "{call}"

@@ -12,7 +12,7 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use super::Body;
-use crate::wire;
+use crate::{codes, wire};
 
 pub(super) fn full(body: impl Into<Bytes>) -> Body {
     Full::new(body.into()).boxed_unsync()
@@ -34,11 +34,30 @@ pub(super) fn json_response(status: StatusCode, message: &Value) -> Response<Bod
     response
 }
 
-/// An HTTP refusal: `status`, with a JSON-RPC error (id null) whose message says what to do.
+/// An HTTP refusal: `status`, with a JSON-RPC error (id null) whose message says what to do,
+/// and `data.reason` the JSON-RPC 2.0 name of `code` (§5.1: `parse_error`, `invalid_request`,
+/// `method_not_found`, `invalid_params`; `refused` for any other code).
 pub(super) fn refuse(status: StatusCode, code: i64, message: &str) -> Response<Body> {
+    let reason = match code {
+        codes::PARSE_ERROR => "parse_error",
+        codes::INVALID_REQUEST => "invalid_request",
+        codes::METHOD_NOT_FOUND => "method_not_found",
+        codes::INVALID_PARAMS => "invalid_params",
+        _ => "refused",
+    };
+    refuse_with(status, code, reason, message)
+}
+
+/// [`refuse`], naming the refusal's own `reason`.
+pub(super) fn refuse_with(
+    status: StatusCode,
+    code: i64,
+    reason: &str,
+    message: &str,
+) -> Response<Body> {
     json_response(
         status,
-        &wire::error_response(Value::Null, wire::error_object(code, message)),
+        &wire::error_response(Value::Null, wire::refusal_object(code, reason, message)),
     )
 }
 
