@@ -30,8 +30,8 @@ pub(crate) const LAYERS: &[Layer] = &[
     Layer {
         name: "vocabulary",
         modules: &[
-            "clock", "id", "action", "json", "token", "approver", "policy", "effect", "approval",
-            "evidence", "display", "error", "outbox",
+            "clock", "text", "id", "action", "json", "token", "approver", "policy", "effect",
+            "approval", "evidence", "display", "error", "outbox",
         ],
     },
     Layer {
