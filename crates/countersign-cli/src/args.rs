@@ -29,8 +29,15 @@ pub(crate) fn duration(text: &str, examples: &str) -> Result<Duration, String> {
             "a duration cannot be negative: write a number and a unit, such as {examples}"
         ));
     }
-    humantime::parse_duration(text.trim())
-        .map_err(|error| format!("{error}: write a number and a unit, such as {examples}"))
+    humantime::parse_duration(text.trim()).map_err(|error| match error {
+        // humantime's own sentence lists units (`ns` … `years`) the docs do not promise: name
+        // the ones they do (found by a first-time user).
+        humantime::DurationError::UnknownUnit { unit, .. } => format!(
+            "unknown unit `{}`: use `s`, `m`, `h`, `d` or `w` after each number, such as {examples}",
+            countersign::evidence::printable(&unit)
+        ),
+        other => format!("{other}: write a number and a unit, such as {examples}"),
+    })
 }
 
 /// A duration of zero or more: [`duration`] with the usual examples (for `clap`).
@@ -122,6 +129,16 @@ pub(crate) fn note(text: &str) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn an_unknown_unit_is_named_with_the_units_the_docs_give() {
+        let error = duration("7x", "30m or 24h").unwrap_err();
+        assert_eq!(
+            error,
+            "unknown unit `x`: use `s`, `m`, `h`, `d` or `w` after each number, such as 30m or 24h"
+        );
+        assert_eq!(duration("1h 30m", "30m"), Ok(Duration::from_secs(5400)));
+    }
 
     #[test]
     fn refuses_what_no_run_could_use() {

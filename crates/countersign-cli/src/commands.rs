@@ -93,18 +93,22 @@ pub async fn pending(
     for record in &waiting {
         writeln!(
             out,
-            "approval {}: pending, {} of {} approvals",
+            "approval {}: pending, {}",
             record.id,
-            record.approvals_given(),
-            record.rule.quorum
+            countersign::display::approvals_count(record.approvals_given(), record.rule.quorum)
         )?;
         render::indented(&display::render(record, None).to_text(), out)?;
         writeln!(out)?;
     }
     let flags = store_flags(global);
+    // One request: its own id, ready to paste; several: the place-holder, said to be one.
+    let (id, which) = match waiting.as_slice() {
+        [only] => (only.id.to_string(), ""),
+        _ => ("<ID>".to_owned(), " (<ID> is an `apr_…` id above)"),
+    };
     writeln!(
         out,
-        "answer with `countersign approve <ID>{flags}` or `countersign deny <ID>{flags} --note \"why\"`"
+        "answer with `countersign approve {id}{flags}` or `countersign deny {id}{flags} --note \"why\"`{which}"
     )?;
     if waiting
         .iter()
@@ -282,12 +286,11 @@ pub async fn answer(
     if before == Some((record.state, record.answers.len())) {
         writeln!(
             out,
-            "you had already {} {}: nothing changed (it is `{}`, {} of {} approvals)",
+            "you had already {} {}: nothing changed (it is `{}`, {})",
             if approve { "approved" } else { "denied" },
             record.id,
             record.state,
-            record.approvals_given(),
-            record.rule.quorum
+            countersign::display::approvals_count(record.approvals_given(), record.rule.quorum)
         )?;
         return Ok(ExitCode::SUCCESS);
     }
@@ -309,9 +312,8 @@ pub async fn answer(
             let needed = record.rule.quorum.saturating_sub(record.approvals_given());
             writeln!(
                 out,
-                "counted your approval of {shown}\n{} of {} approvals: it needs {needed} more from {} before it authorizes anything",
-                record.approvals_given(),
-                record.rule.quorum,
+                "counted your approval of {shown}\n{}: it needs {needed} more from {} before it authorizes anything",
+                countersign::display::approvals_count(record.approvals_given(), record.rule.quorum),
                 record.rule.summary()
             )?;
         }
@@ -622,7 +624,9 @@ pub async fn inspect(
         Ok(parsed) => store.approval(&parsed).await?,
         Err(_) => None,
     };
-    let key = crate::store_access::effect_key_named(store.as_ref(), id).await?;
+    // Ids are trimmed; an effect key is taken exactly as typed (a key may begin or end with a
+    // space, and `inspect` finds what `resolve` acts on).
+    let key = crate::store_access::effect_key_named(store.as_ref(), &args.id).await?;
     let effect = match &key {
         Some(key) => store.effect(key).await?,
         None => None,
@@ -637,7 +641,6 @@ pub async fn inspect(
             let fields = [
                 receipt.attempt_id.as_deref(),
                 receipt.approval_id.as_deref(),
-                receipt.effect_key.as_deref(),
                 receipt.action_hash.as_deref(),
             ];
             if fields.contains(&Some(id))

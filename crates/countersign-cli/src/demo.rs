@@ -166,10 +166,9 @@ impl Demo<'_> {
     ) -> Step {
         match result {
             Ok(record) => self.say(format!(
-                "   {who} {verb}: {}, {} of {} approvals",
+                "   {who} {verb}: {}, {}",
                 record.state,
-                record.approvals_given(),
-                record.rule.quorum
+                countersign::display::approvals_count(record.approvals_given(), record.rule.quorum)
             )),
             Err(refused) => self.say(format!(
                 "   {who} {verb}: refused ({}): {refused}",

@@ -119,7 +119,7 @@ pub async fn run(
             })?;
         }
     }
-    let store = store::open_url(&url)?;
+    let store = store::open_url_async(&url).await?;
     let principal = match (&args.principal, &args.principal_header) {
         (Some(name), _) => PrincipalSource::Fixed(Principal::new(name)?),
         (None, Some(header)) => {
@@ -153,6 +153,7 @@ pub async fn run(
     config.attested_clients = args.attested_clients.clone();
     config.approval_url = args.approval_url.clone();
     config.max_message_bytes = args.max_message_bytes;
+    config.command_flags = crate::store_access::store_flags(global);
     if let Some(file) = &args.upstream_ca {
         if !args
             .upstream_url

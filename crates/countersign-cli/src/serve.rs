@@ -127,6 +127,11 @@ pub struct ServeArgs {
     /// How often --checkpoint-key signs the log (each checkpoint reads the whole log).
     #[arg(long, value_name = "DURATION", allow_hyphen_values = true, default_value = "1m", value_parser = crate::args::positive_duration, requires = "checkpoint_key")]
     checkpoint_every: std::time::Duration,
+    /// Do not log each request to standard error. By default one line per request names its
+    /// method, path, status, refusal reason (`not_authenticated (expired)`) and time taken;
+    /// never a token, a header, a body or a query.
+    #[arg(long)]
+    quiet: bool,
 }
 
 /// Read a file named by a flag, for a message naming it.
@@ -393,6 +398,9 @@ pub async fn run(
     });
     if let Some(slack) = slack {
         service = service.with_slack(slack);
+    }
+    if !args.quiet {
+        service = service.with_request_log();
     }
     if let Err(error) = service.open_store().await {
         countersign::stderr_line!(

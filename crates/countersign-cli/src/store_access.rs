@@ -35,7 +35,9 @@ pub(crate) fn missing_store_message(global: &Global, path: &str) -> String {
 /// The `--policy` and `--store-url` the operator passed, as flags to repeat in a command this
 /// one suggests (` --store-url sqlite:x.db`), each value quoted for a POSIX shell where it needs
 /// it (` --store-url 'postgres://db/app?schema=agents'`), so that the suggestion works when
-/// pasted as shown; empty when both are the defaults.
+/// pasted as shown; empty when both are the defaults. A password in the store URL is left out
+/// ([`countersign::store::redact_url`]): a suggestion may be logged, or shown to a model by the
+/// gateway; `PGPASSWORD` supplies it.
 pub(crate) fn store_flags(global: &Global) -> String {
     let mut flags = String::new();
     if let Some(policy) = &global.policy {
@@ -45,7 +47,8 @@ pub(crate) fn store_flags(global: &Global) -> String {
         ));
     }
     if let Some(url) = &global.store_url {
-        flags.push_str(&format!(" --store-url {}", shell_word(url)));
+        let url = countersign::store::redact_url(url);
+        flags.push_str(&format!(" --store-url {}", shell_word(&url)));
     }
     flags
 }
@@ -124,11 +127,13 @@ pub(crate) async fn open_or_nothing(
     }
 }
 
-/// The effect key an operator means by `typed` (`resolve KEY`, `inspect KEY`): the key it
-/// prints as, `\u{HEX}` escapes read back ([`countersign::evidence::escaped`], how every
-/// listing and message prints a key; a NUL cannot even be typed), when such a key is recorded;
-/// otherwise the key as typed (a key whose text holds `\u{` itself, typed as it is). `None`
-/// when `typed` is not a valid key either way.
+/// The effect key an operator means by `typed` (`resolve KEY`, `inspect KEY`): the key that
+/// prints exactly as `typed` ([`countersign::evidence::escaped`], how every listing and message
+/// prints a key: hidden characters as `\u{HEX}`, a backslash that starts `\u{` as `\u{5c}`),
+/// when such a key is recorded; otherwise the key as typed. Printing is one-to-one, so at most
+/// one key prints as `typed`: an escape the printer never writes (`\u{41}` for `A`) is not read
+/// (found by a first-time user: typing `a\u{41}` acted on `aA`). `None` when `typed` is not a
+/// valid key either way.
 ///
 /// # Errors
 ///
@@ -140,7 +145,7 @@ pub(crate) async fn effect_key_named(
     use countersign::EffectKey;
     let literal = EffectKey::new(typed.to_owned()).ok();
     let unescaped = countersign::display::unescape(typed);
-    if unescaped == typed {
+    if unescaped == typed || countersign::evidence::escaped(&unescaped) != typed {
         return Ok(literal);
     }
     let Ok(unescaped) = EffectKey::new(unescaped) else {

@@ -92,10 +92,9 @@ pub async fn revoke(
     if record.state == ApprovalState::Pending {
         writeln!(
             out,
-            "withdrew your approval of {}\n{} of {} approvals: it needs {} more from {} before it authorizes anything",
+            "withdrew your approval of {}\n{}: it needs {} more from {} before it authorizes anything",
             shown(&record),
-            record.approvals_given(),
-            record.rule.quorum,
+            countersign::display::approvals_count(record.approvals_given(), record.rule.quorum),
             record.rule.quorum.saturating_sub(record.approvals_given()),
             record.rule.summary()
         )?;

@@ -8,7 +8,7 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 
 use clap::Args;
-use countersign::audit::checkpoint::{Published, publish_checkpoint, sign_log};
+use countersign::audit::checkpoint::{LogFollower, Published, publish_checkpoint};
 use countersign::evidence::bundle::{self, BundleError};
 use countersign::evidence::checkpoint::{self, Checkpoint};
 use countersign::evidence::{StoredReceipt, merkle};
@@ -28,7 +28,9 @@ pub struct CheckpointArgs {
     key: PathBuf,
     /// Also write the signed checkpoint to this file (replaced whole, never half-written). Keep
     /// it, or give it to an auditor: a checkpoint kept only beside the store proves nothing
-    /// against someone who can write the store.
+    /// against someone who can write the store. An existing file is replaced only when it is an
+    /// earlier checkpoint of this log, by this key, that the log still extends; anything else
+    /// (another file, another log, a log since rewritten or truncated) is kept and refused.
     #[arg(long, value_name = "FILE")]
     out: Option<PathBuf>,
     /// The log's name, which is also the signing key's name in the note: no spaces, no `+`
@@ -56,11 +58,17 @@ pub async fn checkpoint(
     } else {
         crate::store_access::open_existing(global).await?
     };
-    let made = sign_log(store.as_ref(), &key, args.origin.as_deref())
+    let mut follower = LogFollower::new();
+    follower
+        .catch_up(store.as_ref())
         .await
+        .map_err(|error| Failure(error.to_string()))?;
+    let made = follower
+        .sign(&key, args.origin.as_deref())
         .map_err(|error| Failure(error.to_string()))?;
     let head = &made.head;
     if let Some(path) = &args.out {
+        may_replace(path, &key, head, &follower)?;
         write_whole(path, made.signed.as_bytes())?;
     }
     let event = if args.no_event {
@@ -122,6 +130,66 @@ pub async fn checkpoint(
         }
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// May `checkpoint --out PATH` replace what is at `path`? Yes when nothing is there, or an
+/// earlier checkpoint of the log `head` names, signed by `key`, which the log `follower` read
+/// still extends. Otherwise the file is kept, and the refusal says why (found by a first-time
+/// user: `--out` silently replaced the copy kept as evidence; a checkpoint of a log since
+/// rewritten is exactly the one to keep).
+fn may_replace(
+    path: &Path,
+    key: &SigningKey,
+    head: &Checkpoint,
+    follower: &LogFollower,
+) -> Result<(), Failure> {
+    // Only a regular file is read and replaced (found by a first-time user: a FIFO at the
+    // path hung the command, waiting for a writer).
+    match std::fs::metadata(path) {
+        Ok(metadata) if !metadata.is_file() => {
+            return Err(Failure(format!(
+                "`{}` was not replaced and no checkpoint was written: it is not a regular file (a folder, a FIFO or a device): pass the path of a file",
+                path.display()
+            )));
+        }
+        _ => {}
+    }
+    let bytes = match std::fs::read(path) {
+        Ok(bytes) => bytes,
+        Err(error) if error.kind() == std::io::ErrorKind::NotFound => return Ok(()),
+        Err(error) => {
+            return Err(Failure(format!(
+                "cannot read `{}`, which `--out` would replace: {error}: pass another path",
+                path.display()
+            )));
+        }
+    };
+    let kept = |why: String| {
+        Failure(format!(
+            "`{}` was not replaced and no checkpoint was written: {why}",
+            path.display()
+        ))
+    };
+    let earlier = match checkpoint::open(&bytes, &key.public_key()) {
+        Ok((earlier, _)) => earlier,
+        Err(_) => {
+            return Err(kept(
+                "it exists and is not a checkpoint this key signed: pass another `--out` path, or move that file away first".to_owned(),
+            ));
+        }
+    };
+    if earlier.origin != head.origin {
+        return Err(kept(format!(
+            "it is a checkpoint of another log (`{}`, this one is `{}`): pass another `--out` path",
+            earlier.origin, head.origin
+        )));
+    }
+    follower.extends(&earlier).map_err(|why| {
+        kept(format!(
+            "the log no longer extends the checkpoint it holds: {why}; keep that file as evidence, and see `countersign verify --checkpoint {} --key PUBLIC_KEY_FILE`",
+            path.display()
+        ))
+    })
 }
 
 /// Write `bytes` to `path` whole: a temporary file beside it, synced, then renamed over it.
@@ -258,13 +326,25 @@ pub async fn verify_checkpoint(
         size: head.size,
         root: head.root.to_base64(),
     });
+    // No store: nothing to check against, as `verify` itself says (exit 3, not 1).
     if let Some(store_file) = missing_store_file(global) {
-        return Err(Failure(format!(
+        check.outcome = "unverifiable";
+        check.detail = format!(
             "cannot check the checkpoint: {}",
             missing_store_message(global, &store_file)
-        )));
+        );
+        return finish_check(&check, global.json, out);
     }
-    let store = open_for_reading(global).await?;
+    // A PostgreSQL database or schema holding no store is nothing to check against too
+    // (found by a first-time user: it exited 1, as if the checkpoint had failed).
+    let store = match crate::store_access::open_or_nothing(global).await? {
+        Ok(store) => store,
+        Err(why) => {
+            check.outcome = "unverifiable";
+            check.detail = format!("cannot check the checkpoint: {why}");
+            return finish_check(&check, global.json, out);
+        }
+    };
     let log = countersign::audit::read_log(store.as_ref(), |_| false).await?;
     let tree = log.tree.tree();
     check.store = Some(TreeHead {
@@ -315,10 +395,24 @@ pub async fn verify_checkpoint(
             );
         }
         Err(error) => {
-            check.detail = format!(
-                "the store's first {} receipts are not the ones the checkpoint signed ({error}): receipts before it were rewritten, or the log forked; restore the store from a backup",
-                head.size
-            );
+            // A checkpoint named by default after receipt 1 that names another receipt 1: say
+            // so, since it may simply be another log's (found by a first-time user: only
+            // tampering was blamed).
+            let first = store.receipts(0, 1).await?;
+            let other_log = first
+                .first()
+                .map(countersign::audit::checkpoint::default_origin)
+                .filter(|origin| head.origin.starts_with("countersign/") && *origin != head.origin);
+            check.detail = match other_log {
+                Some(origin) => format!(
+                    "the store's first {} receipts are not the ones the checkpoint signed ({error}): the checkpoint is of log `{}` and this store's receipt 1 names log `{origin}`, so either it is another log's checkpoint (check the `--checkpoint` and `--store-url` you passed) or this store's whole history was rewritten; if it is this log's, restore the store from a backup",
+                    head.size, head.origin
+                ),
+                None => format!(
+                    "the store's first {} receipts are not the ones the checkpoint signed ({error}): receipts before it were rewritten, or the log forked; restore the store from a backup",
+                    head.size
+                ),
+            };
         }
     }
     finish_check(&check, global.json, out)

@@ -65,7 +65,7 @@ async fn a_quorum_request_counts_distinct_finance_approvers() {
     assert_eq!(
         outsider.one_line_error(),
         format!(
-            "`human:mallory` may not answer approval `{id}`: it may be answered by group:finance (2 of them); ask one of them"
+            "`human:mallory` may not answer approval `{id}`: that is for group:finance (2 of them); ask one of them"
         )
     );
     let own = sandbox.run(&["approve", id, "--as", "agent:support-bot"]);

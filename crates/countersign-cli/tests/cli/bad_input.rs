@@ -110,7 +110,7 @@ async fn a_second_different_answer_is_refused_with_the_stored_one() {
     assert_eq!(
         repeat.stdout,
         format!(
-            "you had already approved {id}: nothing changed (it is `granted`, 1 of 1 approvals)\n"
+            "you had already approved {id}: nothing changed (it is `granted`, 1 of 1 approval)\n"
         )
     );
     assert!(first.stdout.starts_with("approved "), "{first:?}");

@@ -540,8 +540,8 @@ fn effects_names_a_lapsed_lease() {
 fn an_effect_key_with_a_control_character_is_resolved_by_the_form_printed() {
     let sandbox = Sandbox::new();
     sandbox.with_agent_policy();
-    let arguments = r#"{"id": "n\u0000x\u202e y"}"#;
-    let printed = r"job:n\u{0}x\u{202e} y";
+    let arguments = r#"{"id": "n\u0001x\u202e y"}"#;
+    let printed = r"job:n\u{1}x\u{202e} y";
     // The words a shell reads from the suggested command line: the printed key, then the
     // store's flags.
     let suggested_key = |run: &Run| {
@@ -604,32 +604,33 @@ fn an_effect_key_with_a_control_character_is_resolved_by_the_form_printed() {
 
 /// A key whose text holds `\u{` itself prints with that backslash escaped (`\u{5c}`), so it
 /// never prints like a key holding the character the escape stands for (found by a first-time
-/// user: a NUL key and a `\u{0}` key printed alike, and neither could be resolved). Each is
-/// resolved by the form printed; the literal text still names a key only it can.
+/// user: a NUL key and a `\u{0}` key printed alike, and neither could be resolved; a NUL is now
+/// refused in any key, so a U+0001 stands in for it). Each is resolved by the form printed; the
+/// literal text still names a key only it can.
 #[test]
 fn an_effect_key_holding_a_backslash_is_named_as_printed() {
     let sandbox = Sandbox::new();
     sandbox.with_agent_policy();
-    for arguments in [r#"{"id": "n\\u{0}x"}"#, r#"{"id": "n\u0000x"}"#] {
+    for arguments in [r#"{"id": "n\\u{1}x"}"#, r#"{"id": "n\u0001x"}"#] {
         let run = exec_job(&sandbox, arguments, &["--", "sh", "-c", "exit 3"]);
         assert_eq!(run.status, Some(3), "{run:?}");
     }
     let listed = sandbox.run(&["effects", "--policy", "agent.yaml"]);
     assert!(
-        listed.stdout.contains(r"job:n\u{5c}u{0}x") && listed.stdout.contains("job:n\\u{0}x  "),
+        listed.stdout.contains(r"job:n\u{5c}u{1}x") && listed.stdout.contains("job:n\\u{1}x  "),
         "{listed:?}"
     );
-    // The NUL key, by its printed form.
-    let resolve = sandbox.run(&["resolve", r"job:n\u{0}x", "--failed", "--as", "human:ops"]);
+    // The control-character key, by its printed form.
+    let resolve = sandbox.run(&["resolve", r"job:n\u{1}x", "--failed", "--as", "human:ops"]);
     assert_eq!(resolve.status, Some(0), "{resolve:?}");
     assert!(
-        resolve.stdout.contains(r"resolved job:n\u{0}x as failed"),
+        resolve.stdout.contains(r"resolved job:n\u{1}x as failed"),
         "{resolve:?}"
     );
     // The backslash key, by its printed form.
     let resolve = sandbox.run(&[
         "resolve",
-        r"job:n\u{5c}u{0}x",
+        r"job:n\u{5c}u{1}x",
         "--failed",
         "--as",
         "human:ops",
@@ -638,7 +639,7 @@ fn an_effect_key_holding_a_backslash_is_named_as_printed() {
     assert!(
         resolve
             .stdout
-            .contains(r"resolved job:n\u{5c}u{0}x as failed"),
+            .contains(r"resolved job:n\u{5c}u{1}x as failed"),
         "{resolve:?}"
     );
     // Typed as its text, a key no escape reading names is still found.
@@ -648,12 +649,57 @@ fn an_effect_key_holding_a_backslash_is_named_as_printed() {
         &["--", "sh", "-c", "exit 3"],
     );
     assert_eq!(run.status, Some(3), "{run:?}");
-    let resolve = sandbox.run(&["resolve", r"job:a\u{41}", "--failed", "--as", "human:ops"]);
-    assert_eq!(resolve.status, Some(0), "{resolve:?}");
     let inspect = sandbox.run(&["inspect", "job:aA"]);
     assert_eq!(
         inspect.status,
         Some(1),
         "`job:aA` was never recorded: {inspect:?}"
     );
+    // With the key its escape spells recorded too, the key exactly as typed still wins (found
+    // by a first-time user: `job:aA` was resolved instead).
+    let run = exec_job(&sandbox, r#"{"id": "aA"}"#, &["--", "sh", "-c", "exit 3"]);
+    assert_eq!(run.status, Some(3), "{run:?}");
+    let resolve = sandbox.run(&["resolve", r"job:a\u{41}", "--failed", "--as", "human:ops"]);
+    assert_eq!(resolve.status, Some(0), "{resolve:?}");
+    assert!(
+        resolve
+            .stdout
+            .contains(r"resolved job:a\u{5c}u{41} as failed"),
+        "{resolve:?}"
+    );
+    let untouched = sandbox.run(&["inspect", "job:aA", "--json"]);
+    assert_eq!(untouched.status, Some(0), "{untouched:?}");
+    let inspected: serde_json::Value =
+        serde_json::from_str(&untouched.stdout).expect("inspect --json is JSON");
+    assert_eq!(
+        inspected["effect"]["resolved_by"],
+        serde_json::Value::Null,
+        "`job:aA` was resolved: {inspected}"
+    );
+    assert_eq!(inspected["effect"]["key"], "job:aA", "{inspected}");
+}
+
+/// An effect key holding a NUL is refused before anything runs, with the reason, on SQLite and
+/// PostgreSQL alike (found by a first-time user: SQLite stored it, and PostgreSQL refused it
+/// with a raw driver error). Needs `COUNTERSIGN_TEST_POSTGRES_URL` (fails loudly without it).
+#[test]
+fn an_effect_key_holding_a_nul_is_refused_on_every_store() {
+    let (postgres, _schema) = crate::support::postgres_schema_url("cli_nul_key");
+    let sandbox = Sandbox::new();
+    sandbox.with_agent_policy();
+    let arguments = r#"{"id": "n\u0000x"}"#;
+    for global in [&[][..], &["--store-url", postgres.as_str()][..]] {
+        let run = exec_job_with(
+            &sandbox,
+            global,
+            arguments,
+            &["--", "sh", "-c", "echo ran >> runs"],
+        );
+        assert_ne!(run.status, Some(0), "{global:?}: {run:?}");
+        assert!(
+            run.stderr.contains("NUL character (U+0000)") && !run.stderr.contains("0x00"),
+            "{global:?}: {run:?}"
+        );
+        assert_eq!(runs(&sandbox), 0, "{global:?}: the job ran: {run:?}");
+    }
 }

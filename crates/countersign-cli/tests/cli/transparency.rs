@@ -145,6 +145,55 @@ async fn another_log_fails_against_a_kept_checkpoint() {
             .contains("are not the ones the checkpoint signed"),
         "{run:?}"
     );
+    // Receipt 1 names another log: that is said, beside a rewrite.
+    assert!(
+        run.stdout.contains("either it is another log's checkpoint")
+            && run.stdout.contains("whole history was rewritten"),
+        "{run:?}"
+    );
+}
+
+/// `verify --checkpoint` with no store at the given place is `unverifiable` (exit 3), as
+/// `verify` alone is, and says where it looked.
+#[test]
+fn a_checkpoint_against_no_store_is_unverifiable() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let (key, public) = keygen(&sandbox, "log-key");
+    checkpoint(&sandbox, &key, "kept.note");
+    let run = sandbox.run(&[
+        "verify",
+        "--checkpoint",
+        "kept.note",
+        "--key",
+        path(&public),
+        "--store-url",
+        "sqlite:elsewhere.db",
+    ]);
+    assert_eq!(run.status, Some(3), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("unverifiable: cannot check the checkpoint: no store at")
+            && run.stdout.contains("elsewhere.db"),
+        "{run:?}"
+    );
+    // A PostgreSQL schema holding no store likewise (it exited 1 before).
+    let (postgres, _schema) = crate::support::postgres_schema_url("cli_checkpoint_nothing");
+    let run = sandbox.run(&[
+        "verify",
+        "--checkpoint",
+        "kept.note",
+        "--key",
+        path(&public),
+        "--store-url",
+        postgres.as_str(),
+    ]);
+    assert_eq!(run.status, Some(3), "{run:?}");
+    assert!(
+        run.stdout
+            .contains("unverifiable: cannot check the checkpoint: "),
+        "{run:?}"
+    );
 }
 
 #[test]
@@ -351,4 +400,70 @@ async fn a_checkpoint_is_written_to_the_outbox_once_per_head() {
     let events = checkpoint_events(&sandbox);
     assert_eq!(events.len(), 2);
     assert_eq!(events[1].1["data"]["size"], 12);
+}
+
+/// `checkpoint --out FILE` replaces FILE only with a checkpoint of the same log that extends the
+/// one it holds; another file, or a checkpoint the log no longer extends (receipts removed
+/// since), is kept and refused (found by a first-time user: `--out` silently replaced the copy
+/// kept as evidence).
+#[tokio::test]
+async fn checkpoint_out_replaces_only_an_earlier_checkpoint_the_log_extends() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let (key, _) = keygen(&sandbox, "log-key");
+    checkpoint(&sandbox, &key, "kept.note");
+    one_more_receipt(&sandbox, "pi_grown").await;
+    let run = checkpoint(&sandbox, &key, "kept.note");
+    let json: serde_json::Value = serde_json::from_str(&run.stdout).expect("JSON");
+    assert_eq!(json["size"], 12);
+    let kept = sandbox.work().join("kept.note");
+    let note = std::fs::read_to_string(&kept).expect("written");
+    assert_eq!(note.lines().nth(1), Some("12"), "{note}");
+
+    let notes = sandbox.work().join("notes.txt");
+    std::fs::write(&notes, "my notes\n").expect("write");
+    let run = sandbox.run(&["checkpoint", "--key", path(&key), "--out", "notes.txt"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(
+        run.stderr.contains("`notes.txt` was not replaced")
+            && run.stderr.contains("not a checkpoint this key signed"),
+        "{run:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&notes).expect("read"), "my notes\n");
+
+    // A folder (and so a FIFO or a device) at the path is refused at once, never read.
+    std::fs::create_dir(sandbox.work().join("a-folder")).expect("mkdir");
+    let run = sandbox.run(&["checkpoint", "--key", path(&key), "--out", "a-folder"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(
+        run.stderr.contains("`a-folder` was not replaced")
+            && run.stderr.contains("not a regular file"),
+        "{run:?}"
+    );
+    #[cfg(unix)]
+    {
+        let fifo = sandbox.work().join("a-fifo");
+        let made = std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .expect("mkfifo");
+        assert!(made.success());
+        let run = sandbox.run(&["checkpoint", "--key", path(&key), "--out", "a-fifo"]);
+        assert_eq!(run.status, Some(1), "{run:?}");
+        assert!(run.stderr.contains("not a regular file"), "{run:?}");
+    }
+
+    let deleted = rusqlite::Connection::open(sandbox.store_path())
+        .expect("open the store file directly")
+        .execute("DELETE FROM receipts WHERE seq >= 11", [])
+        .expect("delete the newest receipts");
+    assert_eq!(deleted, 2);
+    let run = sandbox.run(&["checkpoint", "--key", path(&key), "--out", "kept.note"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(
+        run.stderr
+            .contains("it signed 12 receipts and the log now has 10: receipts were removed"),
+        "{run:?}"
+    );
+    assert_eq!(std::fs::read_to_string(&kept).expect("read"), note);
 }

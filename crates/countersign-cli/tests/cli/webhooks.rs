@@ -385,3 +385,76 @@ async fn checkpoints_reach_the_webhook_from_the_command_and_from_serve() {
         "{deliveries:#?}"
     );
 }
+
+/// `serve` logs one line per request to standard error: method, path, status and the refusal's
+/// reason, and never the token (found by a first-time user: it logged nothing, not even a
+/// refused sign-in); `--quiet` turns it off.
+#[test]
+fn serve_logs_each_request_without_its_token() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    let start = |extra: &[&str]| {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_countersign"))
+            .args(["serve", "--listen", "127.0.0.1:0"])
+            .args(extra)
+            .current_dir(sandbox.work())
+            .env_remove("COUNTERSIGN_POLICY")
+            .env_remove("COUNTERSIGN_STORE_URL")
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("start countersign serve");
+        let mut started = String::new();
+        BufReader::new(child.stdout.take().expect("stdout"))
+            .read_line(&mut started)
+            .expect("read the startup line");
+        let addr: SocketAddr = started
+            .split("http://")
+            .nth(1)
+            .and_then(|rest| rest.split('/').next())
+            .and_then(|addr| addr.parse().ok())
+            .unwrap_or_else(|| panic!("no address in {started:?}"));
+        (child, addr)
+    };
+    let forged = "eyJhbGciOiJFZERTQSJ9.eyJzdWIiOiJodW1hbjptYWxsb3J5In0.c2VjcmV0LXNpZ25hdHVyZQ";
+    let ask = |addr: SocketAddr| {
+        let mut stream = TcpStream::connect(addr).expect("connect");
+        write!(
+            stream,
+            "GET /api/v1/approvals?limit=5 HTTP/1.1\r\nHost: {addr}\r\nAuthorization: Bearer {forged}\r\nConnection: close\r\n\r\n"
+        )
+        .expect("send");
+        let mut answer = String::new();
+        stream.read_to_string(&mut answer).expect("read");
+        assert!(answer.starts_with("HTTP/1.1 401"), "{answer}");
+    };
+    let stop = |mut child: Child| {
+        child.kill().expect("stop serve");
+        let mut logged = String::new();
+        child
+            .stderr
+            .take()
+            .expect("stderr")
+            .read_to_string(&mut logged)
+            .expect("read stderr");
+        child.wait().expect("reap serve");
+        logged
+    };
+
+    let (child, addr) = start(&[]);
+    ask(addr);
+    let logged = stop(child);
+    assert!(
+        logged.contains("countersign serve: GET /api/v1/approvals -> 401 not_authenticated ("),
+        "{logged}"
+    );
+    assert!(
+        !logged.contains(forged) && !logged.contains("limit=5"),
+        "the token or the query reached the log: {logged}"
+    );
+
+    let (child, addr) = start(&["--quiet"]);
+    ask(addr);
+    let logged = stop(child);
+    assert!(!logged.contains("countersign serve: GET"), "{logged}");
+}

@@ -104,6 +104,56 @@ async fn requests_piped_in_are_all_answered_before_the_gateway_exits() {
     assert!(!write_ahead_log(&world).exists(), "the store was closed");
 }
 
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_gateway_records_in_a_postgresql_store() {
+    // Found by a first-time user: `gateway --store-url postgres://…` was refused ("a
+    // PostgreSQL store is opened asynchronously"), so the gateway ran only on SQLite.
+    let base = std::env::var("COUNTERSIGN_TEST_POSTGRES_URL").unwrap_or_else(|_| {
+        panic!(
+            "COUNTERSIGN_TEST_POSTGRES_URL is not set: this test needs PostgreSQL; run `.ci/postgres.sh` and export the URL it prints"
+        )
+    });
+    let separator = if base.contains('?') { '&' } else { '?' };
+    let url = format!("{base}{separator}schema=gateway_pg_{}", std::process::id());
+    let world = World::new();
+    let mut gateway = Command::new(BIN)
+        .args(["--store-url", url.as_str()])
+        .args(world.gateway_args())
+        .stdin(Stdio::piped())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .expect("start countersign gateway");
+    let mut input = gateway.stdin.take().expect("stdin");
+    input
+        .write_all(session_lines(&world).as_bytes())
+        .await
+        .expect("write the requests");
+    drop(input);
+    let output = tokio::time::timeout(Duration::from_secs(60), gateway.wait_with_output())
+        .await
+        .expect("the gateway exits within 60 s of its input ending")
+        .expect("wait for the gateway");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert!(output.status.success(), "{:?}: {stderr}", output.status);
+    let read = String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .map(|line| serde_json::from_str::<Value>(line).expect("a JSON-RPC line"))
+        .find(|reply| reply["id"] == 2)
+        .expect("a reply to the read");
+    assert_eq!(
+        read["result"]["_meta"]["countersign"]["outcome"], "committed",
+        "{read}"
+    );
+    // The receipt is in PostgreSQL, and its chain verifies.
+    let (ok, stdout, stderr) = world.cli(&["--store-url", url.as_str(), "receipts", "--json"]);
+    assert!(ok, "{stderr}");
+    assert!(stdout.contains("mcp.files.read_text_file"), "{stdout}");
+    let (ok, _, stderr) = world.cli(&["--store-url", url.as_str(), "verify"]);
+    assert!(ok, "{stderr}");
+}
+
 #[cfg(unix)]
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_signal_stops_the_gateway_at_once_and_closes_its_store() {
