@@ -215,12 +215,7 @@ pub fn revocable_id(given: &str) -> Result<String, String> {
     } else {
         given.to_owned()
     };
-    let well_formed = jti.len() == 24
-        && jti.starts_with("tok_")
-        && jti[4..]
-            .chars()
-            .all(|c| c.is_ascii_lowercase() || ('2'..='7').contains(&c));
-    if well_formed {
+    if is_token_id(&jti) {
         Ok(jti)
     } else {
         Err(format!(
@@ -228,6 +223,16 @@ pub fn revocable_id(given: &str) -> Result<String, String> {
             jti.escape_debug()
         ))
     }
+}
+
+/// Is `jti` a token id as [`issue`] makes them: `tok_` and 20 of `a`–`z`, `2`–`7` (RFC 4648
+/// base32, lowercase)? Only such an id can be named by `countersign approver revoke`.
+fn is_token_id(jti: &str) -> bool {
+    jti.len() == 24
+        && jti.starts_with("tok_")
+        && jti[4..]
+            .chars()
+            .all(|c| c.is_ascii_lowercase() || ('2'..='7').contains(&c))
 }
 
 /// Verify an approver token against the public keys the policy lists, at `now`.
@@ -304,6 +309,13 @@ pub fn verify(
     // refused by removing its key, with every other token that key signed.
     if claims.jti.as_deref().is_none_or(str::is_empty) {
         return Err(TokenError::MissingClaim { claim: "jti" });
+    }
+    // Found by a first-time user: a token whose `jti` was not of the shape `approver revoke`
+    // takes signed in, and could not then be revoked alone.
+    if !claims.jti.as_deref().is_some_and(is_token_id) {
+        return Err(TokenError::Malformed {
+            problem: "its `jti` claim is not a token id (`tok_` and 20 letters and digits), so it could not be revoked alone",
+        });
     }
     if claims
         .groups

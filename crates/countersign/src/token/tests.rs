@@ -695,6 +695,29 @@ fn refuses_a_token_without_an_id() {
 }
 
 #[test]
+fn refuses_a_token_whose_id_approver_revoke_could_not_name() {
+    // Found by a first-time user: such a token signed in, and could not be revoked alone.
+    let key = new_key();
+    for jti in [
+        "abc",
+        "tok_ABCDEFGHIJKLMNOPQRST",
+        "tok_aaaaaaaaaaaaaaaaaaa1",
+        " tok_aaaaaaaaaaaaaaaaaaaa",
+    ] {
+        let claims = serde_json::json!({"sub": "human:alice", "iat": now_seconds(), "exp": now_seconds() + 60, "jti": jti});
+        let token = hand_signed_exactly(&key, &claims);
+        let error = verify(&token, &[key.public_key()], NOW).unwrap_err();
+        assert_eq!(error.reason(), "malformed", "{jti}");
+        assert!(error.to_string().contains("not a token id"), "{error}");
+        // `approver revoke` could never name this exact id.
+        assert!(!super::revocable_id(jti).is_ok_and(|id| id == jti), "{jti}");
+    }
+    let claims = serde_json::json!({"sub": "human:alice", "iat": now_seconds(), "exp": now_seconds() + 60, "jti": "tok_abcdefghijklmnopqr27"});
+    let token = hand_signed_exactly(&key, &claims);
+    assert!(verify(&token, &[key.public_key()], NOW).is_ok());
+}
+
+#[test]
 fn honours_not_before() {
     let key = new_key();
     let claims = |nbf: i64| serde_json::json!({"sub": "human:alice", "iat": now_seconds(), "exp": now_seconds() + 3600, "nbf": nbf});
