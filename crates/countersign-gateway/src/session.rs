@@ -2123,4 +2123,51 @@ impl Session {
     pub(crate) fn reply_directly(&self, message: Value) {
         self.inner.to_client(message, None);
     }
+
+    /// Is the client's message `text`, over the `max`-byte cap and not read, a reply to a
+    /// request of the upstream's or of the gateway's (`result` or `error`, no `method`, an id
+    /// such a request is waiting under)? Then it is not answered (a reply gets no reply, found
+    /// by a first-time user: it was refused as if it were a request); the request it answers is
+    /// ended instead: the upstream's is answered -32603 saying why, the gateway's own approval
+    /// question counts as unanswered (the approval request stays pending).
+    pub(crate) async fn client_oversized_reply(&self, text: &[u8], max: usize) -> bool {
+        let seen = wire::partial_message(text, &[]);
+        if seen.has_method {
+            return false;
+        }
+        let Some(id) = seen.id.as_ref().and_then(Value::as_str).map(str::to_owned) else {
+            return false;
+        };
+        let why = format!(
+            "the client's reply was {} bytes, larger than the gateway's {max}-byte cap for one message, and was not read",
+            text.len()
+        );
+        let (own, upstream_id) = {
+            let mut state = self.inner.state();
+            let own = state.own_requests.remove(&id);
+            let upstream_id = if own.is_none() {
+                state.server_requests.remove(&id)
+            } else {
+                None
+            };
+            (own, upstream_id)
+        };
+        if let Some(waiter) = own {
+            let _ = waiter.send(wire::error_response(
+                json!(id),
+                wire::error_object(codes::INVALID_REQUEST, why),
+            ));
+            return true;
+        }
+        let Some(upstream_id) = upstream_id else {
+            return false;
+        };
+        self.inner.log(format_args!(
+            "{why}; the upstream's request was answered with an error"
+        ));
+        let refusal =
+            wire::error_response(upstream_id, wire::error_object(codes::INTERNAL_ERROR, why));
+        let _ = self.inner.upstream.send(&refusal, None).await;
+        true
+    }
 }

@@ -121,6 +121,9 @@ where
         if text.is_empty() {
             continue;
         }
+        if text.len() > max && session.client_oversized_reply(text, max).await {
+            continue;
+        }
         if let Some(refusal) = refuse_message(text, max) {
             session.reply_directly(refusal);
             continue;

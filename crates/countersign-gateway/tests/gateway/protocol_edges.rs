@@ -618,3 +618,55 @@ async fn a_request_whose_id_is_not_a_string_or_a_number_is_refused_and_never_sen
     assert!(pong.get("result").is_some(), "{pong}");
     assert!(!methods(&seen).contains(&"tools/call".to_owned()));
 }
+
+#[tokio::test]
+async fn an_oversized_reply_from_the_client_is_not_answered_and_ends_the_request_it_answers() {
+    // Found by a first-time user: the client's oversized answer to the upstream's `roots/list`
+    // was refused as if it were a request, and the upstream's request was never answered.
+    let mut config = config("s");
+    config.max_message_bytes = 1_000;
+    let mut harness = start(
+        config,
+        policy(ALLOWING),
+        memory_store(),
+        &["send"],
+        Behaviour::AskClientFirst,
+    )
+    .await;
+    harness
+        .client
+        .send(json!({"jsonrpc": "2.0", "id": 5, "method": "tools/call",
+            "params": {"name": "send", "arguments": {}}}))
+        .await;
+    let asked = loop {
+        let message = harness.client.next().await;
+        if message["method"] == "roots/list" {
+            break message;
+        }
+    };
+    let reply = format!(
+        r#"{{"jsonrpc":"2.0","id":{},"result":{{"roots":[{{"uri":"file:///{}"}}]}}}}"#,
+        asked["id"],
+        "r".repeat(2_000)
+    );
+    harness.client.send_raw(reply.as_bytes()).await;
+    let answered = next_response(&mut harness.client).await;
+    // The call's own reply, carrying what the upstream was told; no refusal of the reply.
+    assert_eq!(answered["id"], 5, "{answered}");
+    let text = answered["result"]["content"][0]["text"]
+        .as_str()
+        .expect("the upstream's result");
+    assert!(
+        text.contains("-32603") && text.contains("1000-byte cap"),
+        "{text}"
+    );
+    assert!(
+        !harness
+            .client
+            .received
+            .iter()
+            .any(|message| message["error"]["data"]["reason"] == "too_large"),
+        "{:?}",
+        harness.client.received
+    );
+}
