@@ -61,8 +61,19 @@ mod tests {
         // Each found passing as plain text in a group name by a first-time user, and the
         // separators that end a line without being controls.
         for character in [
-            '\u{00AD}', '\u{180E}', '\u{FE0F}', '\u{034F}', '\u{3164}', '\u{115F}', '\u{FFF9}',
-            '\u{1D173}', '\u{E0041}', '\u{E007F}', '\u{2028}', '\u{2029}', '\u{200D}',
+            '\u{00AD}',
+            '\u{180E}',
+            '\u{FE0F}',
+            '\u{034F}',
+            '\u{3164}',
+            '\u{115F}',
+            '\u{FFF9}',
+            '\u{1D173}',
+            '\u{E0041}',
+            '\u{E007F}',
+            '\u{2028}',
+            '\u{2029}',
+            '\u{200D}',
         ] {
             assert!(is_hidden(character), "U+{:04X}", u32::from(character));
             let shown = printable(&format!("ops{character}")).into_owned();
