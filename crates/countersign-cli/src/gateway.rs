@@ -153,7 +153,12 @@ pub async fn run(
     config.attested_clients = args.attested_clients.clone();
     config.approval_url = args.approval_url.clone();
     config.max_message_bytes = args.max_message_bytes;
-    config.command_flags = crate::store_access::store_flags(global);
+    config.command_flags = crate::store_access::absolute_store_flags(global);
+    if url.starts_with("memory:") {
+        countersign::stderr_line!(
+            "countersign gateway: warning: the store is `memory:`, so no other process (`countersign approve`, `countersign serve`) can answer an approval request; answers come only through the client's elicitation, and nothing is kept when the gateway exits"
+        );
+    }
     if let Some(file) = &args.upstream_ca {
         if !args
             .upstream_url

@@ -53,6 +53,35 @@ pub(crate) fn store_flags(global: &Global) -> String {
     flags
 }
 
+/// [`store_flags`] for a suggestion shown away from this process's folder (the gateway's
+/// `data.approve_with`, read by whoever answers, wherever they are): always `--policy`, with the
+/// policy's absolute path, and a `sqlite:` store URL's path made absolute (found by a
+/// first-time user: relative paths worked only from the gateway's own folder). A `memory:`
+/// store is named as it is: no other process can reach it, which the gateway says when it starts.
+pub(crate) fn absolute_store_flags(global: &Global) -> String {
+    let absolute =
+        |path: &std::path::Path| std::path::absolute(path).unwrap_or_else(|_| path.to_path_buf());
+    let mut flags = format!(
+        " --policy {}",
+        shell_word(&absolute(&global.policy_path()).display().to_string())
+    );
+    if let Some(url) = &global.store_url {
+        let url = match store::sqlite_path(url) {
+            Some(path) if !path.is_empty() => {
+                let query = url.split_once('?').map(|(_, query)| format!("?{query}"));
+                format!(
+                    "sqlite:{}{}",
+                    absolute(std::path::Path::new(path)).display(),
+                    query.unwrap_or_default()
+                )
+            }
+            _ => countersign::store::redact_url(url),
+        };
+        flags.push_str(&format!(" --store-url {}", shell_word(&url)));
+    }
+    flags
+}
+
 /// `word` as one word of a POSIX shell command line: as it is when nothing in it is special to
 /// the shell, otherwise quoted (`shlex`). A word with a NUL byte, which no command line can
 /// carry, is shown as it is.

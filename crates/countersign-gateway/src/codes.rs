@@ -326,14 +326,21 @@ pub fn url_elicitation_message(question: &str) -> String {
 }
 
 /// Append `flags` ([`crate::GatewayConfig::command_flags`]) to a refusal's `data.approve_with`,
-/// so the suggested command reaches the gateway's own store (found by a first-time user: it
-/// named the default store).
+/// and to the same command where the refusal's `message` quotes it, so the suggested command
+/// reaches the gateway's own store (found by first-time users: it named the default store, and
+/// the message still did after `data` was fixed).
 pub fn add_command_flags(error: &mut Value, flags: &str) {
     if flags.is_empty() {
         return;
     }
-    if let Some(Value::String(command)) = error.pointer_mut("/data/approve_with") {
-        command.push_str(flags);
+    let Some(Value::String(command)) = error.pointer_mut("/data/approve_with") else {
+        return;
+    };
+    let bare = format!("`{command}`");
+    command.push_str(flags);
+    let full = format!("`{command}`");
+    if let Some(Value::String(message)) = error.pointer_mut("/message") {
+        *message = message.replace(&bare, &full);
     }
 }
 

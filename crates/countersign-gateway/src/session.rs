@@ -1992,8 +1992,13 @@ impl FrameworkInterrupt for Elicitation {
                     client_name.escape_debug()
                 ),
                 reason: format!(
-                    "its elicitation answers are not a human's until the operator attests it with `countersign gateway --attested-client {}`; the request stays pending: answer it with `countersign approve {}`",
-                    self.client, pending.request_id
+                    "its elicitation answers are not a human's until the operator attests it with `countersign gateway --attested-client {}`; the request stays pending: answer it with `countersign approve {}{}`",
+                    self.client,
+                    pending.request_id,
+                    self.session
+                        .upgrade()
+                        .map(|inner| inner.shared.config.command_flags.clone())
+                        .unwrap_or_default()
                 ),
             }
         };

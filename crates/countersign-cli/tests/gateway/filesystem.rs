@@ -104,9 +104,33 @@ async fn filesystem_read_passes_write_pauses_until_approved_once_and_move_is_den
         .expect("request id")
         .to_owned();
 
-    // A human approves with the real CLI; the identical retry writes exactly once.
-    let (approved, _, stderr) = world.cli(&["approve", &request_id, "--as", "human:tester"]);
-    assert!(approved, "{stderr}");
+    // A human approves with the real CLI, running the command the refusal suggests exactly as
+    // shown, from another folder (found by a first-time user: its relative paths worked only
+    // from the gateway's own folder); the message quotes the same command.
+    let approve_with = paused
+        .data
+        .as_ref()
+        .and_then(|data| data["approve_with"].as_str())
+        .expect("approve_with")
+        .to_owned();
+    assert!(
+        paused.message.contains(&format!("`{approve_with}`")),
+        "{}: {approve_with}",
+        paused.message
+    );
+    let words = shlex::split(&approve_with).expect("a shell command line");
+    assert_eq!(words[..3], ["countersign", "approve", request_id.as_str()]);
+    let approved = std::process::Command::new(BIN)
+        .args(&words[1..])
+        .args(["--as", "human:tester"])
+        .current_dir(std::env::temp_dir())
+        .output()
+        .expect("run the suggested command");
+    assert!(
+        approved.status.success(),
+        "{approve_with}: {}",
+        String::from_utf8_lossy(&approved.stderr)
+    );
     let done = call(&gateway, "write_file", write.clone())
         .await
         .expect("approved write");
