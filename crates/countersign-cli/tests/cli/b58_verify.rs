@@ -273,6 +273,29 @@ fn a_range_fails_when_the_receipt_before_it_was_edited() {
     assert_eq!(json_of(&run)["chain"]["first_break"]["kind"], "seq_gap");
 }
 
+/// Rows inserted below the log's start (seq 0 and negative) are never "intact" (found by a
+/// first-time user: `verify` read the log from seq 1 on, and said so).
+#[test]
+fn rows_inserted_below_the_start_of_the_log_are_reported() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    for seq in [0, -5] {
+        raw_store(&sandbox)
+            .execute(
+                "INSERT INTO receipts (seq, prev_hash, hash, body) SELECT ?1, prev_hash, hash, body FROM receipts WHERE seq = 1",
+                [seq],
+            )
+            .expect("insert a row below the log");
+        let run = sandbox.run(&["verify"]);
+        assert_ne!(run.status, Some(0), "{run:?}");
+        assert!(
+            run.stderr.contains(&format!("a receipt row at seq {seq},")),
+            "{run:?}"
+        );
+        assert!(!run.stdout.contains("intact"), "{run:?}");
+    }
+}
+
 /// `--from`/`--to` check the chain only: they refuse `--anchor`, `--checkpoint` and `--bundle`
 /// as usage errors.
 #[test]

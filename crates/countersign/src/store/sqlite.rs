@@ -615,6 +615,20 @@ impl Store for SqliteStore {
         let after = i64::try_from(after).unwrap_or(i64::MAX);
         let limit = i64::try_from(limit).unwrap_or(i64::MAX);
         self.read(|connection| {
+            // The log starts at 1, and a row below it would never be read by a page after 0:
+            // refuse to read the log at all rather than verify it as intact (found by a
+            // first-time user: rows inserted at seq 0 and below went unreported).
+            if after == 0 {
+                let outside: Option<i64> = connection
+                    .prepare_cached("SELECT seq FROM receipts WHERE seq <= 0 ORDER BY seq LIMIT 1")?
+                    .query_row([], |row| row.get(0))
+                    .optional()?;
+                if let Some(seq) = outside {
+                    return Err(rows::corrupt(format!(
+                        "a receipt row at seq {seq}, where the log starts at 1: a row was inserted outside Countersign; keep the file as evidence and restore the store from a backup"
+                    )));
+                }
+            }
             let mut statement = connection
                 .prepare_cached("SELECT seq, prev_hash, hash, body FROM receipts WHERE seq > ?1 ORDER BY seq LIMIT ?2")?;
             statement.query_map(params![after, limit], receipt_from_row)?.collect()
