@@ -225,6 +225,9 @@ pub async fn read_log(
     mut select: impl FnMut(&crate::evidence::StoredReceipt) -> bool + Send,
 ) -> Result<LogRead, crate::error::StoreError> {
     const PAGE: usize = 2_000;
+    // The head as the store records it, read first, as `verify` does (found by a first-time
+    // user: `verify --checkpoint --json` showed `chain.log_head: null`).
+    let log_head = store.chain_head().await?;
     let mut verifier = Verifier::new().keeping_lanes(store.lanes());
     let mut tree = crate::evidence::log::LogTree::new();
     let mut selected = Vec::new();
@@ -249,6 +252,7 @@ pub async fn read_log(
         }
     }
     let mut report = verifier.finish(None);
+    report.log_head = log_head;
     judge_stray(store, &mut report).await?;
     Ok(LogRead {
         report,

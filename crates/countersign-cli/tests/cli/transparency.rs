@@ -87,6 +87,8 @@ async fn the_store_verifies_against_a_kept_checkpoint_and_after_it_grows() {
     assert_eq!(json["outcome"], "verified");
     assert_eq!(json["checkpoint"]["size"], 11);
     assert_eq!(json["store"]["size"], 12);
+    // The store's head, as `verify` alone reports it (it was null).
+    assert_eq!(json["chain"]["log_head"]["seq"], 12, "{json}");
     assert!(
         !json["consistency_proof"]
             .as_array()
