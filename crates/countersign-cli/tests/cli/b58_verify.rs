@@ -273,6 +273,30 @@ fn a_range_fails_when_the_receipt_before_it_was_edited() {
     assert_eq!(json_of(&run)["chain"]["first_break"]["kind"], "seq_gap");
 }
 
+/// A receipt column holding a BLOB or a number (written outside Countersign) is read, and the
+/// receipt it breaks is named (found by a first-time user: the read failed on the column type,
+/// naming no receipt).
+#[test]
+fn a_column_of_another_type_names_its_receipt() {
+    let sandbox = Sandbox::new();
+    sandbox.fill_with_demo();
+    raw_store(&sandbox)
+        .execute(
+            "UPDATE receipts SET body = CAST(replace(body, 'stripe', 'strype') AS BLOB) WHERE seq = 4",
+            [],
+        )
+        .expect("store receipt 4's body as an edited BLOB");
+    let run = sandbox.run(&["verify", "--json"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert_eq!(json_of(&run)["chain"]["first_break"]["seq"], 4, "{run:?}");
+    raw_store(&sandbox)
+        .execute("UPDATE receipts SET hash = 42 WHERE seq = 2", [])
+        .expect("store receipt 2's hash as a number");
+    let run = sandbox.run(&["verify", "--json"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert_eq!(json_of(&run)["chain"]["first_break"]["seq"], 2, "{run:?}");
+}
+
 /// Rows inserted below the log's start (seq 0 and negative) are never "intact" (found by a
 /// first-time user: `verify` read the log from seq 1 on, and said so).
 #[test]

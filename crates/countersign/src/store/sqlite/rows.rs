@@ -93,11 +93,27 @@ pub(super) fn receipt_from_row(row: &rusqlite::Row<'_>) -> rusqlite::Result<Stor
         seq,
         // A NULL column (a row written outside Countersign) reads as empty, so verification
         // names the receipt (case B58) instead of failing to read the log.
-        prev_hash: ReceiptHash::from_stored(row.get::<_, Option<String>>(1)?.unwrap_or_default()),
-        hash: ReceiptHash::from_stored(row.get::<_, Option<String>>(2)?.unwrap_or_default()),
-        body: row.get::<_, Option<String>>(3)?.unwrap_or_default(),
+        prev_hash: ReceiptHash::from_stored(stored_text(row, 1)?),
+        hash: ReceiptHash::from_stored(stored_text(row, 2)?),
+        body: stored_text(row, 3)?,
         // Its place is its `seq`: a deleted receipt leaves no row to name it, only a gap.
         missing: false,
+    })
+}
+
+/// A receipt's text column `index` as whatever was stored there: NULL as empty, a BLOB or a
+/// number as its text. Only Countersign writes these columns, always as text; anything else
+/// was written outside it, and is read so that verification names the receipt (case B58; found
+/// by a first-time user: a BLOB failed the whole read without naming the receipt).
+fn stored_text(row: &rusqlite::Row<'_>, index: usize) -> rusqlite::Result<String> {
+    use rusqlite::types::ValueRef;
+    Ok(match row.get_ref(index)? {
+        ValueRef::Null => String::new(),
+        ValueRef::Text(bytes) | ValueRef::Blob(bytes) => {
+            String::from_utf8_lossy(bytes).into_owned()
+        }
+        ValueRef::Integer(number) => number.to_string(),
+        ValueRef::Real(number) => number.to_string(),
     })
 }
 
