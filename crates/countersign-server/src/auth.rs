@@ -329,7 +329,8 @@ fn oidc_caller(
         id,
         "the identity provider's subject (`sub`)",
         "check what the provider puts in its `sub` claim",
-    )?;
+    )
+    .map_err(|problem| problem.with("token_reason", "invalid_subject"))?;
     let groups = merged_groups(directory, &id, &claimed);
     Ok(Caller {
         credential: Credential::Verified {

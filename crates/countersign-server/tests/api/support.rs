@@ -198,7 +198,20 @@ impl Harness {
         use base64::engine::general_purpose::URL_SAFE_NO_PAD;
         let now = self.clock.now().as_millis() / 1000;
         let header = json!({"alg": "EdDSA", "typ": "JWT"});
-        let jti = format!("tok_{:020}", now);
+        // A token id of the shape `approver token` issues (`tok_` and 20 base32 letters and
+        // digits), here the time's decimal digits written as the letters `a` to `j`.
+        let jti: String = format!("{now:020}")
+            .chars()
+            .map(|digit| {
+                char::from(
+                    b'a' + digit
+                        .to_digit(10)
+                        .and_then(|d| u8::try_from(d).ok())
+                        .unwrap_or(0),
+                )
+            })
+            .collect();
+        let jti = format!("tok_{jti}");
         let claims = json!({"sub": subject, "iat": now, "exp": now + 3600, "jti": jti});
         let signed = format!(
             "{}.{}",
