@@ -32,7 +32,9 @@ enum ApproverCommand {
     /// for at most 24 hours.
     ///
     /// The token is a JWT signed with Ed25519 (`EdDSA`); its claims are the subject (`sub`), the
-    /// groups, and when it was issued (`iat`) and expires (`exp`). It is printed alone, so
+    /// groups, when it was issued (`iat`) and expires (`exp`), and its id (`jti`, `tok_` and 20
+    /// letters and digits), which `countersign approver revoke` names to refuse it before it
+    /// expires; `--json` prints the id beside the token. It is printed alone, so
     /// `TOKEN=$(countersign approver token …)` works. Anyone holding the token can answer as its
     /// subject until it expires: hand it over as you would a password. It verifies only where
     /// the policy lists the key's public half under `approvers.keys`.
