@@ -29,7 +29,41 @@ pub(crate) fn duration(text: &str, examples: &str) -> Result<Duration, String> {
             "a duration cannot be negative: write a number and a unit, such as {examples}"
         ));
     }
-    humantime::parse_duration(text.trim()).map_err(|error| match error {
+    // Only the units the docs list are taken: humantime also reads `M` as months and `y` as
+    // years, so `1M` meant a month where a minute was meant (found by a first-time user).
+    const UNITS: &[&str] = &[
+        "ms", "msec", "s", "sec", "secs", "second", "seconds", "m", "min", "mins", "minute",
+        "minutes", "h", "hr", "hrs", "hour", "hours", "d", "day", "days", "w", "week", "weeks",
+    ];
+    let trimmed = text.trim();
+    let mut rest = trimmed;
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !c.is_ascii_digit())
+            .unwrap_or(rest.len());
+        let after = rest[number_end..].trim_start();
+        let unit_end = after
+            .find(|c: char| c.is_ascii_digit() || c.is_whitespace())
+            .unwrap_or(after.len());
+        let unit = &after[..unit_end];
+        if number_end > 0 && unit.is_empty() {
+            return Err(format!(
+                "`{}` has no unit: write a number and a unit, such as {examples}",
+                countersign::evidence::printable(trimmed)
+            ));
+        }
+        if number_end > 0 && !UNITS.contains(&unit) {
+            return Err(format!(
+                "unknown unit `{}`: use `ms`, `s`, `m`, `h`, `d` or `w` after each number (or `sec`, `min`, `hour`, `day`, `week`), such as {examples}",
+                countersign::evidence::printable(unit)
+            ));
+        }
+        if number_end == 0 {
+            break;
+        }
+        rest = after[unit_end..].trim_start();
+    }
+    humantime::parse_duration(trimmed).map_err(|error| match error {
         // humantime's own sentence lists units (`ns` … `years`) the docs do not promise: name
         // the ones they do (found by a first-time user).
         humantime::DurationError::UnknownUnit { unit, .. } => format!(
@@ -135,9 +169,20 @@ mod tests {
         let error = duration("7x", "30m or 24h").unwrap_err();
         assert_eq!(
             error,
-            "unknown unit `x`: use `s`, `m`, `h`, `d` or `w` after each number, such as 30m or 24h"
+            "unknown unit `x`: use `ms`, `s`, `m`, `h`, `d` or `w` after each number (or `sec`, `min`, `hour`, `day`, `week`), such as 30m or 24h"
         );
         assert_eq!(duration("1h 30m", "30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(duration("1h30m", "30m"), Ok(Duration::from_secs(5400)));
+        assert_eq!(duration("2 days", "30m"), Ok(Duration::from_secs(172_800)));
+        // Found by a first-time user: `1M` was a month and `1y` a year, units no help lists.
+        for unlisted in ["1M", "1y", "5us", "2months"] {
+            let error = duration(unlisted, "30m").unwrap_err();
+            assert!(error.starts_with("unknown unit `"), "{unlisted}: {error}");
+        }
+        assert_eq!(
+            duration("30", "30m or 24h").unwrap_err(),
+            "`30` has no unit: write a number and a unit, such as 30m or 24h"
+        );
     }
 
     #[test]
