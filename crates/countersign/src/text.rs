@@ -3,33 +3,42 @@
 //! module may use it (the token rules, the evidence, the display).
 
 /// A character [`printable`] escapes: a control character; a line or paragraph separator
-/// (U+2028, U+2029); a Unicode default-ignorable code point (`Default_Ignorable_Code_Point` in
-/// Unicode 16.0's `DerivedCoreProperties.txt`: bidirectional and invisible formatting
-/// characters, joiners, fillers, variation selectors, tags — rendered as nothing at all); or
-/// an interlinear annotation character (U+FFF9 to U+FFFB). Found by a first-time user: a group
-/// name holding U+00AD, U+180E, U+FE0F, U+3164 or a tag character passed as plain text.
+/// (U+2028, U+2029); a default-ignorable code point ([`is_default_ignorable`]: bidirectional
+/// and invisible formatting characters, joiners, fillers, variation selectors, tags — rendered
+/// as nothing at all); or an interlinear annotation character (U+FFF9 to U+FFFB). Found by a
+/// first-time user: a group name holding U+00AD, U+180E, U+FE0F, U+3164 or a tag character
+/// passed as plain text.
 pub(crate) fn is_hidden(character: char) -> bool {
     character.is_control()
-        || matches!(
-            character,
-            '\u{00AD}'
-                | '\u{034F}'
-                | '\u{061C}'
-                | '\u{115F}'..='\u{1160}'
-                | '\u{17B4}'..='\u{17B5}'
-                | '\u{180B}'..='\u{180F}'
-                | '\u{200B}'..='\u{200F}'
-                | '\u{2028}'..='\u{202E}'
-                | '\u{2060}'..='\u{206F}'
-                | '\u{3164}'
-                | '\u{FE00}'..='\u{FE0F}'
-                | '\u{FEFF}'
-                | '\u{FFA0}'
-                | '\u{FFF0}'..='\u{FFFB}'
-                | '\u{1BCA0}'..='\u{1BCA3}'
-                | '\u{1D173}'..='\u{1D17A}'
-                | '\u{E0000}'..='\u{E0FFF}'
-        )
+        || is_default_ignorable(character)
+        || matches!(character, '\u{2028}' | '\u{2029}' | '\u{FFF9}'..='\u{FFFB}')
+}
+
+/// Is `character` a `Default_Ignorable_Code_Point`?
+///
+/// Source: Unicode Character Database, `DerivedCoreProperties.txt` (UAX #44), Unicode 16.0
+/// (unchanged through 17.0): the ranges below, verbatim.
+pub fn is_default_ignorable(character: char) -> bool {
+    matches!(
+        character,
+        '\u{00AD}'
+            | '\u{034F}'
+            | '\u{061C}'
+            | '\u{115F}'..='\u{1160}'
+            | '\u{17B4}'..='\u{17B5}'
+            | '\u{180B}'..='\u{180F}'
+            | '\u{200B}'..='\u{200F}'
+            | '\u{202A}'..='\u{202E}'
+            | '\u{2060}'..='\u{206F}'
+            | '\u{3164}'
+            | '\u{FE00}'..='\u{FE0F}'
+            | '\u{FEFF}'
+            | '\u{FFA0}'
+            | '\u{FFF0}'..='\u{FFF8}'
+            | '\u{1BCA0}'..='\u{1BCA3}'
+            | '\u{1D173}'..='\u{1D17A}'
+            | '\u{E0000}'..='\u{E0FFF}'
+    )
 }
 
 /// `text` made safe to show a person in a terminal or a log line: control characters (newlines

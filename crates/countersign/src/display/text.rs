@@ -191,32 +191,7 @@ pub fn is_bidi_control(character: char) -> bool {
     )
 }
 
-/// Is `character` a `Default_Ignorable_Code_Point`?
-///
-/// Source: Unicode Character Database, `DerivedCoreProperties.txt` (UAX #44), Unicode 16.0
-/// (unchanged through 17.0): the ranges below, verbatim.
-pub fn is_default_ignorable(character: char) -> bool {
-    matches!(
-        character,
-        '\u{00AD}'
-            | '\u{034F}'
-            | '\u{061C}'
-            | '\u{115F}'..='\u{1160}'
-            | '\u{17B4}'..='\u{17B5}'
-            | '\u{180B}'..='\u{180F}'
-            | '\u{200B}'..='\u{200F}'
-            | '\u{202A}'..='\u{202E}'
-            | '\u{2060}'..='\u{206F}'
-            | '\u{3164}'
-            | '\u{FE00}'..='\u{FE0F}'
-            | '\u{FEFF}'
-            | '\u{FFA0}'
-            | '\u{FFF0}'..='\u{FFF8}'
-            | '\u{1BCA0}'..='\u{1BCA3}'
-            | '\u{1D173}'..='\u{1D17A}'
-            | '\u{E0000}'..='\u{E0FFF}'
-    )
-}
+pub use crate::text::is_default_ignorable;
 
 /// Spans (code point ranges) of `characters` not in NFC.
 ///
