@@ -37,7 +37,13 @@ fn write_ahead_log(world: &World) -> PathBuf {
 
 /// Start the gateway over pipes and write the session's requests; returns it and its input.
 async fn spawn(world: &World) -> (Child, ChildStdin) {
+    spawn_with(world, &[]).await
+}
+
+/// [`spawn`], with `global` options (`--store-url URL`) before the gateway's own.
+async fn spawn_with(world: &World, global: &[&str]) -> (Child, ChildStdin) {
     let mut gateway = Command::new(BIN)
+        .args(global)
         .args(world.gateway_args())
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())
@@ -116,20 +122,7 @@ async fn the_gateway_records_in_a_postgresql_store() {
     let separator = if base.contains('?') { '&' } else { '?' };
     let url = format!("{base}{separator}schema=gateway_pg_{}", std::process::id());
     let world = World::new();
-    let mut gateway = Command::new(BIN)
-        .args(["--store-url", url.as_str()])
-        .args(world.gateway_args())
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .kill_on_drop(true)
-        .spawn()
-        .expect("start countersign gateway");
-    let mut input = gateway.stdin.take().expect("stdin");
-    input
-        .write_all(session_lines(&world).as_bytes())
-        .await
-        .expect("write the requests");
+    let (gateway, input) = spawn_with(&world, &["--store-url", url.as_str()]).await;
     drop(input);
     let output = tokio::time::timeout(Duration::from_secs(60), gateway.wait_with_output())
         .await
