@@ -163,15 +163,18 @@ fn a_checkpoint_against_no_store_is_unverifiable() {
     sandbox.fill_with_demo();
     let (key, public) = keygen(&sandbox, "log-key");
     checkpoint(&sandbox, &key, "kept.note");
-    let run = sandbox.run(&[
-        "verify",
-        "--checkpoint",
-        "kept.note",
-        "--key",
-        path(&public),
-        "--store-url",
-        "sqlite:elsewhere.db",
-    ]);
+    let against = |store_url: &str| {
+        sandbox.run(&[
+            "verify",
+            "--checkpoint",
+            "kept.note",
+            "--key",
+            path(&public),
+            "--store-url",
+            store_url,
+        ])
+    };
+    let run = against("sqlite:elsewhere.db");
     assert_eq!(run.status, Some(3), "{run:?}");
     assert!(
         run.stdout
@@ -181,15 +184,7 @@ fn a_checkpoint_against_no_store_is_unverifiable() {
     );
     // A PostgreSQL schema holding no store likewise (it exited 1 before).
     let (postgres, _schema) = crate::support::postgres_schema_url("cli_checkpoint_nothing");
-    let run = sandbox.run(&[
-        "verify",
-        "--checkpoint",
-        "kept.note",
-        "--key",
-        path(&public),
-        "--store-url",
-        postgres.as_str(),
-    ]);
+    let run = against(&postgres);
     assert_eq!(run.status, Some(3), "{run:?}");
     assert!(
         run.stdout
