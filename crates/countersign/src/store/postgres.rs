@@ -695,6 +695,19 @@ mod tests {
         assert!(error.contains("`password` is given twice"), "{error}");
         let (_, options) = parse_url("postgres://h/db?sch%65ma=kit_b").expect("valid");
         assert_eq!(options.schema.as_deref(), Some("kit_b"));
+        // A parameter nobody reads is refused, never ignored: a misspelt `schema` would open
+        // another store.
+        let error = parse_url("postgres://h/db?shema=kit_b").expect_err("refused");
+        assert!(
+            error.contains("`shema`") && error.contains("check its spelling"),
+            "{error}"
+        );
+        let (url, _) = parse_url("postgres://h/db?application_name=agent&sslmode=disable")
+            .expect("the driver's own");
+        assert_eq!(
+            url,
+            "postgres://h/db?application_name=agent&sslmode=disable"
+        );
     }
 
     #[test]

@@ -74,7 +74,33 @@ pub(super) fn parse_url(url: &str) -> Result<(String, PostgresOptions), String> 
                     "`sslmode={value}` asks for TLS, and this build connects to PostgreSQL without TLS: reach the server over its Unix socket or a private network with `sslmode=disable` (or `prefer`), or put a TLS-terminating proxy next to Countersign (for example PgBouncer with `server_tls_sslmode`) and point the URL at it"
                 ));
             }
-            _ => passed.push(pair),
+            // The driver's own parameters (sqlx 0.9, `PgConnectOptions` from a URL), passed on.
+            "sslmode"
+            | "ssl-mode"
+            | "sslrootcert"
+            | "ssl-root-cert"
+            | "ssl-ca"
+            | "sslcert"
+            | "ssl-cert"
+            | "sslkey"
+            | "ssl-key"
+            | "statement-cache-capacity"
+            | "host"
+            | "hostaddr"
+            | "port"
+            | "dbname"
+            | "user"
+            | "password"
+            | "application_name"
+            | "options" => passed.push(pair),
+            // The driver would ignore it without a word (found by a first-time user: a
+            // misspelt `shema=` opened the default schema, another store).
+            other => {
+                return Err(format!(
+                    "the store URL has the parameter `{}`, which neither the PostgreSQL store nor its driver reads: check its spelling; the store reads `schema`, `isolation`, `pooler`, `max_connections` and `retry_budget_ms`, and passes `sslmode`, `sslrootcert`, `sslcert`, `sslkey`, `statement-cache-capacity`, `host`, `hostaddr`, `port`, `dbname`, `user`, `password`, `application_name` and `options` to the driver",
+                    crate::evidence::printable(other)
+                ));
+            }
         }
     }
     let sqlx_url = if passed.is_empty() {
