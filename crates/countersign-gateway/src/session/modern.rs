@@ -267,29 +267,37 @@ impl Inner {
             .cloned()
     }
 
-    async fn establish(&self) -> Result<UpstreamInfo, String> {
-        let probe = self
+    /// Ask the upstream `server/discover`: its result when it lists 2026-07-28.
+    async fn discover_modern(&self) -> Option<UpstreamInfo> {
+        let reply = self
             .internal_request(
                 "server/discover",
                 json!({"_meta": era::own_meta()}),
                 DISCOVER_TIMEOUT,
             )
-            .await;
-        if let Ok(reply) = &probe
-            && let Some(result) = reply.get("result").and_then(Value::as_object)
-            && result
-                .get("supportedVersions")
-                .and_then(Value::as_array)
-                .is_some_and(|versions| versions.iter().any(|version| version == era::MODERN))
-        {
-            self.log(format_args!(
-                "the upstream speaks {}: speaking it upstream",
-                era::MODERN
-            ));
-            return Ok(UpstreamInfo {
-                modern: true,
-                init: result.clone(),
-            });
+            .await
+            .ok()?;
+        let result = reply.get("result").and_then(Value::as_object)?;
+        let modern = result
+            .get("supportedVersions")
+            .and_then(Value::as_array)
+            .is_some_and(|versions| versions.iter().any(|version| version == era::MODERN));
+        if !modern {
+            return None;
+        }
+        self.log(format_args!(
+            "the upstream speaks {}: speaking it upstream",
+            era::MODERN
+        ));
+        Some(UpstreamInfo {
+            modern: true,
+            init: result.clone(),
+        })
+    }
+
+    async fn establish(&self) -> Result<UpstreamInfo, String> {
+        if let Some(info) = self.discover_modern().await {
+            return Ok(info);
         }
         let reply = self
             .internal_request(
@@ -371,8 +379,22 @@ impl Inner {
         inner.state().bridging = true;
         tokio::spawn(async move {
             let _bridging = Bridging(Arc::clone(&inner));
-            let info = match inner.upstream_info().await {
-                Ok(info) if info.modern => info,
+            // Only the probe: an upstream that does not speak 2026-07-28 refused the client's
+            // own handshake, and a handshake of the gateway's would open a session nobody uses
+            // (found by a first-time user: a second `initialize` followed every refused one).
+            let known = inner.upstream_info.get().cloned();
+            let info = match known {
+                Some(info) => Some(info),
+                None => match inner.discover_modern().await {
+                    Some(info) => {
+                        let _ = inner.upstream_info.set(info.clone());
+                        Some(info)
+                    }
+                    None => None,
+                },
+            };
+            let info = match info {
+                Some(info) if info.modern => info,
                 _ => {
                     inner.state().handshake_refused = Some(super::detail_of(&refusal));
                     inner.to_client(refusal, Some(client_id));
