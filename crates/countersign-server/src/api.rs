@@ -2,6 +2,7 @@
 
 mod effects;
 mod interrupts;
+mod layers;
 mod query;
 mod receipts;
 mod takeback;
@@ -35,6 +36,7 @@ use crate::{Service, browser};
 
 use effects::*;
 use interrupts::*;
+use layers::*;
 use receipts::*;
 use takeback::*;
 
@@ -54,6 +56,7 @@ const RECEIPT_SCAN: usize = 10_000;
 type Answer = Result<Response, Problem>;
 
 pub(crate) fn router(service: Service) -> Router {
+    let logging = service.clone();
     Router::new()
         .route("/api/v1/health", get(health))
         .route("/api/v1/approvals", get(list_approvals))
@@ -95,115 +98,8 @@ pub(crate) fn router(service: Service) -> Router {
             )
             .into_response()
         }))
-}
-
-/// Count every routed call by its route template and status.
-async fn track(
-    State(service): State<Service>,
-    request: axum::extract::Request,
-    next: axum::middleware::Next,
-) -> Response {
-    let route = request
-        .extensions()
-        .get::<axum::extract::MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
-    let method = request.method().as_str().to_owned();
-    let logged_path = service
-        .inner
-        .request_log
-        .load(std::sync::atomic::Ordering::Relaxed)
-        .then(|| request.uri().path().to_owned());
-    let started = std::time::Instant::now();
-    // Issue #31: an approver token on the store's deny-list signs in nowhere, by header or by
-    // the browser session it opened. Answers are also refused inside their own transaction.
-    let response = match revoked_token(&service, request.headers()).await {
-        Ok(None) if let Some(problem) = query::refusal(request.method(), request.uri()) => {
-            problem.into_response()
-        }
-        Ok(None) => next.run(request).await,
-        // A browser whose session holds the revoked token is signed out, not locked out: the
-        // session ends, the sign-in form works, and every other page shows that form with why.
-        Ok(Some(Revoked {
-            problem,
-            session: Some(id),
-        })) => {
-            service.inner.sessions.close(&id);
-            let path = request.uri().path();
-            if path == "/signin" {
-                next.run(request).await
-            } else if path.starts_with("/api/") {
-                browser::clear_session_cookie(&service, problem.into_response())
-            } else {
-                browser::clear_session_cookie(
-                    &service,
-                    browser::signin_page(&service, problem.status, Some(&problem), false),
-                )
-            }
-        }
-        Ok(Some(Revoked { problem, .. })) | Err(problem) => problem.into_response(),
-    };
-    service.inner.metrics.record_request(
-        &method,
-        &route,
-        response.status().as_u16(),
-        started.elapsed(),
-    );
-    if let Some(path) = logged_path {
-        let reason = response
-            .extensions()
-            .get::<crate::problem::LoggedReason>()
-            .map_or_else(String::new, |logged| format!(" {}", logged.0));
-        let path: String = path.chars().take(200).collect();
-        countersign::stderr_line!(
-            "countersign serve: {method} {} -> {}{reason} ({} ms)",
-            countersign::evidence::printable(&path),
-            response.status().as_u16(),
-            started.elapsed().as_millis()
-        );
-    }
-    response
-}
-
-/// A request presenting a revoked approver token: the refusal, and the browser session that
-/// presented it (`None` for an `Authorization` header).
-struct Revoked {
-    problem: Problem,
-    session: Option<String>,
-}
-
-/// The refusal for a request presenting a revoked approver token, if it does (issue #31).
-/// Reading the deny-list fails closed: a store that cannot be read refuses the call.
-async fn revoked_token(service: &Service, headers: &HeaderMap) -> Result<Option<Revoked>, Problem> {
-    let bearer = headers
-        .get(header::AUTHORIZATION)
-        .and_then(|value| value.to_str().ok())
-        .and_then(|value| value.strip_prefix("Bearer "))
-        .map(|token| (token.trim().to_owned(), None));
-    let presented = bearer.or_else(|| {
-        let id = browser::cookie(headers, browser::SESSION_COOKIE)?;
-        let session = service.inner.sessions.find(id, service.inner.clock.now())?;
-        Some((session.token, Some(id.to_owned())))
-    });
-    let Some((jti, session)) = presented.and_then(|(token, session)| {
-        countersign::token::unverified_jti(&token).map(|jti| (jti, session))
-    }) else {
-        return Ok(None);
-    };
-    let store = service.store().await?;
-    if store
-        .token_revoked(&jti)
-        .await
-        .map_err(|error| Problem::from_store(&error))?
-    {
-        return Ok(Some(Revoked {
-            problem: Problem::not_authenticated(format!(
-                "the approver token `{jti}` was revoked (`countersign approver revoke`): ask for a new one"
-            ))
-            .with("token_reason", "revoked"),
-            session,
-        }));
-    }
-    Ok(None)
+        // Outermost, so that every request is logged: unknown routes and panics too.
+        .layer(axum::middleware::from_fn_with_state(logging, log_request))
 }
 
 /// `GET /metrics`: Prometheus text.
@@ -216,45 +112,6 @@ async fn metrics(State(service): State<Service>) -> Response {
         service.inner.metrics.render(),
     )
         .into_response()
-}
-
-/// No route: a browser asking for a page gets an HTML page that leads back to the inbox; an API
-/// client (anything under `/api/`, or not asking for HTML) gets the JSON problem.
-async fn not_found(uri: axum::http::Uri, headers: HeaderMap) -> Response {
-    let wants_page = !uri.path().starts_with("/api/")
-        && headers
-            .get(header::ACCEPT)
-            .and_then(|accept| accept.to_str().ok())
-            .is_some_and(|accept| accept.contains("text/html"));
-    if wants_page {
-        let problem = Problem::new(
-            StatusCode::NOT_FOUND,
-            "not_found",
-            format!(
-                "there is no page at `{}`: the approvals waiting for you are in the inbox",
-                uri.path().escape_debug()
-            ),
-        );
-        return crate::pages::html(
-            StatusCode::NOT_FOUND,
-            crate::pages::views::problem(None, &problem),
-            &[],
-        );
-    }
-    Problem::new(
-        StatusCode::NOT_FOUND,
-        "not_found",
-        "no such route: the API lives under `/api/v1/` (see docs/approval-service.openapi.yaml)",
-    )
-    .into_response()
-}
-
-async fn method_not_allowed() -> Problem {
-    Problem::new(
-        StatusCode::METHOD_NOT_ALLOWED,
-        "method_not_allowed",
-        "this route does not take that method (see docs/approval-service.openapi.yaml)",
-    )
 }
 
 fn json(status: StatusCode, value: &impl Serialize) -> Answer {
@@ -796,5 +653,171 @@ impl Service {
                 })?;
         self.inner.metrics.record_answer(record.state.as_str());
         Ok(record)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use axum::body::Body;
+    use axum::http::Request;
+    use tower::ServiceExt;
+
+    use super::*;
+    use crate::{ServiceConfig, SignIn, StoreSource};
+
+    /// A token's shape, as a person might paste one into a URL.
+    const TOKEN: &str =
+        "eyJhbGciOiJFZERTQSIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJodW1hbjphbGljZSJ9.c2lnbmF0dXJlLWJ5dGVz";
+
+    /// A service over an empty memory store that signs approver tokens in, logging requests.
+    fn logging_service() -> Service {
+        let key = countersign::token::generate_keypair().expect("a key");
+        Service::new(ServiceConfig {
+            store: StoreSource::Open(Arc::new(countersign::store::MemoryStore::new())),
+            sign_in: SignIn {
+                approver_keys: vec![key.public_key()],
+                proxy: None,
+                oidc: None,
+            },
+            directory: BTreeMap::new(),
+            auditors_group: None,
+            public_url: None,
+            clock: Arc::new(countersign::SystemClock),
+            policy: None,
+        })
+        .with_request_log()
+    }
+
+    /// Send `request`; its status, and the request log's line for it.
+    async fn logged(service: &Service, request: Request<Body>) -> (u16, String) {
+        let response = service.router().oneshot(request).await.expect("an answer");
+        let mut lines = service.inner.logged.lock().expect("the log");
+        assert_eq!(lines.len(), 1, "one line per request: {lines:?}");
+        (response.status().as_u16(), lines.remove(0))
+    }
+
+    fn request(method: &str, path: &str, headers: &[(&str, &str)], body: Body) -> Request<Body> {
+        let mut request = Request::builder().method(method).uri(path);
+        for (name, value) in headers {
+            request = request.header(*name, *value);
+        }
+        request.body(body).expect("a request")
+    }
+
+    /// Found by a first-time user: an unknown route logged nothing, and a page's refusal
+    /// logged no reason code.
+    #[tokio::test]
+    async fn every_request_is_logged_with_its_refusals_reason() {
+        let service = logging_service();
+        let form = [("content-type", "application/x-www-form-urlencoded")];
+        let html = [("accept", "text/html")];
+        for (request, expected) in [
+            (
+                request("GET", "/no/such/route", &[], Body::empty()),
+                "GET /no/such/route -> 404 not_found (",
+            ),
+            (
+                request("GET", "/no/such/page", &html, Body::empty()),
+                "GET /no/such/page -> 404 not_found (",
+            ),
+            (
+                request("DELETE", "/api/v1/approvals", &[], Body::empty()),
+                "DELETE /api/v1/approvals -> 405 method_not_allowed (",
+            ),
+            (
+                request("GET", "/inbox", &html, Body::empty()),
+                "GET /inbox -> 303 not_authenticated (",
+            ),
+            (
+                request("POST", "/signin", &form, Body::from("csrf=x&token=y")),
+                "POST /signin -> 403 csrf (",
+            ),
+            (
+                request(
+                    "POST",
+                    "/requests/apr_aaaaaaaaaaaaaaaaaaaa/answer",
+                    &[],
+                    Body::from("{}"),
+                ),
+                "POST /requests/apr_aaaaaaaaaaaaaaaaaaaa/answer -> 415 unsupported_media_type (",
+            ),
+            (
+                request("GET", "/api/v1/approvals", &[], Body::empty()),
+                "GET /api/v1/approvals -> 401 not_authenticated (",
+            ),
+            (
+                request("GET", "/signin", &html, Body::empty()),
+                "GET /signin -> 200 (",
+            ),
+        ] {
+            let (_, line) = logged(&service, request).await;
+            assert!(
+                line.starts_with(&format!("countersign serve: {expected}")),
+                "{line}"
+            );
+        }
+    }
+
+    /// Found by a first-time user: a token pasted into the URL reached the log.
+    #[tokio::test]
+    async fn a_token_in_the_path_is_not_logged() {
+        let service = logging_service();
+        let long = format!("/requests/{}{TOKEN}", "a".repeat(180));
+        for path in [
+            format!("/api/v1/approvals/{TOKEN}"),
+            format!("/requests/{TOKEN}"),
+            format!("/no/such/route/Bearer%20{TOKEN}"),
+            long,
+        ] {
+            let (_, line) = logged(&service, request("GET", &path, &[], Body::empty())).await;
+            assert!(!line.contains("eyJhbGciOiJFZERTQSIsInR5cCI6"), "{line}");
+            // (Past 200 characters the path is cut, the redaction's mark with it.)
+            assert!(line.contains("[redacted"), "{line}");
+        }
+    }
+
+    /// Found by a first-time user: an oversized form got a bare `413` in plain text.
+    #[tokio::test]
+    async fn an_oversized_body_is_refused_like_every_other_refusal() {
+        let service = logging_service();
+        let big = format!("csrf=x&note={}", "a".repeat(MAX_BODY + 1));
+        for (path, media, says) in [
+            (
+                "/signin",
+                "text/html; charset=utf-8",
+                "paste only the approver token",
+            ),
+            (
+                "/requests/apr_aaaaaaaaaaaaaaaaaaaa/answer",
+                "text/html; charset=utf-8",
+                "shorten what you typed",
+            ),
+            (
+                "/slack/interactions",
+                crate::problem::PROBLEM_JSON,
+                "body_too_large",
+            ),
+        ] {
+            let response = service
+                .router()
+                .oneshot(request(
+                    "POST",
+                    path,
+                    &[("content-type", "application/x-www-form-urlencoded")],
+                    Body::from(big.clone()),
+                ))
+                .await
+                .expect("an answer");
+            assert_eq!(response.status(), StatusCode::PAYLOAD_TOO_LARGE, "{path}");
+            assert_eq!(response.headers()[header::CONTENT_TYPE], media, "{path}");
+            let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+                .await
+                .expect("the body");
+            let body = String::from_utf8_lossy(&body);
+            assert!(body.contains(says), "{path}: {body}");
+            assert!(body.contains("body_too_large"), "{path}: {body}");
+            let line = service.inner.logged.lock().expect("the log").remove(0);
+            assert!(line.contains("-> 413 body_too_large ("), "{line}");
+        }
     }
 }

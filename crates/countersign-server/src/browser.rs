@@ -28,7 +28,7 @@ use countersign::token;
 use rand::RngCore;
 use subtle::ConstantTimeEq;
 
-use crate::problem::Problem;
+use crate::problem::{LoggedReason, Problem};
 use crate::{Service, pages};
 
 /// The session cookie's name.
@@ -182,7 +182,7 @@ impl Service {
 }
 
 /// The sign-in form with a fresh CSRF value (cookie and hidden field), and `error` from the last
-/// attempt if there was one, under `status`.
+/// attempt if there was one (its reason code kept for the request log), under `status`.
 pub(crate) fn signin_page(
     service: &Service,
     status: StatusCode,
@@ -190,7 +190,7 @@ pub(crate) fn signin_page(
     signed_out: bool,
 ) -> Response {
     let csrf = random_value();
-    pages::html(
+    let page = pages::html(
         status,
         pages::views::signin(&csrf, error, signed_out),
         &[format!(
@@ -199,7 +199,11 @@ pub(crate) fn signin_page(
                 .cookie_attributes()
                 .replace("SameSite=Lax", "SameSite=Strict")
         )],
-    )
+    );
+    match error {
+        Some(problem) => LoggedReason::mark(problem, page),
+        None => page,
+    }
 }
 
 /// `GET /signin`: the form, with a fresh CSRF value in a cookie and a hidden field
@@ -416,7 +420,10 @@ pub async fn signout(State(service): State<Service>, headers: HeaderMap, body: B
         ))
     })();
     result.unwrap_or_else(|problem| {
-        pages::html(problem.status, pages::views::problem(None, &problem), &[])
+        LoggedReason::mark(
+            &problem,
+            pages::html(problem.status, pages::views::problem(None, &problem), &[]),
+        )
     })
 }
 

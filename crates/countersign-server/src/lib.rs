@@ -60,7 +60,7 @@ use countersign::{Clock, Policy, StoreError};
 pub use auth::{Caller, ProxySignIn, SignIn};
 pub use jwks::{JwksSource, JwtRules, OidcSignIn};
 pub use notify::Notifications;
-pub use problem::Problem;
+pub use problem::{Problem, REDACTED_TOKEN, redact_tokens};
 
 /// The address `countersign serve` listens on unless told otherwise: loopback only.
 pub const DEFAULT_LISTEN: &str = "127.0.0.1:8780";
@@ -158,6 +158,9 @@ struct Inner {
     slack: std::sync::OnceLock<Arc<slack::SlackConfig>>,
     /// Write one line per request to standard error ([`Service::with_request_log`]).
     request_log: std::sync::atomic::AtomicBool,
+    /// The request log's lines, kept here instead of written, for the unit tests to read.
+    #[cfg(test)]
+    logged: std::sync::Mutex<Vec<String>>,
 }
 
 impl Service {
@@ -185,6 +188,8 @@ impl Service {
                 },
                 slack: std::sync::OnceLock::new(),
                 request_log: std::sync::atomic::AtomicBool::new(false),
+                #[cfg(test)]
+                logged: std::sync::Mutex::default(),
             }),
         }
     }
@@ -200,9 +205,12 @@ impl Service {
     /// Log each request to standard error, one line: method, path (without its query),
     /// status, the refusal's reason code (`not_authenticated (expired)`, `not_entitled`) and
     /// the time taken, such as `countersign serve: POST /api/v1/approvals/apr_…/answer -> 403
-    /// not_entitled (4 ms)`. Never a header, a body, a token or a query: what a caller sends
-    /// stays out of the log (found by a first-time user: `serve` logged nothing, not even a
-    /// refused sign-in).
+    /// not_entitled (4 ms)`. Every request gets its line: API routes, the inbox's pages (a
+    /// refusal shown as a page, or as the redirect to the sign-in form, logs its reason code
+    /// too), and routes that do not exist (`404 not_found`). Never a header, a body, a token
+    /// or a query: what a caller sends stays out of the log, and a token pasted into the path
+    /// is logged as `[redacted token]` ([`redact_tokens`]) (found by a first-time user:
+    /// `serve` logged nothing, not even a refused sign-in).
     pub fn with_request_log(self) -> Service {
         self.inner
             .request_log

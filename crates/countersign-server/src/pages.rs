@@ -45,7 +45,7 @@ use countersign::{ActionHash, ApprovalId, ApprovalState, EffectKey, EffectState,
 use maud::Markup;
 
 use crate::auth::Caller;
-use crate::problem::Problem;
+use crate::problem::{LoggedReason, Problem};
 use crate::scope::Scope;
 use crate::{Service, api, browser};
 
@@ -209,12 +209,16 @@ impl Service {
     }
 
     /// The page for a refusal: signed-out GETs go to the sign-in form; anything else is an HTML
-    /// page with the problem's status, saying what happened and what to do.
+    /// page with the problem's status, saying what happened and what to do. Either way the
+    /// request log gets the reason code, as for the API.
     fn refused_page(&self, viewer: Option<&Viewer>, problem: Problem, get: bool) -> Response {
         if get && problem.status == StatusCode::UNAUTHORIZED {
-            return see_other("/signin");
+            return LoggedReason::mark(&problem, see_other("/signin"));
         }
-        html(problem.status, views::problem(viewer, &problem), &[])
+        LoggedReason::mark(
+            &problem,
+            html(problem.status, views::problem(viewer, &problem), &[]),
+        )
     }
 }
 
@@ -451,13 +455,16 @@ async fn request_with_refusal(
     match service.request_view(viewer, id).await {
         Ok(mut view) => {
             let status = problem.status;
+            let logged = LoggedReason::of(&problem);
             view.refusal = Some(problem);
             view.refusal_heading = heading;
-            html(
+            let mut response = html(
                 status,
                 views::request(viewer, &view, service.inner.clock.now()),
                 &[],
-            )
+            );
+            response.extensions_mut().insert(logged);
+            response
         }
         // The request itself cannot be shown: show the refusal alone.
         Err(_) => service.refused_page(Some(viewer), problem, false),
@@ -633,11 +640,17 @@ async fn effects_page(
     resolved: Option<String>,
 ) -> Response {
     match service.ambiguous_effects(&viewer.caller).await {
-        Ok(rows) => html(
-            status,
-            views::effects(viewer, &rows, refusal.as_ref(), resolved.as_deref()),
-            &[],
-        ),
+        Ok(rows) => {
+            let mut response = html(
+                status,
+                views::effects(viewer, &rows, refusal.as_ref(), resolved.as_deref()),
+                &[],
+            );
+            if let Some((_, problem)) = &refusal {
+                response.extensions_mut().insert(LoggedReason::of(problem));
+            }
+            response
+        }
         Err(problem) => service.refused_page(Some(viewer), problem, true),
     }
 }
@@ -661,7 +674,8 @@ async fn resolve(
         return service.refused_page(Some(&viewer), problem, false);
     }
     let key = path.map(|Path(key)| key).unwrap_or_default();
-    let refuse = |problem: Problem| (key.clone(), problem);
+    // The banner quotes the key: a token pasted into the path is not handed back.
+    let refuse = |problem: Problem| (crate::redact_tokens(&key).into_owned(), problem);
     let unknown = || {
         Problem::new(
             StatusCode::NOT_FOUND,

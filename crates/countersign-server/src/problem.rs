@@ -1,6 +1,8 @@
 //! Errors as RFC 9457 problem details (`application/problem+json`), carrying the kernel's
 //! reason codes.
 
+use std::borrow::Cow;
+
 use axum::http::{HeaderValue, StatusCode, header};
 use axum::response::{IntoResponse, Response};
 use countersign::effect::ResolveRefusal;
@@ -15,7 +17,8 @@ pub const PROBLEM_JSON: &str = "application/problem+json";
 /// Serialized as `{type, title, status, detail, reason, ...}`: `type` is
 /// `urn:countersign:reason:<reason>`, `reason` the kernel's stable reason code
 /// (`not_entitled`, `mismatch`, ...), `detail` one line saying what happened and what to do.
-/// A detail never contains a token or the proxy's secret.
+/// A detail never contains a token or the proxy's secret: one pasted into a path or a body
+/// and quoted back is replaced by [`REDACTED_TOKEN`] ([`redact_tokens`]).
 #[derive(Debug)]
 pub struct Problem {
     /// The HTTP status.
@@ -29,12 +32,18 @@ pub struct Problem {
 }
 
 impl Problem {
-    /// A problem with no extension members.
+    /// A problem with no extension members. A bearer token the detail quotes (a path or a
+    /// body field holding one) is replaced by [`REDACTED_TOKEN`] ([`redact_tokens`]).
     pub fn new(status: StatusCode, reason: &'static str, detail: impl Into<String>) -> Problem {
+        let detail = detail.into();
+        let detail = match redact_tokens(&detail) {
+            Cow::Borrowed(_) => detail,
+            Cow::Owned(redacted) => redacted,
+        };
         Problem {
             status,
             reason,
-            detail: detail.into(),
+            detail,
             extra: serde_json::Map::new(),
         }
     }
@@ -187,16 +196,73 @@ impl Problem {
 #[derive(Clone, Debug)]
 pub(crate) struct LoggedReason(pub(crate) String);
 
+impl LoggedReason {
+    /// `problem`'s reason code for the request log.
+    pub(crate) fn of(problem: &Problem) -> LoggedReason {
+        LoggedReason(
+            match problem
+                .extra
+                .get("token_reason")
+                .and_then(|value| value.as_str())
+            {
+                Some(why) => format!("{} ({why})", problem.reason),
+                None => problem.reason.to_owned(),
+            },
+        )
+    }
+
+    /// `response` (a page or a redirect answering `problem`) with `problem`'s reason code kept
+    /// for the request log, as a problem+json response keeps it.
+    pub(crate) fn mark(problem: &Problem, mut response: Response) -> Response {
+        response.extensions_mut().insert(LoggedReason::of(problem));
+        response
+    }
+}
+
+/// What a bearer token found in echoed or logged text is replaced by.
+pub const REDACTED_TOKEN: &str = "[redacted token]";
+
+/// `text` with every bearer-token-shaped substring replaced by [`REDACTED_TOKEN`]: a JWT (an
+/// approver token, or an identity provider's), that is a run of base64url characters and
+/// dots starting `eyJ` (the encoding of `{"`, which begins every JWT header), with a header
+/// of at least 10 characters, a non-empty payload and a second dot. For anything the service
+/// repeats from a request: the path in the request log, a problem's detail quoting a path or
+/// a body. A token pasted into a URL or a form field would otherwise be handed back, or
+/// written to the log, in the clear (found by a first-time user).
+pub fn redact_tokens(text: &str) -> Cow<'_, str> {
+    if !text.contains("eyJ") {
+        return Cow::Borrowed(text);
+    }
+    let token_char = |c: char| c.is_ascii_alphanumeric() || matches!(c, '-' | '_' | '.');
+    let mut redacted = String::with_capacity(text.len());
+    let mut replaced = false;
+    let mut rest = text;
+    while let Some(start) = rest.find("eyJ") {
+        let run = &rest[start..];
+        let length = run.find(|c: char| !token_char(c)).unwrap_or(run.len());
+        let mut segments = run[..length].split('.');
+        let header = segments.next().unwrap_or_default();
+        let payload = segments.next().unwrap_or_default();
+        if header.len() >= 10 && !payload.is_empty() && segments.next().is_some() {
+            redacted.push_str(&rest[..start]);
+            redacted.push_str(REDACTED_TOKEN);
+            replaced = true;
+            rest = &run[length..];
+        } else {
+            redacted.push_str(&rest[..start + 3]);
+            rest = &run[3..];
+        }
+    }
+    if !replaced {
+        return Cow::Borrowed(text);
+    }
+    redacted.push_str(rest);
+    Cow::Owned(redacted)
+}
+
 impl IntoResponse for Problem {
     fn into_response(self) -> Response {
-        let logged = match self
-            .extra
-            .get("token_reason")
-            .and_then(|value| value.as_str())
-        {
-            Some(why) => format!("{} ({why})", self.reason),
-            None => self.reason.to_owned(),
-        };
+        let logged = LoggedReason::of(&self);
         let mut body = serde_json::Map::new();
         body.insert(
             "type".to_owned(),
@@ -209,9 +275,11 @@ impl IntoResponse for Problem {
         for (name, value) in self.extra {
             body.entry(name).or_insert(value);
         }
-        let text = serde_json::Value::Object(body).to_string();
+        // The detail is redacted already; an extension member may quote the body too
+        // (`results` keyed by the ids a caller sent).
+        let text = redact_tokens(&serde_json::Value::Object(body).to_string()).into_owned();
         let mut response = (self.status, text).into_response();
-        response.extensions_mut().insert(LoggedReason(logged));
+        response.extensions_mut().insert(logged);
         let headers = response.headers_mut();
         headers.insert(header::CONTENT_TYPE, HeaderValue::from_static(PROBLEM_JSON));
         if self.status == StatusCode::UNAUTHORIZED {
@@ -224,5 +292,68 @@ impl IntoResponse for Problem {
             headers.insert(header::RETRY_AFTER, HeaderValue::from_static("5"));
         }
         response
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// An approver token's shape: `{"alg":"EdDSA","typ":"JWT"}`, claims, a signature.
+    const TOKEN: &str =
+        "eyJhbGciOiJFZERTQSIsInR5cCI6IkpXVCJ9.eyJzdWIiOiJodW1hbjphbGljZSJ9.c2lnbmF0dXJlLWJ5dGVz";
+
+    #[test]
+    fn a_token_pasted_anywhere_is_redacted_and_nothing_else_is() {
+        assert_eq!(
+            redact_tokens(&format!("/api/v1/approvals/{TOKEN}/answer")),
+            "/api/v1/approvals/[redacted token]/answer"
+        );
+        assert_eq!(
+            redact_tokens(&format!("/inbox/Bearer%20{TOKEN}")),
+            "/inbox/Bearer%20[redacted token]"
+        );
+        // Unsigned (`alg: none`): the signature is empty.
+        assert_eq!(
+            redact_tokens("x eyJhbGciOiJub25lIn0.eyJzdWIiOiJ4In0. y"),
+            "x [redacted token] y"
+        );
+        for kept in [
+            "/api/v1/approvals/apr_0123456789abcdefghij",
+            "api.example.com and sha256:0a1b",
+            "heyJude.mp3",
+            "eyJhbGciOiJ9.eyJzdWIi",
+            "the approver token `tok_abcdefghijklmnopqrst` was revoked",
+        ] {
+            assert!(matches!(redact_tokens(kept), Cow::Borrowed(_)), "{kept}");
+        }
+    }
+
+    #[tokio::test]
+    async fn a_problem_never_hands_a_token_back() {
+        let problem = Problem::new(
+            StatusCode::NOT_FOUND,
+            "unknown_request",
+            format!("no approval request `{TOKEN}`"),
+        )
+        .with(
+            "results",
+            serde_json::json!({ TOKEN: {"status": "refused"} }),
+        );
+        assert_eq!(problem.detail, "no approval request `[redacted token]`");
+        let response = problem.into_response();
+        assert_eq!(
+            response
+                .extensions()
+                .get::<LoggedReason>()
+                .map(|logged| logged.0.as_str()),
+            Some("unknown_request")
+        );
+        let body = axum::body::to_bytes(response.into_body(), usize::MAX)
+            .await
+            .expect("the body");
+        let body = String::from_utf8_lossy(&body);
+        assert!(!body.contains(TOKEN), "{body}");
+        assert!(body.contains("[redacted token]"), "{body}");
     }
 }

@@ -386,6 +386,16 @@ fn press_of(body: &[u8]) -> Option<Press> {
     })
 }
 
+/// A refusal of a request that claims to come from Slack: `text` as plain text (Slack shows
+/// nothing of it), with `reason` kept for the request log.
+fn refused(status: StatusCode, reason: &'static str, text: &'static str) -> Response {
+    let mut response = (status, text).into_response();
+    response
+        .extensions_mut()
+        .insert(crate::problem::LoggedReason(reason.to_owned()));
+    response
+}
+
 /// `POST /slack/interactions`.
 async fn interaction(
     State(service): State<Service>,
@@ -393,30 +403,30 @@ async fn interaction(
     body: axum::body::Bytes,
 ) -> Response {
     let Some(slack) = service.inner.slack.get().cloned() else {
-        return (
+        return refused(
             StatusCode::NOT_FOUND,
+            "not_found",
             "Slack is not configured on this service",
-        )
-            .into_response();
+        );
     };
     let now = service.inner.clock.now();
     match check_signature(&slack.signing_secret, &headers, &body, now) {
         Ok(()) => {}
         Err(Unsigned::Signature) => {
             service.inner.metrics.record_answer("slack_bad_signature");
-            return (
+            return refused(
                 StatusCode::UNAUTHORIZED,
+                "slack_bad_signature",
                 "refused: the request does not carry a valid Slack signature (check the signing secret)",
-            )
-                .into_response();
+            );
         }
         Err(Unsigned::Stale) => {
             service.inner.metrics.record_answer("slack_stale_timestamp");
-            return (
+            return refused(
                 StatusCode::UNAUTHORIZED,
+                "slack_stale_timestamp",
                 "refused: the request's timestamp is missing or more than five minutes from now (replayed, or a clock is wrong)",
-            )
-                .into_response();
+            );
         }
     }
     // A press is taken once: the same signed request again (a replay from a captured log, or
@@ -430,11 +440,11 @@ async fn interaction(
         return StatusCode::OK.into_response();
     }
     let Some(press) = press_of(&body) else {
-        return (
+        return refused(
             StatusCode::BAD_REQUEST,
+            "invalid_body",
             "refused: not a Countersign button press (`block_actions` with `approve` or `deny`)",
-        )
-            .into_response();
+        );
     };
     let channel = press
         .channel

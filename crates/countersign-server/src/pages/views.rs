@@ -140,6 +140,19 @@ fn findings(text: &ShownText) -> Markup {
     }
 }
 
+/// Free text a person or an agent typed (an answer's note, a receipt's note, what is known about
+/// an effect), as every value on the page is shown ([`countersign::display::shown`]: each hidden,
+/// reordering or look-alike character written as `\u{…}`, to be marked, with its findings);
+/// anything else [`countersign::evidence::printable`] escapes is escaped too. Found by a
+/// first-time user: a note's right-to-left override reached the page and reversed it.
+fn typed(text: &str) -> ShownText {
+    let mut shown = countersign::display::shown(text);
+    if let std::borrow::Cow::Owned(escaped) = countersign::evidence::printable(&shown.text) {
+        shown.text = escaped;
+    }
+    shown
+}
+
 /// A shown text followed by its findings.
 fn shown(text: &ShownText) -> Markup {
     html! { span.value { (marked(text)) } (findings(text)) }
@@ -405,7 +418,10 @@ pub(crate) fn request(viewer: &Viewer, view: &RequestView, now: Timestamp) -> Ma
                         strong { (answer.approver.id) } " " (decision_words(answer.decision))
                         " at " time datetime=(answer.answered_at.to_rfc3339()) { (answer.answered_at.to_rfc3339()) }
                         " (" (answer.approver.authentication.as_str()) ", " (answer.approver.channel.as_str()) ")"
-                        @if let Some(note) = &answer.note { ": " q { (note) } }
+                        @if let Some(note) = &answer.note {
+                            @let note = typed(note);
+                            ": " q { (marked(&note)) } (findings(&note))
+                        }
                     }
                 }
             }
@@ -603,7 +619,12 @@ pub(crate) fn receipts(
                                 }
                             }
                             td { @if let Some(approver) = &receipt.approver { (approver) } }
-                            td { @if let Some(note) = &receipt.note { q { (note) } } }
+                            td {
+                                @if let Some(note) = &receipt.note {
+                                    @let note = typed(note);
+                                    q { (marked(&note)) } (findings(&note))
+                                }
+                            }
                         }
                     }
                 }
@@ -664,7 +685,7 @@ pub(crate) fn effects(
                         }
                     }
                     dt { "Action hash" } dd { code { (row.record.action_hash) } }
-                    dt { "What is known" } dd { @if let Some(detail) = &row.record.detail { (detail) } @else { "nothing more" } }
+                    dt { "What is known" } dd { @if let Some(detail) = &row.record.detail { (shown(&typed(detail))) } @else { "nothing more" } }
                     dt { "Who may resolve" } dd { (row.resolvers) }
                 }
                 @if row.may_resolve {
@@ -769,6 +790,33 @@ mod tests {
         };
         let out = marked(&text).into_string();
         assert_eq!(out, "&lt;script&gt;alert(1)&lt;/script&gt;");
+    }
+
+    #[test]
+    fn typed_text_shows_every_hidden_character() {
+        // A right-to-left override, a zero-width space and an interlinear annotation anchor
+        // (which `printable` escapes, and the display does not mark).
+        let note = typed("ok\u{202e}kcab\u{200b} \u{fff9}<b>");
+        assert_eq!(note.text, "ok\\u{202e}kcab\\u{200b} \\u{fff9}<b>");
+        assert!(
+            note.findings
+                .iter()
+                .any(|finding| finding.kind == FindingKind::BidiControl)
+        );
+        let out = html! { (marked(&note)) (findings(&note)) }.into_string();
+        assert!(
+            out.contains("<mark class=\"escape\">\\u{202e}</mark>"),
+            "{out}"
+        );
+        assert!(
+            out.contains("<mark class=\"escape\">\\u{fff9}</mark>"),
+            "{out}"
+        );
+        assert!(out.contains("&lt;b&gt;"), "{out}");
+        for hidden in ['\u{202e}', '\u{200b}', '\u{fff9}'] {
+            assert!(!out.contains(hidden), "{out}");
+        }
+        assert_eq!(typed("ticket 7").text, "ticket 7");
     }
 
     #[test]

@@ -840,3 +840,166 @@ async fn an_unknown_request_page_leads_back_to_the_inbox() {
     }
     harness.stop().await;
 }
+
+/// Found by a first-time user: an answer's note holding hidden characters (a right-to-left
+/// override, a zero-width space) reached the request and receipts pages as it was, where it
+/// reversed what a person read. Notes are shown as every value is: escaped and marked.
+#[tokio::test]
+async fn notes_are_shown_with_their_hidden_characters_marked() {
+    let harness = Harness::start(Backend::Sqlite, "pages_notes", Options::default()).await;
+    let (id, hash) = harness
+        .ask("finance.refund", json!({"payment_id": "pi_note"}))
+        .await;
+    let alice = harness.token("human:alice", &[]);
+    let note = "ok \u{202e}gnp.exe\u{200b} \u{fff9}<b>x</b>";
+    let (status, body) = harness
+        .post(
+            &format!("/api/v1/approvals/{id}/answer"),
+            Some(&alice),
+            json!({"decision": "approve", "action_hash": hash.as_str(), "note": note}),
+        )
+        .await;
+    assert_eq!(status, 200, "{body}");
+    let session = sign_in(&harness, &harness.token("human:bob", &[])).await;
+    for path in [format!("/requests/{id}"), "/receipts".to_owned()] {
+        let (status, html) = get(&harness, &path, &session).await;
+        assert_eq!(status, 200, "{path}");
+        assert!(
+            html.contains("gnp.exe"),
+            "{path}: the note is shown: {html}"
+        );
+        for hidden in ['\u{202e}', '\u{200b}', '\u{fff9}'] {
+            assert!(
+                !html.contains(hidden),
+                "{path}: U+{:04X} reached the page",
+                u32::from(hidden)
+            );
+        }
+        assert!(
+            html.contains(r#"<mark class="escape">\u{202e}</mark>"#),
+            "{path}: {html}"
+        );
+        assert!(!html.contains("<b>x</b>"), "{path}: {html}");
+    }
+    harness.stop().await;
+}
+
+/// Found by a first-time user: a bearer token pasted into a URL or a body was handed back in
+/// the refusal's detail. Wherever a refusal quotes a path or a body, the token is redacted.
+#[tokio::test]
+async fn a_token_pasted_into_a_path_or_a_body_is_not_handed_back() {
+    let harness = Harness::start(Backend::Sqlite, "pages_token_echo", Options::default()).await;
+    let (id, _) = harness
+        .ask("finance.refund", json!({"payment_id": "pi_echo"}))
+        .await;
+    let alice = harness.token("human:alice", &[]);
+    let api = [
+        harness
+            .get(&format!("/api/v1/approvals/{alice}"), Some(&alice))
+            .await,
+        harness
+            .post(
+                &format!("/api/v1/approvals/{id}/answer"),
+                Some(&alice),
+                json!({ alice.clone(): "approve" }),
+            )
+            .await,
+        harness
+            .post(
+                "/api/v1/interrupts/responses",
+                Some(&alice),
+                json!({"responses": { alice.clone(): {"decision": "approve"} }}),
+            )
+            .await,
+    ];
+    for (status, body) in api {
+        assert!(status >= 400, "{body}");
+        let text = body.to_string();
+        assert!(!text.contains(&alice), "the token came back: {text}");
+        assert!(
+            body["detail"]
+                .as_str()
+                .is_some_and(|detail| detail.contains("[redacted token]")),
+            "{text}"
+        );
+    }
+    let session = sign_in(&harness, &alice).await;
+    let (status, html) = get(&harness, &format!("/requests/{alice}"), &session).await;
+    assert_eq!(status, 404, "{html}");
+    assert!(!html.contains(&alice), "the token came back: {html}");
+    assert!(html.contains("[redacted token]"), "{html}");
+    let response = client()
+        .get(harness.url(&format!("/no/such/page/{alice}")))
+        .header("accept", "text/html")
+        .send()
+        .await
+        .expect("an answer");
+    let (status, html) = page(response).await;
+    assert_eq!(status, 404, "{html}");
+    assert!(!html.contains(&alice), "the token came back: {html}");
+    let (_, effects) = get(&harness, "/effects", &session).await;
+    let csrf = hidden(&effects, "csrf");
+    let (status, html) = page(
+        post_form(
+            &harness,
+            &format!("/effects/{alice}/resolve"),
+            &session,
+            &[("csrf", &csrf), ("to", "failed"), ("note", "checked")],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 404, "{html}");
+    assert!(!html.contains(&alice), "the token came back: {html}");
+    harness.stop().await;
+}
+
+/// Found by a first-time user: a form past the 64 KiB the service reads got a bare `413` in
+/// plain text. It gets a page saying what happened and what to do, like every other refusal.
+#[tokio::test]
+async fn an_oversized_form_gets_a_page_saying_what_to_do() {
+    let harness = Harness::start(Backend::Sqlite, "pages_too_large", Options::default()).await;
+    let (id, hash) = harness
+        .ask("finance.refund", json!({"payment_id": "pi_large"}))
+        .await;
+    let session = sign_in(&harness, &harness.token("human:alice", &[])).await;
+    let (_, html) = get(&harness, &format!("/requests/{id}"), &session).await;
+    let csrf = hidden(&html, "csrf");
+    let long = "a".repeat(70 * 1024);
+    let (status, html) = page(
+        post_form(
+            &harness,
+            &format!("/requests/{id}/answer"),
+            &session,
+            &[
+                ("csrf", &csrf),
+                ("decision", "approve"),
+                ("action_hash", hash.as_str()),
+                ("note", &long),
+            ],
+        )
+        .await,
+    )
+    .await;
+    assert_eq!(status, 413, "{html}");
+    assert!(html.contains("the form was larger than 64 KiB"), "{html}");
+    assert!(html.contains("<code>body_too_large</code>"), "{html}");
+    let (status, html) = page(
+        client()
+            .post(harness.url("/signin"))
+            .form(&[("csrf", "x"), ("token", long.as_str())])
+            .send()
+            .await
+            .expect("an answer"),
+    )
+    .await;
+    assert_eq!(status, 413, "{html}");
+    assert!(html.contains("paste only the approver token"), "{html}");
+    assert!(
+        html.contains(r#"<form id="signin""#),
+        "the form again: {html}"
+    );
+    let record = harness.store.approval(&id).await.expect("read");
+    assert!(record.is_some_and(|record| record.answers.is_empty()));
+    harness.stop().await;
+}
