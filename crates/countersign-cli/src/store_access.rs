@@ -47,10 +47,33 @@ pub(crate) fn store_flags(global: &Global) -> String {
         ));
     }
     if let Some(url) = &global.store_url {
-        let url = countersign::store::redact_url(url);
-        flags.push_str(&format!(" --store-url {}", shell_word(&url)));
+        flags.push_str(&format!(
+            " --store-url {}",
+            shell_word(&suggestable_url(url))
+        ));
     }
     flags
+}
+
+/// `url` to suggest in a command: redacted ([`countersign::store::redact_url`]), and without
+/// the query parameters whose values redaction hid, so that the command works pasted as shown
+/// (found by a first-time user: `?password=***` sent `***` as the password, over
+/// `PGPASSWORD`).
+fn suggestable_url(url: &str) -> String {
+    let redacted = countersign::store::redact_url(url);
+    let Some((base, query)) = redacted.split_once('?') else {
+        return redacted;
+    };
+    let (query, fragment) = query.split_at(query.find('#').unwrap_or(query.len()));
+    let kept: Vec<&str> = query
+        .split('&')
+        .filter(|pair| *pair != "***" && !pair.ends_with("=***"))
+        .collect();
+    if kept.is_empty() {
+        format!("{base}{fragment}")
+    } else {
+        format!("{base}?{}{fragment}", kept.join("&"))
+    }
 }
 
 /// [`store_flags`] for a suggestion shown away from this process's folder (the gateway's
@@ -75,7 +98,7 @@ pub(crate) fn absolute_store_flags(global: &Global) -> String {
                     query.unwrap_or_default()
                 )
             }
-            _ => countersign::store::redact_url(url),
+            _ => suggestable_url(url),
         };
         flags.push_str(&format!(" --store-url {}", shell_word(&url)));
     }
@@ -189,6 +212,22 @@ pub(crate) async fn effect_key_named(
 #[cfg(test)]
 mod tests {
     use super::shell_word;
+
+    #[test]
+    fn a_suggested_store_url_leaves_out_what_redaction_hid() {
+        assert_eq!(
+            super::suggestable_url("postgres://bob:pw@db/x?password=pw&schema=s"),
+            "postgres://bob@db/x?schema=s"
+        );
+        assert_eq!(
+            super::suggestable_url("postgres://db/x?pass%77ord=pw"),
+            "postgres://db/x"
+        );
+        assert_eq!(
+            super::suggestable_url("postgres://db/x?schema=s"),
+            "postgres://db/x?schema=s"
+        );
+    }
 
     #[test]
     fn a_suggested_word_is_quoted_only_where_a_shell_would_change_it() {

@@ -71,7 +71,8 @@ pub use sqlite::SqliteStore;
 #[doc(hidden)]
 pub use url::read_url;
 pub use url::{
-    open_url, open_url_async, open_url_existing, open_url_for_reading, redact_url, sqlite_path,
+    SHOWN_PARAMETERS, open_url, open_url_async, open_url_existing, open_url_for_reading,
+    redact_url, sqlite_path,
 };
 
 /// A receipt stored in a lane its store never writes, with no place in the log

@@ -702,6 +702,12 @@ mod tests {
             error.contains("`shema`") && error.contains("check its spelling"),
             "{error}"
         );
+        // A "name" that is not one may hold a secret: it is not echoed.
+        let error = parse_url("postgres://h/db?password%3DSECRETG").expect_err("refused");
+        assert!(
+            !error.contains("SECRETG") && error.contains("not shown"),
+            "{error}"
+        );
         let (url, _) = parse_url("postgres://h/db?application_name=agent&sslmode=disable")
             .expect("the driver's own");
         assert_eq!(

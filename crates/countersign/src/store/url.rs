@@ -15,28 +15,52 @@ pub fn sqlite_path(url: &str) -> Option<&str> {
 }
 
 /// `url` fit to print in a message or a log: the password of its user information
-/// (`scheme://user:password@host` becomes `scheme://user@host`) and the value of a `password` or
-/// `sslpassword` query parameter (becomes `***`) removed.
+/// (`scheme://user:password@host` becomes `scheme://user@host`), and the value of every query
+/// parameter that is not one of the known, non-secret ones ([`SHOWN_PARAMETERS`]) replaced by
+/// `***` (`?password=…`, and a misspelt `?pasword=…` alike; a pair without `=` that is not
+/// known is `***` whole, since `password%3D…` is one).
 ///
 /// The user information ends at the last `@` before the first `/`, `?` or `#` after the scheme,
-/// as the URL standard reads it and sqlx with it (a password may hold a raw `@`). Every scheme is
-/// redacted alike, a mistyped one too (`postgress://`, `Postgres://`, `postgres:/`): a typo is
-/// exactly when a URL reaches an error message. A `sqlite:` URL is a file path and is returned
-/// unchanged.
+/// as the URL standard reads it and sqlx with it (a password may hold a raw `@`). A URL with an
+/// `@` only later is malformed — a password holding a raw `/`, `?` or `#` — and is read failing
+/// closed: everything before its last `@` is user information (found by a first-time user: such
+/// a password was printed whole in the error saying the URL was malformed). Every scheme is
+/// redacted alike, a mistyped one too (`postgress://`, `Postgres://`, `postgres:/`,
+/// `postgres//`): a typo is exactly when a URL reaches an error message. A `sqlite:` URL is a
+/// file path and is returned unchanged.
 pub fn redact_url(url: &str) -> String {
     if sqlite_path(url).is_some() {
         return url.to_owned();
     }
-    let Some(colon) = url.find(':') else {
-        return url.to_owned();
+    // Where the part after the scheme starts: after the first `//` when it comes before the
+    // first `:` (a scheme typed without its colon), else after the first `:` and its slashes.
+    let start = match (url.find("//"), url.find(':')) {
+        (Some(slashes), Some(colon)) if slashes < colon => slashes + 2,
+        (_, Some(colon)) => {
+            let after = &url[colon + 1..];
+            colon + 1 + (after.len() - after.trim_start_matches('/').len())
+        }
+        (Some(slashes), None) => slashes + 2,
+        (None, None) => return url.to_owned(),
     };
-    let after_scheme = &url[colon + 1..];
-    let start = colon + 1 + (after_scheme.len() - after_scheme.trim_start_matches('/').len());
     let rest = &url[start..];
-    let authority = &rest[..rest.find(['/', '?', '#']).unwrap_or(rest.len())];
-    let mut printed = match authority.rfind('@') {
+    let authority_end = rest.find(['/', '?', '#']).unwrap_or(rest.len());
+    let authority = &rest[..authority_end];
+    let at = authority.rfind('@').or_else(|| {
+        // No `@` in the authority: user information only if what would be its port is not a
+        // number (`user:pa/ss@host` reads as host `user`, port `pa`), and an `@` comes later.
+        let host_port = match authority.strip_prefix('[') {
+            Some(bracketed) => bracketed.split_once(']').map_or("", |(_, port)| port),
+            None => authority,
+        };
+        let bad_port = host_port
+            .rfind(':')
+            .is_some_and(|colon| !host_port[colon + 1..].bytes().all(|b| b.is_ascii_digit()));
+        if bad_port { rest.rfind('@') } else { None }
+    });
+    let mut printed = match at {
         Some(at) => {
-            let user = authority[..at].split(':').next().unwrap_or("");
+            let user = rest[..at].split([':', '/', '?', '#']).next().unwrap_or("");
             format!("{}{user}{}", &url[..start], &rest[at..])
         }
         None => url.to_owned(),
@@ -46,20 +70,50 @@ pub fn redact_url(url: &str) -> String {
         let (query, fragment) = tail.split_at(tail.find('#').unwrap_or(tail.len()));
         let query: Vec<String> = query
             .split('&')
-            .map(|pair| match pair.split_once('=') {
-                Some((key, _))
-                    if query_key(key).eq_ignore_ascii_case("password")
-                        || query_key(key).eq_ignore_ascii_case("sslpassword") =>
-                {
-                    format!("{key}=***")
+            .map(|pair| {
+                let (key, value) = match pair.split_once('=') {
+                    Some((key, value)) => (key, Some(value)),
+                    None => (pair, None),
+                };
+                let shown = SHOWN_PARAMETERS.contains(&query_key(key).as_ref());
+                match value {
+                    _ if shown || pair.is_empty() => pair.to_owned(),
+                    Some(_) => format!("{key}=***"),
+                    None => "***".to_owned(),
                 }
-                _ => pair.to_owned(),
             })
             .collect();
         printed = format!("{head}{}{fragment}", query.join("&"));
     }
     printed
 }
+
+/// The query parameters whose values [`redact_url`] shows: the PostgreSQL store's own and its
+/// driver's (sqlx 0.9), less `password`. Any other may be a secret under another name.
+pub const SHOWN_PARAMETERS: &[&str] = &[
+    "schema",
+    "isolation",
+    "pooler",
+    "max_connections",
+    "retry_budget_ms",
+    "sslmode",
+    "ssl-mode",
+    "sslrootcert",
+    "ssl-root-cert",
+    "ssl-ca",
+    "sslcert",
+    "ssl-cert",
+    "sslkey",
+    "ssl-key",
+    "statement-cache-capacity",
+    "host",
+    "hostaddr",
+    "port",
+    "dbname",
+    "user",
+    "application_name",
+    "options",
+];
 
 /// A URL query key as the driver reads it (`application/x-www-form-urlencoded`, as the URL
 /// standard's query parsing does): `+` is a space and `%XX` the byte it names, so
@@ -366,6 +420,28 @@ mod redact_tests {
             (
                 "postgres://db/x?application_name=a:b@c",
                 "postgres://db/x?application_name=a:b@c",
+            ),
+            // Found by a first-time user: each of these was printed whole.
+            (
+                "postgres://bob:SECRETQ/@h:5432/x",
+                "postgres://bob@h:5432/x",
+            ),
+            ("postgres://bob:SECRETR#@h/x", "postgres://bob@h/x"),
+            ("postgres://bob:SECRETS?@h/x", "postgres://bob@h/x"),
+            ("postgres//bob:SECRETT@h/x", "postgres//bob@h/x"),
+            (
+                "postgres://h/x?pasword=SECRETX&schema=s",
+                "postgres://h/x?pasword=***&schema=s",
+            ),
+            ("postgres://h/x?passwd=SECRETY", "postgres://h/x?passwd=***"),
+            ("postgres://h/x?password%3DSECRETG", "postgres://h/x?***"),
+            (
+                "postgres://h/x?pass%77ord=SECRETH",
+                "postgres://h/x?pass%77ord=***",
+            ),
+            (
+                "postgres://[::1]:5432/x?sslmode=disable",
+                "postgres://[::1]:5432/x?sslmode=disable",
             ),
             ("sqlite:odd:name@file.db", "sqlite:odd:name@file.db"),
             ("memory:", "memory:"),

@@ -97,8 +97,20 @@ pub(super) fn parse_url(url: &str) -> Result<(String, PostgresOptions), String> 
             // misspelt `shema=` opened the default schema, another store).
             other => {
                 return Err(format!(
-                    "the store URL has the parameter `{}`, which neither the PostgreSQL store nor its driver reads: check its spelling; the store reads `schema`, `isolation`, `pooler`, `max_connections` and `retry_budget_ms`, and passes `sslmode`, `sslrootcert`, `sslcert`, `sslkey`, `statement-cache-capacity`, `host`, `hostaddr`, `port`, `dbname`, `user`, `password`, `application_name` and `options` to the driver",
-                    crate::evidence::printable(other)
+                    "the store URL has {}, which neither the PostgreSQL store nor its driver reads: check its spelling; the store reads `schema`, `isolation`, `pooler`, `max_connections` and `retry_budget_ms`, and passes `sslmode`, `sslrootcert`, `sslcert`, `sslkey`, `statement-cache-capacity`, `host`, `hostaddr`, `port`, `dbname`, `user`, `password`, `application_name` and `options` to the driver",
+                    // A name is echoed; anything else (`password%3D…` decodes to
+                    // `password=…`) may hold a secret.
+                    if !other.is_empty()
+                        && other.len() <= 64
+                        && other
+                            .chars()
+                            .all(|c| c.is_ascii_alphanumeric() || matches!(c, '_' | '-' | '.'))
+                    {
+                        format!("the parameter `{other}`")
+                    } else {
+                        "a parameter whose name is not a name (not shown: it may hold a secret)"
+                            .to_owned()
+                    }
                 ));
             }
         }
