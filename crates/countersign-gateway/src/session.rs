@@ -800,6 +800,11 @@ impl Inner {
                 );
                 return;
             }
+            // Cancelled while it was held (over HTTP; the stdio front reads the cancellation
+            // only after the held requests): not sent, and not answered.
+            if !self.state().in_flight.contains(&id_text(&client_id)) {
+                return;
+            }
         }
         // Read into a binding of its own: a guard in an `if let` condition lives through the
         // block, and the refusal below locks the state again (found by a first-time user: the
@@ -2135,18 +2140,30 @@ impl Session {
     /// by a first-time user: it was refused as if it were a request); the request it answers is
     /// ended instead: the upstream's is answered -32603 saying why, the gateway's own approval
     /// question counts as unanswered (the approval request stays pending).
-    pub(crate) async fn client_oversized_reply(&self, text: &[u8], max: usize) -> bool {
-        let seen = wire::partial_message(text, &[]);
+    pub(crate) async fn client_oversized_reply(
+        &self,
+        head: &[u8],
+        tail: &[u8],
+        bytes: usize,
+        max: usize,
+    ) -> bool {
+        let seen = wire::partial_message(head, tail);
         if seen.has_method {
             return false;
         }
-        let Some(id) = seen.id.as_ref().and_then(Value::as_str).map(str::to_owned) else {
-            return false;
-        };
         let why = format!(
-            "the client's reply was {} bytes, larger than the gateway's {max}-byte cap for one message, and was not read",
-            text.len()
+            "the client's reply was {bytes} bytes, larger than the gateway's {max}-byte cap for one message, and was not read"
         );
+        let Some(id) = seen.id.as_ref().and_then(Value::as_str).map(str::to_owned) else {
+            // A reply (it has `result` or `error`) to nothing the gateway can name gets no
+            // reply either.
+            if seen.is_response {
+                self.inner.log(format_args!(
+                    "{why}; it answers no request waiting: dropped"
+                ));
+            }
+            return seen.is_response;
+        };
         let (own, upstream_id) = {
             let mut state = self.inner.state();
             let own = state.own_requests.remove(&id);
@@ -2165,7 +2182,12 @@ impl Session {
             return true;
         }
         let Some(upstream_id) = upstream_id else {
-            return false;
+            if seen.is_response {
+                self.inner.log(format_args!(
+                    "{why}; it answers no request waiting: dropped"
+                ));
+            }
+            return seen.is_response;
         };
         self.inner.log(format_args!(
             "{why}; the upstream's request was answered with an error"

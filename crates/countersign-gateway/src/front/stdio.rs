@@ -7,9 +7,11 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use serde_json::{Value, json};
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use sha2::Digest;
+use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
 use crate::session::Session;
+use crate::upstream::TAIL_BYTES;
 use crate::wire;
 use crate::{GatewayError, GatewayShared, PrincipalSource, Upstream, codes};
 
@@ -85,9 +87,8 @@ where
     tokio::pin!(shutdown);
     let mut stopped = false;
     let mut reader = BufReader::new(reader);
-    let mut line = Vec::new();
     let result = loop {
-        line.clear();
+        let mut line = Line::default();
         // Bytes, not a `String`: a line that is not UTF-8 is refused by the strict reader
         // (`invalid_utf8`, case B51) and the session goes on, instead of ending the gateway.
         // A shutdown wins over anything else ready at the same moment.
@@ -97,7 +98,7 @@ where
                 stopped = true;
                 break session.stop().await.map_err(GatewayError::Unrecorded);
             }
-            read = reader.read_until(b'\n', &mut line) => read,
+            read = read_line_capped(&mut reader, &mut line, max) => read,
             detail = session.upstream_closed() => break Err(GatewayError::UpstreamGone(detail)),
             Some(error) = write_failed.recv() => break Err(GatewayError::Client(error)),
         };
@@ -117,11 +118,21 @@ where
             Ok(_) => {}
             Err(error) => break Err(GatewayError::Client(error)),
         }
-        let text = line.trim_ascii();
-        if text.is_empty() {
+        // Over the cap, whitespace included (found by a first-time user: a line padded with
+        // spaces past the cap was read whole, and memory grew with it).
+        if line.bytes > max {
+            if !session
+                .client_oversized_reply(&line.head, &line.tail, line.bytes, max)
+                .await
+            {
+                let digest: [u8; 32] = line.digest.finalize().into();
+                let digest = format!("sha256:{}", hex::encode(digest));
+                session.reply_directly(refuse_oversized(&line.head, line.bytes, &digest, max));
+            }
             continue;
         }
-        if text.len() > max && session.client_oversized_reply(text, max).await {
+        let text = line.head.trim_ascii();
+        if text.is_empty() {
             continue;
         }
         if let Some(refusal) = refuse_message(text, max) {
@@ -172,6 +183,81 @@ where
     result
 }
 
+/// The refusal of a message of `bytes` (SHA-256 `digest`), over the `max`-byte cap, of which
+/// `head` is the start: answered under the `id` it starts with, when one can be read.
+fn refuse_oversized(head: &[u8], bytes: usize, digest: &str, max: usize) -> Value {
+    let id = wire::leading_request_id(head).unwrap_or(Value::Null);
+    wire::error_response(
+        id,
+        json!({
+            "code": codes::INVALID_REQUEST,
+            "message": format!(
+                "not executed: the message is {bytes} bytes, larger than the gateway's {max}-byte cap for one message: send smaller arguments (a file's path or URL rather than its content)"
+            ),
+            "data": {
+                "countersign": true,
+                "reason": "too_large",
+                "did_run": "no",
+                "may_retry": false,
+                "raw_bytes": bytes,
+                "raw_digest": digest,
+                "max_bytes": max,
+            },
+        }),
+    )
+}
+
+/// One line of the client's input as [`read_line_capped`] read it.
+#[derive(Default)]
+struct Line {
+    /// The line's first bytes: all of it within the cap, else the cap and one byte more.
+    head: Vec<u8>,
+    /// The line's last bytes past `head` ([`TAIL_BYTES`] at most).
+    tail: Vec<u8>,
+    /// The line's length, without its end.
+    bytes: usize,
+    /// SHA-256 of the whole line, without its end.
+    digest: sha2::Sha256,
+}
+
+/// Read one line of the client's input into `line`, keeping at most `max + 1` bytes of it in
+/// memory however long it is (found by a first-time user: a 200 MB line over a 2,000-byte cap
+/// was read whole before it was refused). Returns the bytes read, its end included; 0 at the
+/// end of the input.
+async fn read_line_capped<R: AsyncBufRead + Unpin>(
+    reader: &mut R,
+    line: &mut Line,
+    max: usize,
+) -> std::io::Result<usize> {
+    let mut total = 0;
+    loop {
+        let buffer = reader.fill_buf().await?;
+        if buffer.is_empty() {
+            return Ok(total);
+        }
+        let (chunk, found) = match buffer.iter().position(|&byte| byte == b'\n') {
+            Some(end) => (&buffer[..end], Some(end + 1)),
+            None => (buffer, None),
+        };
+        line.digest.update(chunk);
+        line.bytes += chunk.len();
+        let room = (max + 1).saturating_sub(line.head.len());
+        let kept = chunk.len().min(room);
+        line.head.extend_from_slice(&chunk[..kept]);
+        let past = &chunk[kept..];
+        line.tail
+            .extend_from_slice(&past[past.len().saturating_sub(TAIL_BYTES)..]);
+        let over = line.tail.len().saturating_sub(TAIL_BYTES);
+        line.tail.drain(..over);
+        let used = found.unwrap_or(buffer.len());
+        total += used;
+        reader.consume(used);
+        if found.is_some() {
+            return Ok(total);
+        }
+    }
+}
+
 /// A refusal for a message the gateway will not read: too large, or a batch.
 ///
 /// A message over the cap is answered under the `id` it starts with, when one can be read
@@ -179,26 +265,8 @@ where
 /// was refused; `data` names its size and digest as for any unreadable message.
 pub(crate) fn refuse_message(text: &[u8], max: usize) -> Option<Value> {
     if text.len() > max {
-        let id = wire::leading_request_id(text).unwrap_or(Value::Null);
-        return Some(wire::error_response(
-            id,
-            json!({
-                "code": codes::INVALID_REQUEST,
-                "message": format!(
-                    "not executed: the message is {} bytes, larger than the gateway's {max}-byte cap for one message: send smaller arguments (a file's path or URL rather than its content)",
-                    text.len()
-                ),
-                "data": {
-                    "countersign": true,
-                    "reason": "too_large",
-                    "did_run": "no",
-                    "may_retry": false,
-                    "raw_bytes": text.len(),
-                    "raw_digest": countersign::canonical::sha256_prefixed(text),
-                    "max_bytes": max,
-                },
-            }),
-        ));
+        let digest = countersign::canonical::sha256_prefixed(text);
+        return Some(refuse_oversized(text, text.len(), &digest, max));
     }
     if text.starts_with(b"[") {
         return Some(wire::error_response(

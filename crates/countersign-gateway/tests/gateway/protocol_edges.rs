@@ -670,3 +670,49 @@ async fn an_oversized_reply_from_the_client_is_not_answered_and_ends_the_request
         harness.client.received
     );
 }
+
+#[tokio::test]
+async fn padding_counts_against_the_cap_and_an_oversized_stray_reply_gets_no_reply() {
+    // Found by a second first-time user: a line padded with spaces past the cap was read whole
+    // and answered, and an oversized reply to nothing was answered as if it were a request.
+    let (upstream, _seen) = scripted(|message| match message["method"].as_str() {
+        Some("initialize") => vec![initialized(message, json!({"tools": {}}))],
+        _ => match message.get("id") {
+            Some(id) => vec![json!({"jsonrpc": "2.0", "id": id, "result": {}}).to_string()],
+            None => Vec::new(),
+        },
+    });
+    let mut config = config("s");
+    config.max_message_bytes = 1_000;
+    let (mut client, _task) = connect(&gateway(config), upstream);
+    client.initialize(json!({})).await;
+    let padded = format!(
+        r#"{{"jsonrpc":"2.0","id":7,"method":"ping"}}{}"#,
+        " ".repeat(3_000)
+    );
+    client.send_raw(padded.as_bytes()).await;
+    let refused = next_response(&mut client).await;
+    assert_eq!(refused["id"], 7, "{refused}");
+    assert_eq!(refused["error"]["data"]["reason"], "too_large", "{refused}");
+    assert_eq!(
+        refused["error"]["data"]["raw_bytes"],
+        padded.len(),
+        "{refused}"
+    );
+    let stray = format!(
+        r#"{{"jsonrpc":"2.0","result":{{"note":"{}"}},"id":"nope"}}"#,
+        "n".repeat(3_000)
+    );
+    client.send_raw(stray.as_bytes()).await;
+    // The next reply is the ping's: the stray reply got none.
+    let pong = client.request_with_id(json!(8), "ping", json!({})).await;
+    assert!(pong.get("result").is_some(), "{pong}");
+    assert!(
+        !client
+            .received
+            .iter()
+            .any(|message| message["id"] == "nope"),
+        "{:?}",
+        client.received
+    );
+}
