@@ -79,9 +79,15 @@ pub struct GatewayArgs {
     /// in the URL authorizes.
     #[arg(long, value_name = "BASE")]
     approval_url: Option<String>,
-    /// The largest message accepted, in bytes.
-    #[arg(long, value_name = "BYTES", default_value_t = countersign_gateway::DEFAULT_MAX_MESSAGE_BYTES)]
-    max_message_bytes: usize,
+    /// The largest message accepted, in bytes, whitespace included: from 1024 (an
+    /// `initialize` must fit) to 4194304, the kernel's JSON reader's own limit.
+    #[arg(
+        long,
+        value_name = "BYTES",
+        default_value_t = countersign_gateway::DEFAULT_MAX_MESSAGE_BYTES as u64,
+        value_parser = clap::value_parser!(u64).range(1024..=countersign::json::MAX_TEXT_BYTES as u64)
+    )]
+    max_message_bytes: u64,
     /// The upstream MCP server's Streamable HTTP endpoint: `http://…`, or `https://…` with
     /// its certificate verified against the system's trust store (or --upstream-ca).
     #[arg(long, value_name = "URL", conflicts_with = "command")]
@@ -152,7 +158,8 @@ pub async fn run(
     config.elicitation = !args.no_elicitation;
     config.attested_clients = args.attested_clients.clone();
     config.approval_url = args.approval_url.clone();
-    config.max_message_bytes = args.max_message_bytes;
+    config.max_message_bytes = usize::try_from(args.max_message_bytes)
+        .unwrap_or(countersign_gateway::DEFAULT_MAX_MESSAGE_BYTES);
     config.command_flags = crate::store_access::absolute_store_flags(global);
     if url.starts_with("memory:") {
         countersign::stderr_line!(

@@ -471,3 +471,26 @@ fn refuses_values_no_run_could_use() {
     }
     assert_eq!(StoreFiles::read(&sandbox.store_path()), before);
 }
+
+/// A message cap no `initialize` fits in, or past the JSON reader's own limit, is a usage
+/// error (found by a first-time user: `--max-message-bytes 0` started a gateway that refused
+/// every message).
+#[test]
+fn refuses_a_message_cap_no_session_could_use() {
+    let sandbox = Sandbox::new();
+    for cap in ["0", "1023", "4194305"] {
+        let run = sandbox.run(&[
+            "gateway",
+            "--alias",
+            "files",
+            "--principal",
+            "agent:me",
+            "--max-message-bytes",
+            cap,
+            "--",
+            "true",
+        ]);
+        assert_eq!(run.status, Some(2), "{cap}: {run:?}");
+        assert!(run.stderr.contains("1024..=4194304"), "{cap}: {run:?}");
+    }
+}
