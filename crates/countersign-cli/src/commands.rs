@@ -656,7 +656,8 @@ pub async fn inspect(
     }
     if approval.is_none() && effect.is_none() && receipts.is_empty() {
         return Err(Failure(format!(
-            "nothing is recorded for `{id}`: give an approval id (apr_…), an attempt id (att_…), an effect key or an action hash"
+            "nothing is recorded for `{}`: give an approval id (apr_…), an attempt id (att_…), an effect key (exactly as `countersign effects` prints it) or an action hash",
+            countersign::evidence::escaped(&args.id)
         )));
     }
     if global.json {

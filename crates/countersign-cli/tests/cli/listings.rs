@@ -150,7 +150,15 @@ fn inspect_of_an_unknown_id_says_what_it_accepts() {
     let run = sandbox.run(&["inspect", "refund:pi_404"]);
     assert_eq!(
         run.one_line_error(),
-        "nothing is recorded for `refund:pi_404`: give an approval id (apr_…), an attempt id (att_…), an effect key or an action hash"
+        "nothing is recorded for `refund:pi_404`: give an approval id (apr_…), an attempt id (att_…), an effect key (exactly as `countersign effects` prints it) or an action hash"
+    );
+    // The key is named as typed, spaces kept (found by a first-time user: ` job: lead` was
+    // named `job: lead`, which exists).
+    let run = sandbox.run(&["inspect", " refund:pi_404"]);
+    assert!(
+        run.one_line_error()
+            .starts_with("nothing is recorded for ` refund:pi_404`"),
+        "{run:?}"
     );
 }
 
