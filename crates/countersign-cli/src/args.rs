@@ -29,39 +29,23 @@ pub(crate) fn duration(text: &str, examples: &str) -> Result<Duration, String> {
             "a duration cannot be negative: write a number and a unit, such as {examples}"
         ));
     }
-    // Only the units the docs list are taken: humantime also reads `M` as months and `y` as
-    // years, so `1M` meant a month where a minute was meant (found by a first-time user).
-    const UNITS: &[&str] = &[
-        "ms", "msec", "s", "sec", "secs", "second", "seconds", "m", "min", "mins", "minute",
-        "minutes", "h", "hr", "hrs", "hour", "hours", "d", "day", "days", "w", "week", "weeks",
-    ];
+    // Only the units the docs list are taken, as in a policy (found by a first-time user:
+    // humantime also reads `M` as months and `y` as years, so `1M` meant a month).
     let trimmed = text.trim();
-    let mut rest = trimmed;
-    while !rest.is_empty() {
-        let number_end = rest
-            .find(|c: char| !c.is_ascii_digit())
-            .unwrap_or(rest.len());
-        let after = rest[number_end..].trim_start();
-        let unit_end = after
-            .find(|c: char| c.is_ascii_digit() || c.is_whitespace())
-            .unwrap_or(after.len());
-        let unit = &after[..unit_end];
-        if number_end > 0 && unit.is_empty() {
+    match countersign::clock::check_duration_units(trimmed) {
+        Ok(()) => {}
+        Err(countersign::clock::DurationUnitProblem::Missing) => {
             return Err(format!(
                 "`{}` has no unit: write a number and a unit, such as {examples}",
                 countersign::evidence::printable(trimmed)
             ));
         }
-        if number_end > 0 && !UNITS.contains(&unit) {
+        Err(countersign::clock::DurationUnitProblem::Unknown(unit)) => {
             return Err(format!(
                 "unknown unit `{}`: use `ms`, `s`, `m`, `h`, `d` or `w` after each number (or `sec`, `min`, `hour`, `day`, `week`), such as {examples}",
-                countersign::evidence::printable(unit)
+                countersign::evidence::printable(&unit)
             ));
         }
-        if number_end == 0 {
-            break;
-        }
-        rest = after[unit_end..].trim_start();
     }
     humantime::parse_duration(trimmed).map_err(|error| match error {
         // humantime's own sentence lists units (`ns` … `years`) the docs do not promise: name

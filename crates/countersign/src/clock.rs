@@ -144,3 +144,83 @@ mod tests {
         assert_eq!(serde_json::from_str::<Timestamp>(&text).unwrap(), time);
     }
 }
+
+/// The duration units Countersign reads, wherever a duration is written (a policy's
+/// `approval_ttl`, a command's `--ttl` or `--call-timeout`): milliseconds, seconds, minutes,
+/// hours, days and weeks, abbreviated or spelled out. humantime, which parses them, also reads
+/// `M` as months and `y` as years; those are refused, since `10M` is easily meant as minutes.
+pub const DURATION_UNITS: &[&str] = &[
+    "ms", "msec", "s", "sec", "secs", "second", "seconds", "m", "min", "mins", "minute", "minutes",
+    "h", "hr", "hrs", "hour", "hours", "d", "day", "days", "w", "week", "weeks",
+];
+
+/// What is wrong with the units of a duration ([`check_duration_units`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum DurationUnitProblem {
+    /// A number is followed by a unit not in [`DURATION_UNITS`] (the unit, as written).
+    Unknown(String),
+    /// A number has no unit at all (`30`).
+    Missing,
+}
+
+/// Check that every number in the duration `text` (humantime's syntax: numbers, each with a
+/// unit, optionally separated by spaces; a number may have a fraction, `1.5h`) is followed by
+/// one of [`DURATION_UNITS`]. Text that is not numbers and units at all is left for the parser
+/// to refuse.
+///
+/// # Errors
+///
+/// The first [`DurationUnitProblem`] met.
+pub fn check_duration_units(text: &str) -> Result<(), DurationUnitProblem> {
+    let mut rest = text.trim();
+    while !rest.is_empty() {
+        let number_end = rest
+            .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+            .unwrap_or(rest.len());
+        if number_end == 0 {
+            return Ok(());
+        }
+        let after = rest[number_end..].trim_start();
+        let unit_end = after
+            .find(|c: char| c.is_ascii_digit() || c.is_whitespace())
+            .unwrap_or(after.len());
+        let unit = &after[..unit_end];
+        if unit.is_empty() {
+            return Err(DurationUnitProblem::Missing);
+        }
+        if !DURATION_UNITS.contains(&unit) {
+            return Err(DurationUnitProblem::Unknown(unit.to_owned()));
+        }
+        rest = after[unit_end..].trim_start();
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod duration_tests {
+    use super::*;
+
+    #[test]
+    fn only_the_listed_units_are_read() {
+        for fine in ["15m", "1h 30m", "1h30m", "1.5h", "200ms", "2 days", "1w"] {
+            assert_eq!(check_duration_units(fine), Ok(()), "{fine}");
+        }
+        for (text, unit) in [
+            ("1M", "M"),
+            ("1y", "y"),
+            ("5us", "us"),
+            ("2months", "months"),
+        ] {
+            assert_eq!(
+                check_duration_units(text),
+                Err(DurationUnitProblem::Unknown(unit.to_owned())),
+                "{text}"
+            );
+        }
+        assert_eq!(
+            check_duration_units("30"),
+            Err(DurationUnitProblem::Missing)
+        );
+        assert_eq!(check_duration_units("soon"), Ok(()), "left for the parser");
+    }
+}

@@ -136,7 +136,7 @@ actions:
   stripe.refund:
     decision: approve
 ",
-        "bad.yaml:2:15: invalid `approval_ttl` `10 parsecs`: expected a duration such as `15m`, `1h 30m` or `90s`",
+        "bad.yaml:2:15: invalid `approval_ttl` `10 parsecs`: has a unit Countersign does not read: use `s`, `m`, `h`, `d` or `w` after each number, such as `15m` (`M` and `y`, months and years, are not read)",
     );
 }
 

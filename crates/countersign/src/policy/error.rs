@@ -486,6 +486,11 @@ pub enum DurationProblem {
     /// Not a humantime duration.
     #[error("expected a duration such as `15m`, `1h 30m` or `90s`")]
     Unparsable,
+    /// A unit other than `ms`, `s`, `m`, `h`, `d` or `w` ([`crate::clock::DURATION_UNITS`]).
+    #[error(
+        "has a unit Countersign does not read: use `s`, `m`, `h`, `d` or `w` after each number, such as `15m` (`M` and `y`, months and years, are not read)"
+    )]
+    UnknownUnit,
     /// Zero.
     #[error("must be greater than zero")]
     Zero,

@@ -554,6 +554,13 @@ fn duration(node: &Node) -> Result<Duration, LoadError> {
             },
         )
     };
+    // The units every duration of Countersign's takes (`10M` would be ten months).
+    crate::clock::check_duration_units(text).map_err(|problem| {
+        fail(match problem {
+            crate::clock::DurationUnitProblem::Unknown(_) => DurationProblem::UnknownUnit,
+            crate::clock::DurationUnitProblem::Missing => DurationProblem::Unparsable,
+        })
+    })?;
     let value = humantime::parse_duration(text).map_err(|_| fail(DurationProblem::Unparsable))?;
     if value.is_zero() {
         return Err(fail(DurationProblem::Zero));

@@ -691,6 +691,9 @@ fn refuses_bad_durations() {
         ("8days", DurationProblem::TooLong),
         ("soon", DurationProblem::Unparsable),
         ("1500ms", DurationProblem::SubSecond),
+        // `M` is months to humantime: refused by its unit, not as "at most 7 days".
+        ("10M", DurationProblem::UnknownUnit),
+        ("1y", DurationProblem::UnknownUnit),
     ];
     for (text, problem) in cases {
         let yaml = format!("schema: countersign.policy/v1\napproval_ttl: {text}\nactions: {{}}\n");
