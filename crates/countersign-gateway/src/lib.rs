@@ -54,6 +54,7 @@ pub mod era;
 mod front;
 #[doc(hidden)]
 pub mod fuzzing;
+mod lines;
 mod request_state;
 mod session;
 mod tasks;

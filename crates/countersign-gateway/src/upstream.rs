@@ -14,10 +14,6 @@ mod renew;
 pub(crate) use http::connect as connect_http;
 pub(crate) use io::{connect_io, spawn_command};
 
-/// How many of an oversized line's last bytes are kept ([`Event::Oversized`]): enough for the
-/// `,"id":…}` that closes a reply whose serializer writes `result` first.
-pub(crate) const TAIL_BYTES: usize = 64;
-
 /// What the upstream side delivers to a session.
 #[derive(Debug)]
 pub(crate) enum Event {
@@ -31,9 +27,10 @@ pub(crate) enum Event {
     /// Text that is not one JSON-RPC message object (bad JSON, a batch, a bare value).
     Malformed { raw: String, related: Option<u64> },
     /// A line longer than the gateway's cap for one message: `bytes` long in all, of which
-    /// `raw` is the start that was kept and `tail` the last bytes ([`TAIL_BYTES`] at most). It
-    /// is not read; what its ends say of it ([`crate::wire::partial_message`]: a request or
-    /// notification, or a reply, and to which request) decides what it ends.
+    /// `raw` is the start that was kept and `tail` the last bytes
+    /// ([`crate::lines::TAIL_BYTES`] at most). It is not read; what its ends say of it
+    /// ([`crate::wire::partial_message`]: a request or notification, or a reply, and to which
+    /// request) decides what it ends.
     Oversized {
         bytes: usize,
         raw: String,

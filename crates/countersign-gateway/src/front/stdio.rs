@@ -7,11 +7,10 @@ use std::time::Duration;
 
 use futures::FutureExt;
 use serde_json::{Value, json};
-use sha2::Digest;
-use tokio::io::{AsyncBufRead, AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 
+use crate::lines::{CappedLine, read_line_capped};
 use crate::session::Session;
-use crate::upstream::TAIL_BYTES;
 use crate::wire;
 use crate::{GatewayError, GatewayShared, PrincipalSource, Upstream, codes};
 
@@ -88,7 +87,7 @@ where
     let mut stopped = false;
     let mut reader = BufReader::new(reader);
     let result = loop {
-        let mut line = Line::default();
+        let mut line = CappedLine::new(true);
         // Bytes, not a `String`: a line that is not UTF-8 is refused by the strict reader
         // (`invalid_utf8`, case B51) and the session goes on, instead of ending the gateway.
         // A shutdown wins over anything else ready at the same moment.
@@ -125,9 +124,9 @@ where
                 .client_oversized_reply(&line.head, &line.tail, line.bytes, max)
                 .await
             {
-                let digest: [u8; 32] = line.digest.finalize().into();
-                let digest = format!("sha256:{}", hex::encode(digest));
-                session.reply_directly(refuse_oversized(&line.head, line.bytes, &digest, max));
+                let (head, bytes) = (std::mem::take(&mut line.head), line.bytes);
+                let digest = line.digest().unwrap_or_default();
+                session.reply_directly(refuse_oversized(&head, bytes, &digest, max));
             }
             continue;
         }
@@ -205,57 +204,6 @@ fn refuse_oversized(head: &[u8], bytes: usize, digest: &str, max: usize) -> Valu
             },
         }),
     )
-}
-
-/// One line of the client's input as [`read_line_capped`] read it.
-#[derive(Default)]
-struct Line {
-    /// The line's first bytes: all of it within the cap, else the cap and one byte more.
-    head: Vec<u8>,
-    /// The line's last bytes past `head` ([`TAIL_BYTES`] at most).
-    tail: Vec<u8>,
-    /// The line's length, without its end.
-    bytes: usize,
-    /// SHA-256 of the whole line, without its end.
-    digest: sha2::Sha256,
-}
-
-/// Read one line of the client's input into `line`, keeping at most `max + 1` bytes of it in
-/// memory however long it is (found by a first-time user: a 200 MB line over a 2,000-byte cap
-/// was read whole before it was refused). Returns the bytes read, its end included; 0 at the
-/// end of the input.
-async fn read_line_capped<R: AsyncBufRead + Unpin>(
-    reader: &mut R,
-    line: &mut Line,
-    max: usize,
-) -> std::io::Result<usize> {
-    let mut total = 0;
-    loop {
-        let buffer = reader.fill_buf().await?;
-        if buffer.is_empty() {
-            return Ok(total);
-        }
-        let (chunk, found) = match buffer.iter().position(|&byte| byte == b'\n') {
-            Some(end) => (&buffer[..end], Some(end + 1)),
-            None => (buffer, None),
-        };
-        line.digest.update(chunk);
-        line.bytes += chunk.len();
-        let room = (max + 1).saturating_sub(line.head.len());
-        let kept = chunk.len().min(room);
-        line.head.extend_from_slice(&chunk[..kept]);
-        let past = &chunk[kept..];
-        line.tail
-            .extend_from_slice(&past[past.len().saturating_sub(TAIL_BYTES)..]);
-        let over = line.tail.len().saturating_sub(TAIL_BYTES);
-        line.tail.drain(..over);
-        let used = found.unwrap_or(buffer.len());
-        total += used;
-        reader.consume(used);
-        if found.is_some() {
-            return Ok(total);
-        }
-    }
 }
 
 /// A refusal for a message the gateway will not read: too large, or a batch.

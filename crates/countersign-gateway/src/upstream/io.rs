@@ -5,10 +5,11 @@ use std::sync::{Arc, Weak};
 use std::time::Duration;
 
 use serde_json::Value;
-use tokio::io::{AsyncBufReadExt, AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, BufReader};
 use tokio::sync::{Mutex, mpsc};
 
-use super::{Event, Link, TAIL_BYTES, parse_event};
+use super::{Event, Link, parse_event};
+use crate::lines::{CappedLine, read_line_capped};
 
 /// How long a child gets to exit once its input is closed, and again once it is sent `SIGTERM`.
 const EXIT_GRACE: Duration = Duration::from_secs(2);
@@ -155,24 +156,21 @@ fn start(
     let watched = group.is_some().then(|| Arc::downgrade(&child));
     tokio::spawn(async move {
         let mut reader = BufReader::new(reader);
-        let mut line = Vec::new();
-        let mut tail = Vec::new();
         let detail = loop {
-            line.clear();
-            tail.clear();
-            match read_line_capped(&mut reader, &mut line, &mut tail, max_line).await {
+            let mut line = CappedLine::new(false);
+            match read_line_capped(&mut reader, &mut line, max_line).await {
                 Ok(0) => break closed_output(watched.as_ref()).await,
                 Ok(read) => {
-                    let text = String::from_utf8_lossy(&line).trim().to_owned();
+                    let kept = &line.head[..line.head.len().min(max_line)];
+                    let text = String::from_utf8_lossy(kept).trim().to_owned();
                     if text.is_empty() {
                         continue;
                     }
-                    // `read` counts the line's end; a line that was cut lost more than that.
-                    let event = if line.len() + 1 < read {
+                    let event = if line.bytes > max_line {
                         Event::Oversized {
                             bytes: read,
                             raw: text,
-                            tail: String::from_utf8_lossy(&tail).into_owned(),
+                            tail: String::from_utf8_lossy(&line.tail).into_owned(),
                         }
                     } else {
                         parse_event(text, None)
@@ -231,42 +229,6 @@ fn describe_exit(status: ExitStatus) -> String {
         }
     }
     format!("it ended ({status})")
-}
-
-/// Read one line (without its end) of at most `max` bytes; a longer line is read to its end
-/// and delivered cut, so it is malformed rather than silently split, with its last bytes
-/// (at most [`TAIL_BYTES`] of those past the cut) in `tail`.
-async fn read_line_capped<R: AsyncBufReadExt + Unpin>(
-    reader: &mut R,
-    line: &mut Vec<u8>,
-    tail: &mut Vec<u8>,
-    max: usize,
-) -> std::io::Result<usize> {
-    let mut total = 0;
-    loop {
-        let buffer = reader.fill_buf().await?;
-        if buffer.is_empty() {
-            return Ok(total);
-        }
-        let (chunk, found) = match buffer.iter().position(|&byte| byte == b'\n') {
-            Some(end) => (&buffer[..end], Some(end + 1)),
-            None => (buffer, None),
-        };
-        let room = max.saturating_sub(line.len());
-        let kept = chunk.len().min(room);
-        line.extend_from_slice(&chunk[..kept]);
-        let past = &chunk[kept..];
-        let past = &past[past.len().saturating_sub(TAIL_BYTES)..];
-        tail.extend_from_slice(past);
-        let over = tail.len().saturating_sub(TAIL_BYTES);
-        tail.drain(..over);
-        let used = found.unwrap_or(buffer.len());
-        total += used;
-        reader.consume(used);
-        if found.is_some() {
-            return Ok(total);
-        }
-    }
 }
 
 /// An upstream over an already connected byte stream.
