@@ -143,6 +143,13 @@ fn may_replace(
     head: &Checkpoint,
     follower: &LogFollower,
 ) -> Result<(), Failure> {
+    // `-` is not standard output here: the note is printed there already (found by a
+    // first-time user: a file named `-` was written, and `verify --checkpoint -` suggested).
+    if path.as_os_str() == "-" {
+        return Err(Failure(
+            "`--out -`: the checkpoint is already printed on standard output (without `--json`); `--out` names a file to keep it in".to_owned(),
+        ));
+    }
     // Only a regular file is read and replaced (found by a first-time user: a FIFO at the
     // path hung the command, waiting for a writer).
     match std::fs::metadata(path) {

@@ -428,6 +428,16 @@ async fn checkpoint_out_replaces_only_an_earlier_checkpoint_the_log_extends() {
     );
     assert_eq!(std::fs::read_to_string(&notes).expect("read"), "my notes\n");
 
+    let run = sandbox.run(&["checkpoint", "--key", path(&key), "--out", "-"]);
+    assert_eq!(run.status, Some(1), "{run:?}");
+    assert!(
+        run.stderr.contains("already printed on standard output"),
+        "{run:?}"
+    );
+    assert!(
+        !sandbox.work().join("-").exists(),
+        "a file named `-` was written"
+    );
     // A folder (and so a FIFO or a device) at the path is refused at once, never read.
     std::fs::create_dir(sandbox.work().join("a-folder")).expect("mkdir");
     let run = sandbox.run(&["checkpoint", "--key", path(&key), "--out", "a-folder"]);
