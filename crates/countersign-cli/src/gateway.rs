@@ -160,8 +160,9 @@ pub async fn run(
     config.approval_url = args.approval_url.clone();
     config.max_message_bytes = usize::try_from(args.max_message_bytes)
         .unwrap_or(countersign_gateway::DEFAULT_MAX_MESSAGE_BYTES);
-    config.command_flags = crate::store_access::absolute_store_flags(global);
+    config.command_flags = Some(crate::store_access::absolute_store_flags(global));
     if url.starts_with("memory:") {
+        config.command_flags = None;
         countersign::stderr_line!(
             "countersign gateway: warning: the store is `memory:`, so no other process (`countersign approve`, `countersign serve`) can answer an approval request; answers come only through the client's elicitation, and nothing is kept when the gateway exits"
         );

@@ -329,24 +329,71 @@ pub fn url_elicitation_message(question: &str) -> String {
 /// and to the same command where the refusal's `message` quotes it, so the suggested command
 /// reaches the gateway's own store (found by first-time users: it named the default store, and
 /// the message still did after `data` was fixed).
-pub fn add_command_flags(error: &mut Value, flags: &str) {
-    if flags.is_empty() {
+///
+/// With no flags (`None`: a store no other process reaches), `approve_with` is removed and the
+/// message says to answer in the client's approval prompt (found by a first-time user: a
+/// `memory:` gateway told the model to run a command that could only fail).
+pub fn add_command_flags(error: &mut Value, flags: Option<&str>) {
+    if flags == Some("") {
         return;
     }
     let Some(Value::String(command)) = error.pointer_mut("/data/approve_with") else {
         return;
     };
     let bare = format!("`{command}`");
-    command.push_str(flags);
-    let full = format!("`{command}`");
+    let (from, to) = match flags {
+        Some(flags) => {
+            command.push_str(flags);
+            (bare, format!("`{command}`"))
+        }
+        None => (
+            format!("run {bare}"),
+            "answer it in the client's approval prompt (the gateway's store is `memory:`, which `countersign approve` cannot reach)".to_owned(),
+        ),
+    };
+    if flags.is_none()
+        && let Some(Value::Object(data)) = error.get_mut("data")
+    {
+        data.remove("approve_with");
+    }
     if let Some(Value::String(message)) = error.pointer_mut("/message") {
-        *message = message.replace(&bare, &full);
+        *message = message.replace(&from, &to);
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_store_no_other_process_reaches_suggests_no_command() {
+        let refusal = || {
+            json!({"code": APPROVAL_REQUIRED,
+                "message": "not executed; waiting for approval: run `countersign approve apr_x` (expires t), then send the identical call again",
+                "data": {"approve_with": "countersign approve apr_x"}})
+        };
+        let mut flagged = refusal();
+        add_command_flags(&mut flagged, Some(" --policy /p.yaml"));
+        assert_eq!(
+            flagged["data"]["approve_with"],
+            "countersign approve apr_x --policy /p.yaml"
+        );
+        assert!(
+            flagged["message"]
+                .as_str()
+                .is_some_and(|text| text.contains("`countersign approve apr_x --policy /p.yaml`")),
+            "{flagged}"
+        );
+        let mut memory = refusal();
+        add_command_flags(&mut memory, None);
+        assert!(memory["data"].get("approve_with").is_none(), "{memory}");
+        let message = memory["message"].as_str().expect("message");
+        assert!(
+            !message.contains("countersign approve apr_x")
+                && message.contains("the client's approval prompt"),
+            "{message}"
+        );
+    }
 
     /// Issue #31: a revoked or cancelled approval is an approval that cannot authorize the call,
     /// never the catch-all code.

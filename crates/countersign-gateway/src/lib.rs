@@ -250,8 +250,10 @@ pub struct GatewayConfig {
     /// Flags a suggested `countersign` command needs to reach this gateway's store, such as
     /// ` --policy agent.yaml --store-url sqlite:x.db` (leading space; empty, the default, when
     /// the defaults apply): appended to `data.approve_with`. Never a password: the CLI leaves it
-    /// out of the store URL ([`countersign::store::redact_url`]).
-    pub command_flags: String,
+    /// out of the store URL ([`countersign::store::redact_url`]). `None` when no other process
+    /// can reach the store (`memory:`): then no command is suggested, and a refusal says to
+    /// answer in the client's approval prompt instead.
+    pub command_flags: Option<String>,
 }
 
 /// A key for [`GatewayConfig::request_state_key`]; never printed.
@@ -288,7 +290,7 @@ impl GatewayConfig {
             request_state_key: None,
             upstream_trust: None,
             approval_url: None,
-            command_flags: String::new(),
+            command_flags: Some(String::new()),
         }
     }
 }

@@ -1604,7 +1604,10 @@ impl Inner {
                     ),
                     None => {
                         let mut refusal = codes::refusal(&error, &action, None);
-                        codes::add_command_flags(&mut refusal, &self.shared.config.command_flags);
+                        codes::add_command_flags(
+                            &mut refusal,
+                            self.shared.config.command_flags.as_deref(),
+                        );
                         if let ControlError::ApprovalRequired { request_id, .. } = &error
                             && let Ok(Some(record)) =
                                 self.control.store().approval(request_id).await
@@ -1997,13 +2000,22 @@ impl FrameworkInterrupt for Elicitation {
                     client_name.escape_debug()
                 ),
                 reason: format!(
-                    "its elicitation answers are not a human's until the operator attests it with `countersign gateway --attested-client {}`; the request stays pending: answer it with `countersign approve {}{}`",
+                    "its elicitation answers are not a human's until the operator attests it with `countersign gateway --attested-client {}`; the request stays pending: {}",
                     self.client,
-                    pending.request_id,
-                    self.session
-                        .upgrade()
-                        .map(|inner| inner.shared.config.command_flags.clone())
-                        .unwrap_or_default()
+                    match self.session.upgrade().and_then(|inner| inner
+                        .shared
+                        .config
+                        .command_flags
+                        .clone())
+                    {
+                        Some(flags) => format!(
+                            "answer it with `countersign approve {}{flags}`",
+                            pending.request_id
+                        ),
+                        None =>
+                            "nothing else can answer it, since the gateway's store is `memory:`"
+                                .to_owned(),
+                    }
                 ),
             }
         };

@@ -647,11 +647,10 @@ impl Inner {
             "action": action,
             "request_id": request_id.as_str(),
             "action_hash": action_hash.as_str(),
-            "approve_with": format!(
-                "countersign approve {request_id}{}",
-                self.shared.config.command_flags
-            ),
         });
+        if let Some(flags) = &self.shared.config.command_flags {
+            countersign["approve_with"] = json!(format!("countersign approve {request_id}{flags}"));
+        }
         if let Some(display) = &display {
             countersign["display"] = json!(display.to_text());
         }
