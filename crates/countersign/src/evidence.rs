@@ -502,11 +502,26 @@ pub fn shell_word(text: &str) -> String {
 /// [`printable`], and reversible: a literal `\` before `u{` is written `\u{5c}` as well, so
 /// that `display::unescape(&escaped(text)) == text` and two texts never print alike (SPEC 1.9's
 /// rule). For text a person may type back, such as an effect key: a key holding a NUL and one
-/// holding the six characters `\u{0}` print differently. Unlike [`printable`], not for text that
+/// holding the six characters `\u{0}` print differently. A space at either end is written
+/// `\u{20}`: in a listing it would not be seen (found by a first-time user: `job:trail ` showed
+/// as `job:trail`, which `resolve` then did not find). Unlike [`printable`], not for text that
 /// may already be escaped (it would be escaped again).
 pub fn escaped(text: &str) -> std::borrow::Cow<'_, str> {
-    if !text.contains("\\u{") {
-        return printable(text);
+    let shown = if text.contains("\\u{") {
+        std::borrow::Cow::Owned(printable(&text.replace("\\u{", "\\u{5c}u{")).into_owned())
+    } else {
+        printable(text)
+    };
+    if !shown.starts_with(' ') && !shown.ends_with(' ') {
+        return shown;
     }
-    std::borrow::Cow::Owned(printable(&text.replace("\\u{", "\\u{5c}u{")).into_owned())
+    let after_leading = shown.trim_start_matches(' ');
+    let leading = shown.len() - after_leading.len();
+    let core = after_leading.trim_end_matches(' ');
+    let trailing = after_leading.len() - core.len();
+    std::borrow::Cow::Owned(format!(
+        "{}{core}{}",
+        "\\u{20}".repeat(leading),
+        "\\u{20}".repeat(trailing)
+    ))
 }

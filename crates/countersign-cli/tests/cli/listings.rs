@@ -152,12 +152,12 @@ fn inspect_of_an_unknown_id_says_what_it_accepts() {
         run.one_line_error(),
         "nothing is recorded for `refund:pi_404`: give an approval id (apr_…), an attempt id (att_…), an effect key (exactly as `countersign effects` prints it) or an action hash"
     );
-    // The key is named as typed, spaces kept (found by a first-time user: ` job: lead` was
-    // named `job: lead`, which exists).
+    // The key is named as typed, its leading space shown (found by a first-time user:
+    // ` job: lead` was named `job: lead`, which exists).
     let run = sandbox.run(&["inspect", " refund:pi_404"]);
     assert!(
         run.one_line_error()
-            .starts_with("nothing is recorded for ` refund:pi_404`"),
+            .starts_with(r"nothing is recorded for `\u{20}refund:pi_404`"),
         "{run:?}"
     );
 }

@@ -422,3 +422,16 @@ fn a_receipt_without_a_hash_is_the_first_break_not_skipped() {
         );
     }
 }
+
+#[test]
+fn a_space_at_either_end_of_a_key_is_shown() {
+    for (key, shown) in [
+        ("job:trail ", r"job:trail\u{20}"),
+        (" job: lead", r"\u{20}job: lead"),
+        ("  ", r"\u{20}\u{20}"),
+        ("job: inner space", "job: inner space"),
+    ] {
+        assert_eq!(super::escaped(key), shown, "{key:?}");
+        assert_eq!(crate::display::unescape(shown), key, "{shown}");
+    }
+}
