@@ -100,6 +100,15 @@ fn methods(seen: &Mutex<Vec<Value>>) -> Vec<String> {
         .collect()
 }
 
+/// What a scripted upstream says to anything else: an empty result to a request, nothing to a
+/// notification.
+fn empty_result(message: &Value) -> Vec<String> {
+    match message.get("id") {
+        Some(id) => vec![json!({"jsonrpc": "2.0", "id": id, "result": {}}).to_string()],
+        None => Vec::new(),
+    }
+}
+
 /// The next response (not a notification or a request of the gateway's).
 async fn next_response(client: &mut Client) -> Value {
     loop {
@@ -191,10 +200,7 @@ async fn mcp_tasks_are_not_offered_and_a_task_only_tool_is_refused_before_it_is_
             .to_string(),
         ],
         Some("tools/call") => vec![done(message, "sent")],
-        _ => match message.get("id") {
-            Some(id) => vec![json!({"jsonrpc": "2.0", "id": id, "result": {}}).to_string()],
-            None => Vec::new(),
-        },
+        _ => empty_result(message),
     });
     let (mut client, _task) = connect(&gateway(config("s")), upstream);
     let opened = client
@@ -460,10 +466,7 @@ async fn an_oversized_message_is_refused_under_its_id_and_an_oversized_reply_fai
             }
             lines
         }
-        _ => match message.get("id") {
-            Some(id) => vec![json!({"jsonrpc": "2.0", "id": id, "result": {}}).to_string()],
-            None => Vec::new(),
-        },
+        _ => empty_result(message),
     });
     let mut config = config("s");
     config.max_message_bytes = 1_000;
@@ -555,10 +558,7 @@ async fn an_oversized_notification_touches_no_call_and_an_oversized_reply_ends_i
             r#"{{"jsonrpc":"2.0","result":{{"prompts":[],"note":"{blob}"}},"id":{},"x":1}}"#,
             message["id"]
         )],
-        _ => match message.get("id") {
-            Some(id) => vec![json!({"jsonrpc": "2.0", "id": id, "result": {}}).to_string()],
-            None => Vec::new(),
-        },
+        _ => empty_result(message),
     });
     let mut config = config("s");
     config.max_message_bytes = 1_000;
@@ -590,10 +590,7 @@ async fn a_request_whose_id_is_not_a_string_or_a_number_is_refused_and_never_sen
     // Found by a first-time user: `[1]`, `true`, `{}` and `null` were taken as request ids.
     let (upstream, seen) = scripted(|message| match message["method"].as_str() {
         Some("initialize") => vec![initialized(message, json!({"tools": {}}))],
-        _ => match message.get("id") {
-            Some(id) => vec![json!({"jsonrpc": "2.0", "id": id, "result": {}}).to_string()],
-            None => Vec::new(),
-        },
+        _ => empty_result(message),
     });
     let (mut client, _task) = connect(&gateway(config("s")), upstream);
     client.initialize(json!({})).await;
@@ -677,10 +674,7 @@ async fn padding_counts_against_the_cap_and_an_oversized_stray_reply_gets_no_rep
     // and answered, and an oversized reply to nothing was answered as if it were a request.
     let (upstream, _seen) = scripted(|message| match message["method"].as_str() {
         Some("initialize") => vec![initialized(message, json!({"tools": {}}))],
-        _ => match message.get("id") {
-            Some(id) => vec![json!({"jsonrpc": "2.0", "id": id, "result": {}}).to_string()],
-            None => Vec::new(),
-        },
+        _ => empty_result(message),
     });
     let mut config = config("s");
     config.max_message_bytes = 1_000;
